@@ -1,0 +1,109 @@
+"""SQLite backend with the sqlite-vec extension loaded on every connection.
+
+This is the embedded default database (ARCHITECTURE.md, "Embedded default and
+production"). It is Django's own SQLite backend with two changes:
+
+* The DB-API module is ``pysqlite3`` (package ``pysqlite3-binary``) when the
+  interpreter's ``sqlite3`` was built without extension loading, as on these
+  machines' pyenv Python. Otherwise the standard library module is used.
+* Every new connection loads sqlite-vec (``vec_distance_cosine``,
+  ``vec_distance_l2`` and ``vec0`` tables) and applies the ``init_command``
+  pragmas from settings (WAL journal, busy timeout).
+
+Use it with ``ENGINE = "memory.backends.sqlite_vec"``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import sqlite3 as _stdlib_sqlite3
+from collections.abc import Mapping
+from itertools import tee
+
+import sqlite_vec
+from django.db.backends.sqlite3 import base as sqlite_base
+from django.db.backends.sqlite3._functions import register as register_functions
+from django.utils.asyncio import async_unsafe
+from django.utils.dateparse import parse_date, parse_datetime, parse_time
+
+
+def _pick_dbapi():
+    """Return a DB-API module whose connections can load extensions."""
+    if hasattr(_stdlib_sqlite3.Connection, "enable_load_extension"):
+        return _stdlib_sqlite3.dbapi2
+    from pysqlite3 import dbapi2  # pysqlite3-binary: same API, bundled SQLite
+
+    return dbapi2
+
+
+Database = _pick_dbapi()
+
+if Database is not _stdlib_sqlite3.dbapi2:
+    # Django registers these on the stdlib module at import time; mirror them on
+    # the drop-in so dates, booleans and decimals round-trip identically.
+    Database.register_converter("bool", b"1".__eq__)
+    Database.register_converter("date", sqlite_base.decoder(parse_date))
+    Database.register_converter("time", sqlite_base.decoder(parse_time))
+    Database.register_converter("datetime", sqlite_base.decoder(parse_datetime))
+    Database.register_converter("timestamp", sqlite_base.decoder(parse_datetime))
+    Database.register_adapter(decimal.Decimal, str)
+    Database.register_adapter(datetime.date, sqlite_base.adapt_date)
+    Database.register_adapter(datetime.datetime, sqlite_base.adapt_datetime)
+
+
+class SQLiteCursorWrapper(Database.Cursor):
+    """Django's format/pyformat to qmark/named conversion, on ``Database.Cursor``.
+
+    Same behaviour as ``django.db.backends.sqlite3.base.SQLiteCursorWrapper``,
+    which is bound to the stdlib cursor class and cannot serve pysqlite3.
+    """
+
+    def execute(self, query, params=None):
+        if params is None:
+            return super().execute(query)
+        param_names = list(params) if isinstance(params, Mapping) else None
+        query = self.convert_query(query, param_names=param_names)
+        return super().execute(query, params)
+
+    def executemany(self, query, param_list):
+        peekable, param_list = tee(iter(param_list))
+        if (params := next(peekable, None)) and isinstance(params, Mapping):
+            param_names = list(params)
+        else:
+            param_names = None
+        query = self.convert_query(query, param_names=param_names)
+        return super().executemany(query, param_list)
+
+    def convert_query(self, query, *, param_names=None):
+        if param_names is None:
+            return sqlite_base.FORMAT_QMARK_REGEX.sub("?", query).replace("%%", "%")
+        return query % {name: f":{name}" for name in param_names}
+
+
+class DatabaseWrapper(sqlite_base.DatabaseWrapper):
+    """Django's SQLite wrapper on an extension-capable driver with sqlite-vec."""
+
+    Database = Database
+
+    def get_connection_params(self):
+        params = super().get_connection_params()
+        params["detect_types"] = Database.PARSE_DECLTYPES | Database.PARSE_COLNAMES
+        return params
+
+    @async_unsafe
+    def get_new_connection(self, conn_params):
+        conn = Database.connect(**conn_params)
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+        conn.enable_load_extension(False)
+        register_functions(conn)
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA legacy_alter_table = OFF")
+        for init_command in self.init_commands:
+            if init_command := init_command.strip():
+                conn.execute(init_command)
+        return conn
+
+    def create_cursor(self, name=None):
+        return self.connection.cursor(factory=SQLiteCursorWrapper)

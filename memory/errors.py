@@ -1,0 +1,48 @@
+"""Domain errors. Each is the built-in type the spec names, carrying the field at fault.
+
+The HTTP layer maps them: ``InvalidArgument`` -> 422, ``NotFound`` -> 404,
+``Conflict`` -> 409, each with a JSON body naming ``field`` and the rule.
+"""
+
+from __future__ import annotations
+
+
+class InvalidArgument(ValueError):
+    """A value breaks a rule of the spec (``ValueError``); ``field`` names the argument."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class InvalidType(TypeError):
+    """An argument has the wrong type, or is not an argument at all (``TypeError``)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class NotFound(KeyError):
+    """A thread, message or memory does not exist here (``KeyError``, as the spec says)."""
+
+    def __init__(self, field: str, value: str):
+        super().__init__(f"{field} {value!r} not found")
+        self.field = field
+        self.value = value
+        self.message = f"no {field.removesuffix('_id')} with id {value!r}"
+
+    def __str__(self) -> str:  # KeyError's str() would add quotes
+        return self.args[0]
+
+
+class Conflict(ValueError):
+    """A caller-chosen id is already taken (``ValueError``; HTTP 409)."""
+
+    def __init__(self, field: str, value: str):
+        super().__init__(f"{field} {value!r} already exists")
+        self.field = field
+        self.value = value
+        self.message = f"{field} {value!r} already exists"

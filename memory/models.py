@@ -1,0 +1,156 @@
+"""Tables of the memory engine (ARCHITECTURE.md, "Records and tables").
+
+Names follow the spec's vocabulary. Every table has an explicit short
+``db_table`` because Django's Oracle backend truncates identifiers to 30
+characters (shared/reference/oracle.md, fact 5). Images, relations and summaries
+get their own tables in later migrations; ``SearchChunk.source_kind`` and
+``record_type`` already admit ``image``.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from memory.fields import VectorField
+
+MEMORY_TYPES = ("memory", "fact", "guideline", "preference")
+RECORD_TYPES = ("message", *MEMORY_TYPES, "image")
+STATUSES = ("valid", "invalid")
+
+
+def _choices(values):
+    return [(v, v) for v in values]
+
+
+class Thread(models.Model):
+    """A conversation thread: its scope, metadata and runtime configuration.
+
+    ``config`` holds the thread's extraction/search/limit settings as JSON;
+    ``extracted_through_seq`` is the extraction watermark (the highest message
+    ``seq`` already handed to extraction), the truth a recovery sweep reads.
+    """
+
+    id = models.CharField(primary_key=True, max_length=255)
+    user_id = models.CharField(max_length=255, null=True, blank=True, db_index=True)
+    agent_id = models.CharField(max_length=255, null=True, blank=True, db_index=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    config = models.JSONField(default=dict, blank=True)
+    next_seq = models.BigIntegerField(default=1)
+    extracted_through_seq = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "oam_threads"
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class Message(models.Model):
+    """One raw message of a thread, in order (``seq`` is monotonic per thread).
+
+    ``timestamp`` is the caller's event time exactly as given (may be None);
+    ``event_at`` is its parsed UTC value when it is ISO-8601, used for
+    timestamp-anchored TTL. ``parts`` keeps an ordered multimodal content list
+    when the message was not plain text.
+    """
+
+    id = models.CharField(primary_key=True, max_length=255)
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
+    seq = models.BigIntegerField()
+    role = models.CharField(max_length=255)
+    content = models.TextField(blank=True, default="")
+    parts = models.JSONField(null=True, blank=True)
+    timestamp = models.CharField(max_length=64, null=True, blank=True)
+    event_at = models.DateTimeField(null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=_choices(STATUSES), default="valid")
+    expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "oam_messages"
+        ordering = ["thread", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["thread", "seq"], name="oam_msg_thread_seq_uq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:60]}"
+
+
+class Memory(models.Model):
+    """A typed durable memory (memory, fact, guideline, preference).
+
+    Scope is stored as plain columns because ``add_memory`` may override the
+    user, agent or thread id; "owned by this exact thread" means
+    ``thread_id`` equals the thread's id. ``source_message_ids`` records
+    provenance for extracted memories.
+    """
+
+    id = models.CharField(primary_key=True, max_length=255)
+    memory_type = models.CharField(max_length=16, choices=_choices(MEMORY_TYPES), default="memory")
+    content = models.TextField()
+    user_id = models.CharField(max_length=255, null=True, blank=True, db_index=True)
+    agent_id = models.CharField(max_length=255, null=True, blank=True)
+    thread_id = models.CharField(max_length=255, null=True, blank=True, db_index=True)
+    timestamp = models.CharField(max_length=64, null=True, blank=True)
+    event_at = models.DateTimeField(null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=_choices(STATUSES), default="valid")
+    expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    source_message_ids = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "oam_memories"
+        ordering = ["created_at"]
+        verbose_name_plural = "memories"
+
+    def __str__(self) -> str:
+        return f"[{self.memory_type}] {self.content[:60]}"
+
+
+class SearchChunk(models.Model):
+    """One searchable unit of a record: its text, scope, state and embedding.
+
+    One table for every record kind means one vector index and one query for
+    "search everything in this scope" (ARCHITECTURE.md). Scope, status,
+    expiry and metadata are copies kept in step with the record by the
+    services, in the same transaction, so filters run here without joins.
+    """
+
+    source_kind = models.CharField(max_length=16)  # message | memory | image
+    record_id = models.CharField(max_length=255)
+    record_type = models.CharField(max_length=16, choices=_choices(RECORD_TYPES))
+    chunk_index = models.IntegerField(default=0)
+    user_id = models.CharField(max_length=255, null=True, blank=True)
+    agent_id = models.CharField(max_length=255, null=True, blank=True)
+    thread_id = models.CharField(max_length=255, null=True, blank=True)
+    status = models.CharField(max_length=16, default="valid")
+    expires_at = models.DateTimeField(null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    text = models.TextField()
+    embedding = VectorField(dimensions=settings.OAM_EMBEDDING_DIMENSIONS)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        db_table = "oam_search_chunks"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source_kind", "record_id", "chunk_index"], name="oam_chunk_record_uq"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["user_id", "agent_id", "thread_id"], name="oam_chunk_scope_ix"),
+            models.Index(fields=["record_type", "status"], name="oam_chunk_type_ix"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.record_type}:{self.record_id}#{self.chunk_index}"

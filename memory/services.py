@@ -1,0 +1,606 @@
+"""Writes of the memory engine: threads, messages and memories with their search chunks.
+
+Every function is keyword-only, validates everything before it writes, embeds
+outside the transaction, and writes a record together with its ``SearchChunk``
+rows in one transaction, so a batch with one bad item writes nothing and a
+failure leaves nothing half-written (ARCHITECTURE.md, "Main flows").
+
+Errors follow the spec: ``ValueError`` (``InvalidArgument``/``Conflict``) for bad
+values, ``TypeError`` for bad types, ``KeyError`` (``NotFound``) for records
+that are not there, expired, or owned by another thread.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from memory import ttl as ttl_rules
+from memory.chunking import chunk_text
+from memory.embedders import get_embedder
+from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound
+from memory.models import MEMORY_TYPES, Memory, Message, SearchChunk, Thread
+from memory.selectors import live_q
+from memory.types import (
+    NOTSET,
+    Message as MessageDTO,
+    MemoryRetentionConfig,
+    RecordStatus,
+    TextContent,
+    TimeToLiveAnchor,
+)
+
+MAX_ID_LENGTH = 255
+
+
+# --- argument checks ---------------------------------------------------------------
+
+
+def check_id(value: Any, field: str) -> str:
+    """A caller-chosen identifier: a non-empty string of at most 255 characters."""
+    if not isinstance(value, str):
+        raise InvalidType(field, f"must be a string, not {type(value).__name__}")
+    if not value.strip():
+        raise InvalidArgument(field, "must not be empty")
+    if len(value) > MAX_ID_LENGTH:
+        raise InvalidArgument(field, f"must be at most {MAX_ID_LENGTH} characters")
+    return value
+
+
+def check_scope_id(value: Any, field: str) -> str | None:
+    """A user/agent/thread scope value: a string or None."""
+    if value is None:
+        return None
+    return check_id(value, field)
+
+
+def check_metadata(value: Any, field: str = "metadata") -> dict[str, Any]:
+    """Metadata: a JSON-serialisable dict (None means empty)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidType(field, f"must be a dict or None, not {type(value).__name__}")
+    value = dict(value)
+    for key in value:
+        if not isinstance(key, str):
+            raise InvalidArgument(field, "keys must be strings")
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument(field, f"must be JSON-serialisable ({exc})") from None
+    return value
+
+
+def check_status(value: Any, field: str = "status") -> str:
+    """A ``RecordStatus`` or its string value."""
+    try:
+        return RecordStatus(value).value
+    except ValueError:
+        raise InvalidArgument(field, "must be one of: valid, invalid") from None
+
+
+def check_memory_type(value: Any, field: str = "memory_type") -> str:
+    """One of the spec's memory types: memory, fact, guideline, preference."""
+    if value is NOTSET:
+        return "memory"
+    if value not in MEMORY_TYPES:
+        raise InvalidArgument(field, f"must be one of: {', '.join(MEMORY_TYPES)}")
+    return value
+
+
+def reject_unknown(kwargs: Mapping[str, Any], where: str) -> None:
+    """Unexpected keyword arguments raise TypeError (spec: ``**kwargs`` notes)."""
+    if kwargs:
+        names = ", ".join(sorted(kwargs))
+        raise InvalidType(next(iter(sorted(kwargs))), f"{where}() got unexpected keyword argument(s): {names}")
+
+
+def _per_item(value: Any, n: int, field: str) -> list[Any]:
+    """Expand a scalar-or-list batch argument to one value per message."""
+    if isinstance(value, list):
+        if len(value) != n:
+            raise InvalidArgument(field, f"a list must have one entry per message ({n}), got {len(value)}")
+        return list(value)
+    return [value] * n
+
+
+# --- messages ---------------------------------------------------------------------------
+
+
+@dataclass
+class _NewMessage:
+    id: str | None
+    role: str
+    content: str
+    parts: list[dict[str, Any]] | None
+    timestamp: str | None
+    metadata: dict[str, Any]
+
+
+_MESSAGE_KEYS = {"role", "content", "id", "timestamp", "metadata"}
+
+
+def _parse_parts(content: Sequence[Any], field: str) -> tuple[str, list[dict[str, Any]]]:
+    """Turn an ordered content sequence into (joined text, stored part dicts)."""
+    if len(content) == 0:
+        raise InvalidArgument(field, "a content sequence must not be empty")
+    parts: list[dict[str, Any]] = []
+    for j, part in enumerate(content):
+        where = f"{field}[{j}]"
+        if isinstance(part, TextContent):
+            parts.append({"type": "text", "id": part.id, "text": part.text, "timestamp": part.timestamp})
+            continue
+        if isinstance(part, Mapping) and part.get("type", "text") == "text":
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise InvalidType(f"{where}.text", "must be a string")
+            part_id = part.get("id") or str(uuid.uuid4())
+            parts.append({"type": "text", "id": check_id(part_id, f"{where}.id"), "text": text,
+                          "timestamp": ttl_rules.check_timestamp(part.get("timestamp"), f"{where}.timestamp")})
+            continue
+        kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
+        raise InvalidArgument(where, f"content part of type {kind!r} is not supported; use text parts")
+    return "\n".join(p["text"] for p in parts), parts
+
+
+def _parse_message(raw: Any, index: int) -> _NewMessage:
+    """Validate one input message (a ``Message`` or a mapping with role and content)."""
+    field = f"messages[{index}]"
+    if isinstance(raw, MessageDTO):
+        data = {"role": raw.role, "content": raw.content, "id": raw.id, "timestamp": raw.timestamp,
+                "metadata": raw.metadata}
+    elif isinstance(raw, Mapping):
+        unknown = set(raw) - _MESSAGE_KEYS
+        if unknown:
+            raise InvalidArgument(field, f"unknown key(s) {sorted(unknown)}; allowed: {sorted(_MESSAGE_KEYS)}")
+        data = dict(raw)
+    else:
+        raise InvalidType(field, f"must be a Message or a mapping, not {type(raw).__name__}")
+    role = data.get("role")
+    if not isinstance(role, str) or not role.strip():
+        raise InvalidArgument(f"{field}.role", "is required and must be a non-empty string")
+    if len(role) > 255:
+        raise InvalidArgument(f"{field}.role", "must be at most 255 characters")
+    content = data.get("content")
+    parts = None
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, Sequence) and not isinstance(content, (bytes, bytearray)):
+        text, parts = _parse_parts(content, f"{field}.content")
+    else:
+        raise InvalidArgument(f"{field}.content", "is required: a string or a sequence of content parts")
+    msg_id = data.get("id")
+    if msg_id is not None:
+        msg_id = check_id(msg_id, f"{field}.id")
+    return _NewMessage(
+        id=msg_id,
+        role=role,
+        content=text,
+        parts=parts,
+        timestamp=ttl_rules.check_timestamp(data.get("timestamp"), f"{field}.timestamp"),
+        metadata=check_metadata(data.get("metadata"), f"{field}.metadata"),
+    )
+
+
+def message_chunk_text(role: str, content: str) -> str:
+    """The text a message is indexed under: ``"<role>: <content>"``."""
+    return f"{role}: {content}"
+
+
+def _embed_chunks(texts: list[str]) -> list[list[str]]:
+    return [chunk_text(t) for t in texts]
+
+
+def _chunk_rows(
+    *,
+    source_kind: str,
+    record_id: str,
+    record_type: str,
+    chunks: list[str],
+    vectors,
+    user_id: str | None,
+    agent_id: str | None,
+    thread_id: str | None,
+    status: str,
+    expires_at,
+    metadata: dict[str, Any],
+    now,
+) -> list[SearchChunk]:
+    return [
+        SearchChunk(
+            source_kind=source_kind,
+            record_id=record_id,
+            record_type=record_type,
+            chunk_index=i,
+            user_id=user_id,
+            agent_id=agent_id,
+            thread_id=thread_id,
+            status=status,
+            expires_at=expires_at,
+            metadata=metadata,
+            text=text,
+            embedding=vectors[i],
+            created_at=now,
+        )
+        for i, text in enumerate(chunks)
+    ]
+
+
+def _lock_thread(thread_id: str) -> Thread:
+    """Re-read the thread inside the transaction, locked for update where the DB can."""
+    try:
+        return Thread.objects.select_for_update().get(pk=thread_id)
+    except Thread.DoesNotExist:
+        raise NotFound("thread_id", thread_id) from None
+
+
+def messages_add(
+    *,
+    thread: Thread,
+    messages: Sequence[Any],
+    metadata: Any = NOTSET,
+    ttl_days: Any = NOTSET,
+    ttl_anchor: Any = NOTSET,
+    retention: MemoryRetentionConfig,
+) -> list[str]:
+    """Append ``messages`` to ``thread``; return their ids in input order.
+
+    ``metadata`` is one dict for the batch or a list with one entry per message;
+    a given dict is laid over the message's own metadata (omitted or None keeps
+    the message's own). ``ttl_days``/``ttl_anchor`` are scalars for the batch or
+    lists. The whole batch is validated, embedded, then inserted in one
+    transaction with its search chunks: one bad message writes nothing.
+    Raises ValueError/TypeError naming the field (``messages[i].role`` ...).
+    """
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise InvalidType("messages", "must be a list of messages")
+    n = len(messages)
+    if n == 0:
+        return []
+    parsed = [_parse_message(m, i) for i, m in enumerate(messages)]
+    metas = _per_item(metadata, n, "metadata")
+    days_list = _per_item(ttl_days, n, "ttl_days")
+    anchors = _per_item(ttl_anchor, n, "ttl_anchor")
+    now = timezone.now()
+    expiries = []
+    for i, msg in enumerate(parsed):
+        given = metas[i]
+        if given is not NOTSET and given is not None:
+            msg.metadata = {**msg.metadata, **check_metadata(given, f"metadata[{i}]" if isinstance(metadata, list) else "metadata")}
+        days = ttl_rules.resolve_ttl_days(days_list[i], retention, "ttl_days")
+        anchor = TimeToLiveAnchor.CREATED_AT if anchors[i] is NOTSET else ttl_rules.check_anchor(anchors[i])
+        expiries.append(ttl_rules.expires_at(days, anchor, created_at=now, timestamp=msg.timestamp))
+        if msg.id is None:
+            msg.id = str(uuid.uuid4())
+    ids = [m.id for m in parsed]
+    if len(set(ids)) != n:
+        raise InvalidArgument("messages", "message ids must be unique within a batch")
+    taken = set(Message.objects.filter(pk__in=ids).values_list("pk", flat=True))
+    if taken:
+        raise Conflict("messages[].id", sorted(taken)[0])
+
+    chunk_lists = _embed_chunks([message_chunk_text(m.role, m.content) for m in parsed])
+    flat = [c for chunks in chunk_lists for c in chunks]
+    vectors = get_embedder().embed(flat)
+
+    with transaction.atomic():
+        locked = _lock_thread(thread.pk)
+        first_seq = locked.next_seq
+        locked.next_seq = first_seq + n
+        locked.save(update_fields=["next_seq", "updated_at"])
+        rows, chunk_rows, offset = [], [], 0
+        for i, msg in enumerate(parsed):
+            rows.append(
+                Message(
+                    id=msg.id,
+                    thread_id=locked.pk,
+                    seq=first_seq + i,
+                    role=msg.role,
+                    content=msg.content,
+                    parts=msg.parts,
+                    timestamp=msg.timestamp,
+                    event_at=ttl_rules.parse_timestamp(msg.timestamp),
+                    metadata=msg.metadata,
+                    status=RecordStatus.VALID.value,
+                    expires_at=expiries[i],
+                    created_at=now,
+                )
+            )
+            k = len(chunk_lists[i])
+            chunk_rows += _chunk_rows(
+                source_kind="message", record_id=msg.id, record_type="message", chunks=chunk_lists[i],
+                vectors=vectors[offset : offset + k], user_id=locked.user_id, agent_id=locked.agent_id,
+                thread_id=locked.pk, status=RecordStatus.VALID.value, expires_at=expiries[i],
+                metadata=msg.metadata, now=now,
+            )
+            offset += k
+        Message.objects.bulk_create(rows)
+        SearchChunk.objects.bulk_create(chunk_rows)
+    thread.next_seq = first_seq + n
+    return ids
+
+
+def _refresh_expiry(record, ttl_days: Any, ttl_anchor: Any, retention: MemoryRetentionConfig,
+                    timestamp: str | None) -> bool:
+    """Apply an expiration refresh to ``record`` per the update rules; True if changed."""
+    if ttl_days is NOTSET and ttl_anchor is NOTSET:
+        return False
+    days = ttl_rules.resolve_ttl_days(ttl_days, retention, "ttl_days")
+    anchor = TimeToLiveAnchor.CREATED_AT if ttl_anchor is NOTSET else ttl_rules.check_anchor(ttl_anchor)
+    record.expires_at = ttl_rules.expires_at(days, anchor, created_at=record.created_at, timestamp=timestamp)
+    return True
+
+
+def _visible_message(thread: Thread, message_id: Any, now=None) -> Message:
+    check_id(message_id, "message_id")
+    msg = (
+        Message.objects.select_for_update()
+        .filter(live_q(now or timezone.now()), pk=message_id, thread_id=thread.pk)
+        .first()
+    )
+    if msg is None:
+        raise NotFound("message_id", message_id)
+    return msg
+
+
+def message_update(
+    *,
+    thread: Thread,
+    message_id: str,
+    content: Any = NOTSET,
+    metadata: Any = NOTSET,
+    ttl_days: Any = NOTSET,
+    ttl_anchor: Any = NOTSET,
+    retention: MemoryRetentionConfig,
+) -> str:
+    """Update a message of this exact thread; omitted fields are preserved.
+
+    New content is re-embedded; metadata replaces the stored object (no deep
+    merge); a TTL refresh follows ``memory.ttl``. Role and timestamp never
+    change. Raises KeyError when the message is missing, expired or another
+    thread's.
+    """
+    parts = None
+    if content is not NOTSET:
+        if isinstance(content, str):
+            text = content
+        elif isinstance(content, Sequence) and not isinstance(content, (bytes, bytearray)):
+            text, parts = _parse_parts(content, "content")
+        else:
+            raise InvalidArgument("content", "must be a string or a sequence of content parts")
+    new_meta = check_metadata(metadata) if metadata is not NOTSET else NOTSET
+    vectors = chunks = None
+    if content is not NOTSET:
+        current = Message.objects.filter(pk=message_id, thread_id=thread.pk).values_list("role", flat=True).first()
+        if current is None:
+            raise NotFound("message_id", message_id)
+        chunks = chunk_text(message_chunk_text(current, text))
+        vectors = get_embedder().embed(chunks)
+    with transaction.atomic():
+        msg = _visible_message(thread, message_id)
+        fields = ["updated_at"]
+        if content is not NOTSET:
+            msg.content, msg.parts = text, parts
+            fields += ["content", "parts"]
+        if new_meta is not NOTSET:
+            msg.metadata = new_meta
+            fields.append("metadata")
+        if _refresh_expiry(msg, ttl_days, ttl_anchor, retention, msg.timestamp):
+            fields.append("expires_at")
+        msg.save(update_fields=fields)
+        _sync_chunks(msg, "message", "message", chunks, vectors, thread=thread)
+    return msg.pk
+
+
+def _sync_chunks(record, source_kind: str, record_type: str, chunks, vectors, *, thread: Thread | None = None) -> None:
+    """Bring a record's search chunks in step with it (text/embedding when re-embedded)."""
+    qs = SearchChunk.objects.filter(source_kind=source_kind, record_id=record.pk)
+    if chunks is None:
+        qs.update(status=record.status, expires_at=record.expires_at, metadata=record.metadata,
+                  record_type=record_type)
+        return
+    # Messages take their thread's scope; memories carry their own.
+    scope = record if source_kind == "memory" else thread
+    qs.delete()
+    SearchChunk.objects.bulk_create(
+        _chunk_rows(
+            source_kind=source_kind, record_id=record.pk, record_type=record_type, chunks=chunks,
+            vectors=vectors, user_id=scope.user_id, agent_id=scope.agent_id, thread_id=record.thread_id,
+            status=record.status, expires_at=record.expires_at, metadata=record.metadata, now=timezone.now(),
+        )
+    )
+
+
+def message_delete(*, thread: Thread, message_id: Any) -> int:
+    """Delete one message of this exact thread with its chunks; return 1, or 0 when absent."""
+    check_id(message_id, "message_id")
+    with transaction.atomic():
+        deleted, _ = Message.objects.filter(live_q(timezone.now()), pk=message_id, thread_id=thread.pk).delete()
+        if deleted:
+            SearchChunk.objects.filter(source_kind="message", record_id=message_id).delete()
+    return 1 if deleted else 0
+
+
+# --- memories -------------------------------------------------------------------------
+
+
+def memory_add(
+    *,
+    thread: Thread,
+    content: Any,
+    memory_type: Any = NOTSET,
+    user_id: Any = NOTSET,
+    agent_id: Any = NOTSET,
+    thread_id: Any = NOTSET,
+    memory_id: Any = NOTSET,
+    metadata: Any = None,
+    timestamp: Any = None,
+    ttl_days: Any = NOTSET,
+    ttl_anchor: Any = NOTSET,
+    status: Any = NOTSET,
+    source_message_ids: Sequence[str] = (),
+    retention: MemoryRetentionConfig,
+) -> str:
+    """Store a memory-like record and index it; return its id.
+
+    Omitted scope values inherit the thread's user, agent and thread ids.
+    ``memory_type`` defaults to "memory"; ``status`` to valid. Raises
+    ValueError for an unknown type or status, a taken ``memory_id`` or an
+    empty content; TypeError for a non-string content.
+    """
+    if not isinstance(content, str):
+        raise InvalidType("content", f"must be a string, not {type(content).__name__}")
+    if not content.strip():
+        raise InvalidArgument("content", "must not be empty")
+    mtype = check_memory_type(memory_type)
+    scope = {
+        "user_id": thread.user_id if user_id is NOTSET else check_scope_id(user_id, "user_id"),
+        "agent_id": thread.agent_id if agent_id is NOTSET else check_scope_id(agent_id, "agent_id"),
+        "thread_id": thread.pk if thread_id is NOTSET else check_scope_id(thread_id, "thread_id"),
+    }
+    mid = str(uuid.uuid4()) if memory_id is NOTSET else check_id(memory_id, "memory_id")
+    meta = check_metadata(metadata)
+    stamp = ttl_rules.check_timestamp(timestamp)
+    state = RecordStatus.VALID.value if status is NOTSET else check_status(status)
+    now = timezone.now()
+    days = ttl_rules.resolve_ttl_days(ttl_days, retention)
+    anchor = TimeToLiveAnchor.CREATED_AT if ttl_anchor is NOTSET else ttl_rules.check_anchor(ttl_anchor)
+    expiry = ttl_rules.expires_at(days, anchor, created_at=now, timestamp=stamp)
+    if Memory.objects.filter(pk=mid).exists():
+        raise Conflict("memory_id", mid)
+    chunks = chunk_text(content)
+    vectors = get_embedder().embed(chunks)
+    with transaction.atomic():
+        memory = Memory(
+            id=mid, memory_type=mtype, content=content, timestamp=stamp,
+            event_at=ttl_rules.parse_timestamp(stamp), metadata=meta, status=state, expires_at=expiry,
+            source_message_ids=list(source_message_ids), created_at=now, **scope,
+        )
+        memory.save(force_insert=True)
+        SearchChunk.objects.bulk_create(
+            _chunk_rows(source_kind="memory", record_id=mid, record_type=mtype, chunks=chunks, vectors=vectors,
+                        status=state, expires_at=expiry, metadata=meta, now=now, **scope)
+        )
+    return mid
+
+
+def memory_update(
+    *,
+    thread: Thread,
+    memory_id: Any,
+    content: Any = NOTSET,
+    metadata: Any = NOTSET,
+    timestamp: Any = NOTSET,
+    ttl_days: Any = NOTSET,
+    ttl_anchor: Any = NOTSET,
+    status: Any = NOTSET,
+    retention: MemoryRetentionConfig,
+) -> str:
+    """Update a memory-like record whose stored thread_id is this thread's.
+
+    Omitted values are preserved; metadata replaces the stored object; a new
+    content is re-embedded; ``timestamp=None`` clears the event time. A TTL
+    refresh anchored on TIMESTAMP uses the replacement timestamp or the stored
+    one. Raises KeyError when missing, expired or another thread's.
+    """
+    check_id(memory_id, "memory_id")
+    if content is not NOTSET:
+        if not isinstance(content, str):
+            raise InvalidType("content", f"must be a string, not {type(content).__name__}")
+        if not content.strip():
+            raise InvalidArgument("content", "must not be empty")
+    new_meta = check_metadata(metadata) if metadata is not NOTSET else NOTSET
+    new_stamp = ttl_rules.check_timestamp(timestamp) if timestamp is not NOTSET else NOTSET
+    new_status = check_status(status) if status is not NOTSET else NOTSET
+    chunks = vectors = None
+    if content is not NOTSET:
+        chunks = chunk_text(content)
+        vectors = get_embedder().embed(chunks)
+    with transaction.atomic():
+        memory = (
+            Memory.objects.select_for_update()
+            .filter(live_q(timezone.now()), pk=memory_id, thread_id=thread.pk)
+            .first()
+        )
+        if memory is None:
+            raise NotFound("memory_id", memory_id)
+        if content is not NOTSET:
+            memory.content = content
+        if new_meta is not NOTSET:
+            memory.metadata = new_meta
+        if new_stamp is not NOTSET:
+            memory.timestamp = new_stamp
+            memory.event_at = ttl_rules.parse_timestamp(new_stamp)
+        if new_status is not NOTSET:
+            memory.status = new_status
+        _refresh_expiry(memory, ttl_days, ttl_anchor, retention, memory.timestamp)
+        memory.save()
+        _sync_chunks(memory, "memory", memory.memory_type, chunks, vectors)
+    return memory.pk
+
+
+def memory_delete(*, thread: Thread, memory_id: Any) -> int:
+    """Delete one memory-like record of this exact thread; return 1, or 0 when absent."""
+    check_id(memory_id, "memory_id")
+    with transaction.atomic():
+        deleted, _ = Memory.objects.filter(live_q(timezone.now()), pk=memory_id, thread_id=thread.pk).delete()
+        if deleted:
+            SearchChunk.objects.filter(source_kind="memory", record_id=memory_id).delete()
+    return 1 if deleted else 0
+
+
+# --- threads ----------------------------------------------------------------------------
+
+
+def thread_create(
+    *,
+    thread_id: Any = NOTSET,
+    user_id: Any = NOTSET,
+    agent_id: Any = NOTSET,
+    metadata: Any = None,
+    config: dict[str, Any] | None = None,
+) -> Thread:
+    """Create a thread. Omitted ids are generated (UUID4), as the spec's OracleThread does.
+
+    Raises ValueError (``Conflict``) when ``thread_id`` is taken.
+    """
+    tid = str(uuid.uuid4()) if thread_id is NOTSET or thread_id is None else check_id(thread_id, "thread_id")
+    uid = str(uuid.uuid4()) if user_id is NOTSET else check_scope_id(user_id, "user_id")
+    aid = str(uuid.uuid4()) if agent_id is NOTSET else check_scope_id(agent_id, "agent_id")
+    meta = check_metadata(metadata)
+    with transaction.atomic():
+        if Thread.objects.filter(pk=tid).exists():
+            raise Conflict("thread_id", tid)
+        thread = Thread(id=tid, user_id=uid, agent_id=aid, metadata=meta, config=config or {})
+        thread.save(force_insert=True)
+    return thread
+
+
+def thread_update(*, thread_id: str, metadata: Any = NOTSET) -> Thread:
+    """Replace a thread's metadata (the only mutable thread field). KeyError when absent."""
+    with transaction.atomic():
+        thread = _lock_thread(thread_id)
+        if metadata is not NOTSET:
+            thread.metadata = check_metadata(metadata)
+            thread.save(update_fields=["metadata", "updated_at"])
+    return thread
+
+
+def thread_delete(*, thread_id: Any) -> int:
+    """Delete a thread with its messages, its memories and all their chunks; return 1 or 0."""
+    check_id(thread_id, "thread_id")
+    with transaction.atomic():
+        if not Thread.objects.filter(pk=thread_id).exists():
+            return 0
+        # Chunks carry the thread scope of their record: this takes the
+        # messages' chunks and those of memories owned by the thread.
+        SearchChunk.objects.filter(thread_id=thread_id).delete()
+        Memory.objects.filter(thread_id=thread_id).delete()
+        Thread.objects.filter(pk=thread_id).delete()
+    return 1

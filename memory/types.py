@@ -1,0 +1,220 @@
+"""Public value types of the thread API (spec: Message, TextContent, ImageContent,
+ImageMimeType, RecordStatus, TimeToLiveAnchor, MemoryRetentionConfig, SearchScope,
+SearchResult, MemorySearchConfig).
+
+These are plain Python objects handed to and returned by ``memory.client``; the
+database models stay behind the services.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class _NotSet:
+    """Marks an omitted argument, so that an explicit ``None`` can mean something else."""
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NOTSET"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+NOTSET: Any = _NotSet()
+
+
+class RecordStatus(str, enum.Enum):
+    """Lifecycle status of a record (spec: RecordStatus)."""
+
+    VALID = "valid"
+    INVALID = "invalid"
+
+
+class TimeToLiveAnchor(str, enum.Enum):
+    """What a TTL counts from (spec: TimeToLiveAnchor)."""
+
+    CREATED_AT = "created_at"
+    TIMESTAMP = "timestamp"
+
+
+class ImageMimeType(str, enum.Enum):
+    """MIME types supported for image content. Animated PNG and WebP are not supported."""
+
+    JPEG = "image/jpeg"
+    PNG = "image/png"
+    WEBP = "image/webp"
+
+
+@dataclass(frozen=True)
+class MessageContent:
+    """Base of structured message content parts; ``id`` is generated when omitted."""
+
+    id: str = field(default_factory=lambda: str(uuid.uuid4()), kw_only=True)
+    timestamp: str | None = field(default=None, kw_only=True)
+
+
+@dataclass(frozen=True)
+class TextContent(MessageContent):
+    """A text part of a multimodal message."""
+
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class ImageContent(MessageContent):
+    """An image part of a multimodal message (``bytes`` is None when not loaded)."""
+
+    bytes: bytes | None = None
+    mime_type: ImageMimeType | None = None
+    description: str | None = None
+
+
+@dataclass
+class Message:
+    """A thread message (spec: Message).
+
+    ``content`` is a string or an ordered tuple of content parts. ``timestamp``
+    is the stored event time as given, or the creation time (ISO-8601, UTC)
+    when none was given. ``created_at``/``expires_at``/``status``/``thread_id``
+    are filled on messages read back from a thread.
+    """
+
+    role: str
+    content: Any
+    timestamp: str | None = None
+    metadata: dict[str, Any] | None = None
+    id: str | None = None
+    thread_id: str | None = None
+    status: str = RecordStatus.VALID.value
+    created_at: str | None = None
+    expires_at: str | None = None
+
+    record_type = "message"
+
+    @property
+    def text(self) -> str:
+        """The message's text: the string content, or its text parts joined by newlines."""
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(p.text for p in self.content if isinstance(p, TextContent))
+
+
+@dataclass
+class MemoryRecord:
+    """A stored memory-like record: memory, fact, guideline or preference."""
+
+    id: str
+    content: str
+    memory_type: str = "memory"
+    user_id: str | None = None
+    agent_id: str | None = None
+    thread_id: str | None = None
+    timestamp: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    status: str = RecordStatus.VALID.value
+    created_at: str | None = None
+    expires_at: str | None = None
+    source_message_ids: list[str] = field(default_factory=list)
+
+    @property
+    def record_type(self) -> str:
+        return self.memory_type
+
+    @property
+    def text(self) -> str:
+        return self.content
+
+
+@dataclass(frozen=True)
+class MemoryRetentionConfig:
+    """Retention rules (spec: MemoryRetentionConfig).
+
+    ``default_ttl_days``: the schema default used when ``ttl_days`` is omitted
+    (None: records do not expire). ``max_ttl_days``: the cap; larger values are
+    clamped to it with a warning, and an explicit ``ttl_days=None`` resolves to
+    it when set.
+    """
+
+    default_ttl_days: int | None = None
+    max_ttl_days: int | None = None
+
+    def __post_init__(self):
+        for name in ("default_ttl_days", "max_ttl_days"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"{name} must be a positive int or None")
+
+
+@dataclass(frozen=True)
+class SearchScope:
+    """A prebuilt search scope (spec: SearchScope).
+
+    An id left as ``NOTSET`` leaves that dimension unconstrained. With
+    ``exact_*_match=True`` a given id (``None`` included) must equal the stored
+    value; with ``False`` the dimension is unconstrained.
+    """
+
+    user_id: Any = NOTSET
+    agent_id: Any = NOTSET
+    thread_id: Any = NOTSET
+    exact_user_match: bool = True
+    exact_agent_match: bool = True
+    exact_thread_match: bool = True
+
+
+@dataclass(frozen=True)
+class MemorySearchConfig:
+    """Default search settings of a thread (spec: MemorySearchConfig).
+
+    ``max_results`` defaults to 10; token budgets are off (None) by default.
+    """
+
+    max_results: int = 10
+    token_budget: int | None = None
+    soft_token_budget: int | None = None
+
+
+@dataclass
+class SearchResult:
+    """One search hit: the typed record, its distance and score.
+
+    ``distance`` is the cosine distance of the best matching chunk (0 is
+    identical, 2 opposite); ``score`` is ``1 - distance``. ``formatted_content``
+    is the record rendered as in a context card's ``<relevant_information>``.
+    """
+
+    record: Message | MemoryRecord
+    distance: float
+    score: float
+
+    @property
+    def record_type(self) -> str:
+        return self.record.record_type
+
+    @property
+    def record_id(self) -> str:
+        return self.record.id
+
+    @property
+    def content(self) -> str:
+        return self.record.text
+
+    @property
+    def formatted_content(self) -> str:
+        from memory.rendering import render_record
+
+        return render_record(self.record)
+
+    def __str__(self) -> str:
+        return self.formatted_content

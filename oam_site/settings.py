@@ -1,0 +1,160 @@
+"""OAM Site settings: one module, every value from the environment with a working default.
+
+Embedded default (no service to start): a SQLite file under ``var/`` with WAL,
+a busy timeout and sqlite-vec. Production: Oracle Database 23ai/26ai through
+python-oracledb thin mode, chosen by ``OAM_ORACLE_DSN`` (see README.md).
+"""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env") if (BASE_DIR / ".env").exists() else None
+
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+# The embedded default runs on loopback; production must set its own key.
+SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="oam-site-insecure-embedded-default-key")
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "channels",
+    "memory",
+    "threads",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "oam_site.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "oam_site.wsgi.application"
+ASGI_APPLICATION = "oam_site.asgi.application"
+
+# --- Database -----------------------------------------------------------------
+VAR_DIR = Path(env.str("OAM_VAR_DIR", default=str(BASE_DIR / "var")))
+OAM_ORACLE_DSN = env.str("OAM_ORACLE_DSN", default="")
+if OAM_ORACLE_DSN:
+    # Thin mode, pooled. NAME is an Easy Connect string such as
+    # "localhost:1521/FREEPDB1"; HOST/PORT stay empty (oracle.md fact 5).
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.oracle",
+            "NAME": OAM_ORACLE_DSN,
+            "USER": env.str("OAM_ORACLE_USER"),
+            "PASSWORD": env.str("OAM_ORACLE_PASSWORD"),
+            "HOST": "",
+            "PORT": "",
+            "CONN_MAX_AGE": 0,
+            "OPTIONS": {
+                "pool": {
+                    "min": env.int("OAM_ORACLE_POOL_MIN", default=1),
+                    "max": env.int("OAM_ORACLE_POOL_MAX", default=4),
+                    "increment": 1,
+                }
+            },
+        }
+    }
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "memory.backends.sqlite_vec",
+            "NAME": env.str("OAM_SQLITE_PATH", default=str(VAR_DIR / "oam.sqlite3")),
+            "OPTIONS": {
+                "timeout": env.float("OAM_SQLITE_BUSY_TIMEOUT", default=20.0),
+                "transaction_mode": "IMMEDIATE",
+                "init_command": (
+                    "PRAGMA journal_mode=WAL;"
+                    "PRAGMA synchronous=NORMAL;"
+                    f"PRAGMA busy_timeout={int(env.float('OAM_SQLITE_BUSY_TIMEOUT', default=20.0) * 1000)};"
+                ),
+            },
+            "TEST": {"NAME": env.str("OAM_SQLITE_TEST_PATH", default=str(VAR_DIR / "test-oam.sqlite3"))},
+        }
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+# --- Channels -------------------------------------------------------------------
+OAM_REDIS_URL = env.str("OAM_REDIS_URL", default="")
+if OAM_REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [OAM_REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# --- Memory engine ----------------------------------------------------------------
+# Embedder: dotted path of a class with ``dimensions`` and ``embed(texts)``.
+OAM_EMBEDDER = env.str("OAM_EMBEDDER", default="memory.embedders.MiniLMEmbedder")
+OAM_EMBEDDING_DIMENSIONS = env.int("OAM_EMBEDDING_DIMENSIONS", default=384)
+OAM_EMBEDDING_BATCH_SIZE = env.int("OAM_EMBEDDING_BATCH_SIZE", default=64)
+# Retention (spec: MemoryRetentionConfig). Empty means "not set".
+OAM_DEFAULT_TTL_DAYS = env.int("OAM_DEFAULT_TTL_DAYS", default=None) if env.str("OAM_DEFAULT_TTL_DAYS", default="") else None
+OAM_MAX_TTL_DAYS = env.int("OAM_MAX_TTL_DAYS", default=None) if env.str("OAM_MAX_TTL_DAYS", default="") else None
+# get_messages() without start/end returns this many most recent messages.
+OAM_MESSAGE_WINDOW = env.int("OAM_MESSAGE_WINDOW", default=100)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.str("DJANGO_LOG_LEVEL", default="WARNING")},
+}
