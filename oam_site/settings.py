@@ -62,7 +62,6 @@ TEMPLATES = [
     },
 ]
 
-WSGI_APPLICATION = "oam_site.wsgi.application"
 ASGI_APPLICATION = "oam_site.asgi.application"
 
 # --- Database -----------------------------------------------------------------

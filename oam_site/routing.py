@@ -1,0 +1,3 @@
+"""WebSocket routes (extraction progress streams arrive with the extraction issue)."""
+
+websocket_urlpatterns: list = []
