@@ -1,0 +1,138 @@
+"""Messages: ids, roles, metadata, timestamps, windows, atomic batches, thread ownership."""
+
+import datetime as dt
+
+import pytest
+
+from memory.models import Message, SearchChunk
+from memory.types import Message as MessageValue, TextContent
+
+
+def test_caller_chosen_and_generated_ids(thread):
+    ids = thread.add_messages([
+        {"role": "user", "content": "one", "id": "m-1"},
+        {"role": "assistant", "content": "two"},
+    ])
+    assert ids[0] == "m-1"
+    assert len(ids[1]) == 36 and ids[1] != "m-1"
+    assert [m.id for m in thread.get_messages()] == ids
+
+
+def test_message_objects_and_custom_roles(thread):
+    ids = thread.add_messages([MessageValue(role="travel-planner", content="Rome in May", id="m-obj")])
+    got = thread.get_message(ids[0])
+    assert got.role == "travel-planner"
+    assert got.content == "Rome in May"
+
+
+def test_text_parts_round_trip_in_order(thread):
+    [mid] = thread.add_messages([{"role": "user", "content": [
+        {"type": "text", "text": "first"}, TextContent(text="second", id="part-2")]}])
+    got = thread.get_message(mid)
+    assert [p.text for p in got.content] == ["first", "second"]
+    assert got.content[1].id == "part-2"
+    assert got.text == "first\nsecond"
+
+
+def test_image_parts_are_refused_clearly(thread):
+    with pytest.raises(ValueError, match=r"messages\[0\]\.content\[0\]"):
+        thread.add_messages([{"role": "user", "content": [{"type": "image", "bytes": b"x"}]}])
+
+
+def test_shared_and_per_message_metadata(thread):
+    a, b = thread.add_messages(
+        [{"role": "user", "content": "a", "metadata": {"own": 1}}, {"role": "user", "content": "b"}],
+        metadata={"source": "chat"},
+    )
+    assert thread.get_message(a).metadata == {"own": 1, "source": "chat"}
+    assert thread.get_message(b).metadata == {"source": "chat"}
+    c, d = thread.add_messages([{"role": "u", "content": "c"}, {"role": "u", "content": "d"}],
+                               metadata=[{"n": 1}, None])
+    assert thread.get_message(c).metadata == {"n": 1}
+    assert thread.get_message(d).metadata == {}
+
+
+def test_metadata_list_length_must_match(thread):
+    with pytest.raises(ValueError, match="metadata"):
+        thread.add_messages([{"role": "u", "content": "a"}], metadata=[{}, {}])
+    assert Message.objects.count() == 0
+
+
+def test_timestamp_stored_as_given_else_creation_time(thread):
+    a, b = thread.add_messages([
+        {"role": "user", "content": "a", "timestamp": "2023-05-08T13:56:00"},
+        {"role": "user", "content": "b"},
+    ])
+    assert thread.get_message(a).timestamp == "2023-05-08T13:56:00"
+    created = dt.datetime.fromisoformat(thread.get_message(b).timestamp)
+    assert abs((created - dt.datetime.now(dt.timezone.utc)).total_seconds()) < 60
+
+
+def test_batch_with_one_bad_message_writes_nothing(thread):
+    with pytest.raises(ValueError, match=r"messages\[1\]\.role"):
+        thread.add_messages([{"role": "user", "content": "fine"}, {"role": "", "content": "bad"}])
+    with pytest.raises(ValueError, match=r"messages\[1\]\.content"):
+        thread.add_messages([{"role": "user", "content": "fine"}, {"role": "user"}])
+    with pytest.raises(ValueError, match="unknown key"):
+        thread.add_messages([{"role": "user", "content": "x", "colour": "red"}])
+    assert Message.objects.count() == 0
+    assert SearchChunk.objects.count() == 0
+
+
+def test_duplicate_id_in_db_or_batch_is_rejected_and_nothing_written(thread):
+    thread.add_messages([{"role": "user", "content": "a", "id": "dup"}])
+    with pytest.raises(ValueError, match="dup"):
+        thread.add_messages([{"role": "user", "content": "b", "id": "new"}, {"role": "user", "content": "c", "id": "dup"}])
+    with pytest.raises(ValueError, match="unique"):
+        thread.add_messages([{"role": "user", "content": "b", "id": "x"}, {"role": "user", "content": "c", "id": "x"}])
+    assert list(Message.objects.values_list("id", flat=True)) == ["dup"]
+
+
+def test_unknown_keyword_arguments_raise_type_error(thread):
+    with pytest.raises(TypeError):
+        thread.add_messages([{"role": "user", "content": "a"}], colour="red")
+    with pytest.raises(TypeError):
+        thread.update_message("m", bogus=1)
+    with pytest.raises(TypeError):
+        thread.get_messages(limit=3)
+
+
+def test_get_message_of_other_thread_is_key_error_and_delete_is_zero(client, thread):
+    other = client.create_thread(thread_id="t-other", user_id="user-1", agent_id="agent-1")
+    [mid] = other.add_messages([{"role": "user", "content": "not yours"}])
+    with pytest.raises(KeyError):
+        thread.get_message(mid)
+    with pytest.raises(KeyError):
+        thread.update_message(mid, content="hijack")
+    assert thread.delete_message(mid) == 0
+    assert other.get_message(mid).content == "not yours"
+    assert other.delete_message(mid) == 1
+    assert SearchChunk.objects.filter(record_id=mid).count() == 0
+
+
+def test_update_message_keeps_omitted_fields_and_reembeds(thread):
+    [mid] = thread.add_messages([{"role": "user", "content": "I like tea", "metadata": {"k": 1},
+                                  "timestamp": "2024-01-01T00:00:00"}])
+    thread.update_message(mid, metadata={"k": 2})
+    got = thread.get_message(mid)
+    assert (got.content, got.metadata, got.role, got.timestamp) == ("I like tea", {"k": 2}, "user", "2024-01-01T00:00:00")
+    thread.update_message(mid, content="I adore volcanoes")
+    hits = thread.search("volcano", record_types=["message"], max_results=1)
+    assert hits[0].record_id == mid and hits[0].content == "I adore volcanoes"
+    assert SearchChunk.objects.get(record_id=mid).metadata == {"k": 2}
+    thread.update_message(mid, content="")
+    assert thread.get_message(mid).content == ""
+
+
+def test_get_messages_windows(thread, settings):
+    settings.OAM_MESSAGE_WINDOW = 3
+    ids = thread.add_messages([{"role": "user", "content": f"m{i}"} for i in range(6)])
+    assert [m.id for m in thread.get_messages()] == ids[3:]
+    assert [m.id for m in thread.get_messages(start=1)] == ids[1:4]
+    assert [m.id for m in thread.get_messages(start=1, end=None)] == ids[1:]
+    assert [m.id for m in thread.get_messages(start=2, end=-1)] == ids[2:]
+    assert [m.id for m in thread.get_messages(start=1, end=3)] == ids[1:3]
+    assert [m.id for m in thread.get_messages(end=2)] == ids[:2]
+    assert thread.get_messages(start=4, end=2) == []
+    with pytest.raises(ValueError, match="start"):
+        thread.get_messages(start=-1)
