@@ -1,0 +1,236 @@
+"""Migration operations for vector indexes (ARCHITECTURE.md, "VECTOR columns").
+
+``CreateVectorIndex`` builds the approximate-search index of a ``VectorField``
+column on Oracle Database 23ai/26ai. Django cannot express a vector index
+(``db_index=True`` would give a useless B-tree, shared/reference/oracle.md
+section 5, "Custom field ``db_type()``"), so migrations add one with this
+operation.
+
+On Oracle it emits ONE statement, a PL/SQL anonymous block that
+
+1. tries an HNSW index (``ORGANIZATION INMEMORY NEIGHBOR GRAPH``), which lives
+   in the SGA vector pool (oracle.md section 3, "HNSW");
+2. when that fails with ORA-51962 (``vector_memory_size`` is 0 or too small,
+   as on a fresh Free container), creates an IVF index instead
+   (``ORGANIZATION NEIGHBOR PARTITIONS``), which is stored on disk and works
+   without a vector pool (oracle.md section 3, "IVF");
+3. re-raises any other error.
+
+Both use the same ``DISTANCE`` metric as ``memory.fields.VectorDistance``: a
+query whose metric differs from the index's is answered by an exact scan
+(oracle.md section 2, "Metric resolution"). The reverse is ``DROP INDEX``.
+
+On every other vendor it does nothing: SQLite ranks by brute force with
+sqlite-vec's ``vec_distance_*`` functions for now.
+
+The statement goes through ``schema_editor.execute``, so ``sqlmigrate`` and
+``collect_sql`` show it and it compiles without a database (oracle.md
+section 5, "Does compiling SQL need a live connection?").
+
+Notes for later migrations:
+
+* Oracle refuses to drop a column covered by a vector index (ORA-51983): a
+  migration removing or replacing the vector column must reverse this
+  operation first.
+* The block ends in ``END;`` followed by a newline and no ``/``. Django's
+  Oracle cursor strips one trailing ``;`` or ``/`` before execution
+  (``FormatStylePlaceholderCursor._fix_for_params``), which would cut the
+  ``;`` off ``END;`` and break the block; the trailing newline keeps it, and
+  ``collect_sql`` then adds no extra ``;`` either. To run ``sqlmigrate``
+  output in SQL*Plus/SQLcl, put a ``/`` line after the block.
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.db.migrations.operations.base import Operation, OperationCategory
+
+from memory.fields import METRICS, VectorField
+
+# Oracle error raised by CREATE VECTOR INDEX ... INMEMORY NEIGHBOR GRAPH when the
+# vector pool cannot hold the graph (oracle.md section 3, "Memory requirement").
+VECTOR_POOL_ERROR = -51962
+
+# Django 5.2's Oracle backend hard-codes 30-character identifiers and
+# hash-truncates longer ones (oracle.md section 5, "Identifier length").
+MAX_NAME_LENGTH = 30
+_IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_$#]*$")
+
+
+def _check_int(name: str, value, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ValueError(f"{name} must be an int from {low} to {high}, got {value!r}")
+    return value
+
+
+class CreateVectorIndex(Operation):
+    """Create an Oracle vector index on a ``VectorField``: HNSW, IVF on ORA-51962.
+
+    ``CreateVectorIndex("searchchunk", "oam_chunk_vec_ix", "embedding")`` on
+    Oracle runs one PL/SQL block::
+
+        BEGIN
+          EXECUTE IMMEDIATE 'CREATE VECTOR INDEX "OAM_CHUNK_VEC_IX" ON "OAM_SEARCH_CHUNKS" ("EMBEDDING")
+            ORGANIZATION INMEMORY NEIGHBOR GRAPH DISTANCE COSINE WITH TARGET ACCURACY 95
+            PARAMETERS (TYPE HNSW, NEIGHBORS 32, EFCONSTRUCTION 200)';
+        EXCEPTION WHEN OTHERS THEN
+          IF SQLCODE = -51962 THEN
+            EXECUTE IMMEDIATE 'CREATE VECTOR INDEX ... ORGANIZATION NEIGHBOR PARTITIONS
+              DISTANCE COSINE WITH TARGET ACCURACY 95 PARAMETERS (TYPE IVF, NEIGHBOR PARTITIONS 32)';
+          ELSE RAISE; END IF;
+        END;
+
+    Arguments (ranges from oracle.md section 3):
+
+    * ``name``: index name, a plain identifier of at most 30 characters so that
+      Django keeps it as written (uppercased) instead of hash-truncating it.
+    * ``metric``: ``DISTANCE`` token, one of the metrics ``VectorDistance``
+      queries with (``COSINE``, ``EUCLIDEAN``).
+    * ``accuracy``: ``WITH TARGET ACCURACY`` percentage, 1-100 (default 95).
+    * ``neighbors``, ``efconstruction``: HNSW graph parameters, 2-2048 and
+      1-65535 (defaults 32 and 200, langchain-oracledb's defaults).
+    * ``partitions``: IVF ``NEIGHBOR PARTITIONS`` of the fallback, 1-10,000,000
+      (default 32).
+    * ``parallel``: optional ``PARALLEL`` degree for the build.
+
+    Does nothing on other vendors and does not change the migration state (no
+    model option describes a vector index, so the autodetector never sees it).
+    """
+
+    category = OperationCategory.ADDITION
+    reversible = True
+    reduces_to_sql = True
+
+    def __init__(
+        self,
+        model_name: str,
+        name: str,
+        field: str,
+        metric: str = "COSINE",
+        *,
+        accuracy: int = 95,
+        neighbors: int = 32,
+        efconstruction: int = 200,
+        partitions: int = 32,
+        parallel: int | None = None,
+    ):
+        if not isinstance(name, str) or not _IDENTIFIER.match(name) or len(name) > MAX_NAME_LENGTH:
+            raise ValueError(
+                f"vector index name must be a plain identifier of at most {MAX_NAME_LENGTH} "
+                f"characters (Django truncates longer Oracle names), got {name!r}"
+            )
+        metric = metric.upper() if isinstance(metric, str) else metric
+        if metric not in METRICS:
+            raise ValueError(
+                f"metric must be one of {sorted(METRICS)} (the metrics VectorDistance queries with), got {metric!r}"
+            )
+        self.model_name = model_name
+        self.name = name
+        self.field = field
+        self.metric = metric
+        self.accuracy = _check_int("accuracy", accuracy, 1, 100)
+        self.neighbors = _check_int("neighbors", neighbors, 2, 2048)
+        self.efconstruction = _check_int("efconstruction", efconstruction, 1, 65535)
+        self.partitions = _check_int("partitions", partitions, 1, 10_000_000)
+        self.parallel = None if parallel is None else _check_int("parallel", parallel, 1, 1024)
+
+    @property
+    def model_name_lower(self) -> str:
+        return self.model_name.lower()
+
+    def deconstruct(self):
+        kwargs = {"model_name": self.model_name, "name": self.name, "field": self.field}
+        defaults = {"metric": "COSINE", "accuracy": 95, "neighbors": 32, "efconstruction": 200,
+                    "partitions": 32, "parallel": None}
+        for key, default in defaults.items():
+            if getattr(self, key) != default:
+                kwargs[key] = getattr(self, key)
+        return self.__class__.__qualname__, [], kwargs
+
+    def state_forwards(self, app_label, state):
+        """No state change: the index is invisible to Django's model state."""
+
+    def describe(self) -> str:
+        return (
+            f"Create vector index {self.name} (HNSW, IVF fallback, {self.metric}) "
+            f"on {self.model_name}.{self.field}"
+        )
+
+    @property
+    def migration_name_fragment(self) -> str:
+        return f"{self.model_name_lower}_{self.name.lower()}"
+
+    # --- SQL -------------------------------------------------------------------
+
+    def _index_ddl(self, schema_editor, model, organization: str, parameters: str) -> str:
+        field = model._meta.get_field(self.field)
+        if not isinstance(field, VectorField):
+            raise ValueError(f"{model._meta.label}.{self.field} is not a VectorField")
+        quote = schema_editor.quote_name
+        ddl = (
+            f"CREATE VECTOR INDEX {quote(self.name)} ON {quote(model._meta.db_table)} "
+            f"({quote(field.column)}) ORGANIZATION {organization} "
+            f"DISTANCE {METRICS[self.metric][0]} WITH TARGET ACCURACY {self.accuracy} "
+            f"PARAMETERS ({parameters})"
+        )
+        if self.parallel:
+            ddl += f" PARALLEL {self.parallel}"
+        return ddl
+
+    def hnsw_sql(self, schema_editor, model) -> str:
+        """``CREATE VECTOR INDEX ... INMEMORY NEIGHBOR GRAPH`` (oracle.md section 3, HNSW)."""
+        return self._index_ddl(
+            schema_editor, model, "INMEMORY NEIGHBOR GRAPH",
+            f"TYPE HNSW, NEIGHBORS {self.neighbors}, EFCONSTRUCTION {self.efconstruction}",
+        )
+
+    def ivf_sql(self, schema_editor, model) -> str:
+        """``CREATE VECTOR INDEX ... NEIGHBOR PARTITIONS`` (oracle.md section 3, IVF)."""
+        return self._index_ddl(
+            schema_editor, model, "NEIGHBOR PARTITIONS",
+            f"TYPE IVF, NEIGHBOR PARTITIONS {self.partitions}",
+        )
+
+    def create_sql(self, schema_editor, model) -> str:
+        """The single PL/SQL block: HNSW, and IVF when ORA-51962 says there is no vector pool.
+
+        Ends with ``END;`` plus a newline (see the module docstring for why).
+        """
+
+        def literal(sql: str) -> str:
+            return "'" + sql.replace("'", "''") + "'"
+
+        return (
+            "BEGIN\n"
+            f"  EXECUTE IMMEDIATE {literal(self.hnsw_sql(schema_editor, model))};\n"
+            "EXCEPTION\n"
+            "  WHEN OTHERS THEN\n"
+            f"    IF SQLCODE = {VECTOR_POOL_ERROR} THEN\n"
+            f"      EXECUTE IMMEDIATE {literal(self.ivf_sql(schema_editor, model))};\n"
+            "    ELSE\n"
+            "      RAISE;\n"
+            "    END IF;\n"
+            "END;\n"
+        )
+
+    def drop_sql(self, schema_editor) -> str:
+        return f"DROP INDEX {schema_editor.quote_name(self.name)}"
+
+    # --- database ---------------------------------------------------------------
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor != "oracle":
+            return
+        model = to_state.apps.get_model(app_label, self.model_name)
+        if not self.allow_migrate_model(schema_editor.connection.alias, model):
+            return
+        schema_editor.execute(self.create_sql(schema_editor, model), params=None)
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor != "oracle":
+            return
+        model = from_state.apps.get_model(app_label, self.model_name)
+        if not self.allow_migrate_model(schema_editor.connection.alias, model):
+            return
+        schema_editor.execute(self.drop_sql(schema_editor), params=None)
