@@ -1,0 +1,235 @@
+"""Messages over HTTP: add (atomic batches), list with start/end, get, patch, delete."""
+
+import pytest
+
+from memory.models import Message, SearchChunk
+from tests.api.helpers import add_messages, error_fields
+
+URL = "/api/threads/t-main/messages"
+
+
+def contents(api, query=""):
+    resp = api.get(URL + query)
+    assert resp.status_code == 200, resp.content
+    return [m["content"] for m in resp.json()]
+
+
+def test_add_returns_201_with_ids_in_order_and_stores_them(api, thread):
+    resp = add_messages(api, "t-main", [
+        {"role": "user", "content": "Hello", "id": "m1", "timestamp": "2024-05-01T10:00:00Z",
+         "metadata": {"lang": "en"}},
+        {"role": "assistant", "content": [{"type": "text", "text": "Hi"}, {"text": "there", "id": "p2"}]},
+    ])
+    assert resp.status_code == 201
+    ids = resp.json()["ids"]
+    assert ids[0] == "m1" and len(ids) == 2
+    listed = api.get(URL).json()
+    assert [m["id"] for m in listed] == ids
+    first, second = listed
+    assert first["role"] == "user" and first["content"] == "Hello" and first["thread_id"] == "t-main"
+    assert first["timestamp"] == "2024-05-01T10:00:00Z" and first["metadata"] == {"lang": "en"}
+    assert first["status"] == "valid" and first["expires_at"] is None
+    assert [p["text"] for p in second["content"]] == ["Hi", "there"]
+    assert second["content"][1]["id"] == "p2" and second["content"][0]["type"] == "text"
+    assert second["timestamp"] == second["created_at"]  # no event time: falls back to creation time
+
+
+def test_batch_metadata_is_laid_over_each_message_and_lists_go_per_message(api, thread):
+    resp = add_messages(
+        api, "t-main",
+        [{"role": "user", "content": "a", "metadata": {"own": 1}}, {"role": "user", "content": "b"}],
+        metadata=[{"batch": "x"}, None],
+    )
+    assert resp.status_code == 201
+    assert [m["metadata"] for m in api.get(URL).json()] == [{"own": 1, "batch": "x"}, {}]
+    add_messages(api, "t-main", [{"role": "user", "content": "c", "metadata": {"own": 2}}], metadata={"batch": "y"})
+    assert api.get(URL).json()[-1]["metadata"] == {"own": 2, "batch": "y"}
+
+
+def test_ttl_lists_apply_per_message(api, thread):
+    resp = add_messages(
+        api, "t-main",
+        [
+            {"role": "user", "content": "old", "timestamp": "2001-01-01T00:00:00Z"},
+            {"role": "user", "content": "kept", "timestamp": "2001-01-01T00:00:00Z"},
+            {"role": "user", "content": "fresh"},
+        ],
+        ttl_days=[1, None, 30],
+        ttl_anchor=["timestamp", "timestamp", "created_at"],
+    )
+    assert resp.status_code == 201
+    listed = api.get(URL).json()
+    # The first expired on 2001-01-02; the second never expires; the third in 30 days.
+    assert [m["content"] for m in listed] == ["kept", "fresh"]
+    assert listed[0]["expires_at"] is None and listed[1]["expires_at"] is not None
+    assert api.get(f"{URL}/{resp.json()['ids'][0]}").status_code == 404
+
+
+def test_a_batch_with_one_bad_message_stores_nothing(api, thread):
+    add_messages(api, "t-main", [{"role": "user", "content": "before"}])
+    resp = add_messages(api, "t-main", [
+        {"role": "user", "content": "good one"},
+        {"role": "assistant", "content": "good two"},
+        {"role": "", "content": "bad role"},
+    ])
+    assert resp.status_code == 422
+    assert resp.json()["detail"][0]["loc"] == ["body", "messages[2].role"]
+    assert "non-empty" in resp.json()["detail"][0]["msg"]
+    assert contents(api) == ["before"]
+    assert Message.objects.count() == 1
+    assert SearchChunk.objects.filter(source_kind="message").count() == 1
+
+
+def test_a_batch_reusing_a_stored_id_is_409_and_stores_nothing(api, thread):
+    add_messages(api, "t-main", [{"role": "user", "content": "first", "id": "dup"}])
+    resp = add_messages(api, "t-main", [
+        {"role": "user", "content": "new one", "id": "fresh"},
+        {"role": "user", "content": "clash", "id": "dup"},
+    ])
+    assert resp.status_code == 409
+    assert resp.json()["field"] == "messages[].id"
+    assert contents(api) == ["first"]
+    assert api.get(f"{URL}/fresh").status_code == 404
+
+
+def test_a_bad_ttl_anchor_is_422_naming_the_field_and_stores_nothing(api, thread):
+    resp = add_messages(api, "t-main", [{"role": "user", "content": "x"}], ttl_anchor="tomorrow")
+    assert resp.status_code == 422
+    assert "ttl_anchor" in error_fields(resp)
+    assert "'created_at' or 'timestamp'" in resp.json()["detail"][0]["msg"]
+    # Valid value, but a timestamp anchor needs an ISO-8601 timestamp on the message.
+    resp = add_messages(api, "t-main", [{"role": "user", "content": "x", "timestamp": "yesterday"}],
+                        ttl_anchor="timestamp", ttl_days=3)
+    assert resp.status_code == 422
+    assert resp.json()["detail"][0]["loc"] == ["body", "ttl_anchor"]
+    # A list must have one entry per message.
+    resp = add_messages(api, "t-main", [{"role": "user", "content": "x"}], ttl_anchor=["created_at"] * 2)
+    assert resp.status_code == 422
+    assert resp.json()["detail"][0]["loc"] == ["body", "ttl_anchor"]
+    assert contents(api) == []
+
+
+@pytest.mark.parametrize(
+    "message,field",
+    [
+        ({"content": "no role"}, "role"),
+        ({"role": "user"}, "content"),
+        ({"role": "user", "content": 5}, "content"),
+        ({"role": "user", "content": "x", "colour": "red"}, "colour"),
+        ({"role": "user", "content": [{"type": "image", "text": "x"}]}, "type"),
+    ],
+)
+def test_schema_errors_in_a_message_are_422(api, thread, message, field):
+    resp = add_messages(api, "t-main", [{"role": "user", "content": "ok"}, message])
+    assert resp.status_code == 422
+    assert field in error_fields(resp)
+    assert contents(api) == []
+
+
+def test_ttl_days_must_be_an_integer(api, thread):
+    resp = add_messages(api, "t-main", [{"role": "user", "content": "x"}], ttl_days="3")
+    assert resp.status_code == 422
+    assert "ttl_days" in error_fields(resp)
+    resp = add_messages(api, "t-main", [{"role": "user", "content": "x"}], ttl_days=0)
+    assert resp.status_code == 422
+    assert resp.json()["detail"] == [
+        {"loc": ["body", "ttl_days"], "msg": "must be at least 1 day", "type": "value_error"}
+    ]
+
+
+def test_start_and_end_follow_get_messages(api, thread, settings):
+    settings.OAM_MESSAGE_WINDOW = 2
+    add_messages(api, "t-main", [{"role": "user", "content": str(i)} for i in range(5)])
+    assert contents(api) == ["3", "4"]  # both omitted: the most recent window
+    assert contents(api, "?start=1") == ["1", "2"]  # start alone: a window from start
+    assert contents(api, "?start=1&end=-1") == ["1", "2", "3", "4"]  # end=-1: all from start
+    assert contents(api, "?end=-1") == ["0", "1", "2", "3", "4"]
+    assert contents(api, "?start=1&end=4") == ["1", "2", "3"]
+    assert contents(api, "?end=2") == ["0", "1"]
+    resp = api.get(URL + "?start=-1")
+    assert resp.status_code == 422 and "start" in error_fields(resp)
+
+
+def test_get_one_message_and_404s(api, thread, client):
+    other = client.create_thread(thread_id="t-other", user_id="user-1", agent_id="agent-1")
+    (mine,) = add_messages(api, "t-main", [{"role": "user", "content": "mine"}]).json()["ids"]
+    (theirs,) = other.add_messages([{"role": "user", "content": "theirs"}])
+    resp = api.get(f"{URL}/{mine}")
+    assert resp.status_code == 200 and resp.json()["content"] == "mine"
+    resp = api.get(f"{URL}/{theirs}")
+    assert resp.status_code == 404
+    assert resp.json() == {"detail": f"no message with id {theirs!r}", "field": "message_id"}
+    assert api.get(f"{URL}/missing").status_code == 404
+
+
+def test_patch_changes_given_fields_and_keeps_omitted_ones(api, thread):
+    (mid,) = add_messages(api, "t-main", [{"role": "user", "content": "draft", "metadata": {"v": 1},
+                                          "timestamp": "2024-01-01T00:00:00Z"}]).json()["ids"]
+    resp = api.patch(f"{URL}/{mid}", {"content": "edited"})
+    assert resp.status_code == 200
+    body = resp.json()
+    assert body["content"] == "edited" and body["metadata"] == {"v": 1}
+    assert body["role"] == "user" and body["timestamp"] == "2024-01-01T00:00:00Z"
+    assert body["expires_at"] is None
+
+    body = api.patch(f"{URL}/{mid}", {"metadata": {"v": 2}}).json()
+    assert body["content"] == "edited" and body["metadata"] == {"v": 2}
+
+    body = api.patch(f"{URL}/{mid}", {"ttl_days": 5}).json()
+    assert body["content"] == "edited" and body["metadata"] == {"v": 2} and body["expires_at"] is not None
+
+    body = api.patch(f"{URL}/{mid}", {"content": [{"type": "text", "text": "as parts"}], "metadata": None}).json()
+    assert [p["text"] for p in body["content"]] == ["as parts"] and body["metadata"] == {}
+    assert api.get(f"{URL}/{mid}").json() == body
+
+    hits = api.post("/api/threads/t-main/search", {"query": "as parts", "max_results": 1}).json()
+    assert hits[0]["record_id"] == mid and hits[0]["content"] == "as parts"  # re-embedded
+
+
+def test_patch_rejects_unknown_fields_and_role(api, thread):
+    (mid,) = add_messages(api, "t-main", [{"role": "user", "content": "x"}]).json()["ids"]
+    resp = api.patch(f"{URL}/{mid}", {"role": "assistant"})
+    assert resp.status_code == 422 and "role" in error_fields(resp)
+    assert api.get(f"{URL}/{mid}").json()["role"] == "user"
+
+
+def test_patch_that_expires_the_message_still_answers_with_it(api, thread):
+    old = {"role": "user", "content": "x", "timestamp": "2001-01-01T00:00:00Z"}
+    (mid,) = add_messages(api, "t-main", [old]).json()["ids"]
+    resp = api.patch(f"{URL}/{mid}", {"ttl_days": 1, "ttl_anchor": "timestamp"})
+    assert resp.status_code == 200
+    assert resp.json()["expires_at"].startswith("2001-01-02")
+    assert api.get(f"{URL}/{mid}").status_code == 404
+
+
+def test_patch_another_threads_message_is_404_and_changes_nothing(api, thread, client):
+    other = client.create_thread(thread_id="t-other", user_id="user-1", agent_id="agent-1")
+    (theirs,) = other.add_messages([{"role": "user", "content": "theirs"}])
+    resp = api.patch(f"{URL}/{theirs}", {"content": "hijacked"})
+    assert resp.status_code == 404 and resp.json()["field"] == "message_id"
+    assert other.get_message(theirs).content == "theirs"
+
+
+def test_delete_touches_only_this_threads_messages(api, thread, client):
+    other = client.create_thread(thread_id="t-other", user_id="user-1", agent_id="agent-1")
+    (mine,) = add_messages(api, "t-main", [{"role": "user", "content": "mine"}]).json()["ids"]
+    (theirs,) = other.add_messages([{"role": "user", "content": "theirs"}])
+
+    resp = api.delete(f"{URL}/{theirs}")
+    assert resp.status_code == 404
+    assert resp.json() == {"detail": f"no message with id {theirs!r}", "field": "message_id"}
+    assert other.get_message(theirs).content == "theirs"
+    assert SearchChunk.objects.filter(record_id=theirs).exists()
+
+    assert api.delete(f"{URL}/{mine}").status_code == 204
+    assert contents(api) == []
+    assert not SearchChunk.objects.filter(record_id=mine).exists()
+    assert api.delete(f"{URL}/{mine}").status_code == 404
+
+
+def test_a_domain_error_on_a_path_parameter_names_the_path(api, thread):
+    resp = api.delete(f"{URL}/{'x' * 300}")
+    assert resp.status_code == 422
+    assert resp.json()["detail"] == [
+        {"loc": ["path", "message_id"], "msg": "must be at most 255 characters", "type": "value_error"}
+    ]

@@ -1,0 +1,41 @@
+"""API-key authentication for the JSON API (``Authorization: Bearer <key>``).
+
+A key is ``secrets.token_urlsafe(32)``; the database keeps its SHA-256 digest
+and a short prefix, so a leaked table does not leak usable keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.http import HttpRequest
+from ninja.security import HttpBearer
+
+from threads.models import ApiKey
+
+PREFIX_LENGTH = 8
+
+
+def hash_key(key: str) -> str:
+    """Return the SHA-256 hex digest under which ``key`` is stored."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def api_key_create(*, name: str) -> tuple[ApiKey, str]:
+    """Create an active key named ``name``; return the row and the raw key (shown once, never stored)."""
+    raw = secrets.token_urlsafe(32)
+    row = ApiKey(name=name, prefix=raw[:PREFIX_LENGTH], key_hash=hash_key(raw))
+    row.full_clean()
+    row.save()
+    return row, raw
+
+
+class ApiKeyAuth(HttpBearer):
+    """Bearer-token auth: ``request.auth`` is the active ``ApiKey``; None (HTTP 401) otherwise."""
+
+    def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
+        """Return the active key whose digest matches ``token``, or None."""
+        if not token:
+            return None
+        return ApiKey.objects.filter(key_hash=hash_key(token), is_active=True).first()
