@@ -140,6 +140,22 @@ def memory_get(*, thread: Thread, memory_id: Any) -> MemoryRecord:
     return memory_dto(row)
 
 
+def message_stored(*, thread_id: str, message_id: str) -> MessageDTO:
+    """A message of a thread by id, expired or not: for reading back a write just made."""
+    row = Message.objects.filter(pk=message_id, thread_id=thread_id).first()
+    if row is None:
+        raise NotFound("message_id", message_id)
+    return message_dto(row)
+
+
+def memory_stored(*, memory_id: str) -> MemoryRecord:
+    """A memory by id whatever its owner thread or expiry: for reading back a write just made."""
+    row = Memory.objects.filter(pk=memory_id).first()
+    if row is None:
+        raise NotFound("memory_id", memory_id)
+    return memory_dto(row)
+
+
 def memory_list(*, thread: Thread, memory_type: str | None = None) -> list[MemoryRecord]:
     """The live memories owned by this exact thread, oldest first."""
     qs = Memory.objects.filter(live_q(timezone.now()), thread_id=thread.pk).order_by("created_at", "id")

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from memory import ttl as ttl_rules
@@ -275,7 +275,8 @@ def messages_add(
             msg.metadata = {**msg.metadata, **check_metadata(given, f"metadata[{i}]" if isinstance(metadata, list) else "metadata")}
         days = ttl_rules.resolve_ttl_days(days_list[i], retention, "ttl_days")
         anchor = TimeToLiveAnchor.CREATED_AT if anchors[i] is NOTSET else ttl_rules.check_anchor(anchors[i])
-        expiries.append(ttl_rules.expires_at(days, anchor, created_at=now, timestamp=msg.timestamp))
+        expiries.append(ttl_rules.expires_at(days, anchor, created_at=now, timestamp=msg.timestamp,
+                                            field=f"messages[{i}].timestamp"))
         if msg.id is None:
             msg.id = str(uuid.uuid4())
     ids = [m.id for m in parsed]
@@ -320,7 +321,13 @@ def messages_add(
                 metadata=msg.metadata, now=now,
             )
             offset += k
-        Message.objects.bulk_create(rows)
+        try:
+            with transaction.atomic():
+                Message.objects.bulk_create(rows)
+        except IntegrityError:
+            # Lost a race for a caller-chosen id since the check above.
+            taken = Message.objects.filter(pk__in=ids).values_list("pk", flat=True).first()
+            raise Conflict("messages[].id", taken or ids[0]) from None
         SearchChunk.objects.bulk_create(chunk_rows)
     thread.next_seq = first_seq + n
     return ids
@@ -377,7 +384,8 @@ def message_update(
     new_meta = check_metadata(metadata) if metadata is not NOTSET else NOTSET
     vectors = chunks = None
     if content is not NOTSET:
-        current = Message.objects.filter(pk=message_id, thread_id=thread.pk).values_list("role", flat=True).first()
+        current = (Message.objects.filter(live_q(timezone.now()), pk=message_id, thread_id=thread.pk)
+                   .values_list("role", flat=True).first())
         if current is None:
             raise NotFound("message_id", message_id)
         chunks = chunk_text(message_chunk_text(current, text))
@@ -482,7 +490,11 @@ def memory_add(
             event_at=ttl_rules.parse_timestamp(stamp), metadata=meta, status=state, expires_at=expiry,
             source_message_ids=list(source_message_ids), created_at=now, **scope,
         )
-        memory.save(force_insert=True)
+        try:
+            with transaction.atomic():
+                memory.save(force_insert=True)
+        except IntegrityError:
+            raise Conflict("memory_id", mid) from None  # lost a race for a caller-chosen id
         SearchChunk.objects.bulk_create(
             _chunk_rows(source_kind="memory", record_id=mid, record_type=mtype, chunks=chunks, vectors=vectors,
                         status=state, expires_at=expiry, metadata=meta, now=now, **scope)
@@ -520,6 +532,9 @@ def memory_update(
     new_status = check_status(status) if status is not NOTSET else NOTSET
     chunks = vectors = None
     if content is not NOTSET:
+        # Embedding is slow: refuse a missing record before paying for it.
+        if not Memory.objects.filter(live_q(timezone.now()), pk=memory_id, thread_id=thread.pk).exists():
+            raise NotFound("memory_id", memory_id)
         chunks = chunk_text(content)
         vectors = get_embedder().embed(chunks)
     with transaction.atomic():
@@ -574,11 +589,14 @@ def thread_create(
     uid = str(uuid.uuid4()) if user_id is NOTSET else check_scope_id(user_id, "user_id")
     aid = str(uuid.uuid4()) if agent_id is NOTSET else check_scope_id(agent_id, "agent_id")
     meta = check_metadata(metadata)
-    with transaction.atomic():
-        if Thread.objects.filter(pk=tid).exists():
-            raise Conflict("thread_id", tid)
-        thread = Thread(id=tid, user_id=uid, agent_id=aid, metadata=meta, config=config or {})
-        thread.save(force_insert=True)
+    if Thread.objects.filter(pk=tid).exists():
+        raise Conflict("thread_id", tid)
+    thread = Thread(id=tid, user_id=uid, agent_id=aid, metadata=meta, config=config or {})
+    try:
+        with transaction.atomic():
+            thread.save(force_insert=True)
+    except IntegrityError:
+        raise Conflict("thread_id", tid) from None  # lost a race since the check
     return thread
 
 

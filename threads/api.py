@@ -16,7 +16,6 @@ from ninja.responses import Status
 from memory import selectors, services
 from memory.client import AgentMemory, Thread
 from memory.errors import NotFound
-from memory.models import Memory as MemoryRow, Message as MessageRow
 from memory.types import MemoryRecord, Message
 
 from threads.schemas import (
@@ -64,10 +63,7 @@ def _written_message(thread: Thread, message_id: str) -> Message:
     try:
         return thread.get_message(message_id)
     except NotFound:
-        row = MessageRow.objects.filter(pk=message_id, thread_id=thread.thread_id).first()
-        if row is None:
-            raise
-        return selectors.message_dto(row)
+        return selectors.message_stored(thread_id=thread.thread_id, message_id=message_id)
 
 
 def _written_memory(thread: Thread, memory_id: str) -> MemoryRecord:
@@ -81,10 +77,7 @@ def _written_memory(thread: Thread, memory_id: str) -> MemoryRecord:
     try:
         return thread.get_memory(memory_id)
     except NotFound:
-        row = MemoryRow.objects.filter(pk=memory_id).first()
-        if row is None:
-            raise
-        return selectors.memory_dto(row)
+        return selectors.memory_stored(memory_id=memory_id)
 
 
 # --- threads ------------------------------------------------------------------------

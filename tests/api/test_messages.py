@@ -101,7 +101,7 @@ def test_a_bad_ttl_anchor_is_422_naming_the_field_and_stores_nothing(api, thread
     resp = add_messages(api, "t-main", [{"role": "user", "content": "x", "timestamp": "yesterday"}],
                         ttl_anchor="timestamp", ttl_days=3)
     assert resp.status_code == 422
-    assert resp.json()["detail"][0]["loc"] == ["body", "ttl_anchor"]
+    assert resp.json()["detail"][0]["loc"] == ["body", "messages[0].timestamp"]
     # A list must have one entry per message.
     resp = add_messages(api, "t-main", [{"role": "user", "content": "x"}], ttl_anchor=["created_at"] * 2)
     assert resp.status_code == 422

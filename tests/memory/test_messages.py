@@ -136,3 +136,35 @@ def test_get_messages_windows(thread, settings):
     assert thread.get_messages(start=4, end=2) == []
     with pytest.raises(ValueError, match="start"):
         thread.get_messages(start=-1)
+
+
+def test_timestamp_anchor_error_names_the_message(thread):
+    with pytest.raises(ValueError, match=r"messages\[1\]\.timestamp"):
+        thread.add_messages([{"role": "u", "content": "a", "timestamp": "2024-01-01T00:00:00"},
+                             {"role": "u", "content": "b"}], ttl_days=3, ttl_anchor="timestamp")
+    assert Message.objects.count() == 0
+
+
+def test_lost_id_race_is_a_conflict_not_an_integrity_error(thread, monkeypatch):
+    """The pre-check can pass while another writer takes the id before our insert."""
+    thread.add_messages([{"role": "user", "content": "first", "id": "raced"}])
+    from memory import services
+
+    manager = services.Message.objects
+
+    class Blind:
+        """The real manager, except that the pre-insert id check sees nothing."""
+
+        def __getattr__(self, name):
+            return getattr(manager, name)
+
+        def filter(self, *args, **kwargs):
+            qs = manager.filter(*args, **kwargs)
+            return qs.none() if "pk__in" in kwargs and not args else qs
+
+    monkeypatch.setattr(services.Message, "objects", Blind(), raising=False)
+    with pytest.raises(ValueError, match="raced"):
+        services.messages_add(thread=thread._row, messages=[{"role": "user", "content": "x", "id": "raced"}],
+                              retention=thread._client.retention_config)
+    monkeypatch.undo()
+    assert [m.content for m in thread.get_messages()] == ["first"]
