@@ -95,17 +95,14 @@ def test_none_scope_value_compiles_to_is_null(oracle, query_vector):
     assert f'{T}."AGENT_ID" IS NULL' in sql
 
 
-def test_metadata_filter_compiles_to_json_functions_with_literal_paths(compiled_search):
+def test_metadata_filter_compiles_to_json_exists_with_literal_paths(compiled_search):
     sql, params = compiled_search
-    # exact match on a key: JSON_VALUE with the path inlined (Oracle cannot bind paths), value bound as JSON
+    # type-exact match on a key: JSON_EXISTS over a literal path, value bound through PASSING
     assert (
-        f"COALESCE(JSON_VALUE({T}.\"METADATA\", q'\uffff$.\"topic\"\uffff'),"
-        f"JSON_QUERY({T}.\"METADATA\", q'\uffff$.\"topic\"\uffff' DISALLOW SCALARS)) = "
-        "JSON_VALUE(JSON_OBJECT('value' VALUE %s FORMAT JSON), '$.value')"
+        f"JSON_EXISTS({T}.\"METADATA\", '$?(@.\"topic\".type() == \"string\" && @.\"topic\" == $v0)' "
+        "PASSING %s AS \"v0\" FALSE ON ERROR)"
     ) in sql
-    assert '"billing"' in params  # JSON-encoded value, bound
-    # an empty nested object only requires the key: JSON_EXISTS
-    assert f"JSON_EXISTS({T}.\"METADATA\", q'\uffff$.\"extra\"\uffff')" in sql
+    assert "billing" in params
     assert "billing" not in sql  # the value never reaches the SQL text
 
 
