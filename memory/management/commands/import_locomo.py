@@ -1,0 +1,145 @@
+"""``manage.py import_locomo [path] [--samples conv-26 ...]``: import LoCoMo conversations.
+
+Writes through ``memory.client.AgentMemory`` (the service layer), so the
+imported turns are stored, embedded and searchable exactly as an agent's own
+messages are. One user per sample (``user_id`` = sample id, ``agent_id`` =
+"locomo"), one thread per session ("conv-26-s1"), one ``add_messages`` call,
+hence one transaction, per session. Message ids are deterministic
+("conv-26:D1:3"), so a rerun adds only what is missing and a complete import
+adds nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError, OutputWrapper
+from tqdm import tqdm
+
+from memory import locomo
+from memory.client import AgentMemory, Thread
+from memory.embedders import get_embedder
+
+
+class _TqdmStream:
+    """Lets tqdm draw on a command's stderr.
+
+    ``OutputWrapper.write`` appends a newline and styles stderr as an error on
+    a terminal; tqdm needs its bytes written as they are.
+    """
+
+    def __init__(self, wrapper: OutputWrapper):
+        self._wrapper = wrapper
+
+    def write(self, text: str) -> None:
+        self._wrapper.write(text, style_func=lambda s: s, ending="")
+
+    def flush(self) -> None:
+        self._wrapper.flush()
+
+
+class Command(BaseCommand):
+    help = (
+        "Import LoCoMo conversations (locomo10.json) as threads and messages: one user per sample, "
+        "one thread per session. Reruns add only what is missing."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "path", nargs="?", default=None,
+            help="LoCoMo JSON file (default: $OAM_LOCOMO_PATH, else ../shared/data/locomo/locomo10.json "
+                 "next to the repository)",
+        )
+        parser.add_argument(
+            "--samples", nargs="+", metavar="SAMPLE_ID", default=None,
+            help="import only these samples, e.g. --samples conv-26 conv-30 (default: all)",
+        )
+
+    def handle(self, *args, path: str | None = None, samples: list[str] | None = None, **options):
+        verbosity = options["verbosity"]
+        source = Path(path) if path else locomo.default_data_path()
+        if not source.is_file():
+            raise CommandError(f"LoCoMo file not found: {source} (pass a path or set OAM_LOCOMO_PATH)")
+        try:
+            parsed = list(locomo.iter_samples(source))
+        except OSError as exc:
+            raise CommandError(f"cannot read {source}: {exc}") from exc
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CommandError(f"{source}: not a LoCoMo file ({exc!r})") from exc
+        if samples:
+            known = {s.sample_id for s in parsed}
+            unknown = sorted(set(samples) - known)
+            if unknown:
+                raise CommandError(f"unknown sample id(s) {', '.join(unknown)}; the file has {', '.join(sorted(known))}")
+            parsed = [s for s in parsed if s.sample_id in set(samples)]
+
+        client = AgentMemory()
+        # Load the model before the clock starts; its loader draws its own
+        # progress bar on stderr, which -v0 must not show.
+        with contextlib.redirect_stderr(io.StringIO()) if verbosity == 0 else contextlib.nullcontext():
+            get_embedder()
+        created = up_to_date = added = 0
+        started = time.perf_counter()
+        with tqdm(total=sum(s.turn_count for s in parsed), unit="turn", disable=verbosity == 0,
+                  file=_TqdmStream(self.stderr), dynamic_ncols=False, ncols=100) as bar:
+            for sample in parsed:
+                for session in sample.sessions:
+                    bar.set_description(locomo.thread_id(sample.sample_id, session.number))
+                    new_thread, count = self._import_session(client, sample, session)
+                    created += new_thread
+                    up_to_date += not new_thread and count == 0
+                    added += count
+                    bar.update(len(session.turns))
+        elapsed = time.perf_counter() - started
+        if verbosity:
+            rate = added / elapsed if elapsed > 0 else 0.0
+            self.stdout.write(self.style.SUCCESS(
+                f"LoCoMo import: {len(parsed)} sample(s), {created} thread(s) created, {up_to_date} already "
+                f"complete, {added} message(s) added in {elapsed:.1f} s ({rate:.1f} turns/s)"
+            ))
+
+    def _import_session(self, client: AgentMemory, sample: locomo.Sample,
+                        session: locomo.Session) -> tuple[bool, int]:
+        """Import one session as one thread; return (thread created, messages added).
+
+        Thread creation and the ``add_messages`` batch are separate
+        transactions, so a run stopped between them leaves an empty thread:
+        the next run finds it and adds the batch. The batch itself is atomic.
+        """
+        tid = locomo.thread_id(sample.sample_id, session.number)
+        messages = locomo.session_messages(sample.sample_id, session)
+        try:
+            thread, created = client.get_thread(tid), False
+        except KeyError:
+            thread, created = self._create_thread(client, sample, session, tid)
+        if thread.user_id != sample.sample_id or thread.agent_id != locomo.AGENT_ID:
+            raise CommandError(
+                f"thread {tid} exists with user_id={thread.user_id!r}, agent_id={thread.agent_id!r}; "
+                f"expected {sample.sample_id!r}, {locomo.AGENT_ID!r}"
+            )
+        if not created:
+            present = {m.id for m in thread.get_messages(start=0, end=None)}
+            messages = [m for m in messages if m["id"] not in present]
+        if messages:
+            try:
+                thread.add_messages(messages)
+            except ValueError as exc:  # e.g. a message id taken by another thread
+                raise CommandError(f"{tid}: {exc}") from exc
+        return created, len(messages)
+
+    @staticmethod
+    def _create_thread(client: AgentMemory, sample: locomo.Sample, session: locomo.Session,
+                       tid: str) -> tuple[Thread, bool]:
+        """Create the session's thread; return (thread, True), or (thread, False) if a concurrent run won."""
+        try:
+            thread = client.create_thread(
+                thread_id=tid, user_id=sample.sample_id, agent_id=locomo.AGENT_ID,
+                metadata={"source": "locomo", "sample_id": sample.sample_id, "session": session.number,
+                          "date_time": session.date_time, "speakers": list(sample.speakers)},
+            )
+        except ValueError:  # the id was taken between get_thread and create_thread
+            return client.get_thread(tid), False
+        return thread, True
