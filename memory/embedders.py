@@ -36,6 +36,11 @@ class MiniLMEmbedder:
     """
 
     dimensions = 384
+    # Inputs up to this many texts run on one torch thread. A single query
+    # embeds in ~20 ms on one thread, but torch's default of one thread per
+    # core stalls for ~0.5 s when another process is busy on a 2-core machine
+    # (measured with bench/locomo_import.py's search loop).
+    SMALL_BATCH = 8
 
     def __init__(self, batch_size: int | None = None):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -54,14 +59,22 @@ class MiniLMEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
+        import torch
+
         with self._lock:
-            vecs = self.model.encode(
-                list(texts),
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+            threads = torch.get_num_threads()
+            if len(texts) <= self.SMALL_BATCH:
+                torch.set_num_threads(1)
+            try:
+                vecs = self.model.encode(
+                    list(texts),
+                    batch_size=self.batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
+            finally:
+                torch.set_num_threads(threads)
         return np.asarray(vecs, dtype=np.float32)
 
 

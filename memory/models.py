@@ -20,6 +20,20 @@ RECORD_TYPES = ("message", *MEMORY_TYPES, "image")
 STATUSES = ("valid", "invalid")
 
 
+class SearchTextField(models.TextField):
+    """Text that a full-text index reads: ``CLOB`` on Oracle, plain ``text`` elsewhere.
+
+    Django maps ``TextField`` to ``NCLOB`` on Oracle, and Oracle Text indexes
+    (CONTEXT / SEARCH INDEX) take CHAR, VARCHAR2, CLOB and BLOB columns, not
+    NCLOB. A 23ai database uses AL32UTF8 by default, so CLOB holds any text.
+    """
+
+    def db_type(self, connection):
+        if connection.vendor == "oracle":
+            return "CLOB"
+        return super().db_type(connection)
+
+
 def _choices(values):
     return [(v, v) for v in values]
 
@@ -136,7 +150,12 @@ class SearchChunk(models.Model):
     status = models.CharField(max_length=16, default="valid")
     expires_at = models.DateTimeField(null=True, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
-    text = models.TextField()
+    # What the keyword index reads: ``text`` is the record's own words
+    # ("<role>: <content>" for messages); ``context`` adds the neighbouring
+    # turns of the same thread (two each side) for messages, and is the
+    # content itself for memories. See memory.search for how both are used.
+    text = SearchTextField()
+    context = SearchTextField(blank=True, default="")
     embedding = VectorField(dimensions=settings.OAM_EMBEDDING_DIMENSIONS)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 

@@ -234,3 +234,120 @@ class CreateVectorIndex(Operation):
         if not self.allow_migrate_model(schema_editor.connection.alias, model):
             return
         schema_editor.execute(self.drop_sql(schema_editor), params=None)
+
+
+class CreateKeywordIndex(Operation):
+    """Full-text (keyword) index over text columns of a model: FTS5 on SQLite, Oracle Text on Oracle.
+
+    ``CreateKeywordIndex("searchchunk", "oam_search_chunks_fts", ["text", "context"])``:
+
+    * SQLite: an external-content FTS5 table named ``name`` over the columns,
+      tokenised ``porter unicode61`` (Porter stemming: "painted" finds
+      "painting"; measured on LoCoMo, BM25 recall@10 0.502 -> 0.610), kept in
+      step by ``AFTER INSERT/DELETE/UPDATE OF <columns>`` triggers, and filled
+      with ``'rebuild'`` for rows already there. Queries join it on
+      ``rowid = <table>.id`` (``memory.search``).
+    * Oracle: one ``CREATE SEARCH INDEX <name>_<n> ON <table> (<column>)`` per
+      column (Oracle Text, ``SYNC ON COMMIT`` by default; oracle.md section 6),
+      queried with ``CONTAINS(column, :q, 1) > 0`` and ``SCORE(1)``. The
+      columns must be ``CLOB`` (``memory.models.SearchTextField``): Oracle Text
+      does not index NCLOB.
+
+    Caution for later migrations on SQLite: Django rebuilds a table for most
+    ``AlterField`` operations, and the rebuild drops its triggers. A migration
+    that alters ``oam_search_chunks`` must reverse this operation first and
+    apply it again after (``tests/test_keyword_index.py`` checks the triggers).
+    """
+
+    category = OperationCategory.ADDITION
+    reversible = True
+    reduces_to_sql = True
+
+    def __init__(self, model_name: str, name: str, fields: list[str]):
+        if not isinstance(name, str) or not _IDENTIFIER.match(name) or len(name) > MAX_NAME_LENGTH - 2:
+            raise ValueError(f"keyword index name must be a plain identifier of at most {MAX_NAME_LENGTH - 2} characters")
+        if not fields:
+            raise ValueError("fields must name at least one text column")
+        self.model_name = model_name
+        self.name = name
+        self.fields = list(fields)
+
+    @property
+    def model_name_lower(self) -> str:
+        return self.model_name.lower()
+
+    def deconstruct(self):
+        return self.__class__.__qualname__, [], {"model_name": self.model_name, "name": self.name,
+                                                   "fields": self.fields}
+
+    def state_forwards(self, app_label, state):
+        """No state change: the index is invisible to Django's model state."""
+
+    def describe(self) -> str:
+        return f"Create keyword index {self.name} on {self.model_name}({', '.join(self.fields)})"
+
+    @property
+    def migration_name_fragment(self) -> str:
+        return f"{self.model_name_lower}_{self.name.lower()}"
+
+    def oracle_index_name(self, position: int) -> str:
+        """Name of the Oracle Text index of the ``position``-th column: ``<name>_<position>``."""
+        return f"{self.name}_{position}"
+
+    def sqlite_statements(self, model) -> list[str]:
+        """The FTS5 table, its three triggers and the initial rebuild."""
+        table = model._meta.db_table
+        columns = [model._meta.get_field(f).column for f in self.fields]
+        pk = model._meta.pk.column
+        cols = ", ".join(columns)
+        new = ", ".join(f"new.{c}" for c in columns)
+        old = ", ".join(f"old.{c}" for c in columns)
+        fts = self.name
+        return [
+            f"CREATE VIRTUAL TABLE {fts} USING fts5({cols}, content='{table}', content_rowid='{pk}', "
+            f"tokenize='porter unicode61')",
+            f"CREATE TRIGGER {fts}_ai AFTER INSERT ON {table} BEGIN "
+            f"INSERT INTO {fts}(rowid, {cols}) VALUES (new.{pk}, {new}); END",
+            f"CREATE TRIGGER {fts}_ad AFTER DELETE ON {table} BEGIN "
+            f"INSERT INTO {fts}({fts}, rowid, {cols}) VALUES ('delete', old.{pk}, {old}); END",
+            f"CREATE TRIGGER {fts}_au AFTER UPDATE OF {cols} ON {table} BEGIN "
+            f"INSERT INTO {fts}({fts}, rowid, {cols}) VALUES ('delete', old.{pk}, {old}); "
+            f"INSERT INTO {fts}(rowid, {cols}) VALUES (new.{pk}, {new}); END",
+            f"INSERT INTO {fts}({fts}) VALUES ('rebuild')",
+        ]
+
+    def oracle_statements(self, schema_editor, model) -> list[str]:
+        """One Oracle Text search index per column."""
+        quote = schema_editor.quote_name
+        return [
+            f"CREATE SEARCH INDEX {quote(self.oracle_index_name(i))} ON {quote(model._meta.db_table)} "
+            f"({quote(model._meta.get_field(f).column)})"
+            for i, f in enumerate(self.fields, 1)
+        ]
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        model = to_state.apps.get_model(app_label, self.model_name)
+        if not self.allow_migrate_model(schema_editor.connection.alias, model):
+            return
+        vendor = schema_editor.connection.vendor
+        if vendor == "sqlite":
+            statements = self.sqlite_statements(model)
+        elif vendor == "oracle":
+            statements = self.oracle_statements(schema_editor, model)
+        else:
+            raise NotImplementedError(f"no keyword index for {vendor}")
+        for sql in statements:
+            schema_editor.execute(sql, params=None)
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        model = from_state.apps.get_model(app_label, self.model_name)
+        if not self.allow_migrate_model(schema_editor.connection.alias, model):
+            return
+        vendor = schema_editor.connection.vendor
+        if vendor == "sqlite":
+            for suffix in ("ai", "ad", "au"):
+                schema_editor.execute(f"DROP TRIGGER IF EXISTS {self.name}_{suffix}", params=None)
+            schema_editor.execute(f"DROP TABLE IF EXISTS {self.name}", params=None)
+        elif vendor == "oracle":
+            for i, _ in enumerate(self.fields, 1):
+                schema_editor.execute(f"DROP INDEX {schema_editor.quote_name(self.oracle_index_name(i))}", params=None)

@@ -193,8 +193,65 @@ def message_chunk_text(role: str, content: str) -> str:
     return f"{role}: {content}"
 
 
-def _embed_chunks(texts: list[str]) -> list[list[str]]:
-    return [chunk_text(t) for t in texts]
+def _when(moment) -> str:
+    """``1:56 pm on 8 May, 2023``: the date format that embedded best on LoCoMo."""
+    hour = moment.hour % 12 or 12
+    half = "am" if moment.hour < 12 else "pm"
+    return f"{hour}:{moment.minute:02d} {half} on {moment.day} {moment.strftime('%B')}, {moment.year}"
+
+
+def embedding_text(text: str, timestamp: str | None) -> str:
+    """What gets embedded for a chunk: its text, prefixed with the record's event time when known.
+
+    ``"[1:56 pm on 8 May, 2023] Caroline: I went to a support group"``. On
+    LoCoMo (bench/locomo_import.py, 1,536 questions) the date prefix lifted
+    vector recall@10 from 0.444 to 0.502; ISO-8601 and weekday formats gave
+    0.481 and 0.479.
+    """
+    moment = ttl_rules.parse_timestamp(timestamp)
+    return f"[{_when(moment)}] {text}" if moment is not None else text
+
+
+#: Turns on each side that a message's keyword ``context`` holds, and the
+#: words kept from each neighbour. Two each side measured best on LoCoMo
+#: (BM25 recall@10: 0 -> 0.610, 1 -> 0.673, 2 -> 0.708, 3 -> 0.666).
+CONTEXT_TURNS = 2
+CONTEXT_NEIGHBOUR_WORDS = 100
+
+
+def _clip(text: str, words: int = CONTEXT_NEIGHBOUR_WORDS) -> str:
+    parts = text.split()
+    return text if len(parts) <= words else " ".join(parts[:words])
+
+
+def refresh_message_contexts(thread_id: str, seq_lo: int, seq_hi: int) -> int:
+    """Recompute the keyword ``context`` of messages whose window changed.
+
+    Targets the thread's messages with ``seq`` in ``[seq_lo, seq_hi]`` plus the
+    ``CONTEXT_TURNS`` messages on each side (their windows reach into the
+    range). Each chunk's context is: previous turns, the chunk's own text,
+    next turns. Call inside the writing transaction after messages in the
+    range were added, edited or deleted. Returns the number of chunks updated.
+    """
+    pad = 2 * CONTEXT_TURNS
+    base = Message.objects.filter(thread_id=thread_id)
+    fields = ("id", "seq", "role", "content")
+    before = list(base.filter(seq__lt=seq_lo).order_by("-seq").values_list(*fields)[:pad])[::-1]
+    middle = list(base.filter(seq__gte=seq_lo, seq__lte=seq_hi).order_by("seq").values_list(*fields))
+    after = list(base.filter(seq__gt=seq_hi).order_by("seq").values_list(*fields)[:pad])
+    rows = before + middle + after
+    texts = [_clip(message_chunk_text(role, content)) for _, _, role, content in rows]
+    first = max(0, len(before) - CONTEXT_TURNS)
+    last = len(before) + len(middle) + min(CONTEXT_TURNS, len(after))
+    targets = {rows[i][0]: i for i in range(first, last)}
+    chunks = list(SearchChunk.objects.filter(source_kind="message", record_id__in=list(targets)))
+    for chunk in chunks:
+        i = targets[chunk.record_id]
+        prev = texts[max(0, i - CONTEXT_TURNS) : i]
+        nxt = texts[i + 1 : i + 1 + CONTEXT_TURNS]
+        chunk.context = "\n".join([*prev, chunk.text, *nxt])
+    SearchChunk.objects.bulk_update(chunks, ["context"], batch_size=500)
+    return len(chunks)
 
 
 def _chunk_rows(
@@ -204,6 +261,7 @@ def _chunk_rows(
     record_type: str,
     chunks: list[str],
     vectors,
+    contexts: list[str] | None = None,
     user_id: str | None,
     agent_id: str | None,
     thread_id: str | None,
@@ -225,6 +283,7 @@ def _chunk_rows(
             expires_at=expires_at,
             metadata=metadata,
             text=text,
+            context=text if contexts is None else contexts[i],
             embedding=vectors[i],
             created_at=now,
         )
@@ -286,8 +345,8 @@ def messages_add(
     if taken:
         raise Conflict("messages[].id", sorted(taken)[0])
 
-    chunk_lists = _embed_chunks([message_chunk_text(m.role, m.content) for m in parsed])
-    flat = [c for chunks in chunk_lists for c in chunks]
+    chunk_lists = [chunk_text(message_chunk_text(m.role, m.content)) for m in parsed]
+    flat = [embedding_text(c, m.timestamp) for m, chunks in zip(parsed, chunk_lists) for c in chunks]
     vectors = get_embedder().embed(flat)
 
     with transaction.atomic():
@@ -318,7 +377,7 @@ def messages_add(
                 source_kind="message", record_id=msg.id, record_type="message", chunks=chunk_lists[i],
                 vectors=vectors[offset : offset + k], user_id=locked.user_id, agent_id=locked.agent_id,
                 thread_id=locked.pk, status=RecordStatus.VALID.value, expires_at=expiries[i],
-                metadata=msg.metadata, now=now,
+                metadata=msg.metadata, now=now, contexts=[""] * k,
             )
             offset += k
         try:
@@ -329,6 +388,7 @@ def messages_add(
             taken = Message.objects.filter(pk__in=ids).values_list("pk", flat=True).first()
             raise Conflict("messages[].id", taken or ids[0]) from None
         SearchChunk.objects.bulk_create(chunk_rows)
+        refresh_message_contexts(locked.pk, first_seq, first_seq + n - 1)
     thread.next_seq = first_seq + n
     return ids
 
@@ -385,11 +445,11 @@ def message_update(
     vectors = chunks = None
     if content is not NOTSET:
         current = (Message.objects.filter(live_q(timezone.now()), pk=message_id, thread_id=thread.pk)
-                   .values_list("role", flat=True).first())
+                   .values_list("role", "timestamp").first())
         if current is None:
             raise NotFound("message_id", message_id)
-        chunks = chunk_text(message_chunk_text(current, text))
-        vectors = get_embedder().embed(chunks)
+        chunks = chunk_text(message_chunk_text(current[0], text))
+        vectors = get_embedder().embed([embedding_text(c, current[1]) for c in chunks])
     with transaction.atomic():
         msg = _visible_message(thread, message_id)
         fields = ["updated_at"]
@@ -403,6 +463,8 @@ def message_update(
             fields.append("expires_at")
         msg.save(update_fields=fields)
         _sync_chunks(msg, "message", "message", chunks, vectors, thread=thread)
+        if chunks is not None:
+            refresh_message_contexts(thread.pk, msg.seq, msg.seq)
     return msg.pk
 
 
@@ -429,10 +491,14 @@ def message_delete(*, thread: Thread, message_id: Any) -> int:
     """Delete one message of this exact thread with its chunks; return 1, or 0 when absent."""
     check_id(message_id, "message_id")
     with transaction.atomic():
-        deleted, _ = Message.objects.filter(live_q(timezone.now()), pk=message_id, thread_id=thread.pk).delete()
-        if deleted:
-            SearchChunk.objects.filter(source_kind="message", record_id=message_id).delete()
-    return 1 if deleted else 0
+        seq = (Message.objects.filter(live_q(timezone.now()), pk=message_id, thread_id=thread.pk)
+               .values_list("seq", flat=True).first())
+        if seq is None:
+            return 0
+        Message.objects.filter(pk=message_id).delete()
+        SearchChunk.objects.filter(source_kind="message", record_id=message_id).delete()
+        refresh_message_contexts(thread.pk, seq, seq)  # the neighbours' windows closed the gap
+    return 1
 
 
 # --- memories -------------------------------------------------------------------------
@@ -483,7 +549,7 @@ def memory_add(
     if Memory.objects.filter(pk=mid).exists():
         raise Conflict("memory_id", mid)
     chunks = chunk_text(content)
-    vectors = get_embedder().embed(chunks)
+    vectors = get_embedder().embed([embedding_text(c, stamp) for c in chunks])
     with transaction.atomic():
         memory = Memory(
             id=mid, memory_type=mtype, content=content, timestamp=stamp,
@@ -531,12 +597,16 @@ def memory_update(
     new_stamp = ttl_rules.check_timestamp(timestamp) if timestamp is not NOTSET else NOTSET
     new_status = check_status(status) if status is not NOTSET else NOTSET
     chunks = vectors = None
-    if content is not NOTSET:
+    if content is not NOTSET or new_stamp is not NOTSET:
+        # The embedding covers content and event time (``embedding_text``).
         # Embedding is slow: refuse a missing record before paying for it.
-        if not Memory.objects.filter(live_q(timezone.now()), pk=memory_id, thread_id=thread.pk).exists():
+        stored = (Memory.objects.filter(live_q(timezone.now()), pk=memory_id, thread_id=thread.pk)
+                  .values_list("content", "timestamp").first())
+        if stored is None:
             raise NotFound("memory_id", memory_id)
-        chunks = chunk_text(content)
-        vectors = get_embedder().embed(chunks)
+        chunks = chunk_text(stored[0] if content is NOTSET else content)
+        stamp = stored[1] if new_stamp is NOTSET else new_stamp
+        vectors = get_embedder().embed([embedding_text(c, stamp) for c in chunks])
     with transaction.atomic():
         memory = (
             Memory.objects.select_for_update()

@@ -178,11 +178,15 @@ class MemorySearchConfig:
     """Default search settings of a thread (spec: MemorySearchConfig).
 
     ``max_results`` defaults to 10; token budgets are off (None) by default.
+    ``mode`` (an OAM Site extension) ranks by VECTOR, KEYWORD or HYBRID
+    (vector and keyword fused, ``memory.search``); None uses
+    ``settings.OAM_SEARCH_MODE``, HYBRID unless configured.
     """
 
     max_results: int = 10
     token_budget: int | None = None
     soft_token_budget: int | None = None
+    mode: str | None = None
 
 
 @dataclass

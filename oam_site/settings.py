@@ -151,9 +151,21 @@ OAM_MAX_TTL_DAYS = env.int("OAM_MAX_TTL_DAYS", default=None) if env.str("OAM_MAX
 # get_messages() without start/end returns this many most recent messages.
 OAM_MESSAGE_WINDOW = env.int("OAM_MESSAGE_WINDOW", default=100)
 
+# --- LLM (memory.llm) ----------------------------------------------------------------
+# Any OpenAI-compatible chat-completions endpoint, base URL with its API prefix
+# ("http://127.0.0.1:8012/v1"). Empty means no LLM: extraction stays off.
+OAM_LLM_BASE_URL = env.str("OAM_LLM_BASE_URL", default="")
+# Once an endpoint is set it needs a model name (llama.cpp's server accepts any).
+OAM_LLM_MODEL = env.str("OAM_LLM_MODEL") if OAM_LLM_BASE_URL else env.str("OAM_LLM_MODEL", default="")
+OAM_LLM_API_KEY = env.str("OAM_LLM_API_KEY", default="")
+OAM_LLM_TIMEOUT = env.float("OAM_LLM_TIMEOUT", default=60.0)  # seconds per request
+OAM_LLM_MAX_RETRIES = env.int("OAM_LLM_MAX_RETRIES", default=2)  # extra requests after invalid JSON
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("DJANGO_LOG_LEVEL", default="WARNING")},
 }
+# Ranking: VECTOR, KEYWORD or HYBRID (vector + BM25 fused; memory.search).
+OAM_SEARCH_MODE = env.str("OAM_SEARCH_MODE", default="HYBRID").upper()

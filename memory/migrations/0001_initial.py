@@ -3,6 +3,7 @@
 import django.db.models.deletion
 import django.utils.timezone
 import memory.fields
+import memory.models
 from django.db import migrations, models
 
 
@@ -70,7 +71,8 @@ class Migration(migrations.Migration):
                 ('status', models.CharField(default='valid', max_length=16)),
                 ('expires_at', models.DateTimeField(blank=True, null=True)),
                 ('metadata', models.JSONField(blank=True, default=dict)),
-                ('text', models.TextField()),
+                ('text', memory.models.SearchTextField()),
+                ('context', memory.models.SearchTextField(blank=True, default='')),
                 ('embedding', memory.fields.VectorField(dimensions=384)),
                 ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
             ],

@@ -69,4 +69,4 @@ def test_search_finds_memory_by_meaning(thread):
     assert results[0].record_id == "mem-context-docs"
     assert results[0].record_type == "memory"
     assert 0.0 <= results[0].distance < results[1].distance
-    assert results[0].score == pytest.approx(1 - results[0].distance)
+    assert results[0].score > results[1].score

@@ -169,7 +169,9 @@ def compile_migrations(connection, app_labels, *, backwards: bool = False) -> Co
     would query django_migrations). Each migration runs through the connection's
     schema editor in ``collect_sql`` mode, ``atomic=False``, from the project
     state just before it. ``quote_name`` is watched for names longer than 30
-    characters, which Django's Oracle backend would hash-truncate.
+    characters, which Django's Oracle backend would hash-truncate. Going
+    backwards, the identity-column lookup of ``remove_field`` (a data dictionary
+    query) answers False.
     """
     loader = MigrationLoader(None, ignore_no_migrations=True)
     plan = migration_plan(loader, app_labels)
@@ -191,6 +193,9 @@ def compile_migrations(connection, app_labels, *, backwards: bool = False) -> Co
             migration = loader.graph.nodes[key]
             state = loader.project_state(key, at_end=False)
             with connection.schema_editor(collect_sql=True, atomic=False) as editor:
+                # RemoveField asks the data dictionary whether the column is an
+                # identity column (a query); none of our removable columns is.
+                editor._is_identity_column = lambda table_name, column_name: False
                 if backwards:
                     migration.unapply(state, editor, collect_sql=True)
                 else:

@@ -1,0 +1,114 @@
+"""Keyword index (FTS5), message contexts, fusion and search modes on SQLite for real."""
+
+import pytest
+from django.db import connection
+
+from memory.client import AgentMemory
+from memory.models import SearchChunk
+from memory.search import fuse, keyword_terms
+from memory.services import embedding_text
+from memory.types import MemorySearchConfig
+
+
+def fts_rowids(match: str) -> set[int]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT rowid FROM oam_search_chunks_fts WHERE oam_search_chunks_fts MATCH %s", [match])
+        return {row[0] for row in cursor.fetchall()}
+
+
+def test_fts_triggers_exist_and_follow_inserts_updates_deletes(thread):
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'oam_search_chunks'")
+        assert {r[0] for r in cursor.fetchall()} == {f"oam_search_chunks_fts_{s}" for s in ("ai", "ad", "au")}
+    mid = thread.add_memory("The zeppelin landed in Lakehurst")
+    chunk = SearchChunk.objects.get(record_id=mid)
+    assert fts_rowids("zeppelin") == {chunk.pk}
+    assert fts_rowids("landing") == {chunk.pk}  # porter stemming: landing ~ landed
+    thread.update_memory(mid, content="The airship moored at the mast")
+    assert fts_rowids("zeppelin") == set()
+    new_chunk = SearchChunk.objects.get(record_id=mid)
+    assert fts_rowids("airship") == {new_chunk.pk}
+    thread.delete_memory(mid)
+    assert fts_rowids("airship") == set()
+
+
+def contexts(thread_id):
+    rows = SearchChunk.objects.filter(source_kind="message", thread_id=thread_id).order_by("record_id")
+    return {c.record_id: c.context.split("\n") for c in rows}
+
+
+def test_message_context_holds_two_turns_each_side_and_follows_edits(thread):
+    ids = thread.add_messages([{"role": "u", "content": f"turn {i}", "id": f"m{i}"} for i in range(3)])
+    thread.add_messages([{"role": "u", "content": f"turn {i}", "id": f"m{i}"} for i in range(3, 6)])
+    ctx = contexts("t-main")
+    assert ctx["m0"] == ["u: turn 0", "u: turn 1", "u: turn 2"]
+    assert ctx["m2"] == ["u: turn 0", "u: turn 1", "u: turn 2", "u: turn 3", "u: turn 4"]  # grew with batch 2
+    assert ctx["m5"] == ["u: turn 3", "u: turn 4", "u: turn 5"]
+    thread.update_message("m3", content="edited")
+    ctx = contexts("t-main")
+    assert ctx["m1"][-1] == "u: edited" and ctx["m5"][0] == "u: edited"
+    thread.delete_message("m3")
+    ctx = contexts("t-main")
+    assert ctx["m2"] == ["u: turn 0", "u: turn 1", "u: turn 2", "u: turn 4", "u: turn 5"]
+    assert ctx["m5"] == ["u: turn 2", "u: turn 4", "u: turn 5"]
+    assert ids == ["m0", "m1", "m2"]
+
+
+def test_memory_context_is_its_own_text(thread):
+    mid = thread.add_memory("likes jasmine tea")
+    chunk = SearchChunk.objects.get(record_id=mid)
+    assert chunk.context == chunk.text == "likes jasmine tea"
+
+
+def test_embedding_text_carries_the_event_date():
+    assert embedding_text("Ann: hi", "2023-05-08T13:56:00") == "[1:56 pm on 8 May, 2023] Ann: hi"
+    assert embedding_text("Ann: hi", "2023-05-08T00:05:00+00:00") == "[12:05 am on 8 May, 2023] Ann: hi"
+    assert embedding_text("Ann: hi", "yesterday") == "Ann: hi"
+    assert embedding_text("Ann: hi", None) == "Ann: hi"
+
+
+def test_keyword_terms_drop_stopwords_and_punctuation():
+    assert keyword_terms("When did Caroline go to the LGBTQ support group?") == ["caroline", "go", "lgbtq", "support", "group"]
+    assert keyword_terms('"quoted" OR NEAR(x) * -') == ["quoted", "near", "x"]  # no FTS syntax survives
+    assert keyword_terms("the of and") == []
+
+
+def test_fuse_weights_ranks():
+    fused = fuse({"vector": [("m", "a"), ("m", "b")], "text": [("m", "b")], "context": [("m", "c")]})
+    assert [key for key, _ in fused] == [("m", "c"), ("m", "b"), ("m", "a")]
+    assert fused[0][1] == pytest.approx(2 / 11)
+
+
+def test_keyword_mode_finds_rare_tokens_vectors_blur(client):
+    thread = client.create_thread(thread_id="t-kw", user_id="u", agent_id="a")
+    thread.add_memory("Order number QX7734 shipped on Monday", memory_id="order")
+    for i in range(8):
+        thread.add_memory(f"Order number {1000 + i} is delayed", memory_id=f"o{i}")
+    keyword = AgentMemory(search_config=MemorySearchConfig(mode="KEYWORD")).get_thread("t-kw")
+    assert keyword.search("qx7734", max_results=1)[0].record_id == "order"
+    assert thread.search("qx7734", max_results=1)[0].record_id == "order"  # HYBRID
+
+
+def test_vector_mode_scores_are_similarities_and_modes_are_checked(thread):
+    thread.add_memory("The cat sleeps on the sofa", memory_id="cat")
+    vector = AgentMemory(search_config=MemorySearchConfig(mode="VECTOR")).get_thread("t-main")
+    [hit] = vector.search("kitten napping on a couch", max_results=1)
+    assert hit.record_id == "cat" and hit.score == pytest.approx(1 - hit.distance)
+    bad = AgentMemory(search_config=MemorySearchConfig(mode="FUZZY")).get_thread("t-main")
+    with pytest.raises(ValueError, match="mode"):
+        bad.search("cat")
+
+
+def test_stopword_only_query_still_searches_by_vector(thread):
+    thread.add_memory("something", memory_id="m")
+    assert [r.record_id for r in thread.search("what is the")] == ["m"]
+
+
+def test_keyword_arm_respects_scope_and_filters(client):
+    mine = client.create_thread(thread_id="t-x", user_id="alice", agent_id="a")
+    other = client.create_thread(thread_id="t-y", user_id="bob", agent_id="a")
+    mine.add_memory("quasar observation log", memory_id="alice-q", metadata={"k": 1})
+    other.add_memory("quasar observation log", memory_id="bob-q")
+    keyword = AgentMemory(search_config=MemorySearchConfig(mode="KEYWORD")).get_thread("t-x")
+    assert [r.record_id for r in keyword.search("quasar")] == ["alice-q"]
+    assert keyword.search("quasar", metadata_filter={"k": 2}) == []
