@@ -173,3 +173,90 @@ class SearchChunk(models.Model):
 
     def __str__(self) -> str:
         return f"{self.record_type}:{self.record_id}#{self.chunk_index}"
+
+
+class ThreadSummary(models.Model):
+    """The durable whole-thread summary (spec: get_summary, context cards).
+
+    ``through_seq`` is the last message ``seq`` the summary covers;
+    ``revision`` counts refreshes. ``topics`` is a list of short strings for
+    the context card's ``<topics>``.
+    """
+
+    thread = models.OneToOneField(Thread, on_delete=models.CASCADE, primary_key=True, related_name="summary")
+    content = models.TextField(blank=True, default="")
+    topics = models.JSONField(default=list, blank=True)
+    through_seq = models.BigIntegerField(default=0)
+    revision = models.IntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "oam_thread_summaries"
+
+    def __str__(self) -> str:
+        return f"summary of {self.thread_id} through {self.through_seq}"
+
+
+EXTRACTION_STATES = ("queued", "running", "done", "failed")
+
+
+class ExtractionJob(models.Model):
+    """One extraction pass over a range of a thread's messages.
+
+    ``from_seq``..``to_seq`` (inclusive) is the range handed to the LLM; the
+    thread's ``extracted_through_seq`` watermark only moves when a job
+    commits its memories, so a crashed or lost job is found by the sweep and
+    no range is extracted twice. Counts and seconds feed progress events and
+    the extraction-state endpoint.
+    """
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="extraction_jobs")
+    from_seq = models.BigIntegerField()
+    to_seq = models.BigIntegerField()
+    trigger = models.CharField(max_length=32, default="add_messages")
+    status = models.CharField(max_length=16, choices=_choices(EXTRACTION_STATES), default="queued", db_index=True)
+    error = models.TextField(blank=True, default="")
+    attempts = models.IntegerField(default=0)
+    memories_created = models.IntegerField(default=0)
+    memories_linked = models.IntegerField(default=0)
+    llm_seconds = models.FloatField(default=0.0)
+    seconds = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "oam_extraction_jobs"
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"extraction {self.thread_id} {self.from_seq}-{self.to_seq} ({self.status})"
+
+
+class RecordLink(models.Model):
+    """A directed relation between two memory-like records of one thread (spec: link_records).
+
+    ``relation_type`` reads source -> target, ``opposite_relation_type``
+    target -> source. ``pair_key`` is the endpoint pair in sorted order, unique,
+    so only one orientation can be stored per pair.
+    """
+
+    id = models.CharField(primary_key=True, max_length=255)
+    thread_id = models.CharField(max_length=255, db_index=True)
+    source_id = models.CharField(max_length=255, db_index=True)
+    source_type = models.CharField(max_length=16)
+    target_id = models.CharField(max_length=255, db_index=True)
+    target_type = models.CharField(max_length=16)
+    relation_type = models.CharField(max_length=64)
+    opposite_relation_type = models.CharField(max_length=64)
+    pair_key = models.CharField(max_length=520, unique=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    timestamp = models.CharField(max_length=64, null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "oam_record_links"
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.source_id} {self.relation_type} {self.target_id}"
