@@ -10,7 +10,7 @@ database. Steps:
 1. ``manage.py import_locomo`` (``memory.client.AgentMemory``: one user per
    sample, one thread per session, one ``add_messages`` per session): import
    seconds and turns/s. The embedding model is loaded before the clock starts.
-2. Every category 1-4 question with evidence that names turns of its
+2. In each search mode (HYBRID, the default; VECTOR; KEYWORD), every category 1-4 question with evidence that names turns of its
    conversation: ``client.search(question, user_id=<sample>,
    record_types=["message"], max_results=20)``; evidence recall@1/5/10/20
    (the fraction of a question's evidence turns found in the top k, averaged;
@@ -34,8 +34,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DB_PATH = ROOT / "var" / "bench-locomo.sqlite3"
 KS = (1, 5, 10, 20)
-# SOURCE.md, all-MiniLM-L6-v2 cosine over "<speaker>: <text> [shares a photo: <caption>]".
-BASELINE_VECTOR_ONLY = {"@1": 0.156, "@5": 0.353, "@10": 0.444, "@20": 0.542}
+# SOURCE.md, each turn indexed as "<speaker>: <text> [shares a photo: <caption>]".
+BASELINES_SOURCE_MD = {
+    "vector all-MiniLM-L6-v2": {"@1": 0.156, "@5": 0.353, "@10": 0.444, "@20": 0.542},
+    "bm25": {"@1": 0.229, "@5": 0.431, "@10": 0.502, "@20": 0.585},
+    "rrf k=60": {"@1": 0.212, "@5": 0.446, "@10": 0.532, "@20": 0.626},
+}
 
 
 def _fresh_database() -> None:
@@ -72,6 +76,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from memory import locomo
     from memory.client import AgentMemory
+    from memory.types import MemorySearchConfig
     from memory.embedders import get_embedder
     from memory.models import Message, Thread
 
@@ -93,13 +98,8 @@ def main(argv: list[str] | None = None) -> dict:
     import_s = time.perf_counter() - started
     turns = sum(s.turn_count for s in samples)
 
-    client = AgentMemory()
-    client.search("warm-up", user_id=samples[0].sample_id, record_types=["message"], max_results=20)
-    per_cat: dict[int, dict[str, list[float]]] = {}
-    overall: dict[int, list[float]] = {k: [] for k in KS}
-    latencies_ms: list[float] = []
-    partial = unresolved = 0
     jobs = []
+    partial = unresolved = 0
     for sample in samples:
         dia_ids = sample.dia_ids
         for question in sample.questions:
@@ -111,22 +111,42 @@ def main(argv: list[str] | None = None) -> dict:
                 continue
             partial += len(evidence) < len(question.evidence)
             jobs.append((sample.sample_id, question, evidence))
-    for sample_id, question, evidence in tqdm(jobs, unit="q", disable=args.quiet, file=sys.stderr, ncols=100,
-                                              desc="search"):
-        t0 = time.perf_counter()
-        results = client.search(question.question, user_id=sample_id, record_types=["message"], max_results=20)
-        latencies_ms.append((time.perf_counter() - t0) * 1000)
-        ranked = [r.record.metadata.get("dia_id") for r in results]
-        cat = per_cat.setdefault(question.category, {k: [] for k in KS})
-        for k in KS:
-            score = locomo.evidence_recall(ranked, evidence, k)
-            overall[k].append(score)
-            cat[k].append(score)
 
-    lat = np.asarray(latencies_ms)
+    def run(mode: str) -> dict:
+        """Every question through ``client.search`` in one search mode, on the same stored chunks."""
+        client = AgentMemory(search_config=MemorySearchConfig(mode=mode))
+        client.search("warm-up", user_id=samples[0].sample_id, record_types=["message"], max_results=20)
+        per_cat: dict[int, dict[int, list[float]]] = {}
+        overall: dict[int, list[float]] = {k: [] for k in KS}
+        latencies: list[float] = []
+        for sample_id, question, evidence in tqdm(jobs, unit="q", disable=args.quiet, file=sys.stderr, ncols=100,
+                                                  desc=f"search {mode}"):
+            t0 = time.perf_counter()
+            results = client.search(question.question, user_id=sample_id, record_types=["message"], max_results=20)
+            latencies.append((time.perf_counter() - t0) * 1000)
+            ranked = [r.record.metadata.get("dia_id") for r in results]
+            cat = per_cat.setdefault(question.category, {k: [] for k in KS})
+            for k in KS:
+                score = locomo.evidence_recall(ranked, evidence, k)
+                overall[k].append(score)
+                cat[k].append(score)
+        lat = np.asarray(latencies)
+        return {
+            "recall": {f"@{k}": _mean(overall[k]) for k in KS},
+            "per_category": {
+                f"{c} {locomo.CATEGORIES[c]}": {"questions": len(per_cat[c][1]),
+                                                 **{f"@{k}": _mean(per_cat[c][k]) for k in KS}}
+                for c in sorted(per_cat)
+            },
+            "latency_ms": {"n": int(lat.size), "p50": round(float(np.percentile(lat, 50)), 1),
+                           "p95": round(float(np.percentile(lat, 95)), 1), "mean": round(float(lat.mean()), 1)},
+        }
+
+    modes = {mode: run(mode) for mode in ("HYBRID", "VECTOR", "KEYWORD")}
+
     return {
         "benchmark": "locomo_import",
-        "database": f"sqlite + sqlite-vec, fresh file {DB_PATH.relative_to(ROOT)}",
+        "database": f"sqlite + sqlite-vec + FTS5, fresh file {DB_PATH.relative_to(ROOT)}",
         "embedder": settings.OAM_EMBEDDER,
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
@@ -146,19 +166,10 @@ def main(argv: list[str] | None = None) -> dict:
             "questions": len(jobs),
             "questions_scored_on_partial_evidence": partial,
             "questions_skipped_no_resolvable_evidence": unresolved,
-            "recall": {f"@{k}": _mean(overall[k]) for k in KS},
-            "per_category": {
-                f"{c} {locomo.CATEGORIES[c]}": {"questions": len(per_cat[c][1]),
-                                                 **{f"@{k}": _mean(per_cat[c][k]) for k in KS}}
-                for c in sorted(per_cat)
-            },
-            "baseline_vector_only_source_md": BASELINE_VECTOR_ONLY,
-        },
-        "search_latency_ms": {
-            "n": int(lat.size),
-            "p50": round(float(np.percentile(lat, 50)), 1) if lat.size else None,
-            "p95": round(float(np.percentile(lat, 95)), 1) if lat.size else None,
-            "mean": round(float(lat.mean()), 1) if lat.size else None,
+            "hybrid (default)": modes["HYBRID"],
+            "vector_only (same chunks)": modes["VECTOR"],
+            "keyword_only_bm25 (same chunks)": modes["KEYWORD"],
+            "baselines_source_md": BASELINES_SOURCE_MD,
         },
     }
 

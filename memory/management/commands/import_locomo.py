@@ -16,6 +16,7 @@ import io
 import time
 from pathlib import Path
 
+from django.db import connection
 from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 from tqdm import tqdm
 
@@ -94,6 +95,9 @@ class Command(BaseCommand):
                     added += count
                     bar.update(len(session.turns))
         elapsed = time.perf_counter() - started
+        if added and connection.vendor == "sqlite":
+            with connection.cursor() as cursor:
+                cursor.execute("PRAGMA optimize")  # planner statistics for the new rows
         if verbosity:
             rate = added / elapsed if elapsed > 0 else 0.0
             self.stdout.write(self.style.SUCCESS(
