@@ -14,23 +14,36 @@ OracleThread API (``shared/spec/oracle_thread_api.txt``). Every method has an
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Any, Sequence
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
+from memory import context, extraction, links, selectors, services
 from memory import search as search_engine
-from memory import selectors, services
+from memory.extraction_config import (  # noqa: F401  (re-exported: the spec's public names)
+    DEPRECATED_INLINE_PARAMETERS,
+    BackgroundExtractionQueueFullBehavior,
+    MemoryExtractionConfig,
+    MemoryExtractionMode,
+    resolve_extraction_config,
+)
+from memory.llm import Llm, LlmError, get_llm
 from memory.models import Thread as ThreadRow
 from memory.types import (
     NOTSET,
+    ContextCard,
     MemoryRecord,
     MemoryRetentionConfig,
     MemorySearchConfig,
     Message,
     SearchResult,
     SearchScope,
+    Summary,
 )
+
+logger = logging.getLogger(__name__)
 
 
 def _async_twin(method):
@@ -68,11 +81,14 @@ class Thread(_WithAsyncTwins):
     _ASYNC = (
         "add_messages", "get_messages", "get_message", "update_message", "delete_message",
         "add_memory", "update_memory", "delete_memory", "get_memory", "list_memories", "search",
+        "get_summary", "get_context_card",
+        "link_records", "update_record_link", "delete_record_link",
     )
 
-    def __init__(self, row: ThreadRow, client: "AgentMemory"):
+    def __init__(self, row: ThreadRow, client: "AgentMemory", *, llm: Any = NOTSET):
         self._row = row
         self._client = client
+        self._llm = client.llm if llm is NOTSET else llm
         self.thread_id: str = row.pk
         self.user_id: str | None = row.user_id
         self.agent_id: str | None = row.agent_id
@@ -81,6 +97,16 @@ class Thread(_WithAsyncTwins):
 
     def __repr__(self) -> str:
         return f"Thread(thread_id={self.thread_id!r}, user_id={self.user_id!r}, agent_id={self.agent_id!r})"
+
+    @property
+    def llm(self) -> Llm | None:
+        """The thread's LLM: the one given to the thread or its client, else ``get_llm()`` (None: no LLM)."""
+        return get_llm() if self._llm is NOTSET else self._llm
+
+    @property
+    def memory_extraction_config(self) -> MemoryExtractionConfig:
+        """The thread's extraction settings: stored in ``Thread.config``, else the client's, else the defaults."""
+        return extraction.thread_config(self._row, default=self._client.memory_extraction_config)
 
     @property
     def default_scope(self) -> SearchScope:
@@ -97,10 +123,20 @@ class Thread(_WithAsyncTwins):
         ``metadata``, ``ttl_days`` and ``ttl_anchor`` are one value for the
         batch or a list with one per message. The batch is atomic. Raises
         ValueError/TypeError for bad input, TypeError for unknown keywords.
+
+        The messages are committed first. Then, when extraction is on and due
+        (``memory_extraction_config``, an LLM), INLINE extracts before this
+        returns and BACKGROUND queues it (``memory.extraction``); a full queue
+        raises ``TimeoutError`` under WAIT_THEN_RAISE, the messages stored.
+        Extraction failures never raise here.
         """
         services.reject_unknown(store_kwargs, "add_messages")
-        return services.messages_add(thread=self._row, messages=messages, metadata=metadata, ttl_days=ttl_days,
-                                     ttl_anchor=ttl_anchor, retention=self._client.retention_config)
+        with extraction.inflight(self.thread_id):
+            ids = services.messages_add(thread=self._row, messages=messages, metadata=metadata, ttl_days=ttl_days,
+                                        ttl_anchor=ttl_anchor, retention=self._client.retention_config)
+            extraction.extraction_after_add(thread=self._row, llm=self.llm, config=self.memory_extraction_config,
+                                            retention=self._client.retention_config)
+        return ids
 
     def get_messages(self, start: Any = NOTSET, end: Any = NOTSET, include_image_bytes: bool = False,
                      **kwargs: Any) -> list[Message]:
@@ -118,36 +154,87 @@ class Thread(_WithAsyncTwins):
         """Update content, metadata or expiry of a message of this exact thread; return its id.
 
         Raises KeyError when the message is absent, expired or another thread's.
+        New content of a message already extracted is re-extracted (with its
+        earlier history as context) when extraction is on: before this returns
+        in INLINE mode, queued in BACKGROUND mode; existing memories stay.
         """
         services.reject_unknown(kwargs, "update_message")
-        return services.message_update(thread=self._row, message_id=message_id, content=content, metadata=metadata,
-                                       ttl_days=ttl_days, ttl_anchor=ttl_anchor,
-                                       retention=self._client.retention_config)
+        with extraction.inflight(self.thread_id):
+            updated = services.message_update(thread=self._row, message_id=message_id, content=content,
+                                              metadata=metadata, ttl_days=ttl_days, ttl_anchor=ttl_anchor,
+                                              retention=self._client.retention_config)
+            if content is not NOTSET:
+                extraction.extraction_after_edit(thread=self._row, message_id=updated, llm=self.llm,
+                                                 config=self.memory_extraction_config,
+                                                 retention=self._client.retention_config)
+        return updated
 
     def delete_message(self, message_id: str) -> int:
-        """Delete a message of this exact thread; return 1, or 0 when absent or another thread's."""
+        """Delete a message of this exact thread; return 1, or 0 when absent or another thread's.
+
+        First waits up to 300 s for earlier background extraction of this
+        thread; ``TimeoutError`` then, and nothing is deleted (spec: delete_message).
+        """
+        self.wait_for_memory_extraction(timeout=300)
         return services.message_delete(thread=self._row, message_id=message_id)
+
+    def wait_for_memory_extraction(self, timeout: float | None = 300) -> None:
+        """Wait for background extraction this process accepted for the thread before the call (spec).
+
+        Includes work a concurrent ``add_messages``/``update_message`` of this
+        process is about to accept; failed extraction counts as finished.
+        ``timeout`` in seconds, None to wait without limit. Raises
+        ``TimeoutError`` when it expires first; TypeError/ValueError for a bad timeout.
+        """
+        extraction.wait_for_extraction(thread_id=self.thread_id, timeout=extraction.check_timeout(timeout))
+
+    async def wait_for_memory_extraction_async(self, timeout: float | None = 300) -> None:
+        """Asynchronous twin of :meth:`wait_for_memory_extraction` (same behaviour and errors).
+
+        Waits in a thread of its own rather than the thread-sensitive one, so
+        that other ``_async`` calls are not held up meanwhile.
+        """
+        await sync_to_async(self.wait_for_memory_extraction, thread_sensitive=False)(timeout)
 
     # --- memories ---------------------------------------------------------------
 
     def add_memory(self, content: str, memory_type: Any = NOTSET, user_id: Any = NOTSET, agent_id: Any = NOTSET,
                    thread_id: Any = NOTSET, memory_id: Any = NOTSET, metadata: dict[str, Any] | None = None,
                    timestamp: str | None = None, ttl_days: Any = NOTSET, ttl_anchor: Any = NOTSET,
-                   status: Any = NOTSET, autonomous_linking: Any = NOTSET, **store_kwargs: Any) -> str:
+                   status: Any = NOTSET, autonomous_linking: Any = NOTSET, memory_id_to_link: Any = NOTSET,
+                   link_type: Any = NOTSET, link_id: Any = NOTSET, link_timestamp: Any = NOTSET,
+                   link_metadata: Any = NOTSET, **store_kwargs: Any) -> str:
         """Store a manual memory and index it; return its id (``memory_id`` when given).
 
-        ``autonomous_linking`` only acts when the thread has an LLM; without one
-        it is accepted and has nothing to do. Raises ValueError for an unknown
-        ``memory_type`` (allowed: memory, fact, guideline, preference) or a taken id.
+        ``memory_id_to_link`` with ``link_type`` (a built-in relation) also
+        stores a relation from the new memory to that memory of this thread, in
+        the same transaction; omitted scopes then inherit from the target
+        (``memory.links.pending_link``). ``autonomous_linking`` (default on when
+        the thread has an LLM) then lets the LLM relate the new memory to its
+        nearest memories (``memory.links.propose_links``); an LLM failure is
+        logged and leaves the memory stored. Raises ValueError for an unknown
+        ``memory_type`` (allowed: memory, fact, guideline, preference), a taken
+        id, or bad link arguments.
         """
         services.reject_unknown(store_kwargs, "add_memory")
         if autonomous_linking is not NOTSET and not isinstance(autonomous_linking, bool):
             raise TypeError("autonomous_linking: must be a bool")
-        return services.memory_add(
+        link = links.pending_link(thread=self._row, memory_id_to_link=memory_id_to_link, link_type=link_type,
+                                  link_id=link_id, link_timestamp=link_timestamp, link_metadata=link_metadata)
+        if link is not None:
+            user_id, agent_id, thread_id = link.inherit_scope(user_id, agent_id, thread_id)
+        memory_id = services.memory_add(
             thread=self._row, content=content, memory_type=memory_type, user_id=user_id, agent_id=agent_id,
             thread_id=thread_id, memory_id=memory_id, metadata=metadata, timestamp=timestamp, ttl_days=ttl_days,
-            ttl_anchor=ttl_anchor, status=status, retention=self._client.retention_config,
+            ttl_anchor=ttl_anchor, status=status, retention=self._client.retention_config, link=link,
         )
+        llm = self.llm if autonomous_linking is not False else None
+        if llm is not None:
+            try:
+                links.propose_links(self._row, memory_id, llm)
+            except LlmError as exc:  # spec: "Failure leaves the memory stored."
+                logger.warning("autonomous linking of memory %s failed: %s", memory_id, exc)
+        return memory_id
 
     def update_memory(self, memory_id: str, content: Any = NOTSET, metadata: Any = NOTSET, timestamp: Any = NOTSET,
                       ttl_days: Any = NOTSET, ttl_anchor: Any = NOTSET, status: Any = NOTSET, **kwargs: Any) -> str:
@@ -161,7 +248,12 @@ class Thread(_WithAsyncTwins):
                                       retention=self._client.retention_config)
 
     def delete_memory(self, memory_id: str) -> int:
-        """Delete a memory-like record of this exact thread; return 1, or 0 when absent."""
+        """Delete a memory-like record of this exact thread; return 1, or 0 when absent.
+
+        First waits up to 300 s for earlier background extraction of this
+        thread; ``TimeoutError`` then, and nothing is deleted (spec: delete_memory).
+        """
+        self.wait_for_memory_extraction(timeout=300)
         return services.memory_delete(thread=self._row, memory_id=memory_id)
 
     def get_memory(self, memory_id: str) -> MemoryRecord:
@@ -172,6 +264,56 @@ class Thread(_WithAsyncTwins):
         """Return this thread's live memory-like records, oldest first. Not in the spec."""
         return selectors.memory_list(thread=self._row, memory_type=memory_type)
 
+    # --- relations ----------------------------------------------------------------
+
+    def link_records(self, source_record_id: str, source_record_type: str, target_record_id: str,
+                     target_record_type: str, relation_type: str, opposite_relation_type: Any = NOTSET,
+                     relation_id: Any = NOTSET, timestamp: str | None = None,
+                     metadata: dict[str, Any] | None = None, **kwargs: Any) -> str:
+        """Create a directed relation between two memory-like records of this thread; return its id.
+
+        Built-in types get their fixed reverse label unless
+        ``opposite_relation_type`` is given; custom types default to the same
+        label. The target of supersedes/refines/duplicates becomes invalid.
+        Raises ValueError for a self-link, an endpoint that is not a live
+        memory-like record of this exact thread (or not of the given type), an
+        already related pair (either orientation) or a taken ``relation_id``;
+        TypeError for unknown keywords. See ``memory.links.link_create``.
+        """
+        services.reject_unknown(kwargs, "link_records")
+        return links.link_create(
+            thread=self._row, source_record_id=source_record_id, source_record_type=source_record_type,
+            target_record_id=target_record_id, target_record_type=target_record_type, relation_type=relation_type,
+            opposite_relation_type=opposite_relation_type, relation_id=relation_id, timestamp=timestamp,
+            metadata=metadata,
+        )
+
+    def update_record_link(self, relation_id: str, relation_type: Any = NOTSET, opposite_relation_type: Any = NOTSET,
+                           timestamp: Any = NOTSET, metadata: Any = NOTSET, **kwargs: Any) -> int:
+        """Update a relation of this thread; return 1, or 0 when there is none (spec: update_record_link).
+
+        Omitted values are preserved; a new built-in ``relation_type`` brings its
+        fixed reverse label. See ``memory.links.link_update``.
+        """
+        services.reject_unknown(kwargs, "update_record_link")
+        return links.link_update(thread=self._row, relation_id=relation_id, relation_type=relation_type,
+                                 opposite_relation_type=opposite_relation_type, timestamp=timestamp,
+                                 metadata=metadata)
+
+    def delete_record_link(self, source_record_id: Any = NOTSET, source_record_type: Any = NOTSET,
+                           target_record_id: Any = NOTSET, target_record_type: Any = NOTSET,
+                           relation_type: Any = NOTSET, relation_id: Any = NOTSET, **kwargs: Any) -> int:
+        """Delete a relation of this thread by ``relation_id`` alone or the complete endpoint tuple; return 0 or 1.
+
+        The tuple uses the stored source-to-target orientation. Raises
+        ValueError for a mixed or incomplete selector. See ``memory.links.link_delete``.
+        """
+        services.reject_unknown(kwargs, "delete_record_link")
+        return links.link_delete(thread=self._row, source_record_id=source_record_id,
+                                 source_record_type=source_record_type, target_record_id=target_record_id,
+                                 target_record_type=target_record_type, relation_type=relation_type,
+                                 relation_id=relation_id)
+
     # --- search -------------------------------------------------------------------
 
     def search(self, query: str, user_id: Any = NOTSET, agent_id: Any = NOTSET, thread_id: Any = NOTSET,
@@ -179,13 +321,16 @@ class Thread(_WithAsyncTwins):
                max_results: Any = NOTSET, token_budget: Any = NOTSET, soft_token_budget: Any = NOTSET,
                record_types: Any = NOTSET, metadata_filter: dict[str, Any] | None = None,
                include_invalid_results: bool = True, scope: SearchScope | None = None,
-               **kwargs: Any) -> list[SearchResult]:
+               num_hops: Any = NOTSET, max_linked_results: Any = NOTSET, **kwargs: Any) -> list[SearchResult]:
         """Search records relevant to ``query``, best first (spec: OracleThread.search).
 
         Omitted scope fields inherit the thread's: exact user and agent, this
-        thread's id with ``exact_thread_match=False``. Raises ValueError if
-        ``scope`` is combined with explicit scope arguments, ``max_results`` < 1,
-        or ``metadata_filter`` is not a dict or None.
+        thread's id with ``exact_thread_match=False``. ``num_hops`` (0-5)
+        attaches to each direct memory result the memories reached through
+        relations (``SearchResult.linked``, at most ``max_linked_results``,
+        default 100, each). Raises ValueError if ``scope`` is combined with
+        explicit scope arguments, ``max_results`` < 1, ``num_hops`` is outside
+        0-5, ``max_linked_results`` < 0, or ``metadata_filter`` is not a dict or None.
         """
         services.reject_unknown(kwargs, "search")
         resolved = search_engine.resolve_scope(
@@ -196,51 +341,115 @@ class Thread(_WithAsyncTwins):
         request = search_engine.build_request(
             query, scope=resolved, config=self.search_config, max_results=max_results, token_budget=token_budget,
             soft_token_budget=soft_token_budget, record_types=record_types, metadata_filter=metadata_filter,
-            include_invalid_results=include_invalid_results,
+            include_invalid_results=include_invalid_results, num_hops=num_hops,
+            max_linked_results=max_linked_results,
         )
         return search_engine.search_records(request)
+
+    # --- summaries and context cards ------------------------------------------------
+
+    def get_summary(self, except_last: Any = NOTSET, token_budget: Any = NOTSET, **kwargs: Any) -> Summary:
+        """Return a summary of the thread, or of all but its last ``except_last`` messages (spec: get_summary).
+
+        Whole thread: the durable summary, refreshed with the thread's LLM when
+        it does not cover the latest message. ``except_last`` leaves the
+        durable summary unchanged. Without an LLM: a transcript of the latest
+        messages, at most 4,000 characters. See ``memory.context.summary_get``.
+        Raises TypeError for unknown keywords.
+        """
+        services.reject_unknown(kwargs, "get_summary")
+        return context.summary_get(thread=self._row, except_last=except_last, token_budget=token_budget,
+                                   llm=self.llm)
+
+    def get_context_card(self, fallback_message_count: Any = NOTSET, max_relevant_results: Any = NOTSET,
+                         token_budget: Any = NOTSET, soft_token_budget: Any = NOTSET,
+                         max_recent_messages: Any = NOTSET, except_last_messages: Any = NOTSET,
+                         min_relevant_results_by_type: Any = NOTSET, metadata_filter: dict[str, Any] | None = None,
+                         include_invalid_results: bool = True, **kwargs: Any) -> ContextCard:
+        """Return a context card: summary, topics, relevant records, recent messages (spec: get_context_card).
+
+        Searches with this thread's default scope (``exact_thread_match=False``).
+        Rules and errors: ``memory.context.context_card_build``; unknown
+        keywords raise TypeError, a nonzero ``except_last_messages`` with
+        ``max_recent_messages`` neither 0 nor equal to it raises ValueError.
+        """
+        return context.context_card_build(
+            thread=self._row, scope=self.default_scope, search_config=self.search_config, llm=self.llm,
+            fallback_message_count=fallback_message_count, max_relevant_results=max_relevant_results,
+            token_budget=token_budget, soft_token_budget=soft_token_budget, max_recent_messages=max_recent_messages,
+            except_last_messages=except_last_messages, min_relevant_results_by_type=min_relevant_results_by_type,
+            metadata_filter=metadata_filter, include_invalid_results=include_invalid_results, **kwargs,
+        )
 
 
 class AgentMemory(_WithAsyncTwins):
     """Entry point of the Python API: creates, opens, deletes and searches threads.
 
     ``retention_config`` defaults to the settings ``OAM_DEFAULT_TTL_DAYS`` and
-    ``OAM_MAX_TTL_DAYS``; ``search_config`` to ``MemorySearchConfig()``.
+    ``OAM_MAX_TTL_DAYS``; ``search_config`` to ``MemorySearchConfig()``; ``llm``
+    (extraction, summaries, context cards) to ``memory.llm.get_llm()``, and None
+    means none; ``memory_extraction_config`` (client level) applies to threads
+    that store none of their own (``MemoryExtractionConfig()`` when omitted).
     """
 
     _ASYNC = ("create_thread", "get_thread", "delete_thread", "search")
 
     def __init__(self, *, retention_config: MemoryRetentionConfig | None = None,
-                 search_config: MemorySearchConfig | None = None):
+                 search_config: MemorySearchConfig | None = None, llm: Any = NOTSET,
+                 memory_extraction_config: MemoryExtractionConfig | None = None):
+        self.llm = llm  # omitted: get_llm() when needed; None: no LLM
+        if memory_extraction_config is not None and not isinstance(memory_extraction_config, MemoryExtractionConfig):
+            raise TypeError("memory_extraction_config: must be a MemoryExtractionConfig or None")
+        self.memory_extraction_config = memory_extraction_config
         self.retention_config = retention_config or MemoryRetentionConfig(
             default_ttl_days=settings.OAM_DEFAULT_TTL_DAYS, max_ttl_days=settings.OAM_MAX_TTL_DAYS
         )
         self.search_config = search_config or MemorySearchConfig()
 
     def create_thread(self, thread_id: Any = NOTSET, user_id: Any = NOTSET, agent_id: Any = NOTSET,
-                      metadata: dict[str, Any] | None = None, **kwargs: Any) -> Thread:
+                      metadata: dict[str, Any] | None = None, llm: Any = NOTSET,
+                      memory_extraction_config: MemoryExtractionConfig | None = None, **kwargs: Any) -> Thread:
         """Create and return a thread. Omitted ids are generated UUIDs.
 
-        Raises ValueError when ``thread_id`` is taken, TypeError for unknown keywords.
+        ``llm``: the thread's LLM (omitted: the client's; None: none).
+        ``memory_extraction_config``, or the deprecated inline parameters
+        (``memory_extraction_window``, ``memory_extraction_frequency``, ... :
+        ``DEPRECATED_INLINE_PARAMETERS``, each warning with DeprecationWarning
+        and laid over the client's config), is stored in ``Thread.config`` so the
+        thread keeps it wherever it is opened; the client's config is stored
+        when neither is given. Raises ValueError when ``thread_id`` is taken or
+        both config forms are given, TypeError for unknown keywords.
         """
+        inline = {name: kwargs.pop(name) for name in DEPRECATED_INLINE_PARAMETERS if name in kwargs}
         services.reject_unknown(kwargs, "create_thread")
-        row = services.thread_create(thread_id=thread_id, user_id=user_id, agent_id=agent_id, metadata=metadata)
-        return Thread(row, self)
+        config = resolve_extraction_config(memory_extraction_config, inline,
+                                           base=self.memory_extraction_config) or self.memory_extraction_config
+        row = services.thread_create(thread_id=thread_id, user_id=user_id, agent_id=agent_id, metadata=metadata,
+                                     config=config.to_thread_config() if config else None)
+        return Thread(row, self, llm=llm)
 
     def get_thread(self, thread_id: str) -> Thread:
         """Return a handle on a stored thread; KeyError when there is none."""
         return Thread(selectors.thread_get(thread_id), self)
 
     def delete_thread(self, thread_id: str) -> int:
-        """Delete a thread with its messages and memories; return 1, or 0 when absent."""
-        return services.thread_delete(thread_id=thread_id)
+        """Delete a thread with its messages and memories; return 1, or 0 when absent.
+
+        First waits up to 300 s for background extraction this process accepted
+        for the thread; ``TimeoutError`` then, and nothing is deleted.
+        """
+        services.check_id(thread_id, "thread_id")
+        extraction.wait_for_extraction(thread_id=thread_id, timeout=300)
+        deleted = services.thread_delete(thread_id=thread_id)
+        extraction.detach(thread_id)
+        return deleted
 
     def search(self, query: str, user_id: Any = NOTSET, agent_id: Any = NOTSET, thread_id: Any = NOTSET,
                exact_user_match: Any = NOTSET, exact_agent_match: Any = NOTSET, exact_thread_match: Any = NOTSET,
                max_results: Any = NOTSET, token_budget: Any = NOTSET, soft_token_budget: Any = NOTSET,
                record_types: Any = NOTSET, metadata_filter: dict[str, Any] | None = None,
                include_invalid_results: bool = True, scope: SearchScope | None = None,
-               **kwargs: Any) -> list[SearchResult]:
+               num_hops: Any = NOTSET, max_linked_results: Any = NOTSET, **kwargs: Any) -> list[SearchResult]:
         """Search across threads. Omitted ids leave their dimension open; given ids match exactly
         unless their ``exact_*_match`` is False. Same arguments and errors as ``Thread.search``.
         """
@@ -253,6 +462,7 @@ class AgentMemory(_WithAsyncTwins):
         request = search_engine.build_request(
             query, scope=resolved, config=self.search_config, max_results=max_results, token_budget=token_budget,
             soft_token_budget=soft_token_budget, record_types=record_types, metadata_filter=metadata_filter,
-            include_invalid_results=include_invalid_results,
+            include_invalid_results=include_invalid_results, num_hops=num_hops,
+            max_linked_results=max_linked_results,
         )
         return search_engine.search_records(request)

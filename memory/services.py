@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +25,8 @@ from memory import ttl as ttl_rules
 from memory.chunking import chunk_text
 from memory.embedders import get_embedder
 from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound
-from memory.models import MEMORY_TYPES, Memory, Message, SearchChunk, Thread
+from memory.models import MEMORY_TYPES, Memory, Message, RecordLink, SearchChunk, Thread
+from memory.locking import lock_first
 from memory.selectors import live_q
 from memory.types import (
     NOTSET,
@@ -406,11 +407,7 @@ def _refresh_expiry(record, ttl_days: Any, ttl_anchor: Any, retention: MemoryRet
 
 def _visible_message(thread: Thread, message_id: Any, now=None) -> Message:
     check_id(message_id, "message_id")
-    msg = (
-        Message.objects.select_for_update()
-        .filter(live_q(now or timezone.now()), pk=message_id, thread_id=thread.pk)
-        .first()
-    )
+    msg = lock_first(Message.objects.filter(live_q(now or timezone.now()), pk=message_id, thread_id=thread.pk))
     if msg is None:
         raise NotFound("message_id", message_id)
     return msg
@@ -520,12 +517,15 @@ def memory_add(
     status: Any = NOTSET,
     source_message_ids: Sequence[str] = (),
     retention: MemoryRetentionConfig,
+    link: Callable[[Memory], Any] | None = None,
 ) -> str:
     """Store a memory-like record and index it; return its id.
 
     Omitted scope values inherit the thread's user, agent and thread ids.
-    ``memory_type`` defaults to "memory"; ``status`` to valid. Raises
-    ValueError for an unknown type or status, a taken ``memory_id`` or an
+    ``memory_type`` defaults to "memory"; ``status`` to valid. ``link`` (a
+    ``memory.links.PendingLink``) is called with the saved memory inside the
+    same transaction, so the memory and its explicit relation commit together.
+    Raises ValueError for an unknown type or status, a taken ``memory_id`` or an
     empty content; TypeError for a non-string content.
     """
     if not isinstance(content, str):
@@ -565,6 +565,8 @@ def memory_add(
             _chunk_rows(source_kind="memory", record_id=mid, record_type=mtype, chunks=chunks, vectors=vectors,
                         status=state, expires_at=expiry, metadata=meta, now=now, **scope)
         )
+        if link is not None:
+            link(memory)
     return mid
 
 
@@ -608,11 +610,7 @@ def memory_update(
         stamp = stored[1] if new_stamp is NOTSET else new_stamp
         vectors = get_embedder().embed([embedding_text(c, stamp) for c in chunks])
     with transaction.atomic():
-        memory = (
-            Memory.objects.select_for_update()
-            .filter(live_q(timezone.now()), pk=memory_id, thread_id=thread.pk)
-            .first()
-        )
+        memory = lock_first(Memory.objects.filter(live_q(timezone.now()), pk=memory_id, thread_id=thread.pk))
         if memory is None:
             raise NotFound("memory_id", memory_id)
         if content is not NOTSET:
@@ -631,12 +629,20 @@ def memory_update(
 
 
 def memory_delete(*, thread: Thread, memory_id: Any) -> int:
-    """Delete one memory-like record of this exact thread; return 1, or 0 when absent."""
+    """Delete one memory-like record of this exact thread; return 1, or 0 when absent.
+
+    Its relations go with it, and records it superseded, refined or
+    duplicated are valid again unless another such relation remains
+    (``memory.links.links_detach``).
+    """
+    from memory.links import links_detach  # memory.links imports this module
+
     check_id(memory_id, "memory_id")
     with transaction.atomic():
         deleted, _ = Memory.objects.filter(live_q(timezone.now()), pk=memory_id, thread_id=thread.pk).delete()
         if deleted:
             SearchChunk.objects.filter(source_kind="memory", record_id=memory_id).delete()
+            links_detach(memory_ids=[memory_id])
     return 1 if deleted else 0
 
 
@@ -681,7 +687,7 @@ def thread_update(*, thread_id: str, metadata: Any = NOTSET) -> Thread:
 
 
 def thread_delete(*, thread_id: Any) -> int:
-    """Delete a thread with its messages, its memories and all their chunks; return 1 or 0."""
+    """Delete a thread with its messages, its memories, their relations and all chunks; return 1 or 0."""
     check_id(thread_id, "thread_id")
     with transaction.atomic():
         if not Thread.objects.filter(pk=thread_id).exists():
@@ -690,5 +696,6 @@ def thread_delete(*, thread_id: Any) -> int:
         # messages' chunks and those of memories owned by the thread.
         SearchChunk.objects.filter(thread_id=thread_id).delete()
         Memory.objects.filter(thread_id=thread_id).delete()
+        RecordLink.objects.filter(thread_id=thread_id).delete()
         Thread.objects.filter(pk=thread_id).delete()
     return 1

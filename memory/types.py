@@ -1,6 +1,6 @@
 """Public value types of the thread API (spec: Message, TextContent, ImageContent,
 ImageMimeType, RecordStatus, TimeToLiveAnchor, MemoryRetentionConfig, SearchScope,
-SearchResult, MemorySearchConfig).
+SearchResult, MemorySearchConfig, OracleSummary, OracleContextCard).
 
 These are plain Python objects handed to and returned by ``memory.client``; the
 database models stay behind the services.
@@ -190,17 +190,66 @@ class MemorySearchConfig:
 
 
 @dataclass
+class LinkedRecord:
+    """A memory reached from a direct search result by following relations (spec: search ``num_hops``).
+
+    ``relation_type`` is the label as traversed from ``from_record_id`` to this
+    record (``relation_type`` source -> target, ``opposite_relation_type``
+    target -> source); ``relation_id`` is that relation; ``hops`` counts edges
+    from the direct result (1 = directly related).
+    """
+
+    record: MemoryRecord
+    relation_type: str
+    relation_id: str
+    hops: int
+    from_record_id: str
+
+    @property
+    def record_type(self) -> str:
+        return self.record.record_type
+
+    @property
+    def record_id(self) -> str:
+        return self.record.id
+
+    @property
+    def content(self) -> str:
+        return self.record.text
+
+
+@dataclass
+class RecordRelation:
+    """A stored directed relation between two memory-like records of one thread (spec: link_records)."""
+
+    relation_id: str
+    thread_id: str
+    source_record_id: str
+    source_record_type: str
+    target_record_id: str
+    target_record_type: str
+    relation_type: str
+    opposite_relation_type: str
+    timestamp: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: str | None = None
+
+
+@dataclass
 class SearchResult:
     """One search hit: the typed record, its distance and score.
 
     ``distance`` is the cosine distance of the best matching chunk (0 is
     identical, 2 opposite); ``score`` is ``1 - distance``. ``formatted_content``
     is the record rendered as in a context card's ``<relevant_information>``.
+    ``linked`` holds the memories reached through relations when the search
+    asked for ``num_hops`` (memory-like results only; empty otherwise).
     """
 
     record: Message | MemoryRecord
     distance: float
     score: float
+    linked: list[LinkedRecord] = field(default_factory=list)
 
     @property
     def record_type(self) -> str:
@@ -222,3 +271,52 @@ class SearchResult:
 
     def __str__(self) -> str:
         return self.formatted_content
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A thread summary (spec: OracleSummary). ``str()`` and ``formatted_content`` are the text itself."""
+
+    content: str
+
+    @property
+    def formatted_content(self) -> str:
+        """The summary as pasted into prompts: the text as is (no markup)."""
+        return self.content
+
+    def __str__(self) -> str:
+        return self.content
+
+
+@dataclass
+class ContextCard:
+    """A context card (spec: OracleContextCard): summary, topics, relevant records, recent messages.
+
+    ``content``/``formatted_content``/``str()`` render the XML-like text of
+    ``memory.rendering.render_context_card``; a card with nothing in it renders
+    as the empty string.
+    """
+
+    summary: str = ""
+    topics: list[str] | None = None
+    relevant_results: list[SearchResult] | None = None
+    recent_messages: list[Message] | None = None
+
+    @property
+    def formatted_content(self) -> str:
+        """The rendered ``<context_card>`` text ('' for an empty card)."""
+        from memory.rendering import render_context_card
+
+        return render_context_card(self)
+
+    @property
+    def content(self) -> str:
+        """Same as ``formatted_content`` (the spec gives both)."""
+        return self.formatted_content
+
+    def __str__(self) -> str:
+        return self.formatted_content
+
+
+OracleSummary = Summary
+OracleContextCard = ContextCard

@@ -65,6 +65,12 @@ def not_found(request: HttpRequest, exc: NotFound) -> HttpResponse:
     return api.create_response(request, {"detail": exc.message, "field": exc.field}, status=404)
 
 
+@api.exception_handler(TimeoutError)
+def timed_out(request: HttpRequest, exc: TimeoutError) -> HttpResponse:
+    """Earlier background extraction did not finish in time (deletes wait for it): 503, nothing deleted."""
+    return api.create_response(request, {"detail": str(exc) or "timed out", "field": None}, status=503)
+
+
 @api.exception_handler(Conflict)
 def conflict(request: HttpRequest, exc: Conflict) -> HttpResponse:
     """A caller-chosen id is taken: 409."""

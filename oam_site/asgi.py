@@ -1,4 +1,9 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels (served by daphne)."""
+"""ASGI entry point: HTTP through Django, WebSockets through Channels (served by daphne).
+
+With the embedded (in-process) Dramatiq broker, the first connection starts
+this server's worker threads (``memory.worker``), whose start-up sweep picks
+up extraction work left queued by an earlier run.
+"""
 
 import os
 
@@ -7,15 +12,32 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oam_site.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app registry)
+from asgiref.sync import sync_to_async  # noqa: E402
+from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from memory.worker import ensure_embedded_worker  # noqa: E402
 from oam_site.routing import websocket_urlpatterns  # noqa: E402
+from threads.consumers import OriginValidatorUnlessApiKey  # noqa: E402
 
-application = ProtocolTypeRouter(
+
+class StartEmbeddedWorker:
+    """ASGI middleware: start the embedded Dramatiq worker on the first HTTP or WebSocket scope."""
+
+    def __init__(self, app):
+        self.app = app
+        self.started = False
+
+    async def __call__(self, scope, receive, send):
+        if not self.started and scope["type"] in ("http", "websocket"):
+            self.started = True
+            await sync_to_async(ensure_embedded_worker, thread_sensitive=False)()
+        return await self.app(scope, receive, send)
+
+
+application = StartEmbeddedWorker(ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": OriginValidatorUnlessApiKey(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
-)
+))

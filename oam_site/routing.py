@@ -1,3 +1,9 @@
-"""WebSocket routes (extraction progress streams arrive with the extraction issue)."""
+"""WebSocket routes: a thread's extraction progress (``threads.consumers``)."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from threads.consumers import ExtractionConsumer
+
+websocket_urlpatterns = [
+    path("ws/threads/<str:thread_id>/extraction/", ExtractionConsumer.as_asgi()),
+]

