@@ -332,7 +332,8 @@ class LinkedRecordOut(Schema):
 
 
 class SearchResultOut(Schema):
-    """One hit, best first: the record, its cosine distance and score (1 - distance).
+    """One hit, best first: the record, its cosine distance and its ranking score
+    (the fused RRF score in HYBRID and KEYWORD modes, 1 - distance in VECTOR mode).
 
     ``linked``: memories reached through relations when ``num_hops`` was given (memory results only).
     """
