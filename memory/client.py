@@ -333,18 +333,14 @@ class Thread(_WithAsyncTwins):
         0-5, ``max_linked_results`` < 0, or ``metadata_filter`` is not a dict or None.
         """
         services.reject_unknown(kwargs, "search")
-        resolved = search_engine.resolve_scope(
-            self.default_scope, user_id=user_id, agent_id=agent_id, thread_id=thread_id,
-            exact_user_match=exact_user_match, exact_agent_match=exact_agent_match,
-            exact_thread_match=exact_thread_match, scope=scope,
-        )
-        request = search_engine.build_request(
-            query, scope=resolved, config=self.search_config, max_results=max_results, token_budget=token_budget,
-            soft_token_budget=soft_token_budget, record_types=record_types, metadata_filter=metadata_filter,
-            include_invalid_results=include_invalid_results, num_hops=num_hops,
+        return search_engine.run_search(
+            query, defaults=self.default_scope, config=self.search_config, scope=scope, user_id=user_id,
+            agent_id=agent_id, thread_id=thread_id, exact_user_match=exact_user_match,
+            exact_agent_match=exact_agent_match, exact_thread_match=exact_thread_match, max_results=max_results,
+            token_budget=token_budget, soft_token_budget=soft_token_budget, record_types=record_types,
+            metadata_filter=metadata_filter, include_invalid_results=include_invalid_results, num_hops=num_hops,
             max_linked_results=max_linked_results,
         )
-        return search_engine.search_records(request)
 
     # --- summaries and context cards ------------------------------------------------
 
@@ -454,15 +450,11 @@ class AgentMemory(_WithAsyncTwins):
         unless their ``exact_*_match`` is False. Same arguments and errors as ``Thread.search``.
         """
         services.reject_unknown(kwargs, "search")
-        resolved = search_engine.resolve_scope(
-            SearchScope(), user_id=user_id, agent_id=agent_id, thread_id=thread_id,
-            exact_user_match=exact_user_match, exact_agent_match=exact_agent_match,
-            exact_thread_match=exact_thread_match, scope=scope,
-        )
-        request = search_engine.build_request(
-            query, scope=resolved, config=self.search_config, max_results=max_results, token_budget=token_budget,
-            soft_token_budget=soft_token_budget, record_types=record_types, metadata_filter=metadata_filter,
-            include_invalid_results=include_invalid_results, num_hops=num_hops,
+        return search_engine.run_search(
+            query, defaults=SearchScope(), config=self.search_config, scope=scope, user_id=user_id,
+            agent_id=agent_id, thread_id=thread_id, exact_user_match=exact_user_match,
+            exact_agent_match=exact_agent_match, exact_thread_match=exact_thread_match, max_results=max_results,
+            token_budget=token_budget, soft_token_budget=soft_token_budget, record_types=record_types,
+            metadata_filter=metadata_filter, include_invalid_results=include_invalid_results, num_hops=num_hops,
             max_linked_results=max_linked_results,
         )
-        return search_engine.search_records(request)

@@ -264,6 +264,22 @@ def build_request(
     )
 
 
+SCOPE_ARGUMENTS = ("user_id", "agent_id", "thread_id", "exact_user_match", "exact_agent_match", "exact_thread_match")
+
+
+def run_search(query: Any, *, defaults: SearchScope, config: MemorySearchConfig, scope: Any = None,
+               **arguments: Any) -> list[SearchResult]:
+    """Resolve the scope against ``defaults``, validate, and search: the body of every public search.
+
+    ``arguments`` are the spec's search arguments (``NOTSET`` when omitted):
+    the scope ones go to ``resolve_scope``, the rest to ``build_request``.
+    Errors as those two raise them.
+    """
+    scope_arguments = {name: arguments.pop(name) for name in SCOPE_ARGUMENTS if name in arguments}
+    resolved = resolve_scope(defaults, scope=scope, **scope_arguments)
+    return search_records(build_request(query, scope=resolved, config=config, **arguments))
+
+
 def filtered_chunks(request: SearchRequest, now=None):
     """Chunks that may be returned for ``request``: scope, types, status, expiry and metadata filter."""
     now = now or timezone.now()
