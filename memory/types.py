@@ -189,8 +189,26 @@ class MemorySearchConfig:
     mode: str | None = None
 
 
+class _RecordView:
+    """Shortcuts to the wrapped ``record``: its type, id and text."""
+
+    record: Any
+
+    @property
+    def record_type(self) -> str:
+        return self.record.record_type
+
+    @property
+    def record_id(self) -> str:
+        return self.record.id
+
+    @property
+    def content(self) -> str:
+        return self.record.text
+
+
 @dataclass
-class LinkedRecord:
+class LinkedRecord(_RecordView):
     """A memory reached from a direct search result by following relations (spec: search ``num_hops``).
 
     ``relation_type`` is the label as traversed from ``from_record_id`` to this
@@ -205,17 +223,6 @@ class LinkedRecord:
     hops: int
     from_record_id: str
 
-    @property
-    def record_type(self) -> str:
-        return self.record.record_type
-
-    @property
-    def record_id(self) -> str:
-        return self.record.id
-
-    @property
-    def content(self) -> str:
-        return self.record.text
 
 
 @dataclass
@@ -236,11 +243,13 @@ class RecordRelation:
 
 
 @dataclass
-class SearchResult:
+class SearchResult(_RecordView):
     """One search hit: the typed record, its distance and score.
 
     ``distance`` is the cosine distance of the best matching chunk (0 is
-    identical, 2 opposite); ``score`` is ``1 - distance``. ``formatted_content``
+    identical, 2 opposite); ``score`` is the ranking score, higher is better:
+    the fused RRF score in HYBRID and KEYWORD modes, ``1 - distance`` in VECTOR
+    mode (``memory.search``). ``formatted_content``
     is the record rendered as in a context card's ``<relevant_information>``.
     ``linked`` holds the memories reached through relations when the search
     asked for ``num_hops`` (memory-like results only; empty otherwise).
@@ -251,17 +260,6 @@ class SearchResult:
     score: float
     linked: list[LinkedRecord] = field(default_factory=list)
 
-    @property
-    def record_type(self) -> str:
-        return self.record.record_type
-
-    @property
-    def record_id(self) -> str:
-        return self.record.id
-
-    @property
-    def content(self) -> str:
-        return self.record.text
 
     @property
     def formatted_content(self) -> str:
