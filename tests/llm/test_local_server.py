@@ -11,26 +11,11 @@ from django.core.management import CommandError, call_command
 
 from memory.llm import get_llm
 from memory.llm_server import free_port
+from tests.llm.test_scripted import SCHEMA
 
 pytestmark = pytest.mark.slow
 
-MEMORY_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "memories": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "memory_type": {"enum": ["memory", "fact", "guideline", "preference"]},
-                    "content": {"type": "string"},
-                },
-                "required": ["memory_type", "content"],
-            },
-        }
-    },
-    "required": ["memories"],
-}
+MEMORY_SCHEMA = SCHEMA  # the memories schema the scripted tests use
 CONVERSATION = [
     {
         "role": "system",
