@@ -16,8 +16,13 @@ outside the clock, so both sides rank the same query vector):
 
 * ``numpy``: ``X @ q`` over the in-memory float32 matrix plus ``argpartition``
   for the top 100: the in-memory brute-force baseline.
-* ``vector_arm``: the SQL vector ranking ``memory.search.chunk_queryset``
-  (sqlite-vec ``vec_distance_cosine``, top 100).
+* ``vector_arm``: the vector arm search uses, ``memory.search.vector_arm``
+  (top 100): exact KNN on the process's vector cache (``memory.vector_cache``)
+  with filters and distances from SQL.
+* ``sql_arm``: the same ranking done entirely in SQL,
+  ``memory.search.chunk_queryset`` (sqlite-vec ``vec_distance_cosine`` over
+  every scoped row): the path used with the cache off or over its row cap.
+* ``cache_load_ms``: the first search's one-off load of the vector cache.
 * ``search_vector`` / ``search_hybrid``: the whole ``search_records`` call
   (query embedding included, max_results 10) in VECTOR and HYBRID modes;
   ``numpy_search`` is the same whole search shape for numpy (query embedding +
@@ -89,10 +94,12 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", type=int, default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--queries", type=int, default=30)
+    parser.add_argument("--skip-sql-arm", action="store_true", help="skip the all-SQL ranking (slow at 1M)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oam_site.settings")
     os.environ["OAM_ORACLE_DSN"] = ""
+    os.environ.setdefault("OAM_VECTOR_CACHE_MAX_ROWS", str(max(args.sizes) + 1))
     results = {"benchmark": "search_scale", "cpu_count": os.cpu_count(),
                "load_average_1_5_15_min_at_start": [round(x, 2) for x in os.getloadavg()], "sizes": {}}
     import numpy as np
@@ -131,15 +138,28 @@ def main(argv=None) -> dict:
             return search.build_request(query, scope=scope, config=MemorySearchConfig(mode=mode),
                                         record_types=["message"], max_results=10)
 
-        timings: dict[str, list[float]] = {k: [] for k in
-                                           ("numpy", "vector_arm", "numpy_search", "search_vector", "search_hybrid")}
+        timings: dict[str, list[float]] = {k: [] for k in ("numpy", "vector_arm", "sql_arm", "numpy_search",
+                                                            "search_vector", "search_hybrid")}
+        from memory.vector_cache import get_vector_cache
+
+        get_vector_cache().clear()
+        t = time.perf_counter()
+        search.vector_arm(request("VECTOR", texts[0]), qvecs[0], limit=100)
+        cache_load_ms = (time.perf_counter() - t) * 1000
+        agree: list[bool] = []
         for i, (query, qv) in enumerate(zip(texts, qvecs)):
             t = time.perf_counter()
             np.argpartition(-(matrix @ qv), 100)[:100]
             timings["numpy"].append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()
-            list(search.chunk_queryset(request("VECTOR", query), qv, limit=100))
+            arm = search.vector_arm(request("VECTOR", query), qv, limit=100)
             timings["vector_arm"].append((time.perf_counter() - t) * 1000)
+            if not args.skip_sql_arm:
+                t = time.perf_counter()
+                exact = list(search.chunk_queryset(request("VECTOR", query), qv, limit=100))
+                timings["sql_arm"].append((time.perf_counter() - t) * 1000)
+                same = [r[1] for r in arm] == [r[1] for r in exact]
+                agree.append(same)
             t = time.perf_counter()
             q2 = embedder.embed([query])[0]
             np.argpartition(-(matrix @ q2), 10)[:10]
@@ -150,8 +170,11 @@ def main(argv=None) -> dict:
                 timings[key].append((time.perf_counter() - t) * 1000)
             print(f"\r  {n}: query {i + 1}/{len(texts)}", end="", file=sys.stderr, flush=True)
         print(file=sys.stderr)
-        stats = {k: _percentiles(v) for k, v in timings.items()}
+        stats = {k: _percentiles(v) for k, v in timings.items() if v}
         stats["build_seconds"] = round(build_s, 1)
+        stats["cache_load_ms"] = round(cache_load_ms, 1)
+        if agree:
+            stats["vector_arm_equals_sql_arm"] = f"{sum(agree)}/{len(agree)} queries"
         stats["ratio_p50_vector_arm_to_numpy"] = round(stats["vector_arm"]["p50"] / stats["numpy"]["p50"], 2)
         stats["ratio_p50_search_vector_to_numpy_search"] = round(
             stats["search_vector"]["p50"] / stats["numpy_search"]["p50"], 2)

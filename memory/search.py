@@ -25,10 +25,12 @@ plain RRF (k=60) of the two (shared/data/locomo/SOURCE.md).
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
-import re
+import numpy as np
 
 from django.conf import settings
 from django.db import connection as default_connection
@@ -44,6 +46,7 @@ from memory.metadata_filter import compile_filter
 from memory.models import RECORD_TYPES, Memory, Message, SearchChunk
 from memory.selectors import live_q, memory_dto, message_dto
 from memory.types import NOTSET, MemorySearchConfig, SearchResult, SearchScope
+from memory.vector_cache import get_vector_cache
 
 # Chunks fetched per wanted result, so that records split into several chunks
 # still leave max_results distinct records after de-duplication.
@@ -301,6 +304,136 @@ def chunk_queryset(request: SearchRequest, query_vector, now=None, limit: int | 
     )
 
 
+def filter_sql(request: SearchRequest, now=None, connection=None) -> tuple[str, list]:
+    """The WHERE clause (SQL, params) of ``filtered_chunks`` compiled for ``connection``.
+
+    Columns are qualified with the table name, so hand-written statements over
+    ``oam_search_chunks`` filter exactly as the ORM arm does.
+    """
+    connection = connection or default_connection
+    qs = filtered_chunks(request, now)
+    compiler = qs.query.get_compiler(connection=connection)
+    return compiler.compile(qs.query.where)
+
+
+def vector_sql(request: SearchRequest, query_vector, limit: int, *, connection=None,
+               now=None) -> tuple[str, list]:
+    """Oracle's vector arm: rows of (source_kind, record_id, distance), approximate, best first.
+
+    ``ORDER BY VECTOR_DISTANCE(embedding, :q, COSINE) FETCH APPROX FIRST n ROWS
+    ONLY WITH TARGET ACCURACY a`` (``settings.OAM_VECTOR_TARGET_ACCURACY``,
+    default 95) lets Oracle use the HNSW/IVF index of migration 0002, whose
+    metric is COSINE too (shared/reference/oracle.md section 3). Django can
+    only emit ``FETCH FIRST``, an exact scan, hence hand-written SQL. The
+    ORDER BY holds the distance expression alone, as the approximate form
+    requires, and the filters are ``filter_sql``'s (the optimizer pre- or
+    in-filters them on HNSW, post-filters on IVF).
+    """
+    connection = connection or default_connection
+    if connection.vendor != "oracle":
+        raise NotImplementedError("vector_sql is Oracle's approximate form; SQLite uses memory.vector_cache")
+    where_sql, where_params = filter_sql(request, now, connection)
+    quote = connection.ops.quote_name
+    table = quote(SearchChunk._meta.db_table)
+    kind, rid, emb = (f"{table}.{quote(name)}" for name in ("source_kind", "record_id", "embedding"))
+    field = SearchChunk._meta.get_field("embedding")
+    bind = field.get_db_prep_value(query_vector, connection)
+    accuracy = int(settings.OAM_VECTOR_TARGET_ACCURACY)
+    if not 0 < accuracy <= 100:
+        raise ValueError("OAM_VECTOR_TARGET_ACCURACY must be within 1..100")
+    distance = f"VECTOR_DISTANCE({emb}, %s, COSINE)"
+    sql = (
+        f"SELECT {kind}, {rid}, {distance} AS {quote('distance')} FROM {table} WHERE ({where_sql}) "
+        f"ORDER BY {distance} FETCH APPROX FIRST {int(limit)} ROWS ONLY WITH TARGET ACCURACY {accuracy}"
+    )
+    return sql, [bind, *where_params, bind]
+
+
+def vector_arm(request: SearchRequest, query_vector, now=None, limit: int | None = None) -> list[tuple]:
+    """The vector arm: up to ``limit`` rows of (source_kind, record_id, cosine distance), best first.
+
+    * Oracle: ``vector_sql`` (the vector index, approximate).
+    * SQLite with ``memory.vector_cache`` on: exact KNN, candidates from the
+      in-memory copy, filters and distances from SQL (``_cached_vector_rows``).
+    * Otherwise: ``chunk_queryset``, every filtered chunk ranked in SQL.
+    """
+    now = now or timezone.now()
+    limit = limit or request.max_results * CHUNK_OVERFETCH
+    connection = default_connection
+    if connection.vendor == "oracle":
+        sql, params = vector_sql(request, query_vector, limit, connection=connection, now=now)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return [(k, r, float(d)) for k, r, d in cursor.fetchall()]
+    if connection.vendor == "sqlite":
+        cache = get_vector_cache()
+        snapshot = cache.snapshot(connection) if cache is not None else None
+        if snapshot is not None:
+            rows = _cached_vector_rows(cache, snapshot, request, query_vector, now, limit)
+            if rows is not None:
+                return rows
+    return list(chunk_queryset(request, query_vector, now, limit=limit))
+
+
+#: First candidate count of the cached vector arm, per wanted row and at least.
+CANDIDATES_PER_ROW = 2
+MIN_CANDIDATES = 200
+#: Largest candidate set tried before ranking the filtered rows in SQL instead.
+MAX_CANDIDATES = 50_000
+
+
+def _cached_vector_rows(cache, snapshot, request: SearchRequest, query_vector, now, limit: int) -> list[tuple] | None:
+    """Exact top ``limit`` filtered chunks using the vector cache; None to fall back to SQL ranking.
+
+    Candidates are the ``K`` nearest cached chunks whatever the filters; one
+    SQL statement returns, for each candidate that still exists, its true
+    distance and whether it passes the filters. If at least ``limit`` pass,
+    they are the exact answer (any passing chunk outside the candidates is
+    farther than every candidate). If fewer pass, ``K`` is raised to what the
+    observed pass rate needs (once); a filter that passes too few candidates
+    (a single thread in a large store, say) returns None, and SQL ranks the
+    filtered rows, which are then few. Inside a transaction the snapshot is
+    not refreshed, so chunks newer than it are ranked in SQL and merged.
+    """
+    vec = np.asarray(query_vector, dtype="<f4")
+    blob = vec.tobytes()
+    where_sql, where_params = filter_sql(request, now)
+    table = default_connection.ops.quote_name(SearchChunk._meta.db_table)
+    candidates = max(MIN_CANDIDATES, limit * CANDIDATES_PER_ROW)
+    live = snapshot.live_rows
+    for _ in range(2):
+        ids = snapshot.nearest(vec, candidates)
+        with default_connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id, source_kind, record_id, vec_distance_cosine(embedding, %s), "
+                f"CASE WHEN ({where_sql}) THEN 1 ELSE 0 END FROM {table} "
+                f"WHERE id IN (SELECT value FROM json_each(%s))",
+                [blob, *where_params, json.dumps(ids.tolist())],
+            )
+            found = cursor.fetchall()
+        if len(found) < ids.size:
+            cache.mark_dead(snapshot, set(ids.tolist()) - {row[0] for row in found})
+        passed = [row for row in found if row[4]]
+        exhaustive = ids.size >= live
+        if len(passed) >= limit or exhaustive:
+            break
+        rate = len(passed) / max(len(found), 1)
+        wanted = int(limit / rate * 2) if rate else MAX_CANDIDATES + 1
+        if wanted > MAX_CANDIDATES:
+            return None
+        candidates = wanted
+    else:
+        return None
+    rows = [(distance, chunk_id, kind, record_id) for chunk_id, kind, record_id, distance, _ in passed]
+    if default_connection.in_atomic_block:
+        newer = (filtered_chunks(request, now).filter(id__gt=snapshot.max_id)
+                 .annotate(distance=VectorDistance("embedding", vec))
+                 .order_by("distance", "id").values_list("distance", "id", "source_kind", "record_id")[:limit])
+        rows.extend(newer)
+    rows.sort(key=lambda row: (row[0], row[1]))
+    return [(kind, record_id, float(distance)) for distance, _, kind, record_id in rows[:limit]]
+
+
 def keyword_sql(request: SearchRequest, column: str, terms: list[str], limit: int, *, connection=None,
                 now=None) -> tuple[str, list]:
     """SQL for a keyword arm over ``column`` ("text" or "context"): rows of (source_kind, record_id, rank).
@@ -320,9 +453,7 @@ def keyword_sql(request: SearchRequest, column: str, terms: list[str], limit: in
     if not terms:
         raise ValueError("terms must not be empty")
     connection = connection or default_connection
-    qs = filtered_chunks(request, now)
-    compiler = qs.query.get_compiler(connection=connection)
-    where_sql, where_params = compiler.compile(qs.query.where)
+    where_sql, where_params = filter_sql(request, now, connection)
     quote = connection.ops.quote_name
     table = quote(SearchChunk._meta.db_table)
     kind, rid, col = (f"{table}.{quote(name)}" for name in ("source_kind", "record_id", column))
@@ -392,7 +523,7 @@ def search_records(request: SearchRequest) -> list[SearchResult]:
     distances: dict[tuple[str, str], float] = {}
     arms: dict[str, list[tuple[str, str]]] = {}
     if request.mode in ("VECTOR", "HYBRID"):
-        for kind, record_id, distance in chunk_queryset(request, query_vector, now, limit=depth):
+        for kind, record_id, distance in vector_arm(request, query_vector, now, limit=depth):
             distances.setdefault((kind, record_id), float(distance))
         arms["vector"] = list(distances)
     terms = keyword_terms(request.query) if request.mode in ("KEYWORD", "HYBRID") else []

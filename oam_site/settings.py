@@ -219,3 +219,10 @@ LOGGING = {
 }
 # Ranking: VECTOR, KEYWORD or HYBRID (vector + BM25 fused; memory.search).
 OAM_SEARCH_MODE = env.str("OAM_SEARCH_MODE", default="HYBRID").upper()
+# Vector arm on SQLite: exact KNN over a process-local numpy copy of the chunk
+# embeddings (memory.vector_cache; ~1.5 KB per chunk per process). Above the
+# row cap, or with the cache off, chunks are ranked in SQL. Oracle uses its
+# vector index instead: FETCH APPROX ... WITH TARGET ACCURACY (memory.search).
+OAM_VECTOR_CACHE = env.bool("OAM_VECTOR_CACHE", default=True)
+OAM_VECTOR_CACHE_MAX_ROWS = env.int("OAM_VECTOR_CACHE_MAX_ROWS", default=1_000_000)
+OAM_VECTOR_TARGET_ACCURACY = env.int("OAM_VECTOR_TARGET_ACCURACY", default=95)
