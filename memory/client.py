@@ -13,6 +13,7 @@ OracleThread API (``shared/spec/oracle_thread_api.txt``). Every method has an
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from typing import Any, Sequence
@@ -29,11 +30,15 @@ from memory.extraction_config import (  # noqa: F401  (re-exported: the spec's p
     MemoryExtractionMode,
     resolve_extraction_config,
 )
+from memory.images import THREAD_CONFIG_KEY as IMAGE_LIMITS_KEY, ImageInputLimitConfig
 from memory.llm import Llm, LlmError, get_llm
 from memory.models import Thread as ThreadRow
-from memory.types import (
+from memory.types import (  # noqa: F401  (ImageContent, ImageMimeType, TextContent re-exported)
     NOTSET,
     ContextCard,
+    ImageContent,
+    ImageMimeType,
+    ImageRecord,
     MemoryRecord,
     MemoryRetentionConfig,
     MemorySearchConfig,
@@ -41,6 +46,7 @@ from memory.types import (
     SearchResult,
     SearchScope,
     Summary,
+    TextContent,
 )
 
 logger = logging.getLogger(__name__)
@@ -83,6 +89,7 @@ class Thread(_WithAsyncTwins):
         "add_memory", "update_memory", "delete_memory", "get_memory", "list_memories", "search",
         "get_summary", "get_context_card",
         "link_records", "update_record_link", "delete_record_link",
+        "add_image", "update_image", "delete_image", "list_images", "get_image",
     )
 
     def __init__(self, row: ThreadRow, client: "AgentMemory", *, llm: Any = NOTSET):
@@ -109,6 +116,11 @@ class Thread(_WithAsyncTwins):
         return extraction.thread_config(self._row, default=self._client.memory_extraction_config)
 
     @property
+    def image_input_limit_config(self) -> ImageInputLimitConfig:
+        """The thread's image limits: stored in ``Thread.config`` at creation, else the client's, else the defaults."""
+        return ImageInputLimitConfig.from_thread_config(self._row.config, self._client.image_input_limit_config)
+
+    @property
     def default_scope(self) -> SearchScope:
         """Exact user and agent, this thread's id, ``exact_thread_match=False`` (spec: search Notes)."""
         return SearchScope(user_id=self.user_id, agent_id=self.agent_id, thread_id=self.thread_id,
@@ -133,21 +145,31 @@ class Thread(_WithAsyncTwins):
         services.reject_unknown(store_kwargs, "add_messages")
         with extraction.inflight(self.thread_id):
             ids = services.messages_add(thread=self._row, messages=messages, metadata=metadata, ttl_days=ttl_days,
-                                        ttl_anchor=ttl_anchor, retention=self._client.retention_config)
+                                        ttl_anchor=ttl_anchor, retention=self._client.retention_config,
+                                        image_limits=self.image_input_limit_config, llm=self.llm)
             extraction.extraction_after_add(thread=self._row, llm=self.llm, config=self.memory_extraction_config,
                                             retention=self._client.retention_config)
         return ids
 
     def get_messages(self, start: Any = NOTSET, end: Any = NOTSET, include_image_bytes: bool = False,
                      **kwargs: Any) -> list[Message]:
-        """Return live messages in chronological order (see ``selectors.message_list`` for start/end)."""
+        """Return live messages in chronological order (see ``selectors.message_list`` for start/end).
+
+        Image parts are ``ImageContent`` with ``bytes=None`` unless
+        ``include_image_bytes=True`` (one query for all their bytes).
+        """
         services.reject_unknown(kwargs, "get_messages")
-        return selectors.message_list(thread=self._row, start=start, end=end, window=settings.OAM_MESSAGE_WINDOW)
+        return selectors.message_list(thread=self._row, start=start, end=end, window=settings.OAM_MESSAGE_WINDOW,
+                                      include_image_bytes=include_image_bytes)
 
     def get_message(self, message_id: str, included_image_ids: list[str] | None = None, **kwargs: Any) -> Message:
-        """Return one message of this thread. Raises KeyError if absent, expired or another thread's."""
+        """Return one message of this thread. Raises KeyError if absent, expired or another thread's.
+
+        Image parts carry their id, MIME type and description; the bytes of
+        those whose ids are in ``included_image_ids`` are loaded (other ids are ignored).
+        """
         services.reject_unknown(kwargs, "get_message")
-        return selectors.message_get(thread=self._row, message_id=message_id)
+        return selectors.message_get(thread=self._row, message_id=message_id, included_image_ids=included_image_ids)
 
     def update_message(self, message_id: str, content: Any = NOTSET, metadata: Any = NOTSET,
                        ttl_days: Any = NOTSET, ttl_anchor: Any = NOTSET, **kwargs: Any) -> str:
@@ -157,12 +179,16 @@ class Thread(_WithAsyncTwins):
         New content of a message already extracted is re-extracted (with its
         earlier history as context) when extraction is on: before this returns
         in INLINE mode, queued in BACKGROUND mode; existing memories stay.
+        New content replaces the message's images: image parts with bytes are
+        new images, an image part with only the id of an attached image keeps
+        it, and attached images left out are deleted (``services.message_update``).
         """
         services.reject_unknown(kwargs, "update_message")
         with extraction.inflight(self.thread_id):
             updated = services.message_update(thread=self._row, message_id=message_id, content=content,
                                               metadata=metadata, ttl_days=ttl_days, ttl_anchor=ttl_anchor,
-                                              retention=self._client.retention_config)
+                                              retention=self._client.retention_config,
+                                              image_limits=self.image_input_limit_config, llm=self.llm)
             if content is not NOTSET:
                 extraction.extraction_after_edit(thread=self._row, message_id=updated, llm=self.llm,
                                                  config=self.memory_extraction_config,
@@ -187,6 +213,26 @@ class Thread(_WithAsyncTwins):
         ``TimeoutError`` when it expires first; TypeError/ValueError for a bad timeout.
         """
         extraction.wait_for_extraction(thread_id=self.thread_id, timeout=extraction.check_timeout(timeout))
+
+    def extract_pending_messages(self) -> int | None:
+        """Extract the messages after the watermark now, whatever the frequency; return the job id or None.
+
+        Not in the spec: the staff pages' "Extract now". Same path as after
+        ``add_messages`` (INLINE runs before returning, BACKGROUND queues;
+        progress events go to the thread's WebSocket group) with the
+        frequency rule set aside. None when extraction is off (no LLM, or
+        ``extract_memories`` false) or no message is pending. Raises
+        ``TimeoutError`` under WAIT_THEN_RAISE when the queue stays full.
+        """
+        config = self.memory_extraction_config
+        llm = self.llm
+        if llm is None or not config.extract_memories:
+            return None
+        with extraction.inflight(self.thread_id):
+            job = extraction.extraction_after_add(
+                thread=self._row, llm=llm, config=dataclasses.replace(config, memory_extraction_frequency=-1),
+                retention=self._client.retention_config)
+        return job.pk if job is not None else None
 
     async def wait_for_memory_extraction_async(self, timeout: float | None = 300) -> None:
         """Asynchronous twin of :meth:`wait_for_memory_extraction` (same behaviour and errors).
@@ -263,6 +309,73 @@ class Thread(_WithAsyncTwins):
     def list_memories(self, memory_type: str | None = None) -> list[MemoryRecord]:
         """Return this thread's live memory-like records, oldest first. Not in the spec."""
         return selectors.memory_list(thread=self._row, memory_type=memory_type)
+
+    # --- images -------------------------------------------------------------------
+
+    def add_image(self, image: bytes, description: Any = NOTSET, mime_type: Any = None, image_id: Any = NOTSET,
+                  user_id: Any = NOTSET, agent_id: Any = NOTSET, thread_id: Any = NOTSET,
+                  metadata: dict[str, Any] | None = None, timestamp: str | None = None, ttl_days: Any = NOTSET,
+                  ttl_anchor: Any = NOTSET, **store_kwargs: Any) -> str:
+        """Store one image owned by this thread; return its id (spec: add_image).
+
+        ``image`` is validated (PNG, JPEG or WEBP; size, pixel count, no
+        animation, not corrupt or truncated: ``memory.images``) against the
+        thread's ``image_input_limit_config``; ``mime_type`` omitted is
+        detected, given must match the bytes. ``description`` omitted or None
+        is a caption by the thread's LLM (none: no description, so not
+        searchable). ``user_id``/``agent_id``/``thread_id`` must equal the
+        thread's when given. Raises ValueError for a refused image or a
+        mismatch (``Conflict`` for a taken ``image_id``), TypeError for
+        unknown keywords, ``memory.llm.LlmError`` when captioning fails (nothing stored).
+        """
+        services.reject_unknown(store_kwargs, "add_image")
+        return services.image_add(
+            thread=self._row, image=image, description=description, mime_type=mime_type, image_id=image_id,
+            user_id=user_id, agent_id=agent_id, thread_id=thread_id, metadata=metadata, timestamp=timestamp,
+            ttl_days=ttl_days, ttl_anchor=ttl_anchor, retention=self._client.retention_config,
+            limits=self.image_input_limit_config, llm=self.llm,
+        )
+
+    def update_image(self, image_id: str, image: Any = NOTSET, description: Any = NOTSET, mime_type: Any = NOTSET,
+                     metadata: Any = NOTSET, timestamp: Any = NOTSET, ttl_days: Any = NOTSET,
+                     ttl_anchor: Any = NOTSET, **kwargs: Any) -> str:
+        """Update an image owned by this thread; return its id (spec: update_image).
+
+        Omitted values are kept; new ``image`` bytes need ``mime_type``;
+        ``description=None`` asks the thread's LLM for a new caption. Raises
+        ValueError for expiration settings on an image attached to a message
+        (use ``update_message``), KeyError when the image is absent, expired or
+        another thread's. See ``services.image_update``.
+        """
+        services.reject_unknown(kwargs, "update_image")
+        return services.image_update(
+            thread=self._row, image_id=image_id, image=image, description=description, mime_type=mime_type,
+            metadata=metadata, timestamp=timestamp, ttl_days=ttl_days, ttl_anchor=ttl_anchor,
+            retention=self._client.retention_config, limits=self.image_input_limit_config, llm=self.llm,
+        )
+
+    def delete_image(self, image_id: str) -> int:
+        """Delete an image owned by this thread; return 1, or 0 when absent or another thread's (spec: delete_image).
+
+        Raises ValueError for an image attached to a message: delete or update the message instead.
+        """
+        return services.image_delete(thread=self._row, image_id=image_id)
+
+    def list_images(self, image_id: Any = NOTSET, metadata_filter: dict[str, Any] | None = None,
+                    include_bytes: bool = False, limit: Any = NOTSET, **kwargs: Any) -> list[ImageRecord]:
+        """This thread's live images in store order (spec: list_images).
+
+        Bytes are loaded only with ``include_bytes=True`` and an ``image_id``
+        (ValueError without one). ``limit`` omitted: at most 100; None: all.
+        See ``selectors.image_list``.
+        """
+        services.reject_unknown(kwargs, "list_images")
+        return selectors.image_list(thread=self._row, image_id=image_id, metadata_filter=metadata_filter,
+                                    include_bytes=include_bytes, limit=limit)
+
+    def get_image(self, image_id: str, include_bytes: bool = False) -> ImageRecord:
+        """Return one live image of this thread (KeyError otherwise). Not in the spec."""
+        return selectors.image_get(thread=self._row, image_id=image_id, include_bytes=include_bytes)
 
     # --- relations ----------------------------------------------------------------
 
@@ -385,15 +498,20 @@ class AgentMemory(_WithAsyncTwins):
     ``OAM_MAX_TTL_DAYS``; ``search_config`` to ``MemorySearchConfig()``; ``llm``
     (extraction, summaries, context cards) to ``memory.llm.get_llm()``, and None
     means none; ``memory_extraction_config`` (client level) applies to threads
-    that store none of their own (``MemoryExtractionConfig()`` when omitted).
+    that store none of their own (``MemoryExtractionConfig()`` when omitted);
+    ``image_input_limit_config`` likewise for image limits (``ImageInputLimitConfig()``).
     """
 
     _ASYNC = ("create_thread", "get_thread", "delete_thread", "search")
 
     def __init__(self, *, retention_config: MemoryRetentionConfig | None = None,
                  search_config: MemorySearchConfig | None = None, llm: Any = NOTSET,
-                 memory_extraction_config: MemoryExtractionConfig | None = None):
+                 memory_extraction_config: MemoryExtractionConfig | None = None,
+                 image_input_limit_config: ImageInputLimitConfig | None = None):
         self.llm = llm  # omitted: get_llm() when needed; None: no LLM
+        if image_input_limit_config is not None and not isinstance(image_input_limit_config, ImageInputLimitConfig):
+            raise TypeError("image_input_limit_config: must be an ImageInputLimitConfig or None")
+        self.image_input_limit_config = image_input_limit_config
         if memory_extraction_config is not None and not isinstance(memory_extraction_config, MemoryExtractionConfig):
             raise TypeError("memory_extraction_config: must be a MemoryExtractionConfig or None")
         self.memory_extraction_config = memory_extraction_config
@@ -404,7 +522,8 @@ class AgentMemory(_WithAsyncTwins):
 
     def create_thread(self, thread_id: Any = NOTSET, user_id: Any = NOTSET, agent_id: Any = NOTSET,
                       metadata: dict[str, Any] | None = None, llm: Any = NOTSET,
-                      memory_extraction_config: MemoryExtractionConfig | None = None, **kwargs: Any) -> Thread:
+                      memory_extraction_config: MemoryExtractionConfig | None = None,
+                      image_input_limit_config: ImageInputLimitConfig | None = None, **kwargs: Any) -> Thread:
         """Create and return a thread. Omitted ids are generated UUIDs.
 
         ``llm``: the thread's LLM (omitted: the client's; None: none).
@@ -413,15 +532,23 @@ class AgentMemory(_WithAsyncTwins):
         ``DEPRECATED_INLINE_PARAMETERS``, each warning with DeprecationWarning
         and laid over the client's config), is stored in ``Thread.config`` so the
         thread keeps it wherever it is opened; the client's config is stored
-        when neither is given. Raises ValueError when ``thread_id`` is taken or
+        when neither is given. ``image_input_limit_config`` (spec: "raw-image and
+        LLM image-request limits for this standalone thread. Omitted fields use
+        SDK defaults") is stored there too when given; omitted, the thread uses
+        the client's limits. Raises ValueError when ``thread_id`` is taken or
         both config forms are given, TypeError for unknown keywords.
         """
         inline = {name: kwargs.pop(name) for name in DEPRECATED_INLINE_PARAMETERS if name in kwargs}
         services.reject_unknown(kwargs, "create_thread")
         config = resolve_extraction_config(memory_extraction_config, inline,
                                            base=self.memory_extraction_config) or self.memory_extraction_config
+        if image_input_limit_config is not None and not isinstance(image_input_limit_config, ImageInputLimitConfig):
+            raise TypeError("image_input_limit_config: must be an ImageInputLimitConfig or None")
+        stored = config.to_thread_config() if config else None
+        if image_input_limit_config is not None:
+            stored = {**(stored or {}), IMAGE_LIMITS_KEY: image_input_limit_config.to_thread_config()}
         row = services.thread_create(thread_id=thread_id, user_id=user_id, agent_id=agent_id, metadata=metadata,
-                                     config=config.to_thread_config() if config else None)
+                                     config=stored)
         return Thread(row, self, llm=llm)
 
     def get_thread(self, thread_id: str) -> Thread:

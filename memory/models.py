@@ -2,9 +2,9 @@
 
 Names follow the spec's vocabulary. Every table has an explicit short
 ``db_table`` because Django's Oracle backend truncates identifiers to 30
-characters (shared/reference/oracle.md, fact 5). Images, relations and summaries
-get their own tables in later migrations; ``SearchChunk.source_kind`` and
-``record_type`` already admit ``image``.
+characters (shared/reference/oracle.md, fact 5). Images (``oam_images``, migration
+0005), relations and summaries have their own tables; an image is searchable
+through a ``SearchChunk`` with ``source_kind`` and ``record_type`` ``image``.
 """
 
 from __future__ import annotations
@@ -260,3 +260,59 @@ class RecordLink(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source_id} {self.relation_type} {self.target_id}"
+
+
+class ImageQuerySet(models.QuerySet):
+    """Image rows; ``with_bytes()`` loads the BLOB that the default manager leaves out."""
+
+    def with_bytes(self) -> "ImageQuerySet":
+        """The same rows with ``data`` loaded (clears the manager's ``defer("data")``)."""
+        return self.defer(None)
+
+
+class ImageManager(models.Manager.from_queryset(ImageQuerySet)):
+    """Default manager of ``Image``: every queryset defers ``data``, so listings never read BLOBs."""
+
+    def get_queryset(self) -> ImageQuerySet:
+        return super().get_queryset().defer("data")
+
+
+class Image(models.Model):
+    """An image owned by a thread (spec: add_image, ImageRecord; issue #5).
+
+    ``data`` holds the validated bytes (``BLOB`` on Oracle and SQLite) and is
+    deferred by the default manager: read it with ``Image.objects.with_bytes()``.
+    ``mime_type`` is ``image/png``, ``image/jpeg`` or ``image/webp``;
+    ``width``/``height`` in pixels and ``size_bytes`` come from validation
+    (``memory.images.validate_image``). ``description`` is the searchable text
+    (None: not described, then the image has no search chunk). ``message`` is
+    set for an image part of a message: the image then shares the message's
+    expiry and goes when the message goes. Scope columns copy the thread's.
+    """
+
+    id = models.CharField(primary_key=True, max_length=255)
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="images")
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, null=True, blank=True, related_name="images")
+    user_id = models.CharField(max_length=255, null=True, blank=True)
+    agent_id = models.CharField(max_length=255, null=True, blank=True)
+    mime_type = models.CharField(max_length=32)
+    description = models.TextField(null=True, blank=True)
+    data = models.BinaryField()
+    size_bytes = models.BigIntegerField(default=0)
+    width = models.IntegerField(default=0)
+    height = models.IntegerField(default=0)
+    metadata = models.JSONField(default=dict, blank=True)
+    timestamp = models.CharField(max_length=64, null=True, blank=True)
+    event_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ImageManager()
+
+    class Meta:
+        db_table = "oam_images"
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.mime_type} {self.id}"

@@ -43,8 +43,8 @@ from memory.errors import InvalidArgument, InvalidType
 from memory.fields import VectorDistance
 from memory.links import attach_linked, check_max_linked_results, check_num_hops
 from memory.metadata_filter import compile_filter
-from memory.models import RECORD_TYPES, Memory, Message, SearchChunk
-from memory.selectors import live_q, memory_dto, message_dto
+from memory.models import RECORD_TYPES, Image, Memory, Message, SearchChunk
+from memory.selectors import image_dto, live_q, memory_dto, message_dto
 from memory.types import NOTSET, MemorySearchConfig, SearchResult, SearchScope
 from memory.vector_cache import get_vector_cache
 
@@ -549,6 +549,9 @@ def search_records(request: SearchRequest) -> list[SearchResult]:
     if ids := by_kind.get("memory"):
         for row in Memory.objects.filter(live_q(now), pk__in=ids):
             records[("memory", row.pk)] = memory_dto(row)
+    if ids := by_kind.get("image"):
+        for row in Image.objects.filter(live_q(now), pk__in=ids):  # bytes stay deferred
+            records[("image", row.pk)] = image_dto(row)
     results = [
         SearchResult(record=records[key], distance=distances.get(key, 1.0), score=score)
         for key, score in ranked

@@ -6,14 +6,27 @@ Expired records are invisible everywhere: every read filters with
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from memory.errors import InvalidArgument, InvalidType, NotFound
-from memory.models import Memory, Message, Thread
-from memory.types import NOTSET, MemoryRecord, Message as MessageDTO, TextContent
+from memory.metadata_filter import compile_filter
+from memory.models import Image, Memory, Message, Thread
+from memory.types import (
+    NOTSET,
+    ImageContent,
+    ImageMimeType,
+    ImageRecord,
+    MemoryRecord,
+    Message as MessageDTO,
+    TextContent,
+)
+
+#: Images ``list_images`` returns when ``limit`` is omitted ("the store's default limit").
+DEFAULT_IMAGE_LIST_LIMIT = 100
 
 
 def live_q(now) -> Q:
@@ -25,14 +38,22 @@ def _iso(value) -> str | None:
     return value.isoformat() if value is not None else None
 
 
+def _part_dto(part: dict) -> TextContent | ImageContent:
+    if part.get("type") == "image":
+        return ImageContent(id=part["id"], timestamp=part.get("timestamp"), bytes=None,
+                            mime_type=ImageMimeType(part["mime_type"]), description=part.get("description"))
+    return TextContent(text=part["text"], id=part["id"], timestamp=part.get("timestamp"))
+
+
 def message_dto(row: Message) -> MessageDTO:
-    """A ``Message`` value from a stored row; timestamp falls back to the creation time."""
+    """A ``Message`` value from a stored row; timestamp falls back to the creation time.
+
+    Image parts come back as ``ImageContent`` with ``bytes=None`` (their id,
+    MIME type, description and timestamp are kept in ``Message.parts``);
+    ``hydrate_images`` loads bytes for the ones asked for.
+    """
     if row.parts:
-        content = tuple(
-            TextContent(text=p["text"], id=p["id"], timestamp=p.get("timestamp"))
-            for p in row.parts
-            if p.get("type") == "text"
-        )
+        content = tuple(_part_dto(p) for p in row.parts if p.get("type") in ("text", "image"))
     else:
         content = row.content
     return MessageDTO(
@@ -92,14 +113,19 @@ def _check_index(value: Any, field: str) -> int:
     return value
 
 
-def message_list(*, thread: Thread, start: Any = NOTSET, end: Any = NOTSET, window: int) -> list[MessageDTO]:
+def message_list(*, thread: Thread, start: Any = NOTSET, end: Any = NOTSET, window: int,
+                 include_image_bytes: Any = False) -> list[MessageDTO]:
     """Return the thread's live messages in chronological order (spec: get_messages).
 
     ``start``/``end`` are 0-based indexes over the live messages, ``end``
     exclusive. Both omitted: the ``window`` most recent messages. ``start``
     alone: ``window`` messages from ``start``. ``end=None`` or ``-1``: all
     messages from ``start`` (default 0). A negative ``start`` is a ValueError.
+    ``include_image_bytes=True`` loads the bytes of every image part (one
+    query); otherwise image parts carry ``bytes=None`` and no BLOB is read.
     """
+    if not isinstance(include_image_bytes, bool):
+        raise InvalidType("include_image_bytes", "must be a bool")
     qs = Message.objects.filter(live_q(timezone.now()), thread_id=thread.pk).order_by("seq")
     if start is NOTSET and end is NOTSET:
         total = qs.count()
@@ -117,17 +143,55 @@ def message_list(*, thread: Thread, start: Any = NOTSET, end: Any = NOTSET, wind
             if last < -1:
                 raise InvalidArgument("end", "must be -1, None, or an index of 0 or more")
             rows = qs[first:last] if last > first else []
-    return [message_dto(r) for r in rows]
+    messages = [message_dto(r) for r in rows]
+    return hydrate_images(messages, None) if include_image_bytes else messages
 
 
-def message_get(*, thread: Thread, message_id: Any) -> MessageDTO:
-    """One live message of this exact thread; KeyError otherwise."""
+def message_get(*, thread: Thread, message_id: Any, included_image_ids: Any = None) -> MessageDTO:
+    """One live message of this exact thread; KeyError otherwise.
+
+    ``included_image_ids``: ids of attached image parts whose bytes to load
+    (spec get_message: "Unrelated identifiers are ignored"); None loads none.
+    """
     if not isinstance(message_id, str):
         raise InvalidType("message_id", "must be a string")
+    wanted = _check_image_ids(included_image_ids)
     row = Message.objects.filter(live_q(timezone.now()), pk=message_id, thread_id=thread.pk).first()
     if row is None:
         raise NotFound("message_id", message_id)
-    return message_dto(row)
+    message = message_dto(row)
+    return hydrate_images([message], wanted)[0] if wanted else message
+
+
+def _check_image_ids(value: Any) -> set[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, set, frozenset)):
+        raise InvalidType("included_image_ids", "must be a list of image ids or None")
+    if not all(isinstance(v, str) for v in value):
+        raise InvalidType("included_image_ids", "must contain strings only")
+    return set(value)
+
+
+def hydrate_images(messages: list[MessageDTO], image_ids: set[str] | None) -> list[MessageDTO]:
+    """Load the bytes of image parts in ``messages`` (all of them when ``image_ids`` is None) in one query.
+
+    Returns the messages with those ``ImageContent`` parts replaced by copies
+    carrying ``bytes``; other parts and unrelated ids are left alone.
+    """
+    wanted = [p.id for m in messages if not isinstance(m.content, str) for p in m.content
+              if isinstance(p, ImageContent) and (image_ids is None or p.id in image_ids)]
+    if not wanted:
+        return messages
+    data = {pk: bytes(blob) for pk, blob in
+            Image.objects.with_bytes().filter(pk__in=wanted).values_list("pk", "data")}
+    for message in messages:
+        if not isinstance(message.content, str):
+            message.content = tuple(
+                dataclasses.replace(p, bytes=data[p.id]) if isinstance(p, ImageContent) and p.id in data else p
+                for p in message.content
+            )
+    return messages
 
 
 def memory_get(*, thread: Thread, memory_id: Any) -> MemoryRecord:
@@ -162,3 +226,94 @@ def memory_list(*, thread: Thread, memory_type: str | None = None) -> list[Memor
     if memory_type:
         qs = qs.filter(memory_type=memory_type)
     return [memory_dto(r) for r in qs]
+
+
+# --- images -------------------------------------------------------------------------------
+
+
+def image_dto(row: Image, data: bytes | None = None) -> ImageRecord:
+    """An ``ImageRecord`` from a stored row (``bytes`` only when ``data`` is given); timestamp falls back
+    to the creation time."""
+    return ImageRecord(
+        id=row.pk,
+        mime_type=ImageMimeType(row.mime_type),
+        description=row.description,
+        bytes=data,
+        thread_id=row.thread_id,
+        user_id=row.user_id,
+        agent_id=row.agent_id,
+        message_id=row.message_id,
+        metadata=dict(row.metadata or {}),
+        timestamp=row.timestamp if row.timestamp is not None else _iso(row.created_at),
+        created_at=_iso(row.created_at),
+        expires_at=_iso(row.expires_at),
+        width=row.width,
+        height=row.height,
+        size_bytes=row.size_bytes,
+    )
+
+
+def image_queryset(*, thread: Thread, now=None):
+    """The live images owned by ``thread``, in store order (creation time, then id), bytes deferred."""
+    return Image.objects.filter(live_q(now or timezone.now()), thread_id=thread.pk).order_by("created_at", "id")
+
+
+def image_list_queryset(*, thread: Thread, image_id: Any = NOTSET, metadata_filter: Any = None,
+                        include_bytes: Any = False, limit: Any = NOTSET, now=None):
+    """The validated query behind ``image_list`` (also compiled for Oracle in tests/oracle)."""
+    if not isinstance(include_bytes, bool):
+        raise InvalidType("include_bytes", "must be a bool")
+    if include_bytes and (image_id is NOTSET or image_id is None):
+        raise InvalidArgument("include_bytes", "loading bytes requires an image_id")
+    if limit is NOTSET:
+        limit = DEFAULT_IMAGE_LIST_LIMIT
+    elif limit is not None:
+        if not isinstance(limit, int) or isinstance(limit, bool):
+            raise InvalidType("limit", "must be an int or None")
+        if limit < 1:
+            raise InvalidArgument("limit", "must be at least 1, or None for no limit")
+    if metadata_filter is not None and not isinstance(metadata_filter, dict):
+        raise InvalidArgument("metadata_filter", "must be a dict or None")
+    qs = image_queryset(thread=thread, now=now).filter(compile_filter(metadata_filter))
+    if image_id is not NOTSET and image_id is not None:
+        if not isinstance(image_id, str):
+            raise InvalidType("image_id", "must be a string")
+        qs = qs.filter(pk=image_id)
+    if include_bytes:
+        qs = qs.with_bytes()
+    return qs[:limit] if limit is not None else qs
+
+
+def image_list(*, thread: Thread, image_id: Any = NOTSET, metadata_filter: Any = None, include_bytes: Any = False,
+               limit: Any = NOTSET) -> list[ImageRecord]:
+    """Images owned by this thread in store order (spec: list_images).
+
+    ``image_id`` filters by id (omitted: no id filter); ``metadata_filter``
+    follows the search grammar (``memory.metadata_filter``); ``include_bytes``
+    loads bytes and needs ``image_id`` (ValueError otherwise); ``limit``: at
+    most that many (omitted: ``DEFAULT_IMAGE_LIST_LIMIT``, 100; None: no
+    limit; otherwise an int of at least 1). Attached and standalone images
+    alike; expired ones are not listed.
+    """
+    qs = image_list_queryset(thread=thread, image_id=image_id, metadata_filter=metadata_filter,
+                             include_bytes=include_bytes, limit=limit)
+    return [image_dto(row, bytes(row.data) if include_bytes else None) for row in qs]
+
+
+def image_get(*, thread: Thread, image_id: Any, include_bytes: bool = False) -> ImageRecord:
+    """One live image owned by this thread; KeyError (``NotFound``) otherwise."""
+    if not isinstance(image_id, str):
+        raise InvalidType("image_id", "must be a string")
+    qs = image_queryset(thread=thread).filter(pk=image_id)
+    row = (qs.with_bytes() if include_bytes else qs).first()
+    if row is None:
+        raise NotFound("image_id", image_id)
+    return image_dto(row, bytes(row.data) if include_bytes else None)
+
+
+def image_stored(*, image_id: str) -> ImageRecord:
+    """An image by id whatever its expiry: for reading back a write just made."""
+    row = Image.objects.filter(pk=image_id).first()
+    if row is None:
+        raise NotFound("image_id", image_id)
+    return image_dto(row)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dc_field
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -25,11 +25,20 @@ from memory import ttl as ttl_rules
 from memory.chunking import chunk_text
 from memory.embedders import get_embedder
 from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound
-from memory.models import MEMORY_TYPES, Memory, Message, RecordLink, SearchChunk, Thread
+from memory.images import (
+    ImageInputLimitConfig,
+    ValidImage,
+    check_mime_type,
+    decode_image_base64,
+    generate_caption,
+    validate_image,
+)
+from memory.models import MEMORY_TYPES, Image, Memory, Message, RecordLink, SearchChunk, Thread
 from memory.locking import lock_first
 from memory.selectors import live_q
 from memory.types import (
     NOTSET,
+    ImageContent,
     Message as MessageDTO,
     MemoryRetentionConfig,
     RecordStatus,
@@ -115,6 +124,23 @@ def _per_item(value: Any, n: int, field: str) -> list[Any]:
 
 
 @dataclass
+class _ImagePart:
+    """An image part of a message being written.
+
+    ``part`` is the dict stored in ``Message.parts`` (``type``, ``id``,
+    ``mime_type``, ``description``, ``timestamp``); ``image`` the validated
+    new bytes, or None for a reference to an image already attached to the
+    message (``update_message`` only); ``generate`` asks the LLM for the
+    description (omitted or None with new bytes); ``field`` names the part in errors.
+    """
+
+    part: dict[str, Any]
+    image: ValidImage | None
+    generate: bool
+    field: str
+
+
+@dataclass
 class _NewMessage:
     id: str | None
     role: str
@@ -122,16 +148,65 @@ class _NewMessage:
     parts: list[dict[str, Any]] | None
     timestamp: str | None
     metadata: dict[str, Any]
+    images: list[_ImagePart] = dc_field(default_factory=list)
 
 
 _MESSAGE_KEYS = {"role", "content", "id", "timestamp", "metadata"}
+_IMAGE_PART_KEYS = {"type", "id", "bytes", "data", "mime_type", "description", "timestamp"}
 
 
-def _parse_parts(content: Sequence[Any], field: str) -> tuple[str, list[dict[str, Any]]]:
-    """Turn an ordered content sequence into (joined text, stored part dicts)."""
+def _parse_image_part(part: Any, where: str, limits: ImageInputLimitConfig) -> _ImagePart:
+    """Validate one image part: an ``ImageContent`` or ``{"type": "image", ...}`` (``_parse_parts``)."""
+    if isinstance(part, ImageContent):
+        raw = {"id": part.id, "bytes": part.bytes, "mime_type": part.mime_type, "description": part.description,
+               "timestamp": part.timestamp}
+    else:
+        unknown = set(part) - _IMAGE_PART_KEYS
+        if unknown:
+            raise InvalidArgument(where, f"unknown key(s) {sorted(unknown)} in an image part; "
+                                         f"allowed: {sorted(_IMAGE_PART_KEYS)}")
+        raw = dict(part)
+    if raw.get("bytes") is not None and raw.get("data") is not None:
+        raise InvalidArgument(where, "give the image as bytes or as data (base64), not both")
+    data, data_field = raw.get("bytes"), f"{where}.bytes"
+    if raw.get("data") is not None:
+        data_field = f"{where}.data"
+        if isinstance(raw["data"], (bytes, bytearray, memoryview)):
+            data = raw["data"]
+        else:  # base64, or a data URI whose media type is a declaration like mime_type
+            data, declared = decode_image_base64(raw["data"], data_field, raw.get("mime_type"), f"{where}.mime_type")
+            raw["mime_type"] = declared
+    part_id = check_id(raw.get("id") or str(uuid.uuid4()), f"{where}.id")
+    description = raw.get("description")
+    if description is not None and not isinstance(description, str):
+        raise InvalidType(f"{where}.description", "must be a string or None")
+    stamp = ttl_rules.check_timestamp(raw.get("timestamp"), f"{where}.timestamp")
+    stored = {"type": "image", "id": part_id, "mime_type": None, "description": description, "timestamp": stamp}
+    if data is None:
+        mime = check_mime_type(raw.get("mime_type"), f"{where}.mime_type")
+        stored["mime_type"] = mime.value if mime else None
+        return _ImagePart(part=stored, image=None, generate=False, field=where)
+    valid = validate_image(data, raw.get("mime_type"), limits=limits, field=data_field,
+                           mime_field=f"{where}.mime_type")
+    stored["mime_type"] = valid.mime_type.value
+    return _ImagePart(part=stored, image=valid, generate=description is None, field=where)
+
+
+def _parse_parts(content: Sequence[Any], field: str, limits: ImageInputLimitConfig | None = None
+                 ) -> tuple[str, list[dict[str, Any]], list[_ImagePart]]:
+    """Turn an ordered content sequence into (joined text, stored part dicts, image parts).
+
+    Text parts: ``TextContent`` or ``{"type": "text", "text": ...}``. Image
+    parts: ``ImageContent`` or ``{"type": "image", "bytes": b"..." | "data":
+    "<base64>", "mime_type"?, "description"?, "id"?, "timestamp"?}``, validated
+    against ``limits`` (``memory.images.validate_image``). The joined text is
+    the text parts only; an image is searchable through its own record.
+    """
     if len(content) == 0:
         raise InvalidArgument(field, "a content sequence must not be empty")
+    limits = limits or ImageInputLimitConfig()
     parts: list[dict[str, Any]] = []
+    images: list[_ImagePart] = []
     for j, part in enumerate(content):
         where = f"{field}[{j}]"
         if isinstance(part, TextContent):
@@ -145,12 +220,20 @@ def _parse_parts(content: Sequence[Any], field: str) -> tuple[str, list[dict[str
             parts.append({"type": "text", "id": check_id(part_id, f"{where}.id"), "text": text,
                           "timestamp": ttl_rules.check_timestamp(part.get("timestamp"), f"{where}.timestamp")})
             continue
+        if isinstance(part, ImageContent) or (isinstance(part, Mapping) and part.get("type") == "image"):
+            image = _parse_image_part(part, where, limits)
+            images.append(image)
+            parts.append(image.part)
+            continue
         kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
-        raise InvalidArgument(where, f"content part of type {kind!r} is not supported; use text parts")
-    return "\n".join(p["text"] for p in parts), parts
+        raise InvalidArgument(where, f"content part of type {kind!r} is not supported; use text or image parts")
+    ids = [p["id"] for p in parts if p["type"] == "image"]
+    if len(set(ids)) != len(ids):
+        raise InvalidArgument(field, "image part ids must be unique within a message")
+    return "\n".join(p["text"] for p in parts if p["type"] == "text"), parts, images
 
 
-def _parse_message(raw: Any, index: int) -> _NewMessage:
+def _parse_message(raw: Any, index: int, limits: ImageInputLimitConfig | None = None) -> _NewMessage:
     """Validate one input message (a ``Message`` or a mapping with role and content)."""
     field = f"messages[{index}]"
     if isinstance(raw, MessageDTO):
@@ -169,11 +252,14 @@ def _parse_message(raw: Any, index: int) -> _NewMessage:
     if len(role) > 255:
         raise InvalidArgument(f"{field}.role", "must be at most 255 characters")
     content = data.get("content")
-    parts = None
+    parts, images = None, []
     if isinstance(content, str):
         text = content
     elif isinstance(content, Sequence) and not isinstance(content, (bytes, bytearray)):
-        text, parts = _parse_parts(content, f"{field}.content")
+        text, parts, images = _parse_parts(content, f"{field}.content", limits)
+        for image in images:
+            if image.image is None:
+                raise InvalidArgument(f"{image.field}.bytes", "is required: a new image part needs its bytes")
     else:
         raise InvalidArgument(f"{field}.content", "is required: a string or a sequence of content parts")
     msg_id = data.get("id")
@@ -186,6 +272,7 @@ def _parse_message(raw: Any, index: int) -> _NewMessage:
         parts=parts,
         timestamp=ttl_rules.check_timestamp(data.get("timestamp"), f"{field}.timestamp"),
         metadata=check_metadata(data.get("metadata"), f"{field}.metadata"),
+        images=images,
     )
 
 
@@ -308,6 +395,8 @@ def messages_add(
     ttl_days: Any = NOTSET,
     ttl_anchor: Any = NOTSET,
     retention: MemoryRetentionConfig,
+    image_limits: ImageInputLimitConfig | None = None,
+    llm: Any = None,
 ) -> list[str]:
     """Append ``messages`` to ``thread``; return their ids in input order.
 
@@ -317,13 +406,20 @@ def messages_add(
     lists. The whole batch is validated, embedded, then inserted in one
     transaction with its search chunks: one bad message writes nothing.
     Raises ValueError/TypeError naming the field (``messages[i].role`` ...).
+
+    Image parts (``_parse_parts``) are validated against ``image_limits``;
+    those without a description are captioned by ``llm`` before anything is
+    written (``memory.images.generate_caption``); each becomes an ``Image``
+    row attached to its message, with the message's expiry, inserted with the
+    messages. A taken image part id is a ``Conflict`` naming the part.
     """
     if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
         raise InvalidType("messages", "must be a list of messages")
     n = len(messages)
     if n == 0:
         return []
-    parsed = [_parse_message(m, i) for i, m in enumerate(messages)]
+    limits = image_limits or ImageInputLimitConfig()
+    parsed = [_parse_message(m, i, limits) for i, m in enumerate(messages)]
     metas = _per_item(metadata, n, "metadata")
     days_list = _per_item(ttl_days, n, "ttl_days")
     anchors = _per_item(ttl_anchor, n, "ttl_anchor")
@@ -345,9 +441,15 @@ def messages_add(
     taken = set(Message.objects.filter(pk__in=ids).values_list("pk", flat=True))
     if taken:
         raise Conflict("messages[].id", sorted(taken)[0])
+    new_images = [img for m in parsed for img in m.images]
+    _check_new_image_ids(new_images)
+    _caption_parts(new_images, llm, limits)
 
     chunk_lists = [chunk_text(message_chunk_text(m.role, m.content)) for m in parsed]
     flat = [embedding_text(c, m.timestamp) for m, chunks in zip(parsed, chunk_lists) for c in chunks]
+    image_chunks = [image_chunk_texts(img.part["description"]) for m in parsed for img in m.images]
+    stamps = [img.part["timestamp"] or m.timestamp for m in parsed for img in m.images]
+    flat += [embedding_text(c, stamp) for texts, stamp in zip(image_chunks, stamps) for c in texts]
     vectors = get_embedder().embed(flat)
 
     with transaction.atomic():
@@ -388,6 +490,12 @@ def messages_add(
             # Lost a race for a caller-chosen id since the check above.
             taken = Message.objects.filter(pk__in=ids).values_list("pk", flat=True).first()
             raise Conflict("messages[].id", taken or ids[0]) from None
+        image_rows = [row for i, msg in enumerate(parsed)
+                      for row in _message_image_rows(locked, msg.id, msg.images, expiries[i], now)]
+        _insert_images(image_rows, "messages[].content[].id")
+        for row, texts in zip(image_rows, image_chunks):
+            chunk_rows += _image_chunk_rows(row, texts, vectors[offset : offset + len(texts)])
+            offset += len(texts)
         SearchChunk.objects.bulk_create(chunk_rows)
         refresh_message_contexts(locked.pk, first_seq, first_seq + n - 1)
     thread.next_seq = first_seq + n
@@ -422,6 +530,8 @@ def message_update(
     ttl_days: Any = NOTSET,
     ttl_anchor: Any = NOTSET,
     retention: MemoryRetentionConfig,
+    image_limits: ImageInputLimitConfig | None = None,
+    llm: Any = None,
 ) -> str:
     """Update a message of this exact thread; omitted fields are preserved.
 
@@ -429,24 +539,64 @@ def message_update(
     merge); a TTL refresh follows ``memory.ttl``. Role and timestamp never
     change. Raises KeyError when the message is missing, expired or another
     thread's.
+
+    Images (spec update_message: "an ordered sequence of text and image
+    content parts"): new content replaces the attached images. An image part
+    with bytes is a new image (validated, captioned by ``llm`` when it has no
+    description; its id may be that of an attached image, which it
+    replaces). An image part without bytes whose id is an image attached to
+    this message keeps that image (a non-null description replaces its
+    description); any other part without bytes is a ValueError. Attached
+    images the new content leaves out are deleted. A TTL refresh moves the
+    expiry of every attached image with the message's.
     """
-    parts = None
+    limits = image_limits or ImageInputLimitConfig()
+    parts, images = None, []
     if content is not NOTSET:
         if isinstance(content, str):
             text = content
         elif isinstance(content, Sequence) and not isinstance(content, (bytes, bytearray)):
-            text, parts = _parse_parts(content, "content")
+            text, parts, images = _parse_parts(content, "content", limits)
         else:
             raise InvalidArgument("content", "must be a string or a sequence of content parts")
     new_meta = check_metadata(metadata) if metadata is not NOTSET else NOTSET
     vectors = chunks = None
+    new_images: list[_ImagePart] = []
+    kept: dict[str, _ImagePart] = {}
+    image_chunks: list[list[str]] = []  # per new image, then per kept image with a new description
     if content is not NOTSET:
         current = (Message.objects.filter(live_q(timezone.now()), pk=message_id, thread_id=thread.pk)
                    .values_list("role", "timestamp").first())
         if current is None:
             raise NotFound("message_id", message_id)
+        attached = {row[0]: row for row in Image.objects.filter(message_id=message_id)
+                    .values_list("id", "mime_type", "description", "timestamp")}
+        for image in images:
+            if image.image is not None:
+                new_images.append(image)
+                continue
+            image_id = image.part["id"]
+            if image_id not in attached:
+                raise InvalidArgument(f"{image.field}.bytes", f"is required: image {image_id!r} is not attached "
+                                                              "to this message")
+            _, mime, description, stamp = attached[image_id]
+            if image.part["mime_type"] not in (None, mime):
+                raise InvalidArgument(f"{image.field}.mime_type", f"image {image_id!r} is {mime}; "
+                                                                  "send its bytes to change it")
+            changed = image.part["description"] is not None and image.part["description"] != description
+            image.generate = changed  # reused as "re-index this kept image"
+            image.part.update(mime_type=mime, timestamp=stamp,
+                              description=image.part["description"] if changed else description)
+            kept[image_id] = image
+        _check_new_image_ids(new_images, replaceable=set(attached))
+        _caption_parts(new_images, llm, limits)
         chunks = chunk_text(message_chunk_text(current[0], text))
-        vectors = get_embedder().embed([embedding_text(c, current[1]) for c in chunks])
+        reindexed = new_images + [k for k in kept.values() if k.generate]
+        image_chunks = [image_chunk_texts(p.part["description"]) for p in reindexed]
+        flat = [embedding_text(c, current[1]) for c in chunks]
+        flat += [embedding_text(c, p.part["timestamp"] or current[1])
+                 for p, texts in zip(reindexed, image_chunks) for c in texts]
+        vectors = get_embedder().embed(flat)
     with transaction.atomic():
         msg = _visible_message(thread, message_id)
         fields = ["updated_at"]
@@ -459,9 +609,28 @@ def message_update(
         if _refresh_expiry(msg, ttl_days, ttl_anchor, retention, msg.timestamp):
             fields.append("expires_at")
         msg.save(update_fields=fields)
-        _sync_chunks(msg, "message", "message", chunks, vectors, thread=thread)
-        if chunks is not None:
+        if content is not NOTSET:
+            offset = len(chunks)
+            _sync_chunks(msg, "message", "message", chunks, vectors[:offset], thread=thread)
             refresh_message_contexts(thread.pk, msg.seq, msg.seq)
+            stale = set(Image.objects.filter(message_id=msg.pk).values_list("pk", flat=True)) - set(kept)
+            _delete_images(stale)
+            rows = _message_image_rows(thread, msg.pk, new_images, msg.expires_at, timezone.now())
+            _insert_images(rows, "content[].id")
+            reindex = rows + [Image.objects.filter(pk=k).first() for k, p in kept.items() if p.generate]
+            for row, texts in zip(reindex, image_chunks):
+                if row.pk in kept:
+                    row.description = kept[row.pk].part["description"]
+                    row.save(update_fields=["description", "updated_at"])
+                    SearchChunk.objects.filter(source_kind="image", record_id=row.pk).delete()
+                SearchChunk.objects.bulk_create(_image_chunk_rows(row, texts, vectors[offset : offset + len(texts)]))
+                offset += len(texts)
+        else:
+            _sync_chunks(msg, "message", "message", None, None, thread=thread)
+        if "expires_at" in fields:
+            image_ids = list(Image.objects.filter(message_id=msg.pk).values_list("pk", flat=True))
+            Image.objects.filter(pk__in=image_ids).update(expires_at=msg.expires_at)
+            SearchChunk.objects.filter(source_kind="image", record_id__in=image_ids).update(expires_at=msg.expires_at)
     return msg.pk
 
 
@@ -485,13 +654,14 @@ def _sync_chunks(record, source_kind: str, record_type: str, chunks, vectors, *,
 
 
 def message_delete(*, thread: Thread, message_id: Any) -> int:
-    """Delete one message of this exact thread with its chunks; return 1, or 0 when absent."""
+    """Delete one message of this exact thread with its chunks and its images; return 1, or 0 when absent."""
     check_id(message_id, "message_id")
     with transaction.atomic():
         seq = (Message.objects.filter(live_q(timezone.now()), pk=message_id, thread_id=thread.pk)
                .values_list("seq", flat=True).first())
         if seq is None:
             return 0
+        _delete_images(Image.objects.filter(message_id=message_id).values_list("pk", flat=True))
         Message.objects.filter(pk=message_id).delete()
         SearchChunk.objects.filter(source_kind="message", record_id=message_id).delete()
         refresh_message_contexts(thread.pk, seq, seq)  # the neighbours' windows closed the gap
@@ -580,6 +750,7 @@ def memory_update(
     ttl_days: Any = NOTSET,
     ttl_anchor: Any = NOTSET,
     status: Any = NOTSET,
+    memory_type: Any = NOTSET,
     retention: MemoryRetentionConfig,
 ) -> str:
     """Update a memory-like record whose stored thread_id is this thread's.
@@ -587,9 +758,14 @@ def memory_update(
     Omitted values are preserved; metadata replaces the stored object; a new
     content is re-embedded; ``timestamp=None`` clears the event time. A TTL
     refresh anchored on TIMESTAMP uses the replacement timestamp or the stored
-    one. Raises KeyError when missing, expired or another thread's.
+    one. ``memory_type`` (not a spec ``update_memory`` parameter: the staff
+    pages and the admin retype memories) changes the record's type, its
+    chunks' ``record_type`` and the endpoint types of its relations, in the
+    same transaction. Raises KeyError when missing, expired or another
+    thread's; ValueError for an unknown type or status.
     """
     check_id(memory_id, "memory_id")
+    new_type = check_memory_type(memory_type) if memory_type is not NOTSET else NOTSET
     if content is not NOTSET:
         if not isinstance(content, str):
             raise InvalidType("content", f"must be a string, not {type(content).__name__}")
@@ -622,6 +798,11 @@ def memory_update(
             memory.event_at = ttl_rules.parse_timestamp(new_stamp)
         if new_status is not NOTSET:
             memory.status = new_status
+        if new_type is not NOTSET and new_type != memory.memory_type:
+            memory.memory_type = new_type
+            # Relations record their endpoints' types (link_records' tuple); keep them true.
+            RecordLink.objects.filter(source_id=memory.pk).update(source_type=new_type)
+            RecordLink.objects.filter(target_id=memory.pk).update(target_type=new_type)
         _refresh_expiry(memory, ttl_days, ttl_anchor, retention, memory.timestamp)
         memory.save()
         _sync_chunks(memory, "memory", memory.memory_type, chunks, vectors)
@@ -698,4 +879,299 @@ def thread_delete(*, thread_id: Any) -> int:
         Memory.objects.filter(thread_id=thread_id).delete()
         RecordLink.objects.filter(thread_id=thread_id).delete()
         Thread.objects.filter(pk=thread_id).delete()
+    return 1
+
+
+# --- images -------------------------------------------------------------------------------
+#
+# An image is an ``Image`` row (bytes as a BLOB) plus, when it has a description,
+# ``SearchChunk`` rows with source_kind and record_type "image" (scope, expiry and
+# metadata copied like a message's). An image part of a message is an image row
+# with ``message`` set: it shares the message's expiry, and the message's
+# ``parts`` JSON repeats its id, MIME type, description and timestamp so that
+# reading messages never touches the images table unless bytes are asked for.
+
+
+def image_chunk_texts(description: str | None) -> list[str]:
+    """The chunks an image is searched by: its description, chunked; none when it is blank."""
+    if description is None or not description.strip():
+        return []
+    return chunk_text(description)
+
+
+def _image_chunk_rows(row: Image, chunks: list[str], vectors) -> list[SearchChunk]:
+    return _chunk_rows(
+        source_kind="image", record_id=row.pk, record_type="image", chunks=chunks, vectors=vectors,
+        user_id=row.user_id, agent_id=row.agent_id, thread_id=row.thread_id, status=RecordStatus.VALID.value,
+        expires_at=row.expires_at, metadata=row.metadata, now=timezone.now(),
+    )
+
+
+def _new_image_row(*, image_id: str, thread: Thread, image: ValidImage, description: str | None,
+                   metadata: dict[str, Any], timestamp: str | None, expires_at, now,
+                   message_id: str | None = None) -> Image:
+    return Image(
+        id=image_id, thread_id=thread.pk, message_id=message_id, user_id=thread.user_id,
+        agent_id=thread.agent_id, mime_type=image.mime_type.value, description=description, data=image.data,
+        size_bytes=image.size_bytes, width=image.width, height=image.height, metadata=metadata,
+        timestamp=timestamp, event_at=ttl_rules.parse_timestamp(timestamp), expires_at=expires_at, created_at=now,
+    )
+
+
+def _caption_parts(parts: list[_ImagePart], llm: Any, limits: ImageInputLimitConfig) -> None:
+    """Fill the description of each new image part that asked for one (``memory.images.generate_caption``)."""
+    for part in parts:
+        if part.generate and part.image is not None:
+            part.part["description"] = generate_caption(part.image, llm, limits=limits, field=part.field)
+
+
+def _check_new_image_ids(parts: list[_ImagePart], *, replaceable: set[str] = frozenset()) -> None:
+    """New image part ids are unique in the call and not taken (except by ``replaceable`` images)."""
+    ids = [p.part["id"] for p in parts]
+    if len(set(ids)) != len(ids):
+        raise InvalidArgument("messages", "image part ids must be unique within a batch")
+    taken = set(Image.objects.filter(pk__in=ids).values_list("pk", flat=True)) - set(replaceable)
+    for p in parts:
+        if p.part["id"] in taken:
+            raise Conflict(f"{p.field}.id", p.part["id"])
+
+
+def _message_image_rows(thread: Thread, message_id: str, parts: list[_ImagePart], expires_at, now) -> list[Image]:
+    """Image rows for the new image parts of one message (scope from ``thread``, expiry from the message).
+
+    Their metadata is empty: an image part carries none (spec ImageContent).
+    """
+    return [
+        _new_image_row(image_id=p.part["id"], thread=thread, image=p.image, description=p.part["description"],
+                       metadata={}, timestamp=p.part["timestamp"], expires_at=expires_at, now=now,
+                       message_id=message_id)
+        for p in parts if p.image is not None
+    ]
+
+
+def _insert_images(rows: list[Image], field: str) -> None:
+    """Insert image rows; a caller-chosen id taken since the checks is a ``Conflict``."""
+    if not rows:
+        return
+    try:
+        with transaction.atomic():
+            Image.objects.bulk_create(rows)
+    except IntegrityError:
+        taken = Image.objects.filter(pk__in=[r.pk for r in rows]).values_list("pk", flat=True).first()
+        raise Conflict(field, taken or rows[0].pk) from None
+
+
+def _delete_images(image_ids: Sequence[str]) -> None:
+    """Delete image rows and their search chunks (inside the caller's transaction)."""
+    image_ids = list(image_ids)
+    if image_ids:
+        Image.objects.filter(pk__in=image_ids).delete()
+        SearchChunk.objects.filter(source_kind="image", record_id__in=image_ids).delete()
+
+
+def _check_scope_assertion(value: Any, expected: str | None, field: str) -> None:
+    """Spec add_image: a given user/agent/thread id must match this thread's exactly (ValueError)."""
+    if value is NOTSET:
+        return
+    if value is not None and not isinstance(value, str):
+        raise InvalidType(field, "must be a string or None")
+    if value != expected:
+        raise InvalidArgument(field, f"must match this thread's {field} {expected!r} (got {value!r})")
+
+
+def _image_embeddings(texts: list[str], timestamp: str | None):
+    return get_embedder().embed([embedding_text(c, timestamp) for c in texts]) if texts else []
+
+
+def image_add(
+    *,
+    thread: Thread,
+    image: Any,
+    description: Any = NOTSET,
+    mime_type: Any = None,
+    image_id: Any = NOTSET,
+    user_id: Any = NOTSET,
+    agent_id: Any = NOTSET,
+    thread_id: Any = NOTSET,
+    metadata: Any = None,
+    timestamp: Any = None,
+    ttl_days: Any = NOTSET,
+    ttl_anchor: Any = NOTSET,
+    retention: MemoryRetentionConfig,
+    limits: ImageInputLimitConfig | None = None,
+    llm: Any = None,
+) -> str:
+    """Store one image owned by ``thread`` and index its description; return its id (spec: add_image).
+
+    ``image``: raw bytes, validated by ``memory.images.validate_image`` against
+    ``limits`` (``mime_type`` omitted/None: detected; given: must match the
+    bytes). ``description`` omitted or None: a caption from ``llm``
+    (``memory.images.generate_caption``; no LLM: None, and the image is not
+    searchable until described). ``user_id``/``agent_id``/``thread_id``: scope
+    assertions that must equal the thread's. ``timestamp``/``ttl_days``/
+    ``ttl_anchor`` as for memories (``memory.ttl``). The row and its chunks are
+    written in one transaction. Raises ValueError for a refused image, a lying
+    ``mime_type``, a scope mismatch, bad TTL values or a taken ``image_id``
+    (``Conflict``); TypeError for wrong types; ``memory.llm.LlmError`` when
+    the caption request fails (nothing stored).
+    """
+    limits = limits or ImageInputLimitConfig()
+    _check_scope_assertion(user_id, thread.user_id, "user_id")
+    _check_scope_assertion(agent_id, thread.agent_id, "agent_id")
+    _check_scope_assertion(thread_id, thread.pk, "thread_id")
+    valid = validate_image(image, mime_type, limits=limits)
+    iid = str(uuid.uuid4()) if image_id is NOTSET or image_id is None else check_id(image_id, "image_id")
+    if description is not NOTSET and description is not None and not isinstance(description, str):
+        raise InvalidType("description", "must be a string or None")
+    meta = check_metadata(metadata)
+    stamp = ttl_rules.check_timestamp(timestamp)
+    now = timezone.now()
+    days = ttl_rules.resolve_ttl_days(ttl_days, retention)
+    anchor = TimeToLiveAnchor.CREATED_AT if ttl_anchor is NOTSET else ttl_rules.check_anchor(ttl_anchor)
+    expiry = ttl_rules.expires_at(days, anchor, created_at=now, timestamp=stamp)
+    if Image.objects.filter(pk=iid).exists():
+        raise Conflict("image_id", iid)
+    if description is NOTSET or description is None:
+        description = generate_caption(valid, llm, limits=limits)
+    chunks = image_chunk_texts(description)
+    vectors = _image_embeddings(chunks, stamp)
+    with transaction.atomic():
+        locked = _lock_thread(thread.pk)
+        row = _new_image_row(image_id=iid, thread=locked, image=valid, description=description, metadata=meta,
+                             timestamp=stamp, expires_at=expiry, now=now)
+        _insert_images([row], "image_id")
+        SearchChunk.objects.bulk_create(_image_chunk_rows(row, chunks, vectors))
+    return iid
+
+
+def _visible_image(thread: Thread, image_id: Any, *, lock: bool = False) -> Image | None:
+    """A live image owned by this thread (bytes deferred), or None."""
+    check_id(image_id, "image_id")
+    qs = Image.objects.filter(live_q(timezone.now()), pk=image_id, thread_id=thread.pk)
+    return lock_first(qs) if lock else qs.first()
+
+
+def _sync_message_part(row: Image) -> None:
+    """Repeat an attached image's MIME type, description and timestamp in its message's ``parts``."""
+    msg = lock_first(Message.objects.filter(pk=row.message_id))
+    if msg is None or not msg.parts:
+        return
+    for part in msg.parts:
+        if part.get("type") == "image" and part.get("id") == row.pk:
+            part.update(mime_type=row.mime_type, description=row.description, timestamp=row.timestamp)
+    msg.save(update_fields=["parts", "updated_at"])
+
+
+def image_update(
+    *,
+    thread: Thread,
+    image_id: Any,
+    image: Any = NOTSET,
+    description: Any = NOTSET,
+    mime_type: Any = NOTSET,
+    metadata: Any = NOTSET,
+    timestamp: Any = NOTSET,
+    ttl_days: Any = NOTSET,
+    ttl_anchor: Any = NOTSET,
+    retention: MemoryRetentionConfig,
+    limits: ImageInputLimitConfig | None = None,
+    llm: Any = None,
+) -> str:
+    """Update an image owned by this thread; return its id (spec: update_image).
+
+    Omitted values are kept. New ``image`` bytes need ``mime_type`` with them
+    (and must match it); ``mime_type`` alone is refused. ``description``: a
+    string replaces it, None asks ``llm`` for a new caption of the (new or
+    stored) bytes; with no LLM, None is refused (ValueError) unless new bytes
+    come with it (then the old text no longer describes them: None). ``metadata`` replaces the stored object,
+    ``timestamp=None`` clears the event time, ``ttl_days``/``ttl_anchor``
+    refresh the expiry like ``update_memory`` except on an image attached to a
+    message, whose expiry is the message's (ValueError: use update_message).
+    An attached image's new MIME type, description and timestamp are repeated
+    in its message's parts in the same transaction. Raises KeyError when the
+    image is absent, expired or another thread's.
+    """
+    limits = limits or ImageInputLimitConfig()
+    row = _visible_image(thread, image_id)
+    if row is None:
+        raise NotFound("image_id", image_id)
+    if row.message_id is not None:
+        for name, value in (("ttl_days", ttl_days), ("ttl_anchor", ttl_anchor)):
+            if value is not NOTSET:
+                raise InvalidArgument(name, f"image {image_id!r} is attached to message {row.message_id!r}; "
+                                            "change its expiration through update_message()")
+    valid = None
+    if image is not NOTSET:
+        if mime_type is NOTSET or mime_type is None:
+            raise InvalidArgument("mime_type", "is required when image is given")
+        valid = validate_image(image, mime_type, limits=limits)
+    elif mime_type is not NOTSET:
+        raise InvalidArgument("mime_type", "can only be given together with new image bytes")
+    if description is not NOTSET and description is not None and not isinstance(description, str):
+        raise InvalidType("description", "must be a string or None")
+    new_meta = check_metadata(metadata) if metadata is not NOTSET else NOTSET
+    new_stamp = ttl_rules.check_timestamp(timestamp) if timestamp is not NOTSET else NOTSET
+    new_description = description
+    if description is None and llm is None and valid is None:
+        # Without an LLM, None could only erase the stored description.
+        raise InvalidArgument("description", "None asks the thread's LLM for a new description, and no LLM is "
+                              "configured; pass a string to replace the description")
+    if description is None:
+        source = valid
+        if source is None:
+            stored = Image.objects.with_bytes().filter(pk=row.pk).first()
+            source = ValidImage(data=bytes(stored.data), mime_type=check_mime_type(stored.mime_type),
+                                width=stored.width, height=stored.height)
+        new_description = generate_caption(source, llm, limits=limits)
+    chunks = vectors = None
+    if new_description is not NOTSET or new_stamp is not NOTSET:
+        text = row.description if new_description is NOTSET else new_description
+        chunks = image_chunk_texts(text)
+        vectors = _image_embeddings(chunks, row.timestamp if new_stamp is NOTSET else new_stamp)
+    with transaction.atomic():
+        row = _visible_image(thread, image_id, lock=True)
+        if row is None:
+            raise NotFound("image_id", image_id)
+        fields = ["updated_at"]
+        if valid is not None:
+            row.data, row.mime_type, row.size_bytes = valid.data, valid.mime_type.value, valid.size_bytes
+            row.width, row.height = valid.width, valid.height
+            fields += ["data", "mime_type", "size_bytes", "width", "height"]
+        if new_description is not NOTSET:
+            row.description = new_description
+            fields.append("description")
+        if new_meta is not NOTSET:
+            row.metadata = new_meta
+            fields.append("metadata")
+        if new_stamp is not NOTSET:
+            row.timestamp, row.event_at = new_stamp, ttl_rules.parse_timestamp(new_stamp)
+            fields += ["timestamp", "event_at"]
+        if row.message_id is None and _refresh_expiry(row, ttl_days, ttl_anchor, retention, row.timestamp):
+            fields.append("expires_at")
+        row.save(update_fields=fields)
+        qs = SearchChunk.objects.filter(source_kind="image", record_id=row.pk)
+        if chunks is None:
+            qs.update(expires_at=row.expires_at, metadata=row.metadata)
+        else:
+            qs.delete()
+            SearchChunk.objects.bulk_create(_image_chunk_rows(row, chunks, vectors))
+        if row.message_id is not None and {"mime_type", "description", "timestamp"} & set(fields):
+            _sync_message_part(row)
+    return row.pk
+
+
+def image_delete(*, thread: Thread, image_id: Any) -> int:
+    """Delete a standalone image of this thread with its chunks; return 1, or 0 when absent (spec: delete_image).
+
+    0 also when the image is expired or another thread's. Raises ValueError
+    for an image attached to a message: delete or update the message instead.
+    """
+    with transaction.atomic():
+        row = _visible_image(thread, image_id, lock=True)
+        if row is None:
+            return 0
+        if row.message_id is not None:
+            raise InvalidArgument("image_id", f"image {image_id!r} is attached to message {row.message_id!r}; "
+                                              "delete or update the parent message instead")
+        _delete_images([row.pk])
     return 1

@@ -1,5 +1,5 @@
 """Public value types of the thread API (spec: Message, TextContent, ImageContent,
-ImageMimeType, RecordStatus, TimeToLiveAnchor, MemoryRetentionConfig, SearchScope,
+ImageMimeType, ImageRecord, RecordStatus, TimeToLiveAnchor, MemoryRetentionConfig, SearchScope,
 SearchResult, MemorySearchConfig, OracleSummary, OracleContextCard).
 
 These are plain Python objects handed to and returned by ``memory.client``; the
@@ -136,6 +136,43 @@ class MemoryRecord:
         return self.content
 
 
+@dataclass
+class ImageRecord:
+    """A stored image (spec: list_images -> ImageRecord; issue #5).
+
+    ``bytes`` is None unless the read asked for it (``list_images(image_id=...,
+    include_bytes=True)``); ``description`` is the searchable text (None: not
+    described). ``message_id`` names the message the image is a part of (None:
+    a standalone image from ``add_image``). ``timestamp`` is the stored event
+    time, or the creation time when none was given. ``width``/``height`` are
+    pixels, ``size_bytes`` the length of the stored bytes.
+    """
+
+    id: str
+    mime_type: ImageMimeType
+    description: str | None = None
+    bytes: bytes | None = None
+    thread_id: str | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
+    message_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    timestamp: str | None = None
+    created_at: str | None = None
+    expires_at: str | None = None
+    width: int = 0
+    height: int = 0
+    size_bytes: int = 0
+    status: str = RecordStatus.VALID.value
+
+    record_type = "image"
+
+    @property
+    def text(self) -> str:
+        """The searchable text: the description ('' when there is none)."""
+        return self.description or ""
+
+
 @dataclass(frozen=True)
 class MemoryRetentionConfig:
     """Retention rules (spec: MemoryRetentionConfig).
@@ -255,7 +292,7 @@ class SearchResult(_RecordView):
     asked for ``num_hops`` (memory-like results only; empty otherwise).
     """
 
-    record: Message | MemoryRecord
+    record: Message | MemoryRecord | ImageRecord
     distance: float
     score: float
     linked: list[LinkedRecord] = field(default_factory=list)

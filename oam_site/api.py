@@ -6,7 +6,10 @@
 * ``InvalidArgument``/``InvalidType`` -> 422 in ninja's own shape,
   ``{"detail": [{"loc": [source, field], "msg": ..., "type": ...}]}``;
 * ``NotFound`` -> 404 ``{"detail": ..., "field": ...}``;
-* ``Conflict`` -> 409 ``{"detail": ..., "field": ...}``.
+* ``Conflict`` -> 409 ``{"detail": ..., "field": ...}``;
+* ``memory.llm.LlmError`` raised by a request that needs the LLM (an image
+  caption) -> 503 when the LLM is unreachable, 502 when it answered badly;
+* a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` -> 413.
 
 Docs are served at ``/api/docs`` and the schema at ``/api/openapi.json``.
 """
@@ -15,10 +18,12 @@ from __future__ import annotations
 
 import re
 
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 
 from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound
+from memory.llm import LlmError, LlmUnavailable
 from threads.api import router as threads_router
 from threads.auth import ApiKeyAuth
 
@@ -75,3 +80,16 @@ def timed_out(request: HttpRequest, exc: TimeoutError) -> HttpResponse:
 def conflict(request: HttpRequest, exc: Conflict) -> HttpResponse:
     """A caller-chosen id is taken: 409."""
     return api.create_response(request, {"detail": exc.message, "field": exc.field}, status=409)
+
+
+@api.exception_handler(LlmError)
+def llm_failed(request: HttpRequest, exc: LlmError) -> HttpResponse:
+    """The LLM a request needed (an image caption) failed; nothing was stored. 503 if unreachable, else 502."""
+    status = 503 if isinstance(exc, LlmUnavailable) else 502
+    return api.create_response(request, {"detail": f"LLM request failed: {exc}", "field": None}, status=status)
+
+
+@api.exception_handler(RequestDataTooBig)
+def too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    """The body is over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (``OAM_MAX_REQUEST_BYTES``): 413."""
+    return api.create_response(request, {"detail": str(exc) or "request body too large", "field": None}, status=413)

@@ -1,4 +1,4 @@
-"""The JSON API router: threads, messages, memories, relations, search, summaries and context cards over HTTP.
+"""The JSON API router: threads, messages, memories, images, relations, search, summaries and context cards over HTTP.
 
 Each operation parses the body (``threads.schemas``), makes one call into
 ``memory`` (``memory.client`` for spec methods, ``memory.services`` where the
@@ -8,22 +8,33 @@ in ``memory`` and the spec's default applies. Domain errors become HTTP
 statuses in ``oam_site.api``.
 """
 
-from django.http import HttpRequest
+import json
+
+import pydantic
+from django.http import HttpRequest, HttpResponse
 from ninja import Query, Router
+from ninja.errors import ValidationError as NinjaValidationError
 from ninja.pagination import paginate
 from ninja.responses import Status
 
 from memory import extraction, links, selectors, services
 from memory.client import AgentMemory, Thread
-from memory.errors import NotFound
+from memory.errors import InvalidArgument, NotFound
 from memory.extraction_config import MemoryExtractionConfig
-from memory.types import MemoryRecord, Message
+from memory.images import decode_image_base64
+from memory.types import ImageMimeType, ImageRecord, MemoryRecord, Message
 
 from threads.schemas import (
     ContextCardIn,
     ContextCardOut,
     ErrorOut,
     ExtractionStateOut,
+    ImageFormIn,
+    ImageGetQuery,
+    ImageIn,
+    ImageListQuery,
+    ImageOut,
+    ImagePatchIn,
     LinkIn,
     LinkListQuery,
     LinkPatchIn,
@@ -32,6 +43,7 @@ from threads.schemas import (
     MemoryListQuery,
     MemoryOut,
     MemoryPatchIn,
+    MessageGetQuery,
     MessageIdsOut,
     MessageListQuery,
     MessageOut,
@@ -155,10 +167,11 @@ def message_list(request: HttpRequest, thread_id: str, params: Query[MessageList
     return _thread(thread_id).get_messages(**params.model_dump(exclude_unset=True))
 
 
-@router.get("/threads/{thread_id}/messages/{message_id}", response={200: MessageOut, **NOT_FOUND})
-def message_get(request: HttpRequest, thread_id: str, message_id: str):
-    """Return one live message of this thread (404 for another thread's)."""
-    return _thread(thread_id).get_message(message_id)
+@router.get("/threads/{thread_id}/messages/{message_id}", response={200: MessageOut, **NOT_FOUND, **INVALID})
+def message_get(request: HttpRequest, thread_id: str, message_id: str, params: Query[MessageGetQuery]):
+    """Return one live message of this thread (404 for another thread's). Image parts carry base64 ``data``
+    only for the ids in ``included_image_ids``."""
+    return _thread(thread_id).get_message(message_id, included_image_ids=params.included_image_ids)
 
 
 @router.patch(
@@ -216,6 +229,203 @@ def memory_delete(request: HttpRequest, thread_id: str, memory_id: str):
     """Delete a memory owned by this exact thread; 404 when absent or another thread's."""
     if not _thread(thread_id).delete_memory(memory_id):
         raise NotFound("memory_id", memory_id)
+    return Status(204, None)
+
+
+# --- images -------------------------------------------------------------------------
+
+_IMAGE_FORMATS = ", ".join(m.value for m in ImageMimeType)
+
+
+def _inline_schema(model) -> dict:
+    """``model``'s JSON schema with its ``$defs`` (enums) inlined: operations documented through
+    ``openapi_extra`` do not get their models registered in ``components``."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def resolve(node):
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            if ref.startswith("#/$defs/"):
+                return resolve(defs[ref.removeprefix("#/$defs/")])
+            return {k: resolve(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [resolve(v) for v in node]
+        return node
+
+    return resolve(schema)
+
+
+_UPLOAD_BODY = {
+    "required": True,
+    "content": {
+        "application/json": {"schema": _inline_schema(ImageIn)},
+        "multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "required": ["image"],
+                "properties": {
+                    "image": {"type": "string", "format": "binary", "description": f"The file ({_IMAGE_FORMATS})."},
+                    **{name: {"type": "string", "description": (field.description or "")
+                              + (" (JSON text)" if name == "metadata" else "")}
+                       for name, field in ImageFormIn.model_fields.items()},
+                },
+            }
+        },
+    },
+}
+
+
+def _schema_errors(exc: pydantic.ValidationError) -> NinjaValidationError:
+    """A pydantic error on a hand-parsed body as ninja's 422 (``{"detail": [{"loc": ["body", ...], ...}]}``)."""
+    return NinjaValidationError(
+        [{"loc": ["body", *err["loc"]], "msg": err["msg"], "type": err["type"]} for err in exc.errors()]
+    )
+
+
+def _form_fields(request: HttpRequest) -> dict:
+    """The form fields of a multipart upload, one value each; ``metadata`` parsed from JSON, ``ttl_days`` an int."""
+    values = {}
+    for name in request.POST:
+        items = request.POST.getlist(name)
+        if len(items) != 1:
+            raise InvalidArgument(name, "must be given once")
+        values[name] = items[0]
+    if "metadata" in values:
+        try:
+            values["metadata"] = json.loads(values["metadata"])
+        except json.JSONDecodeError:
+            raise InvalidArgument("metadata", "must be JSON text (an object or null)") from None
+    if "ttl_days" in values:
+        text = values["ttl_days"].strip()
+        try:
+            values["ttl_days"] = None if text in ("", "null") else int(text)
+        except ValueError:
+            raise InvalidArgument("ttl_days", "must be an integer or null") from None
+    return values
+
+
+def _image_upload(request: HttpRequest, thread: Thread) -> tuple[bytes, dict, str]:
+    """(bytes, add_image arguments, name of the bytes field) from a multipart or JSON upload.
+
+    The size limit is applied before the bytes are read (multipart) or
+    decoded (base64), so an oversize upload is refused without holding it twice.
+    """
+    limit = thread.image_input_limit_config.max_image_bytes
+    too_big = f"the limit is {limit} bytes (ImageInputLimitConfig.max_image_bytes)"
+    if request.content_type == "multipart/form-data":
+        upload = request.FILES.get("image")
+        if upload is None or len(request.FILES.getlist("image")) != 1 or set(request.FILES) != {"image"}:
+            raise InvalidArgument("image", "send exactly one file, in the form field 'image'")
+        if upload.size > limit:
+            raise InvalidArgument("image", f"is {upload.size} bytes; {too_big}")
+        try:
+            fields = ImageFormIn.model_validate(_form_fields(request))
+        except pydantic.ValidationError as exc:
+            raise _schema_errors(exc) from None
+        return upload.read(), fields.model_dump(exclude_unset=True), "image"
+    try:
+        payload = ImageIn.model_validate_json(request.body or b"{}")
+    except pydantic.ValidationError as exc:
+        raise _schema_errors(exc) from None
+    fields = payload.model_dump(exclude_unset=True)
+    text = fields.pop("data")
+    if len(text) // 4 * 3 > limit + 3:
+        raise InvalidArgument("data", f"holds about {len(text) // 4 * 3} bytes; {too_big}")
+    data, declared = decode_image_base64(text, "data", fields.get("mime_type"))
+    if declared is not None:  # a data URI's media type is a declared mime_type
+        fields["mime_type"] = declared
+    return data, fields, "data"
+
+
+def _written_image(thread: Thread, image_id: str) -> ImageRecord:
+    """Read back an image this request just wrote (its TTL may already be over: then the stored row)."""
+    try:
+        return thread.get_image(image_id)
+    except NotFound:
+        return selectors.image_stored(image_id=image_id)
+
+
+def _renamed(exc: InvalidArgument, field: str) -> InvalidArgument:
+    """The service names the bytes ``image``; over HTTP they are ``data`` in JSON."""
+    return InvalidArgument(field, exc.message) if exc.field == "image" and field != "image" else exc
+
+
+@router.post(
+    "/threads/{thread_id}/images", response={201: ImageOut, 409: ErrorOut, **NOT_FOUND, **INVALID},
+    openapi_extra={"requestBody": _UPLOAD_BODY},
+)
+def image_add(request: HttpRequest, thread_id: str):
+    """Store an image (spec: add_image): JSON ``ImageIn`` with base64 ``data``, or ``multipart/form-data``
+    with the file as ``image``. Without a description the thread's LLM captions it (no LLM: none). 422 for
+    an unsupported, animated, corrupt, truncated or oversize image, or a mime_type the bytes contradict."""
+    thread = _thread(thread_id)
+    data, fields, field = _image_upload(request, thread)
+    try:
+        image_id = thread.add_image(data, **fields)
+    except InvalidArgument as exc:
+        raise _renamed(exc, field) from None
+    return Status(201, _written_image(thread, image_id))
+
+
+@router.get("/threads/{thread_id}/images", response={200: list[ImageOut], **NOT_FOUND, **INVALID})
+def image_list(request: HttpRequest, thread_id: str, params: Query[ImageListQuery]):
+    """This thread's images in store order (spec: list_images): at most ``limit`` (default 100), optionally
+    one id or a metadata filter (JSON text). ``include_bytes`` (with ``image_id``) adds base64 ``data``."""
+    args = params.model_dump(exclude_unset=True)
+    if "metadata_filter" in args:
+        try:
+            args["metadata_filter"] = json.loads(args["metadata_filter"])
+        except json.JSONDecodeError:
+            raise InvalidArgument("metadata_filter", "must be JSON text (an object)") from None
+    return _thread(thread_id).list_images(**args)
+
+
+@router.get("/threads/{thread_id}/images/{image_id}", response={200: ImageOut, **NOT_FOUND})
+def image_get(request: HttpRequest, thread_id: str, image_id: str, params: Query[ImageGetQuery]):
+    """One live image of this thread; ``include_bytes=true`` adds base64 ``data``."""
+    return _thread(thread_id).get_image(image_id, include_bytes=params.include_bytes)
+
+
+@router.get(
+    "/threads/{thread_id}/images/{image_id}/content", response={**NOT_FOUND}, url_name="image_content",
+    openapi_extra={"responses": {200: {
+        "description": "The image bytes, with their MIME type as Content-Type.",
+        "content": {m.value: {"schema": {"type": "string", "format": "binary"}} for m in ImageMimeType},
+    }}},
+)
+def image_content(request: HttpRequest, thread_id: str, image_id: str):
+    """The image's bytes with its ``Content-Type`` (image/png, image/jpeg or image/webp)."""
+    image = _thread(thread_id).get_image(image_id, include_bytes=True)
+    response = HttpResponse(image.bytes, content_type=image.mime_type.value)
+    response["Content-Length"] = str(len(image.bytes))
+    response["X-Content-Type-Options"] = "nosniff"  # never let a browser guess another type
+    return response
+
+
+@router.patch("/threads/{thread_id}/images/{image_id}", response={200: ImageOut, **NOT_FOUND, **INVALID})
+def image_update(request: HttpRequest, thread_id: str, image_id: str, payload: ImagePatchIn):
+    """Update an image (spec: update_image); omitted fields are kept. New ``data`` needs ``mime_type``;
+    ``description: null`` asks the thread's LLM for a new caption; TTL changes on an image attached to a
+    message are refused (422: update the message)."""
+    thread = _thread(thread_id)
+    args = payload.model_dump(exclude_unset=True)
+    if "data" in args:
+        args["image"], declared = decode_image_base64(args.pop("data"), "data", args.get("mime_type"))
+        if declared is not None:  # a data URI's media type declares mime_type
+            args["mime_type"] = declared
+    try:
+        thread.update_image(image_id, **args)
+    except InvalidArgument as exc:
+        raise _renamed(exc, "data") from None
+    return _written_image(thread, image_id)
+
+
+@router.delete("/threads/{thread_id}/images/{image_id}", response={204: None, **NOT_FOUND, **INVALID})
+def image_delete(request: HttpRequest, thread_id: str, image_id: str):
+    """Delete a standalone image; 404 when absent or another thread's, 422 when it is part of a message."""
+    if not _thread(thread_id).delete_image(image_id):
+        raise NotFound("image_id", image_id)
     return Status(204, None)
 
 

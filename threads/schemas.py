@@ -10,6 +10,7 @@ the type is not nullable and the default shown in the docs is what omission mean
 
 from __future__ import annotations
 
+import base64
 from typing import Annotated, Any, Literal, Union
 
 from ninja import Field, Schema
@@ -19,7 +20,7 @@ from memory.client import Thread as ThreadHandle
 from memory.extraction_config import BackgroundExtractionQueueFullBehavior, MemoryExtractionMode
 from memory.links import BUILTIN_RELATIONS
 from memory.models import MEMORY_TYPES, RECORD_TYPES
-from memory.types import RecordStatus, TimeToLiveAnchor
+from memory.types import ImageMimeType, RecordStatus, TimeToLiveAnchor
 
 MemoryType = Literal[MEMORY_TYPES]  # type: ignore[valid-type]  # "memory", "fact", "guideline", "preference"
 BuiltinRelationType = Literal[tuple(BUILTIN_RELATIONS)]  # type: ignore[valid-type]  # supersedes, contradicts, ...
@@ -129,7 +130,7 @@ class ThreadOut(Schema):
 
 
 class TextPartIn(_In):
-    """A text content part. Image parts are not supported yet."""
+    """A text content part."""
 
     type: Literal["text"] = "text"
     text: str
@@ -137,7 +138,31 @@ class TextPartIn(_In):
     timestamp: str | None = None
 
 
-MessageContentIn = Union[str, list[TextPartIn]]
+class ImagePartIn(_In):
+    """An image content part: ``{"type": "image", "data": "<base64>", "mime_type"?, "description"?, "id"?}``.
+
+    It is stored as an image record attached to the message (its id is the
+    part's id): searchable by its description, listed by ``GET .../images``,
+    its bytes at ``GET .../images/{id}/content``. Refused with 422 naming the
+    part: not PNG/JPEG/WEBP, animated, corrupt or truncated, over the size or
+    pixel limits, or a ``mime_type`` the bytes contradict.
+    """
+
+    type: Literal["image"]
+    data: str | None = Field(
+        None, description="The image bytes, base64 (a data:image/...;base64, URI is accepted; its type must match the "
+        "bytes and mime_type). Required for a new "
+        "image; omit it in PATCH to keep the image of that id already attached to the message."
+    )
+    mime_type: ImageMimeType | None = Field(None, description="Omit to detect it from the bytes; given, it must match.")
+    description: str | None = Field(
+        None, description="Searchable text; omit or null for a caption by the thread's LLM (without one: none)."
+    )
+    id: str | None = Field(None, description="Image id; omit for a generated UUID.")
+    timestamp: str | None = None
+
+
+MessageContentIn = Union[str, list[Union[TextPartIn, ImagePartIn]]]
 TtlDays = Union[StrictInt, None]
 
 
@@ -175,7 +200,10 @@ class MessageIdsOut(Schema):
 class MessagePatchIn(_In):
     """Update a message. Omitted fields keep their stored values; role and timestamp never change."""
 
-    content: MessageContentIn = Field(None, description="Replacement content (string or text parts).")
+    content: MessageContentIn = Field(
+        None, description="Replacement content (string, or text and image parts). Attached images the new parts "
+        "leave out are deleted; an image part with only its id keeps that attached image."
+    )
     metadata: Metadata = Field(None, description="Replaces the stored metadata (no deep merge); null clears it.")
     ttl_days: TtlDays = Field(None, description="Expiry refresh; null for the maximum (or no expiry).")
     ttl_anchor: TimeToLiveAnchor = Field(
@@ -188,6 +216,15 @@ class MessageListQuery(Schema):
 
     start: int | None = Field(None, ge=0, description="0-based index of the first live message.")
     end: int | None = Field(None, ge=-1, description="Exclusive end index; -1 for all from start.")
+    include_image_bytes: bool = Field(None, description="Return image parts with their bytes (base64 data).")
+
+
+class MessageGetQuery(Schema):
+    """``get_message`` options."""
+
+    included_image_ids: list[str] | None = Field(
+        None, description="Attached image ids whose bytes to return (repeat the parameter); others are ignored."
+    )
 
 
 class TextPartOut(Schema):
@@ -199,6 +236,26 @@ class TextPartOut(Schema):
     timestamp: str | None = None
 
 
+def _base64(data: bytes | None) -> str | None:
+    return base64.b64encode(data).decode("ascii") if data is not None else None
+
+
+class ImagePartOut(Schema):
+    """A stored image part: the attached image's id, type and description; ``data`` only when asked for."""
+
+    type: Literal["image"] = "image"
+    id: str
+    mime_type: ImageMimeType
+    description: str | None = None
+    timestamp: str | None = None
+    data: str | None = Field(None, description="Base64 bytes when requested (include_image_bytes / "
+                                               "included_image_ids), else null.")
+
+    @staticmethod
+    def resolve_data(obj) -> str | None:
+        return _base64(obj.bytes) if not isinstance(obj, dict) else obj.get("data")
+
+
 class MessageOut(Schema):
     """A stored message. ``timestamp`` falls back to the creation time."""
 
@@ -206,7 +263,7 @@ class MessageOut(Schema):
     id: str
     thread_id: str | None
     role: str
-    content: Union[str, list[TextPartOut]]
+    content: Union[str, list[Union[TextPartOut, ImagePartOut]]]
     timestamp: str | None
     metadata: dict[str, Any] | None
     status: str
@@ -284,6 +341,119 @@ class MemoryOut(Schema):
     source_message_ids: list[str]
 
 
+# --- images -------------------------------------------------------------------------
+
+
+class ImageFormIn(_In):
+    """The fields of an image upload besides its bytes (multipart form fields; ``metadata`` as JSON text)."""
+
+    description: str | None = Field(
+        None, description="Searchable text; omit or null for a caption by the thread's LLM (without one: none)."
+    )
+    mime_type: ImageMimeType | None = Field(None, description="Omit to detect it from the bytes; given, it must match.")
+    image_id: str = Field(None, description="Omit for a generated UUID.")
+    user_id: str | None = Field(None, description="Scope assertion: omit, or give the thread's user id.")
+    agent_id: str | None = Field(None, description="Scope assertion: omit, or give the thread's agent id.")
+    thread_id: str | None = Field(None, description="Scope assertion: omit, or give this thread's id.")
+    metadata: Metadata = None
+    timestamp: str | None = Field(None, description="Event time; ISO-8601 when TTL is anchored on it.")
+    ttl_days: TtlDays = Field(None, description="Omit for the default TTL; null for the maximum (or no expiry).")
+    ttl_anchor: TimeToLiveAnchor = TimeToLiveAnchor.CREATED_AT
+
+
+class ImageIn(ImageFormIn):
+    """Store an image (spec: add_image) as JSON with base64 bytes in ``data``.
+
+    The same endpoint takes ``multipart/form-data``: the file in the field
+    ``image`` and the other fields as form fields (``ImageFormIn``). Refused
+    with 422 naming the field: not PNG/JPEG/WEBP, animated, corrupt or
+    truncated, over the size or pixel limits, a ``mime_type`` the bytes
+    contradict, or a scope id that is not the thread's.
+    """
+
+    data: str = Field(description="The image bytes, base64 (a data:image/...;base64, URI is accepted; its type "
+                      "must match the bytes and mime_type).")
+
+
+class ImagePatchIn(_In):
+    """Update an image (spec: update_image). Omitted fields keep their stored values."""
+
+    data: str = Field(None, description="New bytes, base64; mime_type is then required (a data:image/...;base64, "
+                      "URI declares it).")
+    mime_type: ImageMimeType = Field(None, description="Type of the new bytes (required with data, refused without).")
+    description: str | None = Field(
+        None, description="Replacement text; null asks the thread's LLM for a new caption (without one: none)."
+    )
+    metadata: Metadata = Field(None, description="Replaces the stored metadata (no deep merge); null clears it.")
+    timestamp: str | None = Field(None, description="Replacement event time; null clears it.")
+    ttl_days: TtlDays = Field(
+        None, description="Expiry refresh; null for the maximum (or no expiry). Refused for an image attached to a "
+        "message (its expiry is the message's)."
+    )
+    ttl_anchor: TimeToLiveAnchor = Field(
+        TimeToLiveAnchor.CREATED_AT, description="Anchor of an expiry refresh (given alone: default TTL)."
+    )
+
+
+class ImageListQuery(Schema):
+    """``list_images`` arguments as query parameters."""
+
+    image_id: str = Field(None, description="Only this image.")
+    metadata_filter: str = Field(None, description="A metadata filter as JSON text (the search grammar).")
+    include_bytes: bool = Field(None, description="Return base64 data too; needs image_id.")
+    limit: int = Field(None, ge=1, description="At most this many; omit for 100.")
+
+
+class ImageGetQuery(Schema):
+    """Options of reading one image."""
+
+    include_bytes: bool = Field(False, description="Return base64 data too.")
+
+
+class ImageOut(Schema):
+    """A stored image. ``timestamp`` falls back to the creation time; ``message_id`` names the message it is a
+    part of (null: a standalone image). ``data`` (base64) only when asked for; the raw bytes are at ``content_url``."""
+
+    record_type: Literal["image"] = "image"
+    id: str
+    thread_id: str | None
+    user_id: str | None
+    agent_id: str | None
+    message_id: str | None
+    mime_type: ImageMimeType
+    description: str | None
+    metadata: dict[str, Any]
+    timestamp: str | None
+    created_at: str | None
+    expires_at: str | None
+    width: int = Field(description="Pixels.")
+    height: int = Field(description="Pixels.")
+    size_bytes: int
+    content_url: str = Field(description="Where GET returns the bytes with their Content-Type.")
+    data: str | None = None
+
+    @staticmethod
+    def resolve_content_url(obj) -> str:
+        """The route with each id percent-encoded as one path segment.
+
+        ``reverse`` itself refuses ids holding "/" (``NoReverseMatch``: a 500
+        for every listing that held such an image); this gives the same URL
+        as ``reverse`` for other ids.
+        """
+        from urllib.parse import quote
+
+        from django.urls import reverse
+
+        safe = "!$&'()*+,;=~:@"  # reverse()'s safe characters, less "/"
+        head, _, rest = reverse("api:image_content", kwargs={"thread_id": "0T0", "image_id": "0I0"}).partition("/0T0/")
+        middle, _, tail = rest.partition("/0I0/")
+        return f"{head}/{quote(obj.thread_id, safe=safe)}/{middle}/{quote(obj.id, safe=safe)}/{tail}"
+
+    @staticmethod
+    def resolve_data(obj) -> str | None:
+        return _base64(obj.bytes)
+
+
 # --- search -------------------------------------------------------------------------
 
 
@@ -344,7 +514,7 @@ class SearchResultOut(Schema):
     score: float
     content: str
     formatted_content: str
-    record: Union[MessageOut, MemoryOut]
+    record: Union[MessageOut, MemoryOut, ImageOut]
     linked: list[LinkedRecordOut] = []
 
 

@@ -34,8 +34,8 @@ def test_text_parts_round_trip_in_order(thread):
     assert got.text == "first\nsecond"
 
 
-def test_image_parts_are_refused_clearly(thread):
-    with pytest.raises(ValueError, match=r"messages\[0\]\.content\[0\]"):
+def test_a_corrupt_image_part_is_refused_clearly(thread):
+    with pytest.raises(ValueError, match=r"messages\[0\]\.content\[0\]\.bytes: is not a PNG, JPEG or WEBP image"):
         thread.add_messages([{"role": "user", "content": [{"type": "image", "bytes": b"x"}]}])
 
 
