@@ -5,7 +5,13 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install serve test migrate
+# Browser tests (tests/browser) drive Debian's Chromium through Playwright (Playwright's own
+# browser download cannot be reached here). `make test` installs it only when it is missing;
+# `make serve` never needs it.
+CHROMIUM ?= /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+
+.PHONY: install serve test migrate chromium
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -22,6 +28,12 @@ migrate: install
 serve: migrate
 	$(BIN)/daphne -b $(HOST) -p $(PORT) oam_site.asgi:application
 
-test: install
+chromium: $(CHROMIUM)
+
+$(CHROMIUM):
+	$(SUDO) apt-get update -q
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium fonts-dejavu-core
+
+test: install $(CHROMIUM)
 	mkdir -p var
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

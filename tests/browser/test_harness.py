@@ -1,0 +1,154 @@
+"""The browser harness works: Chromium logs into the admin served by daphne, sees the imported
+LoCoMo thread, loads the admin's static CSS, and watches a thread's extraction over the WebSocket.
+
+Page tests of the staff UI build on the same fixtures (``tests/browser/conftest.py``).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import pytest
+from playwright.sync_api import expect
+
+from memory import locomo
+from tests.browser.harness import LiveAppError, login, open_socket
+
+
+def _session_messages(sample_id: str, number: int) -> list[dict]:
+    """The messages ``import_locomo`` stored for one session, read from the shared LoCoMo file."""
+    sample = next(s for s in locomo.iter_samples(locomo.default_data_path()) if s.sample_id == sample_id)
+    session = next(s for s in sample.sessions if s.number == number)
+    return locomo.session_messages(sample_id, session)
+
+
+def test_staff_logs_into_the_admin_and_sees_the_imported_thread(page, live_app, screenshot):
+    login(page, live_app.url, *live_app.staff, login_path="/admin/login/", next_path="/admin/")
+    expect(page).to_have_url(re.compile(r"/admin/$"))
+    expect(page.locator("#site-name")).to_be_visible()
+    expect(page.get_by_role("link", name="Log out").or_(page.get_by_role("button", name="Log out"))).to_be_visible()
+
+    thread_id = live_app.seed["thread_id"]
+    page.goto(f"/admin/memory/thread/{thread_id}/change/")
+    expect(page.locator("h1")).to_contain_text("Change thread")
+    messages = _session_messages(live_app.seed["sample"], 1)
+    assert [m["id"] for m in messages] == live_app.seed["message_ids"]
+    inline = page.locator(".inline-group").filter(has_text=messages[0]["content"])
+    expect(inline.locator("tbody tr.has_original")).to_have_count(len(messages))
+    for message in (messages[0], messages[len(messages) // 2], messages[-1]):
+        expect(inline).to_contain_text(message["content"])
+        expect(inline).to_contain_text(message["role"])
+    path = screenshot(page, "admin-thread-change")
+    assert path.stat().st_size > 10_000  # a real rendering, not an empty canvas
+
+
+def test_the_admin_css_is_served_by_daphne(page, live_app):
+    status, headers, body = live_app.get("/static/admin/css/base.css")
+    assert status == 200 and headers["content-type"].startswith("text/css") and b"body" in body
+
+    styles = []
+    page.on("response", lambda r: styles.append((r.url, r.status)) if r.request.resource_type == "stylesheet" else None)
+    page.goto("/admin/login/")
+    page.wait_for_load_state("networkidle")
+    assert any(url.endswith("/static/admin/css/base.css") for url, _ in styles), styles
+    assert all(status == 200 for _, status in styles), styles
+    # The stylesheet applies: the admin's header gets its dark background, not the default transparent one.
+    background = page.locator("#header").evaluate("el => getComputedStyle(el).backgroundColor")
+    assert background not in ("rgba(0, 0, 0, 0)", "transparent"), background
+
+
+def test_a_user_who_is_not_staff_cannot_log_in(page, live_app):
+    with pytest.raises(AssertionError, match="login as 'viewer'"):
+        login(page, live_app.url, *live_app.viewer, login_path="/admin/login/")
+    status, headers, _ = live_app.get("/admin/")
+    assert status == 302 and "/admin/login/" in headers["location"]
+
+
+def test_the_extraction_websocket_accepts_a_staff_session(logged_in_page, live_app):
+    thread_id = live_app.seed["thread_id"]
+    socket = open_socket(logged_in_page, f"{live_app.ws_url}/ws/threads/{thread_id}/extraction/")
+    assert socket.opened, socket.close_code
+    state = socket.wait_for("state", timeout=30)
+    # Nothing of the imported history is extracted yet, and the boot sweep queued nothing for it.
+    assert state["thread_id"] == thread_id
+    assert state["watermark"] == 0
+    assert state["last_job"] is None
+    socket.close()
+
+
+def test_the_extraction_websocket_refuses_an_anonymous_browser(page, live_app):
+    page.goto("/admin/login/")  # same origin as the socket: only the missing session is wrong
+    socket = open_socket(page, f"{live_app.ws_url}/ws/threads/{live_app.seed['thread_id']}/extraction/")
+    assert not socket.opened
+    assert socket.events() == []
+
+
+def test_extraction_in_the_server_streams_its_events_to_the_browser(logged_in_page, live_app):
+    if live_app.llm_mode == "none":
+        pytest.skip("OAM_BROWSER_LLM=none: the live server has no LLM to extract with")
+    thread_id = f"browser-ws-{uuid.uuid4().hex[:8]}"
+    status, body = live_app.api("POST", "/threads", {"thread_id": thread_id, "user_id": "browser-user",
+                                                     "agent_id": "browser-agent"})
+    assert status == 201, body
+    socket = open_socket(logged_in_page, f"{live_app.ws_url}/ws/threads/{thread_id}/extraction/")
+    assert socket.opened, socket.close_code
+    assert socket.wait_for("state")["watermark"] == 0
+
+    status, body = live_app.api("POST", f"/threads/{thread_id}/messages", {"messages": [
+        {"role": "user", "content": "I love green tea."},
+        {"role": "user", "content": "I live in Lisbon."},
+    ]})
+    assert status == 201, body
+    ids = body["ids"]
+    timeout = 300 if live_app.llm_mode == "local" else 90
+    logged_in_page.wait_for_function(
+        "(key) => window.__oamSockets[key].events.some((e) => ['finished', 'failed'].includes(e.event))",
+        arg=socket.key, timeout=timeout * 1000)
+    names = [e["event"] for e in socket.events()]
+    assert names[:3] == ["state", "queued", "started"], names
+    assert names[-1] == "finished", socket.events()
+    finished = socket.events()[-1]
+    assert finished["thread_id"] == thread_id and finished["watermark"] == 2
+
+    if live_app.llm_mode == "scripted":  # deterministic replies: check what was stored from them
+        created = [e for e in socket.events() if e["event"] == "memory_created"]
+        assert len(created) == 2 == finished["memories_created"]
+        stored = live_app.python(
+            f"from memory.models import Memory\nrows = Memory.objects.filter(thread_id={thread_id!r})\n"
+            "result = {m.pk: [m.content, m.source_message_ids] for m in rows}"
+        )
+        assert sorted(stored.values()) == [["user said: I live in Lisbon.", [ids[1]]],
+                                           ["user said: I love green tea.", [ids[0]]]]
+        assert {e["memory_id"] for e in created} == set(stored)
+        assert any(r["response_format"]["json_schema"]["name"] == "extracted_memories" for r in live_app.llm.requests)
+    socket.close()
+
+
+def test_live_app_helpers_reach_the_server_database(live_app):
+    seed = live_app.seed
+    counts = live_app.python(
+        "from memory.models import ExtractionJob, Memory, Message, Thread\n"
+        f"result = {{'threads': Thread.objects.filter(user_id={seed['sample']!r}).count(),\n"
+        f"          'messages': Message.objects.filter(thread__user_id={seed['sample']!r}).count(),\n"
+        f"          'memories': dict(Memory.objects.filter(thread_id={seed['thread_id']!r})"
+        ".values_list('pk', 'status')),\n"
+        f"          'jobs': ExtractionJob.objects.filter(thread__user_id={seed['sample']!r}).count()}}"
+    )
+    sample = next(s for s in locomo.iter_samples(locomo.default_data_path()) if s.sample_id == seed["sample"])
+    assert counts["threads"] == len(sample.sessions) == len(seed["thread_ids"])
+    assert counts["messages"] == sample.turn_count
+    assert counts["jobs"] == 0  # the server's boot sweep left the imported threads alone
+    memories = seed["memory_ids"]
+    assert counts["memories"] == {memories["superseded"]: "invalid", memories["current"]: "valid",
+                                  memories["preference"]: "valid"}
+
+    status, links = live_app.api("GET", f"/threads/{seed['thread_id']}/links")
+    assert status == 200
+    assert {(r["relation_id"], r["relation_type"], r["source_record_id"], r["target_record_id"]) for r in links} == {
+        (seed["relation_ids"]["supersedes"], "supersedes", memories["current"], memories["superseded"]),
+        (seed["relation_ids"]["supports"], "supports", memories["preference"], memories["current"]),
+    }
+    assert live_app.api("GET", "/threads/conv-30-s1", key="wrong-key")[0] == 401
+    with pytest.raises(LiveAppError, match="ZeroDivisionError"):
+        live_app.python("result = 1 / 0")
