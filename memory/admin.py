@@ -1,16 +1,31 @@
-"""Django admin for threads, messages and memories.
+"""Django admin for every table of the memory engine (issue 7: "Django admin stays complete").
 
-Edits made here go straight to the rows; the search chunks are kept in step
-by ``save_model``/``delete_model`` through the same services the API uses, so
-an edited memory is re-embedded.
+Threads, messages, memories, images and relations are edited and deleted
+through the same services the API uses (``save_model``/``delete_model``), so
+an edited memory is re-embedded and its chunks and relations stay in step.
+Derived rows (search chunks, summaries, extraction jobs) are read-only here:
+the engine writes them. Each list has filters and a search box.
 """
 
 from django.contrib import admin
 
-from memory import services
+from memory import links, selectors, services
 from memory.client import AgentMemory
-from memory.models import Memory, Message, SearchChunk, Thread
+from memory.models import ExtractionJob, Image, Memory, Message, RecordLink, SearchChunk, Thread, ThreadSummary
 from memory.types import NOTSET
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows the engine derives and keeps in step itself: listed and shown, never edited here."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 class MessageInline(admin.TabularInline):
@@ -27,7 +42,7 @@ class MessageInline(admin.TabularInline):
 class ThreadAdmin(admin.ModelAdmin):
     list_display = ("id", "user_id", "agent_id", "created_at", "updated_at")
     search_fields = ("id", "user_id", "agent_id")
-    list_filter = ("created_at",)
+    list_filter = ("created_at", "updated_at", "agent_id")
     readonly_fields = ("next_seq", "extracted_through_seq", "created_at", "updated_at")
     inlines = [MessageInline]
 
@@ -42,7 +57,7 @@ class ThreadAdmin(admin.ModelAdmin):
 @admin.register(Message)
 class MessageAdmin(admin.ModelAdmin):
     list_display = ("id", "thread", "seq", "role", "short_content", "timestamp", "status", "expires_at")
-    list_filter = ("status", "role")
+    list_filter = ("status", "role", "created_at")
     search_fields = ("id", "thread__id", "content")
     readonly_fields = ("id", "thread", "seq", "role", "timestamp", "event_at", "created_at", "updated_at")
     fields = ("id", "thread", "seq", "role", "content", "metadata", "timestamp", "status", "expires_at",
@@ -75,7 +90,7 @@ class MessageAdmin(admin.ModelAdmin):
 @admin.register(Memory)
 class MemoryAdmin(admin.ModelAdmin):
     list_display = ("id", "memory_type", "short_content", "user_id", "thread_id", "status", "expires_at")
-    list_filter = ("memory_type", "status")
+    list_filter = ("memory_type", "status", "created_at")
     search_fields = ("id", "content", "user_id", "agent_id", "thread_id")
     readonly_fields = ("id", "user_id", "agent_id", "thread_id", "source_message_ids", "created_at", "updated_at")
     fields = ("id", "memory_type", "content", "metadata", "status", "timestamp", "expires_at", "user_id",
@@ -89,20 +104,115 @@ class MemoryAdmin(admin.ModelAdmin):
         return False  # memories are added through the API or extraction, which embed them
 
     def save_model(self, request, obj, form, change):
-        thread = AgentMemory().get_thread(obj.thread_id)
         changed = set(form.changed_data)
-        thread.update_memory(
-            obj.pk,
-            content=obj.content if "content" in changed else NOTSET,
-            metadata=obj.metadata if "metadata" in changed else NOTSET,
-            timestamp=obj.timestamp if "timestamp" in changed else NOTSET,
-            status=obj.status if "status" in changed else NOTSET,
-        )
-        if "memory_type" in changed or "expires_at" in changed:
-            Memory.objects.filter(pk=obj.pk).update(memory_type=obj.memory_type, expires_at=obj.expires_at)
-            SearchChunk.objects.filter(source_kind="memory", record_id=obj.pk).update(
-                record_type=obj.memory_type, expires_at=obj.expires_at)
+        given = {name: getattr(obj, name) for name in ("content", "metadata", "timestamp", "status", "memory_type")
+                 if name in changed}
+        # services.memory_update is what Thread.update_memory calls; it also takes memory_type (not a spec parameter).
+        services.memory_update(thread=selectors.thread_get(obj.thread_id), memory_id=obj.pk,
+                               retention=AgentMemory().retention_config, **given)
+        if "expires_at" in changed:
+            Memory.objects.filter(pk=obj.pk).update(expires_at=obj.expires_at)
+            SearchChunk.objects.filter(source_kind="memory", record_id=obj.pk).update(expires_at=obj.expires_at)
 
     def delete_model(self, request, obj):
-        Memory.objects.filter(pk=obj.pk).delete()
-        SearchChunk.objects.filter(source_kind="memory", record_id=obj.pk).delete()
+        if obj.thread_id and Thread.objects.filter(pk=obj.thread_id).exists():
+            # Relations go with the memory and the records it invalidated are valid again.
+            services.memory_delete(thread=Thread.objects.get(pk=obj.thread_id), memory_id=obj.pk)
+        if Memory.objects.filter(pk=obj.pk).exists():  # expired, or owned by no thread
+            Memory.objects.filter(pk=obj.pk).delete()
+            SearchChunk.objects.filter(source_kind="memory", record_id=obj.pk).delete()
+            links.links_detach(memory_ids=[obj.pk])
+
+
+@admin.register(Image)
+class ImageAdmin(admin.ModelAdmin):
+    """Images (issue 5): description and metadata edited through ``Thread.update_image`` (re-embeds)."""
+
+    list_display = ("id", "thread", "message", "mime_type", "width", "height", "size_bytes", "short_description",
+                    "expires_at")
+    list_filter = ("mime_type", "created_at")
+    search_fields = ("id", "thread__id", "message__id", "description")
+    fields = ("id", "thread", "message", "mime_type", "width", "height", "size_bytes", "description", "metadata",
+              "timestamp", "expires_at", "created_at", "updated_at")
+    readonly_fields = ("id", "thread", "message", "mime_type", "width", "height", "size_bytes", "timestamp",
+                       "expires_at", "created_at", "updated_at")
+
+    @admin.display(description="description")
+    def short_description(self, obj):
+        return (obj.description or "")[:80]
+
+    def has_add_permission(self, request):
+        return False  # images are validated and embedded by add_image / add_messages
+
+    def save_model(self, request, obj, form, change):
+        changed = {name: getattr(obj, name) for name in ("description", "metadata") if name in form.changed_data}
+        if changed:
+            AgentMemory().get_thread(obj.thread_id).update_image(obj.pk, **changed)
+
+    def delete_model(self, request, obj):
+        if obj.message_id:  # spec: delete_image refuses message parts
+            self.message_user(request, "An image part of a message goes with its message: delete or edit the "
+                                       "message instead.", level="error")
+            return
+        AgentMemory().get_thread(obj.thread_id).delete_image(obj.pk)
+
+
+@admin.register(RecordLink)
+class RecordLinkAdmin(admin.ModelAdmin):
+    """Relations (spec: link_records): edited and deleted through ``memory.links`` (status lifecycle kept)."""
+
+    list_display = ("id", "thread_id", "source_id", "relation_type", "target_id", "opposite_relation_type",
+                    "created_at")
+    list_filter = ("relation_type", "source_type", "target_type")
+    search_fields = ("id", "thread_id", "source_id", "target_id", "relation_type")
+    fields = ("id", "thread_id", "source_id", "source_type", "target_id", "target_type", "relation_type",
+              "opposite_relation_type", "metadata", "timestamp", "created_at")
+    readonly_fields = ("id", "thread_id", "source_id", "source_type", "target_id", "target_type", "created_at")
+
+    def has_add_permission(self, request):
+        return False  # link_records checks the endpoints; use the staff thread page or the API
+
+    def save_model(self, request, obj, form, change):
+        given = {name: getattr(obj, name) for name in ("relation_type", "opposite_relation_type", "timestamp",
+                                                       "metadata") if name in form.changed_data}
+        links.link_update(thread=Thread.objects.get(pk=obj.thread_id), relation_id=obj.pk, **given)
+
+    def delete_model(self, request, obj):
+        links.link_delete(thread=Thread.objects.get(pk=obj.thread_id), relation_id=obj.pk)
+
+    def delete_queryset(self, request, queryset):
+        for pk, thread_id in list(queryset.values_list("pk", "thread_id")):
+            links.link_delete(thread=Thread.objects.get(pk=thread_id), relation_id=pk)
+
+
+@admin.register(SearchChunk)
+class SearchChunkAdmin(ReadOnlyAdmin):
+    """Search units (derived from records by the services); the embedding column is not shown."""
+
+    list_display = ("id", "record_type", "record_id", "chunk_index", "thread_id", "status", "expires_at", "short_text")
+    list_filter = ("record_type", "source_kind", "status")
+    search_fields = ("record_id", "thread_id", "user_id", "agent_id", "text")
+    exclude = ("embedding",)
+
+    @admin.display(description="text")
+    def short_text(self, obj):
+        return obj.text[:80]
+
+
+@admin.register(ThreadSummary)
+class ThreadSummaryAdmin(ReadOnlyAdmin):
+    """Durable summaries (refreshed by the LLM, memory.context)."""
+
+    list_display = ("thread", "revision", "through_seq", "updated_at")
+    list_filter = ("updated_at",)
+    search_fields = ("thread__id", "content")
+
+
+@admin.register(ExtractionJob)
+class ExtractionJobAdmin(ReadOnlyAdmin):
+    """Extraction jobs (memory.extraction): state, counts, timings and errors."""
+
+    list_display = ("id", "thread", "trigger", "status", "from_seq", "to_seq", "attempts", "memories_created",
+                    "memories_linked", "seconds", "created_at")
+    list_filter = ("status", "trigger", "created_at")
+    search_fields = ("thread__id", "error")

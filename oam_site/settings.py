@@ -30,9 +30,12 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "channels",
+    "django_htmx",
+    "template_partials",  # {% partialdef %}: one template serves a page and its htmx fragments
     "django_dramatiq",  # before "memory": it sets the Dramatiq broker the actors bind to
     "memory",
     "threads",
+    "staff",
 ]
 
 MIDDLEWARE = [
@@ -44,6 +47,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
 ]
 
 ROOT_URLCONF = "oam_site.urls"
@@ -64,6 +68,10 @@ TEMPLATES = [
 ]
 
 ASGI_APPLICATION = "oam_site.asgi.application"
+
+# Staff pages (staff/): Django's own auth, staff accounts only.
+LOGIN_URL = "staff:login"
+LOGIN_REDIRECT_URL = "staff:thread_list"
 
 # --- Database -----------------------------------------------------------------
 VAR_DIR = Path(env.str("OAM_VAR_DIR", default=str(BASE_DIR / "var")))
@@ -187,6 +195,10 @@ OAM_DEFAULT_TTL_DAYS = env.int("OAM_DEFAULT_TTL_DAYS", default=None) if env.str(
 OAM_MAX_TTL_DAYS = env.int("OAM_MAX_TTL_DAYS", default=None) if env.str("OAM_MAX_TTL_DAYS", default="") else None
 # get_messages() without start/end returns this many most recent messages.
 OAM_MESSAGE_WINDOW = env.int("OAM_MESSAGE_WINDOW", default=100)
+# Largest request body Django reads into memory (JSON, form fields; uploaded files
+# are not counted). Images travel as base64 JSON, 4/3 of their size: 32 MiB holds
+# one image at the default 20 MiB limit (memory.images.ImageInputLimitConfig).
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("OAM_MAX_REQUEST_BYTES", default=32 * 1024 * 1024)
 
 # --- LLM (memory.llm) ----------------------------------------------------------------
 # Any OpenAI-compatible chat-completions endpoint, base URL with its API prefix

@@ -1,11 +1,14 @@
-"""URL configuration: the Django admin and the JSON API (docs at ``/api/docs``)."""
+"""URL configuration: the Django admin, the JSON API (docs at ``/api/docs``) and the staff pages (``/staff/``)."""
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
+from django.views.generic import RedirectView
 
 from oam_site.api import api
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api.urls),
+    path("staff/", include("staff.urls")),
+    path("", RedirectView.as_view(pattern_name="staff:home", permanent=False)),
 ]

@@ -1,0 +1,536 @@
+"""Staff pages (issue 7): threads, a thread's records, search playground, context-card preview.
+
+Thin edges (STYLE.md section 2): parse the form, make one call into
+``memory`` (``memory.client`` spec methods, the same the JSON API in
+``threads/api.py`` uses, or ``memory.services``; reads through
+``memory.browse``), render. Every page works without JavaScript (forms post,
+then redirect back); with htmx a form swaps only its region (STYLE.md
+section 8: one view serves the page and its fragment, ``"page.html#region"``
+when ``request.htmx``).
+
+Errors: the ``ValueError``/``TypeError``/``KeyError`` that ``memory`` raises
+is shown next to the field it names (``staff.forms.add_service_error``) with
+status 422, htmx or not; a thread, message, memory or relation that is not
+there is a 404.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import wraps
+from urllib.parse import urlencode
+
+from django.contrib import messages as flash
+from django.contrib.auth.views import redirect_to_login
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import HttpResponseClientRedirect
+
+from memory import browse, extraction, selectors, services
+from memory.client import AgentMemory, Thread
+from memory.errors import NotFound
+from memory.models import MEMORY_TYPES, STATUSES, Thread as ThreadRow
+from staff.forms import (
+    ContextCardForm,
+    MemoryAddForm,
+    MemoryEditForm,
+    MessageEditForm,
+    RelationForm,
+    SearchForm,
+    TTL_ANCHORS,
+    ThreadFilterForm,
+    add_service_error,
+)
+from staff.graph import relation_graph
+from staff.thumbnails import thumbnail
+
+INVALID = 422
+#: What ``memory`` raises for bad input (the spec's error types: ValueError, TypeError, KeyError).
+SERVICE_ERRORS = (ValueError, TypeError, KeyError)
+DETAIL = "staff/thread_detail.html"
+#: Choices the inline memory form lists.
+FORM_CHOICES = {"memory_types": MEMORY_TYPES, "statuses": STATUSES, "ttl_anchors": TTL_ANCHORS}
+
+
+def staff_required(view):
+    """Let active staff users in; send anyone else to the staff login page.
+
+    An htmx request gets ``HX-Redirect`` instead of a redirect, so the login
+    page replaces the whole page rather than landing inside a region.
+    """
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs):
+        user = request.user
+        if user.is_authenticated and user.is_active and user.is_staff:
+            return view(request, *args, **kwargs)
+        login = reverse("staff:login")
+        if request.htmx:
+            back = request.htmx.current_url_abs_path or request.get_full_path()
+            return HttpResponseClientRedirect(f"{login}?{urlencode({'next': back})}")
+        return redirect_to_login(request.get_full_path(), login)
+
+    return wrapper
+
+
+@dataclass
+class Opened:
+    """A thread as the views use it: the stored ``row``, the spec handle ``api`` and its ``client``."""
+
+    row: ThreadRow
+    api: Thread
+    client: AgentMemory
+
+    @property
+    def thread_id(self) -> str:
+        return self.row.pk
+
+
+def _handle(thread_id: str) -> Opened:
+    """Open a thread (``memory.client``: configured retention, search config and LLM), or 404."""
+    client = AgentMemory()
+    try:
+        row = selectors.thread_get(thread_id)
+    except NotFound:
+        raise Http404(f"no thread {thread_id!r}") from None
+    return Opened(row=row, api=Thread(row, client), client=client)
+
+
+def _found(lookup, *args):
+    """``lookup(*args)`` from ``memory.browse``, a ``NotFound`` becoming a 404."""
+    try:
+        return lookup(*args)
+    except NotFound as exc:
+        raise Http404(exc.message) from None
+
+
+def _detail_url(thread_id: str, anchor: str = "") -> str:
+    return reverse("staff:thread_detail", args=[thread_id]) + (f"#{anchor}" if anchor else "")
+
+
+@dataclass
+class Edit:
+    """A failed inline edit: which record (``kind`` message/memory/relation, ``id``) and its bound form."""
+
+    kind: str
+    id: str
+    form: object
+
+
+# --- threads -----------------------------------------------------------------------------------
+
+
+@require_GET
+@staff_required
+def home(request: HttpRequest) -> HttpResponse:
+    """``/staff/``: the thread list."""
+    return redirect("staff:thread_list")
+
+
+@require_GET
+@staff_required
+@vary_on_headers("HX-Request")
+def thread_list(request: HttpRequest) -> HttpResponse:
+    """Threads with counts and last activity, filtered by ``q``, ``user_id``, ``agent_id``, ``metadata``; paged.
+
+    htmx: the ``#thread-browser`` fragment (filters and list). A bad metadata
+    filter is shown next to its field with status 422.
+    """
+    form = ThreadFilterForm(request.GET)
+    status = 200
+    if form.is_valid():
+        data = form.cleaned_data
+        rows = browse.thread_browse(q=data["q"].strip(), user_id=data["user_id"].strip(),
+                                    agent_id=data["agent_id"].strip(), metadata_filter=data["metadata"])
+    else:
+        rows, status = ThreadRow.objects.none(), INVALID
+    page = Paginator(rows, browse.THREADS_PER_PAGE).get_page(request.GET.get("page"))
+    template = "staff/thread_list.html" + ("#thread-browser" if request.htmx else "")
+    return render(request, template, {"form": form, "page": page, "nav": "threads"}, status=status)
+
+
+def _records_context(handle: Opened, *, edit: Edit | None = None, add_form=None, relation_form=None) -> dict:
+    """The memories and relations regions: memories grouped by type, relations, graph and their forms."""
+    row = handle.row
+    now = timezone.now()
+    rows = list(browse.memories(row))
+    by_id = {m.pk: m for m in rows}
+    relations = browse.relations(row, by_id)
+    live = [m for m in rows if m.expires_at is None or m.expires_at > now]
+    return {
+        **FORM_CHOICES,
+        "thread": row,
+        "now": now,
+        "nav": "threads",
+        "memory_groups": browse.group_by_type(rows),
+        "memories_total": len(rows),
+        "relations": relations,
+        "graph": relation_graph(relations),
+        "add_form": add_form or MemoryAddForm(),
+        "relation_form": relation_form or RelationForm(memories=live),
+        "edit": edit,
+    }
+
+
+def _timeline_context(handle: Opened, request: HttpRequest) -> dict:
+    """The ``#timeline`` region: one page (``?page=``, 200 messages) of the conversation."""
+    page = Paginator(browse.timeline(handle.row), browse.MESSAGES_PER_PAGE).get_page(request.GET.get("page"))
+    return {**FORM_CHOICES, "thread": handle.row, "now": timezone.now(), "messages_page": page}
+
+
+def _detail_context(handle: Opened, request: HttpRequest, **records) -> dict:
+    return {
+        **_timeline_context(handle, request),
+        **_records_context(handle, **records),
+        "overview": browse.thread_overview(handle.thread_id),
+        "summary": browse.summary_view(handle.row),
+        "extraction": extraction.extraction_state(thread_id=handle.thread_id),
+    }
+
+
+@require_GET
+@staff_required
+def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
+    """A thread: header, ``#timeline``, ``#memories``, ``#summary``, ``#relations``, ``#extraction-progress``."""
+    handle = _handle(thread_id)
+    return render(request, DETAIL, _detail_context(handle, request))
+
+
+@require_GET
+@staff_required
+def timeline_region(request: HttpRequest, thread_id: str) -> HttpResponse:
+    """The ``#timeline`` fragment, one page of messages (``?page=``); the full thread page without htmx."""
+    handle = _handle(thread_id)
+    if not request.htmx:
+        return redirect(_detail_url(thread_id) + (f"?page={request.GET['page']}" if "page" in request.GET else ""))
+    return render(request, DETAIL + "#timeline", {**_timeline_context(handle, request), "edit": None})
+
+
+@require_GET
+@staff_required
+def memories_region(request: HttpRequest, thread_id: str) -> HttpResponse:
+    """The ``#memories`` fragment with ``#relations`` out of band (the live-extraction script reloads them)."""
+    handle = _handle(thread_id)
+    return _records_response(request, handle, _records_context(handle))
+
+
+@require_GET
+@staff_required
+def extraction_region(request: HttpRequest, thread_id: str) -> HttpResponse:
+    """The ``#extraction-progress`` fragment: the thread's extraction state as stored."""
+    handle = _handle(thread_id)
+    return render(request, DETAIL + "#extraction",
+                  {"thread": handle.row, "extraction": extraction.extraction_state(thread_id=handle.thread_id)})
+
+
+def _records_response(request: HttpRequest, handle: Opened, context: dict, *, main: str = "memories",
+                      status: int = 200) -> HttpResponse:
+    """``#memories`` and ``#relations`` for an htmx swap: ``main`` in place, the other out of band.
+
+    Both change together: a relation can invalidate a memory, a retyped or
+    deleted memory changes the relations list.
+    """
+    other = "relations" if main == "memories" else "memories"
+    body = render_to_string(f"{DETAIL}#{main}", context, request)
+    body += render_to_string(f"{DETAIL}#{other}", {**context, "oob": True}, request)
+    return HttpResponse(body, status=status)
+
+
+def _after_write(request: HttpRequest, handle: Opened, text: str, anchor: str, *, main: str = "memories"):
+    """Success: the records regions for htmx; otherwise a flash message and a redirect back (POST/redirect/GET)."""
+    if request.htmx:
+        return _records_response(request, handle, _records_context(handle), main=main)
+    flash.success(request, text)
+    return redirect(_detail_url(handle.thread_id, anchor))
+
+
+def _invalid(request: HttpRequest, handle: Opened, *, main: str = "memories", **records) -> HttpResponse:
+    """A form with errors: its region for htmx, else the whole thread page; status 422 both ways."""
+    if request.htmx:
+        return _records_response(request, handle, _records_context(handle, **records), main=main, status=INVALID)
+    return render(request, DETAIL, _detail_context(handle, request, **records), status=INVALID)
+
+
+# --- messages ----------------------------------------------------------------------------------
+
+
+@require_POST
+@staff_required
+def message_edit(request: HttpRequest, thread_id: str, message_id: str) -> HttpResponse:
+    """Edit a message's content and metadata through ``Thread.update_message`` (re-embeds, re-extracts).
+
+    Only changed fields are sent: unchanged content is not re-embedded.
+    htmx: the message's list item.
+    """
+    handle = _handle(thread_id)
+    row = _found(browse.message_row, handle.row, message_id)
+    form = MessageEditForm(request.POST, message=row)
+    if form.is_valid():
+        try:
+            changes = form.changes()
+            if changes:
+                handle.api.update_message(message_id, **changes)
+        except SERVICE_ERRORS as exc:
+            add_service_error(form, exc)
+    if not form.is_valid():
+        edit = Edit("message", message_id, form)
+        if request.htmx:
+            return render(request, DETAIL + "#message", {"thread": handle.row, "message": row, "edit": edit,
+                                                          "now": timezone.now(), **FORM_CHOICES}, status=INVALID)
+        return render(request, DETAIL, _detail_context(handle, request, edit=edit), status=INVALID)
+    if request.htmx:
+        row.refresh_from_db()
+        return render(request, DETAIL + "#message", {"thread": handle.row, "message": row, "now": timezone.now(),
+                                                      **FORM_CHOICES})
+    flash.success(request, "Message saved.")
+    return redirect(_detail_url(thread_id, f"message-{row.seq}"))
+
+
+@require_http_methods(["GET", "POST"])
+@staff_required
+def message_delete(request: HttpRequest, thread_id: str, message_id: str) -> HttpResponse:
+    """GET: ask for confirmation. POST: ``Thread.delete_message`` (its chunks go with it).
+
+    htmx POST: an empty body that removes the list item.
+    """
+    handle = _handle(thread_id)
+    row = _found(browse.message_row, handle.row, message_id)
+    if request.method == "GET":
+        return _confirm(request, handle, kind="message", record=row,
+                        action=reverse("staff:message_delete", args=[thread_id, message_id]),
+                        text=f"{row.role}: {row.content}")
+    try:
+        deleted = handle.api.delete_message(message_id)
+    except TimeoutError as exc:
+        return _confirm(request, handle, kind="message", record=row, status=503, error=str(exc),
+                        action=reverse("staff:message_delete", args=[thread_id, message_id]),
+                        text=f"{row.role}: {row.content}")
+    if not deleted:  # expired meanwhile: the spec's delete sees live messages only
+        raise Http404(f"no live message {message_id!r}")
+    if request.htmx:
+        return HttpResponse("")
+    flash.success(request, "Message deleted.")
+    return redirect(_detail_url(thread_id, "timeline"))
+
+
+def _confirm(request: HttpRequest, handle: Opened, *, kind: str, record, action: str, text: str,
+             status: int = 200, error: str = "") -> HttpResponse:
+    """The delete confirmation: a fragment under the record for htmx, a page of its own otherwise."""
+    context = {"thread": handle.row, "kind": kind, "record": record, "action": action, "text": text,
+               "error": error, "cancel": _detail_url(handle.thread_id)}
+    template = "staff/confirm_delete.html" + ("#confirm" if request.htmx else "")
+    return render(request, template, context, status=status)
+
+
+# --- memories ----------------------------------------------------------------------------------
+
+
+@require_POST
+@staff_required
+def memory_add(request: HttpRequest, thread_id: str) -> HttpResponse:
+    """Store a manual memory through ``Thread.add_memory`` (embedded and searchable at once)."""
+    handle = _handle(thread_id)
+    form = MemoryAddForm(request.POST)
+    if form.is_valid():
+        try:
+            arguments = form.arguments()
+            memory_id = handle.api.add_memory(arguments.pop("content"), **arguments)
+        except SERVICE_ERRORS as exc:
+            add_service_error(form, exc)
+    if not form.is_valid():
+        return _invalid(request, handle, add_form=form)
+    return _after_write(request, handle, "Memory added.", f"memory-{memory_id}")
+
+
+@require_POST
+@staff_required
+def memory_edit(request: HttpRequest, thread_id: str, memory_id: str) -> HttpResponse:
+    """Edit content, type, status and TTL through ``services.memory_update`` (what ``update_memory`` calls).
+
+    Changed content is re-embedded; a new type moves the record, its chunks
+    and its relation endpoints together. Only changed fields are sent.
+    """
+    handle = _handle(thread_id)
+    row = _found(browse.memory_row, handle.row, memory_id)
+    form = MemoryEditForm(request.POST)
+    if form.is_valid():
+        try:
+            changes = form.changes(row)
+            if changes:
+                services.memory_update(thread=handle.row, memory_id=memory_id,
+                                       retention=handle.client.retention_config, **changes)
+        except SERVICE_ERRORS as exc:
+            add_service_error(form, exc)
+    if not form.is_valid():
+        return _invalid(request, handle, edit=Edit("memory", memory_id, form))
+    return _after_write(request, handle, "Memory saved.", f"memory-{memory_id}")
+
+
+@require_http_methods(["GET", "POST"])
+@staff_required
+def memory_delete(request: HttpRequest, thread_id: str, memory_id: str) -> HttpResponse:
+    """GET: ask for confirmation. POST: ``Thread.delete_memory`` (relations go, their targets revalidate)."""
+    handle = _handle(thread_id)
+    row = _found(browse.memory_row, handle.row, memory_id)
+    action = reverse("staff:memory_delete", args=[thread_id, memory_id])
+    text = f"[{row.memory_type}] {row.content}"
+    if request.method == "GET":
+        return _confirm(request, handle, kind="memory", record=row, action=action, text=text)
+    try:
+        deleted = handle.api.delete_memory(memory_id)
+    except TimeoutError as exc:
+        return _confirm(request, handle, kind="memory", record=row, action=action, text=text, status=503,
+                        error=str(exc))
+    if not deleted:
+        raise Http404(f"no live memory {memory_id!r}")
+    return _after_write(request, handle, "Memory deleted.", "memories")
+
+
+# --- relations ---------------------------------------------------------------------------------
+
+
+@require_POST
+@staff_required
+def relation_add(request: HttpRequest, thread_id: str) -> HttpResponse:
+    """Relate two memories of the thread through ``Thread.link_records``."""
+    handle = _handle(thread_id)
+    now = timezone.now()
+    live = [m for m in browse.memories(handle.row) if m.expires_at is None or m.expires_at > now]
+    form = RelationForm(request.POST, memories=live)
+    if form.is_valid():
+        try:
+            handle.api.link_records(**form.arguments())
+        except SERVICE_ERRORS as exc:
+            add_service_error(form, exc)
+    if not form.is_valid():
+        return _invalid(request, handle, main="relations", relation_form=form)
+    return _after_write(request, handle, "Relation added.", "relations", main="relations")
+
+
+@require_http_methods(["GET", "POST"])
+@staff_required
+def relation_delete(request: HttpRequest, thread_id: str, relation_id: str) -> HttpResponse:
+    """GET: ask for confirmation. POST: ``Thread.delete_record_link(relation_id=...)``."""
+    handle = _handle(thread_id)
+    row = _found(browse.relation_row, handle.row, relation_id)
+    if request.method == "GET":
+        return _confirm(request, handle, kind="relation", record=row,
+                        action=reverse("staff:relation_delete", args=[thread_id, relation_id]), text=str(row))
+    if not handle.api.delete_record_link(relation_id=relation_id):
+        raise Http404(f"no relation {relation_id!r}")
+    return _after_write(request, handle, "Relation removed.", "relations", main="relations")
+
+
+# --- extraction --------------------------------------------------------------------------------
+
+
+@require_POST
+@staff_required
+def extract_now(request: HttpRequest, thread_id: str) -> HttpResponse:
+    """Extract the pending messages now (``Thread.extract_pending_messages``); progress arrives over the socket.
+
+    htmx: the ``#extraction-progress`` fragment with a note of what happened.
+    """
+    handle = _handle(thread_id)
+    status = 200
+    try:
+        job_id = handle.api.extract_pending_messages()
+        if job_id is not None:
+            note = f"Extraction job {job_id} started."
+        elif handle.api.llm is None or not handle.api.memory_extraction_config.extract_memories:
+            note, status = "Extraction is off for this thread: no LLM is configured (OAM_LLM_BASE_URL) " \
+                           "or extract_memories is false.", 409
+        else:
+            note = "Nothing to extract: every message is already extracted or queued."
+    except TimeoutError as exc:
+        note, status = str(exc), 503
+    if request.htmx:
+        return render(request, DETAIL + "#extraction",
+                      {"thread": handle.row, "extraction": extraction.extraction_state(thread_id=handle.thread_id),
+                       "note": note}, status=status)
+    (flash.success if status == 200 else flash.error)(request, note)
+    return redirect(_detail_url(thread_id, "extraction-progress"))
+
+
+# --- images ------------------------------------------------------------------------------------
+
+
+@require_GET
+@staff_required
+def image(request: HttpRequest, thread_id: str, image_id: str) -> HttpResponse:
+    """An image of the thread as stored (``?thumb=1``: a PNG thumbnail of at most 160 px a side).
+
+    Served with its validated MIME type, ``nosniff`` and a CSP that runs nothing.
+    """
+    handle = _handle(thread_id)
+    row = _found(browse.image_data, handle.row, image_id)
+    data, mime_type = bytes(row.data), row.mime_type
+    if "thumb" in request.GET:
+        try:
+            data, mime_type = thumbnail(data)
+        except OSError:
+            raise Http404(f"image {image_id!r} cannot be decoded") from None
+    response = HttpResponse(data, content_type=mime_type)
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'"
+    response["Cache-Control"] = "private, max-age=300"
+    return response
+
+
+# --- context card and search ------------------------------------------------------------------
+
+
+@require_GET
+@staff_required
+@vary_on_headers("HX-Request")
+def context_card(request: HttpRequest, thread_id: str) -> HttpResponse:
+    """The card ``Thread.get_context_card`` gives an agent, with the spec's options (blank: default).
+
+    htmx: the ``#card-panel`` fragment (options and ``#context-card``).
+    """
+    handle = _handle(thread_id)
+    form = ContextCardForm(request.GET if "preview" in request.GET else None)
+    card, status = None, 200
+    if not form.is_bound or form.is_valid():
+        try:
+            card = handle.api.get_context_card(**(form.arguments() if form.is_bound else {}))
+        except SERVICE_ERRORS as exc:
+            add_service_error(form, exc)
+            card = None
+    if form.is_bound and not form.is_valid():
+        status = INVALID
+    template = "staff/context_card.html" + ("#card-panel" if request.htmx else "")
+    return render(request, template, {"thread": handle.row, "form": form, "card": card, "nav": "threads"},
+                  status=status)
+
+
+@require_GET
+@staff_required
+@vary_on_headers("HX-Request")
+def search(request: HttpRequest) -> HttpResponse:
+    """Search playground: ``AgentMemory.search`` across threads (omitted ids leave their dimension open).
+
+    Results show rank, score, distance, type, where each record came from
+    (thread, user, agent; a memory's source messages) and linked memories.
+    htmx: the ``#search-panel`` fragment (form and ``#search-results``).
+    """
+    form = SearchForm(request.GET if "query" in request.GET else None,
+                      initial={"thread_id": request.GET.get("thread_id", "")})
+    results, status = None, 200
+    if form.is_bound and form.is_valid():
+        try:
+            arguments = form.arguments()
+            results = AgentMemory().search(arguments.pop("query"), **arguments)
+        except SERVICE_ERRORS as exc:
+            add_service_error(form, exc)
+            results = None
+    if form.is_bound and not form.is_valid():
+        status = INVALID
+    template = "staff/search.html" + ("#search-panel" if request.htmx else "")
+    return render(request, template, {"form": form, "results": results, "nav": "search"}, status=status)
