@@ -267,3 +267,39 @@ def get_vector_cache(alias: str = "default") -> VectorCache | None:
                 max_rows=getattr(settings, "OAM_VECTOR_CACHE_MAX_ROWS", 1_000_000),
             )
         return cache
+
+
+def warm(alias: str = "default") -> int:
+    """Load the cache for database ``alias`` now, on this thread's connection; the rows held (0 if none).
+
+    A no-op (0) off SQLite, with the cache off, or over its row cap. Closes
+    the connection it opened, so it is safe on a fresh thread.
+    """
+    from django.db import connections
+
+    connection = connections[alias]
+    try:
+        cache = get_vector_cache(alias)
+        if cache is None or connection.vendor != "sqlite":
+            return 0
+        snapshot = cache.snapshot(connection)
+        return 0 if snapshot is None else snapshot.n
+    finally:
+        connection.close()
+
+
+def warm_in_background(alias: str = "default") -> threading.Thread:
+    """Start ``warm`` on a daemon thread (the server does this on its first request, so the
+    one-off load, about 0.8 s per 100,000 chunks, rarely falls on a search). Errors are logged."""
+
+    def run():
+        try:
+            rows = warm(alias)
+            if rows:
+                logger.info("vector cache: %s chunks held", rows)
+        except Exception:  # a warm-up must never take the server down
+            logger.exception("vector cache: warm-up failed; the first search will load it")
+
+    thread = threading.Thread(target=run, name="oam-vector-cache-warm", daemon=True)
+    thread.start()
+    return thread

@@ -16,13 +16,15 @@ from asgiref.sync import sync_to_async  # noqa: E402
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from memory.vector_cache import warm_in_background  # noqa: E402
 from memory.worker import ensure_embedded_worker  # noqa: E402
 from oam_site.routing import websocket_urlpatterns  # noqa: E402
 from threads.consumers import OriginValidatorUnlessApiKey  # noqa: E402
 
 
 class StartEmbeddedWorker:
-    """ASGI middleware: start the embedded Dramatiq worker on the first HTTP or WebSocket scope."""
+    """ASGI middleware: on the first HTTP or WebSocket scope, start the embedded Dramatiq
+    worker and load the search vector cache in the background (``memory.vector_cache``)."""
 
     def __init__(self, app):
         self.app = app
@@ -31,6 +33,7 @@ class StartEmbeddedWorker:
     async def __call__(self, scope, receive, send):
         if not self.started and scope["type"] in ("http", "websocket"):
             self.started = True
+            warm_in_background()
             await sync_to_async(ensure_embedded_worker, thread_sensitive=False)()
         return await self.app(scope, receive, send)
 

@@ -202,3 +202,19 @@ def test_snapshot_nearest_skips_dead_rows_and_handles_small_stores():
     assert snap.live_rows == 4
     empty = VectorCache()._snapshot
     assert empty.nearest(q, 5).size == 0
+
+
+def test_warm_loads_the_cache_on_its_own_thread(store):
+    from memory.vector_cache import warm_in_background
+
+    thread = warm_in_background()
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    assert get_vector_cache()._snapshot.n == 1500  # loaded by the warm-up, before any search
+
+
+def test_warm_is_a_no_op_with_the_cache_off(store, settings):
+    from memory.vector_cache import warm
+
+    settings.OAM_VECTOR_CACHE = False
+    assert warm() == 0
