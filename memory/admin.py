@@ -4,15 +4,41 @@ Threads, messages, memories, images and relations are edited and deleted
 through the same services the API uses (``save_model``/``delete_model``), so
 an edited memory is re-embedded and its chunks and relations stay in step.
 Derived rows (search chunks, summaries, extraction jobs) are read-only here:
-the engine writes them. Each list has filters and a search box.
+the engine writes them. Each list has filters and a search box. Values the
+services would refuse (``checked_form``) are errors next to their field.
 """
 
+from django import forms
 from django.contrib import admin
 
 from memory import links, selectors, services
 from memory.client import AgentMemory
 from memory.models import ExtractionJob, Image, Memory, Message, RecordLink, SearchChunk, Thread, ThreadSummary
+from memory.services import check_id, check_metadata, check_scope_id
 from memory.types import NOTSET
+
+
+def checked_form(**checks):
+    """A ModelForm class running the engine's argument checks on the fields a save changes.
+
+    ``checks`` maps a field name to ``check(value, field)`` (``services.check_metadata``,
+    ``links.check_relation_type`` ...). The ``ValueError``/``TypeError`` it raises
+    becomes an error next to that field, before anything is written: ``save_model``
+    calls the services, and an error there would be a server error instead.
+    """
+
+    class CheckedForm(forms.ModelForm):
+        def clean(self):
+            data = super().clean()
+            for name, check in checks.items():
+                if name in data and name in self.changed_data:
+                    try:
+                        check(data[name], name)
+                    except (ValueError, TypeError) as exc:
+                        self.add_error(name, getattr(exc, "message", None) or str(exc))
+            return data
+
+    return CheckedForm
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -43,8 +69,20 @@ class ThreadAdmin(admin.ModelAdmin):
     list_display = ("id", "user_id", "agent_id", "created_at", "updated_at")
     search_fields = ("id", "user_id", "agent_id")
     list_filter = ("created_at", "updated_at", "agent_id")
-    readonly_fields = ("next_seq", "extracted_through_seq", "created_at", "updated_at")
+    readonly_fields = ("config", "next_seq", "extracted_through_seq", "created_at", "updated_at")
     inlines = [MessageInline]
+    form = checked_form(id=check_id, user_id=check_scope_id, agent_id=check_scope_id, metadata=check_metadata)
+
+    def get_readonly_fields(self, request, obj=None):
+        """A stored thread's ids are fixed (its records carry them): only metadata changes (``thread_update``)."""
+        return (("id", "user_id", "agent_id") if obj is not None else ()) + self.readonly_fields
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            services.thread_create(thread_id=obj.pk, user_id=obj.user_id, agent_id=obj.agent_id,
+                                   metadata=obj.metadata)
+        elif "metadata" in form.changed_data:
+            services.thread_update(thread_id=obj.pk, metadata=obj.metadata)
 
     def delete_model(self, request, obj):
         services.thread_delete(thread_id=obj.pk)
@@ -62,6 +100,7 @@ class MessageAdmin(admin.ModelAdmin):
     readonly_fields = ("id", "thread", "seq", "role", "timestamp", "event_at", "created_at", "updated_at")
     fields = ("id", "thread", "seq", "role", "content", "metadata", "timestamp", "status", "expires_at",
               "created_at", "updated_at")
+    form = checked_form(metadata=check_metadata)
 
     @admin.display(description="content")
     def short_content(self, obj):
@@ -95,6 +134,7 @@ class MemoryAdmin(admin.ModelAdmin):
     readonly_fields = ("id", "user_id", "agent_id", "thread_id", "source_message_ids", "created_at", "updated_at")
     fields = ("id", "memory_type", "content", "metadata", "status", "timestamp", "expires_at", "user_id",
               "agent_id", "thread_id", "source_message_ids", "created_at", "updated_at")
+    form = checked_form(metadata=check_metadata)
 
     @admin.display(description="content")
     def short_content(self, obj):
@@ -136,6 +176,7 @@ class ImageAdmin(admin.ModelAdmin):
               "timestamp", "expires_at", "created_at", "updated_at")
     readonly_fields = ("id", "thread", "message", "mime_type", "width", "height", "size_bytes", "timestamp",
                        "expires_at", "created_at", "updated_at")
+    form = checked_form(metadata=check_metadata)
 
     @admin.display(description="description")
     def short_description(self, obj):
@@ -168,6 +209,8 @@ class RecordLinkAdmin(admin.ModelAdmin):
     fields = ("id", "thread_id", "source_id", "source_type", "target_id", "target_type", "relation_type",
               "opposite_relation_type", "metadata", "timestamp", "created_at")
     readonly_fields = ("id", "thread_id", "source_id", "source_type", "target_id", "target_type", "created_at")
+    form = checked_form(relation_type=links.check_relation_type, opposite_relation_type=links.check_relation_type,
+                        metadata=check_metadata)
 
     def has_add_permission(self, request):
         return False  # link_records checks the endpoints; use the staff thread page or the API

@@ -55,6 +55,8 @@ DEFAULT_UPDATE_FREQUENCY = -1
 DEFAULT_FALLBACK_MESSAGE_COUNT = 5
 DEFAULT_MAX_RELEVANT_RESULTS = 5
 DEFAULT_MAX_RECENT_MESSAGES = 0
+#: Largest count a context-card or summary option takes (``_check_count``).
+MAX_COUNT = 2**31 - 1
 #: Reply cap for one summary call, in tokens.
 SUMMARY_REPLY_TOKENS = 600
 MAX_TOPICS = 8
@@ -94,13 +96,19 @@ def thread_setting(thread: Thread, name: str, default: Any) -> Any:
 
 
 def _check_count(value: Any, field: str, default: int) -> int:
-    """A non-negative int argument; omitted gives ``default``."""
+    """A non-negative int argument of at most ``MAX_COUNT``; omitted gives ``default``.
+
+    The bound keeps counts inside the 64-bit integers SQL ``LIMIT``/``OFFSET``
+    take (a larger one was a database error, not a ValueError).
+    """
     if value is NOTSET:
         return default
     if not isinstance(value, int) or isinstance(value, bool):
         raise InvalidType(field, "must be an int")
     if value < 0:
         raise InvalidArgument(field, "must be 0 or more")
+    if value > MAX_COUNT:
+        raise InvalidArgument(field, f"must be at most {MAX_COUNT}")
     return value
 
 

@@ -91,12 +91,14 @@ def expires_at(
     created_at: dt.datetime,
     timestamp: str | None,
     field: str = "ttl_anchor",
+    days_field: str = "ttl_days",
 ) -> dt.datetime | None:
     """Return the expiry instant for ``days`` counted from ``anchor``.
 
     A TIMESTAMP anchor needs ``timestamp`` to be ISO-8601 (ValueError naming
     ``field`` otherwise), even when ``days`` is None, so a bad call fails the
-    same way whatever the retention settings are.
+    same way whatever the retention settings are. An expiry after year 9999
+    (``datetime.max``) is a ValueError naming ``days_field``.
     """
     if anchor is TimeToLiveAnchor.TIMESTAMP:
         base = parse_timestamp(timestamp)
@@ -106,4 +108,7 @@ def expires_at(
         base = created_at
     if days is None:
         return None
-    return base + dt.timedelta(days=days)
+    try:
+        return base + dt.timedelta(days=days)
+    except OverflowError:  # past datetime.max (year 9999), the latest instant SQLite and Oracle columns hold
+        raise InvalidArgument(days_field, f"{days} days from {base.date().isoformat()} is after year 9999") from None

@@ -136,6 +136,9 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
+# Serve the app's static files (staff CSS/JS, htmx, admin) from their sources too, so daphne started
+# without `manage.py collectstatic` (`make serve` runs it) still shows a styled, scripted UI.
+WHITENOISE_USE_FINDERS = True
 
 # --- Channels -------------------------------------------------------------------
 OAM_REDIS_URL = env.str("OAM_REDIS_URL", default="")

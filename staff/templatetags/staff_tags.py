@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 from django import template
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.encoding import iri_to_uri
 from django.utils.http import RFC3986_SUBDELIMS
@@ -96,3 +96,17 @@ def record_url(name: str, thread_id: str, record_id: str) -> str:
     """
     segment = quote(str(record_id), safe=RFC3986_SUBDELIMS + "~:@")
     return iri_to_uri(_thread_url(thread_id) + RECORD_ROUTES[name].format(segment))
+
+
+@register.simple_tag
+def thread_url(thread_id: str) -> str:
+    """The staff page of a thread, or "" when its id cannot be a path segment (it holds a ``/``).
+
+    The API accepts any id string, but a routed segment stops at ``/``: such a
+    thread's list row links to the admin and a search hit names it unlinked,
+    rather than the whole page failing with ``NoReverseMatch``.
+    """
+    try:
+        return _thread_url(str(thread_id))
+    except NoReverseMatch:
+        return ""
