@@ -107,9 +107,17 @@ def thread_list(*, user_id: Any = NOTSET, agent_id: Any = NOTSET) -> QuerySet[Th
     return qs
 
 
+#: Largest ``start``/``end`` index: SQL ``LIMIT``/``OFFSET`` take 64-bit integers,
+#: and no thread holds 2**31 messages.
+MAX_INDEX = 2**31 - 1
+
+
 def _check_index(value: Any, field: str) -> int:
+    """An int index of at most ``MAX_INDEX`` (TypeError/ValueError naming ``field``)."""
     if not isinstance(value, int) or isinstance(value, bool):
         raise InvalidType(field, "must be an int or None")
+    if value > MAX_INDEX:
+        raise InvalidArgument(field, f"must be at most {MAX_INDEX}")
     return value
 
 

@@ -148,6 +148,10 @@ def test_start_and_end_follow_get_messages(api, thread, settings):
     assert contents(api, "?end=2") == ["0", "1"]
     resp = api.get(URL + "?start=-1")
     assert resp.status_code == 422 and "start" in error_fields(resp)
+    for query, field in (("?start=99999999999999999999", "start"), ("?start=0&end=99999999999999999999", "end")):
+        resp = api.get(URL + query)  # beyond SQL's 64-bit LIMIT/OFFSET: a 422, not a database error
+        assert resp.status_code == 422 and field in error_fields(resp)
+    assert contents(api, f"?start=0&end={2**31 - 1}") == ["0", "1", "2", "3", "4"]
 
 
 def test_get_one_message_and_404s(api, thread, client):
