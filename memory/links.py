@@ -118,6 +118,10 @@ def check_num_hops(value: Any) -> int:
     return value
 
 
+#: Largest ``max_linked_results``: it becomes a SQL row limit (64-bit).
+MAX_LINKED_RESULTS_LIMIT = 2**31 - 1
+
+
 def check_max_linked_results(value: Any) -> int:
     """``max_linked_results``: omitted is 100; given, an int of 0 or more (0: no linked context)."""
     if value is NOTSET:
@@ -126,6 +130,8 @@ def check_max_linked_results(value: Any) -> int:
         raise InvalidType("max_linked_results", "must be an int")
     if value < 0:
         raise InvalidArgument("max_linked_results", "must be 0 or more")
+    if value > MAX_LINKED_RESULTS_LIMIT:
+        raise InvalidArgument("max_linked_results", f"must be at most {MAX_LINKED_RESULTS_LIMIT}")
     return value
 
 

@@ -280,6 +280,8 @@ def image_list_queryset(*, thread: Thread, image_id: Any = NOTSET, metadata_filt
             raise InvalidType("limit", "must be an int or None")
         if limit < 1:
             raise InvalidArgument("limit", "must be at least 1, or None for no limit")
+        if limit > MAX_INDEX:
+            raise InvalidArgument("limit", f"must be at most {MAX_INDEX}, or None for no limit")
     if metadata_filter is not None and not isinstance(metadata_filter, dict):
         raise InvalidArgument("metadata_filter", "must be a dict or None")
     qs = image_queryset(thread=thread, now=now).filter(compile_filter(metadata_filter))

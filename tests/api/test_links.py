@@ -158,7 +158,9 @@ def test_search_num_hops_attaches_linked_memories(api, notes, path):
 
 @pytest.mark.parametrize("body, field", [({"num_hops": 6}, "num_hops"), ({"num_hops": -1}, "num_hops"),
                                          ({"num_hops": True}, "num_hops"),
-                                         ({"max_linked_results": -1}, "max_linked_results")])
+                                         ({"max_linked_results": -1}, "max_linked_results"),
+                                         ({"max_linked_results": 10**20}, "max_linked_results"),
+                                         ({"max_results": 10**20}, "max_results")])
 def test_search_num_hops_out_of_range_is_422(api, notes, body, field):
     resp = api.post("/api/threads/t-main/search", {"query": "coffee", **body})
     assert resp.status_code == 422 and field in error_fields(resp)

@@ -303,6 +303,8 @@ def test_list_filters_by_id_and_metadata_and_honours_limit(thread):
         thread.list_images(include_bytes=True)
     with pytest.raises(ValueError, match="limit"):
         thread.list_images(limit=0)
+    with pytest.raises(ValueError, match="^limit: must be at most 2147483647"):
+        thread.list_images(limit=10**20)  # not a database error
     with pytest.raises(ValueError, match="metadata_filter"):
         thread.list_images(metadata_filter=["n"])
 

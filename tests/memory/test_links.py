@@ -400,6 +400,12 @@ def test_num_hops_and_max_linked_results_are_checked(chain):
         chain.search("pie", num_hops=True)
     with pytest.raises(ValueError, match="max_linked_results"):
         chain.search("pie", num_hops=1, max_linked_results=-1)
+    # a SQL row limit is 64-bit: larger is a ValueError, not a database error
+    with pytest.raises(ValueError, match="max_linked_results: must be at most 2147483647"):
+        chain.search("pie", num_hops=1, max_linked_results=10**20)
+    with pytest.raises(ValueError, match="max_results: must be at most 2147483647"):
+        chain.search("pie", max_results=10**20)
+    assert chain.search("pie", max_results=2**31 - 1, num_hops=1, max_linked_results=2**31 - 1)
     with pytest.raises(TypeError, match="max_linked_results"):
         chain.search("pie", num_hops=1, max_linked_results="5")
 
