@@ -84,10 +84,11 @@ class ThreadOverview:
     expired_messages: int
     memory_count: int
     relation_count: int
+    image_count: int = 0
 
 
 def thread_overview(thread_id: str, *, now=None) -> ThreadOverview:
-    """The thread row with its counts (live and expired messages, live memories, relations).
+    """The thread row with its counts (live and expired messages, live memories, relations, live standalone images).
 
     Raises KeyError (``NotFound``) when there is no such thread.
     """
@@ -101,6 +102,7 @@ def thread_overview(thread_id: str, *, now=None) -> ThreadOverview:
         expired_messages=messages["total"] - messages["live"],
         memory_count=Memory.objects.filter(live_q(now), thread_id=thread.pk).count(),
         relation_count=RecordLink.objects.filter(thread_id=thread.pk).count(),
+        image_count=standalone_images(thread).filter(live_q(now)).count(),
     )
 
 
@@ -116,6 +118,23 @@ def timeline(thread: Thread) -> QuerySet[Message]:
 def image_data(thread: Thread, image_id: str) -> Image:
     """One image of this thread with its bytes loaded; KeyError (``NotFound``) otherwise."""
     row = Image.objects.with_bytes().filter(pk=image_id, thread_id=thread.pk).first()
+    if row is None:
+        raise NotFound("image_id", image_id)
+    return row
+
+
+def standalone_images(thread: Thread) -> QuerySet[Image]:
+    """The thread's images not attached to a message (spec: add_image), expired ones included, oldest first.
+
+    Bytes are not loaded (``Image.objects`` defers ``data``); an attached image
+    shows in its message instead (``timeline``).
+    """
+    return Image.objects.filter(thread_id=thread.pk, message__isnull=True).order_by("created_at", "id")
+
+
+def standalone_image_row(thread: Thread, image_id: str) -> Image:
+    """One standalone image of this thread, expired or not, without bytes; KeyError (``NotFound``) otherwise."""
+    row = standalone_images(thread).filter(pk=image_id).first()
     if row is None:
         raise NotFound("image_id", image_id)
     return row
@@ -173,6 +192,13 @@ class RelationView:
     link: RecordLink
     source: Memory | None
     target: Memory | None
+
+
+def relation_view(thread: Thread, relation_id: str) -> RelationView:
+    """One relation of this thread with both endpoint memories (None when gone); KeyError (``NotFound``) otherwise."""
+    row = relation_row(thread, relation_id)
+    ends = Memory.objects.in_bulk([row.source_id, row.target_id])
+    return RelationView(link=row, source=ends.get(row.source_id), target=ends.get(row.target_id))
 
 
 def relations(thread: Thread, by_id: dict[str, Memory]) -> list[RelationView]:

@@ -234,6 +234,30 @@ class MemoryAddForm(_TtlFields):
         return out
 
 
+class ImageEditForm(StaffForm):
+    """Inline edit of a standalone image (spec: update_image): its description and metadata.
+
+    A blank description is sent as "" (the image then has no search chunk);
+    ``update_image`` reads None as "ask the LLM", which this form never sends.
+    """
+
+    description = forms.CharField(required=False, strip=False, widget=forms.Textarea)
+    metadata = JsonObjectField()
+
+    def changes(self, image) -> dict[str, Any]:
+        """``Thread.update_image`` keywords for what differs from the stored ``image`` (unchanged: omitted).
+
+        Omitting an unchanged description matters: a new one is re-embedded.
+        """
+        data = self.cleaned_data
+        out: dict[str, Any] = {}
+        if data["description"] != (image.description or ""):
+            out["description"] = data["description"]
+        if (data["metadata"] or {}) != (image.metadata or {}):
+            out["metadata"] = data["metadata"] or {}
+        return out
+
+
 class RelationForm(StaffForm):
     """A relation between two memories of the thread (spec: link_records). Field names: ``rel-...``."""
 

@@ -10,8 +10,14 @@ when ``request.htmx``).
 
 Errors: the ``ValueError``/``TypeError``/``KeyError`` that ``memory`` raises
 is shown next to the field it names (``staff.forms.add_service_error``) with
-status 422, htmx or not; a thread, message, memory or relation that is not
-there is a 404.
+status 422, htmx or not; a thread, message, memory, image or relation that is
+not there is a 404.
+
+htmx writes also refresh the header counts out of band (``#thread-counts``)
+and name, in ``HX-Trigger-After-Settle`` (event ``staff-focus``), the DOM id
+of the element that should get keyboard focus after the swap: the record
+saved, else its region's heading (``static/staff/staff.js``). GET views also
+answer HEAD (``require_safe``).
 """
 
 from __future__ import annotations
@@ -28,9 +34,9 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 from django.views.decorators.vary import vary_on_headers
-from django_htmx.http import HttpResponseClientRedirect
+from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
 from memory import browse, extraction, selectors, services
 from memory.client import AgentMemory, Thread
@@ -38,6 +44,7 @@ from memory.errors import NotFound
 from memory.models import MEMORY_TYPES, STATUSES, Thread as ThreadRow
 from staff.forms import (
     ContextCardForm,
+    ImageEditForm,
     MemoryAddForm,
     MemoryEditForm,
     MessageEditForm,
@@ -48,6 +55,7 @@ from staff.forms import (
     add_service_error,
 )
 from staff.graph import relation_graph
+from staff.templatetags.staff_tags import domid
 from staff.thumbnails import thumbnail
 
 INVALID = 422
@@ -114,9 +122,20 @@ def _detail_url(thread_id: str, anchor: str = "") -> str:
     return reverse("staff:thread_detail", args=[thread_id]) + (f"#{anchor}" if anchor else "")
 
 
+def _focus(response: HttpResponse, dom_id: str) -> HttpResponse:
+    """Ask the page script to move keyboard focus to the element ``dom_id`` once htmx has settled the swap."""
+    return trigger_client_event(response, "staff-focus", {"id": dom_id}, after="settle")
+
+
+def _counts(request: HttpRequest, handle: "Opened") -> str:
+    """The thread's header counts (``#thread-counts``) as an out-of-band swap, for htmx responses to writes."""
+    return render_to_string(f"{DETAIL}#counts", {"overview": browse.thread_overview(handle.thread_id), "oob": True},
+                            request)
+
+
 @dataclass
 class Edit:
-    """A failed inline edit: which record (``kind`` message/memory/relation, ``id``) and its bound form."""
+    """A failed inline edit: which record (``kind`` message/memory/image, its model name; ``id``) and its bound form."""
 
     kind: str
     id: str
@@ -126,14 +145,14 @@ class Edit:
 # --- threads -----------------------------------------------------------------------------------
 
 
-@require_GET
+@require_safe
 @staff_required
 def home(request: HttpRequest) -> HttpResponse:
     """``/staff/``: the thread list."""
     return redirect("staff:thread_list")
 
 
-@require_GET
+@require_safe
 @staff_required
 @vary_on_headers("HX-Request")
 def thread_list(request: HttpRequest) -> HttpResponse:
@@ -184,9 +203,16 @@ def _timeline_context(handle: Opened, request: HttpRequest) -> dict:
     return {**FORM_CHOICES, "thread": handle.row, "now": timezone.now(), "messages_page": page}
 
 
+def _images_context(handle: Opened, *, edit: Edit | None = None) -> dict:
+    """The ``#images`` region: the thread's standalone images (not in a message), expired ones flagged."""
+    return {**FORM_CHOICES, "thread": handle.row, "now": timezone.now(),
+            "images": list(browse.standalone_images(handle.row)), "edit": edit}
+
+
 def _detail_context(handle: Opened, request: HttpRequest, **records) -> dict:
     return {
         **_timeline_context(handle, request),
+        **_images_context(handle),
         **_records_context(handle, **records),
         "overview": browse.thread_overview(handle.thread_id),
         "summary": browse.summary_view(handle.row),
@@ -194,33 +220,37 @@ def _detail_context(handle: Opened, request: HttpRequest, **records) -> dict:
     }
 
 
-@require_GET
+@require_safe
 @staff_required
 def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
-    """A thread: header, ``#timeline``, ``#memories``, ``#summary``, ``#relations``, ``#extraction-progress``."""
+    """A thread: header (``#thread-counts``), ``#timeline``, ``#memories``, ``#summary``, ``#relations``,
+    ``#images``, ``#extraction-progress``."""
     handle = _handle(thread_id)
     return render(request, DETAIL, _detail_context(handle, request))
 
 
-@require_GET
+@require_safe
 @staff_required
 def timeline_region(request: HttpRequest, thread_id: str) -> HttpResponse:
-    """The ``#timeline`` fragment, one page of messages (``?page=``); the full thread page without htmx."""
+    """The ``#timeline`` fragment, one page of messages (``?page=``), with the header counts out of band;
+    the full thread page without htmx."""
     handle = _handle(thread_id)
     if not request.htmx:
         return redirect(_detail_url(thread_id) + (f"?page={request.GET['page']}" if "page" in request.GET else ""))
-    return render(request, DETAIL + "#timeline", {**_timeline_context(handle, request), "edit": None})
+    body = render_to_string(DETAIL + "#timeline", {**_timeline_context(handle, request), "edit": None}, request)
+    return HttpResponse(body + _counts(request, handle))
 
 
-@require_GET
+@require_safe
 @staff_required
 def memories_region(request: HttpRequest, thread_id: str) -> HttpResponse:
-    """The ``#memories`` fragment with ``#relations`` out of band (the live-extraction script reloads them)."""
+    """The ``#memories`` fragment with ``#relations`` and the header counts out of band (the live-extraction
+    script reloads them)."""
     handle = _handle(thread_id)
     return _records_response(request, handle, _records_context(handle))
 
 
-@require_GET
+@require_safe
 @staff_required
 def extraction_region(request: HttpRequest, thread_id: str) -> HttpResponse:
     """The ``#extraction-progress`` fragment: the thread's extraction state as stored."""
@@ -230,30 +260,36 @@ def extraction_region(request: HttpRequest, thread_id: str) -> HttpResponse:
 
 
 def _records_response(request: HttpRequest, handle: Opened, context: dict, *, main: str = "memories",
-                      status: int = 200) -> HttpResponse:
+                      status: int = 200, focus: str = "") -> HttpResponse:
     """``#memories`` and ``#relations`` for an htmx swap: ``main`` in place, the other out of band.
 
     Both change together: a relation can invalidate a memory, a retyped or
-    deleted memory changes the relations list.
+    deleted memory changes the relations list. The header counts come out of
+    band too; ``focus`` is the DOM id to focus after the swap.
     """
     other = "relations" if main == "memories" else "memories"
     body = render_to_string(f"{DETAIL}#{main}", context, request)
     body += render_to_string(f"{DETAIL}#{other}", {**context, "oob": True}, request)
-    return HttpResponse(body, status=status)
+    response = HttpResponse(body + _counts(request, handle), status=status)
+    return _focus(response, focus) if focus else response
 
 
-def _after_write(request: HttpRequest, handle: Opened, text: str, anchor: str, *, main: str = "memories"):
-    """Success: the records regions for htmx; otherwise a flash message and a redirect back (POST/redirect/GET)."""
+def _after_write(request: HttpRequest, handle: Opened, text: str, anchor: str, *, main: str = "memories",
+                 focus: str = ""):
+    """Success: the records regions for htmx (focus on ``focus``, else ``anchor``); otherwise a flash message
+    and a redirect back to ``anchor`` (POST/redirect/GET)."""
     if request.htmx:
-        return _records_response(request, handle, _records_context(handle), main=main)
+        return _records_response(request, handle, _records_context(handle), main=main, focus=focus or anchor)
     flash.success(request, text)
     return redirect(_detail_url(handle.thread_id, anchor))
 
 
-def _invalid(request: HttpRequest, handle: Opened, *, main: str = "memories", **records) -> HttpResponse:
-    """A form with errors: its region for htmx, else the whole thread page; status 422 both ways."""
+def _invalid(request: HttpRequest, handle: Opened, *, main: str = "memories", focus: str = "",
+             **records) -> HttpResponse:
+    """A form with errors: its region for htmx (focus on ``focus``), else the whole thread page; 422 both ways."""
     if request.htmx:
-        return _records_response(request, handle, _records_context(handle, **records), main=main, status=INVALID)
+        return _records_response(request, handle, _records_context(handle, **records), main=main, status=INVALID,
+                                 focus=focus)
     return render(request, DETAIL, _detail_context(handle, request, **records), status=INVALID)
 
 
@@ -281,27 +317,29 @@ def message_edit(request: HttpRequest, thread_id: str, message_id: str) -> HttpR
     if not form.is_valid():
         edit = Edit("message", message_id, form)
         if request.htmx:
-            return render(request, DETAIL + "#message", {"thread": handle.row, "message": row, "edit": edit,
-                                                          "now": timezone.now(), **FORM_CHOICES}, status=INVALID)
+            body = render_to_string(DETAIL + "#message", {"thread": handle.row, "message": row, "edit": edit,
+                                                          "now": timezone.now(), **FORM_CHOICES}, request)
+            return _focus(HttpResponse(body, status=INVALID), f"message-{row.seq}")
         return render(request, DETAIL, _detail_context(handle, request, edit=edit), status=INVALID)
     if request.htmx:
         row.refresh_from_db()
-        return render(request, DETAIL + "#message", {"thread": handle.row, "message": row, "now": timezone.now(),
-                                                      **FORM_CHOICES})
+        body = render_to_string(DETAIL + "#message", {"thread": handle.row, "message": row, "now": timezone.now(),
+                                                      **FORM_CHOICES}, request)
+        return _focus(HttpResponse(body + _counts(request, handle)), f"message-{row.seq}")
     flash.success(request, "Message saved.")
     return redirect(_detail_url(thread_id, f"message-{row.seq}"))
 
 
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 @staff_required
 def message_delete(request: HttpRequest, thread_id: str, message_id: str) -> HttpResponse:
     """GET: ask for confirmation. POST: ``Thread.delete_message`` (its chunks go with it).
 
-    htmx POST: an empty body that removes the list item.
+    htmx POST: an empty body that removes the list item (and the header counts, out of band).
     """
     handle = _handle(thread_id)
     row = _found(browse.message_row, handle.row, message_id)
-    if request.method == "GET":
+    if request.method != "POST":
         return _confirm(request, handle, kind="message", record=row,
                         action=reverse("staff:message_delete", args=[thread_id, message_id]),
                         text=f"{row.role}: {row.content}")
@@ -314,16 +352,20 @@ def message_delete(request: HttpRequest, thread_id: str, message_id: str) -> Htt
     if not deleted:  # expired meanwhile: the spec's delete sees live messages only
         raise Http404(f"no live message {message_id!r}")
     if request.htmx:
-        return HttpResponse("")
+        return _focus(HttpResponse(_counts(request, handle)), "timeline-heading")
     flash.success(request, "Message deleted.")
     return redirect(_detail_url(thread_id, "timeline"))
 
 
 def _confirm(request: HttpRequest, handle: Opened, *, kind: str, record, action: str, text: str,
-             status: int = 200, error: str = "") -> HttpResponse:
-    """The delete confirmation: a fragment under the record for htmx, a page of its own otherwise."""
+             status: int = 200, error: str = "", relation=None) -> HttpResponse:
+    """The delete confirmation: a fragment under the record for htmx, a page of its own otherwise.
+
+    ``text`` is what the record says; for a relation, ``relation`` (``browse.RelationView``)
+    shows both memories and the relation type.
+    """
     context = {"thread": handle.row, "kind": kind, "record": record, "action": action, "text": text,
-               "error": error, "cancel": _detail_url(handle.thread_id)}
+               "error": error, "cancel": _detail_url(handle.thread_id), "relation": relation}
     template = "staff/confirm_delete.html" + ("#confirm" if request.htmx else "")
     return render(request, template, context, status=status)
 
@@ -344,8 +386,8 @@ def memory_add(request: HttpRequest, thread_id: str) -> HttpResponse:
         except SERVICE_ERRORS as exc:
             add_service_error(form, exc)
     if not form.is_valid():
-        return _invalid(request, handle, add_form=form)
-    return _after_write(request, handle, "Memory added.", f"memory-{memory_id}")
+        return _invalid(request, handle, add_form=form, focus="memory-add")
+    return _after_write(request, handle, "Memory added.", f"memory-{domid(memory_id)}")
 
 
 @require_POST
@@ -368,11 +410,11 @@ def memory_edit(request: HttpRequest, thread_id: str, memory_id: str) -> HttpRes
         except SERVICE_ERRORS as exc:
             add_service_error(form, exc)
     if not form.is_valid():
-        return _invalid(request, handle, edit=Edit("memory", memory_id, form))
-    return _after_write(request, handle, "Memory saved.", f"memory-{memory_id}")
+        return _invalid(request, handle, edit=Edit("memory", memory_id, form), focus=f"memory-{domid(memory_id)}")
+    return _after_write(request, handle, "Memory saved.", f"memory-{domid(memory_id)}")
 
 
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 @staff_required
 def memory_delete(request: HttpRequest, thread_id: str, memory_id: str) -> HttpResponse:
     """GET: ask for confirmation. POST: ``Thread.delete_memory`` (relations go, their targets revalidate)."""
@@ -380,7 +422,7 @@ def memory_delete(request: HttpRequest, thread_id: str, memory_id: str) -> HttpR
     row = _found(browse.memory_row, handle.row, memory_id)
     action = reverse("staff:memory_delete", args=[thread_id, memory_id])
     text = f"[{row.memory_type}] {row.content}"
-    if request.method == "GET":
+    if request.method != "POST":
         return _confirm(request, handle, kind="memory", record=row, action=action, text=text)
     try:
         deleted = handle.api.delete_memory(memory_id)
@@ -389,7 +431,7 @@ def memory_delete(request: HttpRequest, thread_id: str, memory_id: str) -> HttpR
                         error=str(exc))
     if not deleted:
         raise Http404(f"no live memory {memory_id!r}")
-    return _after_write(request, handle, "Memory deleted.", "memories")
+    return _after_write(request, handle, "Memory deleted.", "memories", focus="memories-heading")
 
 
 # --- relations ---------------------------------------------------------------------------------
@@ -405,26 +447,33 @@ def relation_add(request: HttpRequest, thread_id: str) -> HttpResponse:
     form = RelationForm(request.POST, memories=live)
     if form.is_valid():
         try:
-            handle.api.link_records(**form.arguments())
+            relation_id = handle.api.link_records(**form.arguments())
         except SERVICE_ERRORS as exc:
             add_service_error(form, exc)
     if not form.is_valid():
-        return _invalid(request, handle, main="relations", relation_form=form)
-    return _after_write(request, handle, "Relation added.", "relations", main="relations")
+        return _invalid(request, handle, main="relations", relation_form=form, focus="relation-add")
+    return _after_write(request, handle, "Relation added.", "relations", main="relations",
+                        focus=f"relation-{domid(relation_id)}")
 
 
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 @staff_required
 def relation_delete(request: HttpRequest, thread_id: str, relation_id: str) -> HttpResponse:
-    """GET: ask for confirmation. POST: ``Thread.delete_record_link(relation_id=...)``."""
+    """GET: ask for confirmation, naming both memories and the relation type. POST: ``Thread.delete_record_link``."""
     handle = _handle(thread_id)
-    row = _found(browse.relation_row, handle.row, relation_id)
-    if request.method == "GET":
-        return _confirm(request, handle, kind="relation", record=row,
-                        action=reverse("staff:relation_delete", args=[thread_id, relation_id]), text=str(row))
+    view = _found(browse.relation_view, handle.row, relation_id)
+    if request.method != "POST":
+        link = view.link
+        ends = [(end.content if end is not None else f"{kind} {pk} (gone)")
+                for end, kind, pk in ((view.source, link.source_type, link.source_id),
+                                      (view.target, link.target_type, link.target_id))]
+        return _confirm(request, handle, kind="relation", record=link, relation=view,
+                        action=reverse("staff:relation_delete", args=[thread_id, relation_id]),
+                        text=f"“{ends[0]}” {link.relation_type} “{ends[1]}”")
     if not handle.api.delete_record_link(relation_id=relation_id):
         raise Http404(f"no relation {relation_id!r}")
-    return _after_write(request, handle, "Relation removed.", "relations", main="relations")
+    return _after_write(request, handle, "Relation removed.", "relations", main="relations",
+                        focus="relations-heading")
 
 
 # --- extraction --------------------------------------------------------------------------------
@@ -451,9 +500,9 @@ def extract_now(request: HttpRequest, thread_id: str) -> HttpResponse:
     except TimeoutError as exc:
         note, status = str(exc), 503
     if request.htmx:
-        return render(request, DETAIL + "#extraction",
-                      {"thread": handle.row, "extraction": extraction.extraction_state(thread_id=handle.thread_id),
-                       "note": note}, status=status)
+        state = extraction.extraction_state(thread_id=handle.thread_id)
+        return _focus(render(request, DETAIL + "#extraction", {"thread": handle.row, "extraction": state, "note": note},
+                             status=status), "extraction-note")
     (flash.success if status == 200 else flash.error)(request, note)
     return redirect(_detail_url(thread_id, "extraction-progress"))
 
@@ -461,7 +510,66 @@ def extract_now(request: HttpRequest, thread_id: str) -> HttpResponse:
 # --- images ------------------------------------------------------------------------------------
 
 
-@require_GET
+def _images_response(request: HttpRequest, handle: Opened, *, edit: Edit | None = None, status: int = 200,
+                     focus: str) -> HttpResponse:
+    """The ``#images`` region for an htmx swap, with the header counts out of band; focus on ``focus``."""
+    body = render_to_string(f"{DETAIL}#images", _images_context(handle, edit=edit), request)
+    return _focus(HttpResponse(body + _counts(request, handle), status=status), focus)
+
+
+@require_POST
+@staff_required
+def image_edit(request: HttpRequest, thread_id: str, image_id: str) -> HttpResponse:
+    """Edit a standalone image's description and metadata through ``Thread.update_image`` (spec: update_image).
+
+    A new description is re-embedded (the image's search chunks are rewritten);
+    new metadata is copied to its chunks. Only changed fields are sent. An
+    image in a message is edited with its message. htmx: the ``#images`` region.
+    """
+    handle = _handle(thread_id)
+    row = _found(browse.standalone_image_row, handle.row, image_id)
+    form = ImageEditForm(request.POST)
+    if form.is_valid():
+        try:
+            changes = form.changes(row)
+            if changes:
+                handle.api.update_image(image_id, **changes)
+        except SERVICE_ERRORS as exc:
+            add_service_error(form, exc)
+    key = f"image-{domid(image_id)}"
+    if not form.is_valid():
+        edit = Edit("image", image_id, form)
+        if request.htmx:
+            return _images_response(request, handle, edit=edit, status=INVALID, focus=key)
+        return render(request, DETAIL, _detail_context(handle, request, edit=edit), status=INVALID)
+    if request.htmx:
+        return _images_response(request, handle, focus=key)
+    flash.success(request, "Image saved.")
+    return redirect(_detail_url(thread_id, key))
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@staff_required
+def image_delete(request: HttpRequest, thread_id: str, image_id: str) -> HttpResponse:
+    """GET: ask for confirmation. POST: ``Thread.delete_image`` (its search chunks go with it).
+
+    Standalone images only: one in a message goes with its message (404 here).
+    """
+    handle = _handle(thread_id)
+    row = _found(browse.standalone_image_row, handle.row, image_id)
+    if request.method != "POST":
+        return _confirm(request, handle, kind="image", record=row,
+                        action=reverse("staff:image_delete", args=[thread_id, image_id]),
+                        text=f"{row.mime_type}, {row.width}×{row.height} px: {row.description or '(no description)'}")
+    if not handle.api.delete_image(image_id):  # expired meanwhile: the spec's delete sees live images only
+        raise Http404(f"no live image {image_id!r}")
+    if request.htmx:
+        return _images_response(request, handle, focus="images-heading")
+    flash.success(request, "Image deleted.")
+    return redirect(_detail_url(thread_id, "images"))
+
+
+@require_safe
 @staff_required
 def image(request: HttpRequest, thread_id: str, image_id: str) -> HttpResponse:
     """An image of the thread as stored (``?thumb=1``: a PNG thumbnail of at most 160 px a side).
@@ -486,7 +594,7 @@ def image(request: HttpRequest, thread_id: str, image_id: str) -> HttpResponse:
 # --- context card and search ------------------------------------------------------------------
 
 
-@require_GET
+@require_safe
 @staff_required
 @vary_on_headers("HX-Request")
 def context_card(request: HttpRequest, thread_id: str) -> HttpResponse:
@@ -510,7 +618,7 @@ def context_card(request: HttpRequest, thread_id: str) -> HttpResponse:
                   status=status)
 
 
-@require_GET
+@require_safe
 @staff_required
 @vary_on_headers("HX-Request")
 def search(request: HttpRequest) -> HttpResponse:

@@ -4,7 +4,16 @@
 progress. Authentication: a staff session (``scope["user"]`` from
 ``AuthMiddlewareStack``) or an active API key, sent as ``Authorization: Bearer
 <key>`` or ``?api_key=<key>`` (browsers cannot set headers on a WebSocket).
-A refused connection is closed before ``accept`` (the handshake fails).
+
+Refusals carry an application close code: 4401 no valid credentials (no
+session, or a wrong or inactive API key), 4403 a signed-in user who is not
+active staff, 4404 no such thread. A browser (no API key) is accepted first
+and then closed with that code, because a browser only sees the code of a
+close after ``accept`` (a refused handshake is 1006 to it); the staff page
+(``static/staff/extraction.js``) shows the reason and stops reconnecting. A
+client sending an API key is refused before ``accept`` as before (the
+handshake fails with HTTP 403). A cross-site Origin without an API key is
+refused before ``accept`` by ``OriginValidatorUnlessApiKey``.
 
 Frames sent, all JSON:
 
@@ -58,12 +67,19 @@ class OriginValidatorUnlessApiKey:
         return await self.checked(scope, receive, send)
 
 
-def _authorized(scope) -> bool:
+#: Close codes of a refused connection: 4000 plus the HTTP status each mirrors.
+NOT_AUTHENTICATED, FORBIDDEN, NO_SUCH_THREAD = 4401, 4403, 4404
+
+
+def _refusal(scope) -> int | None:
+    """None when the scope may listen, else the close code: 4401 (no valid key or session), 4403 (not staff)."""
     key = scope_api_key(scope)
     if key is not None:
-        return api_key_lookup(key) is not None
+        return None if api_key_lookup(key) is not None else NOT_AUTHENTICATED
     user = scope.get("user")
-    return bool(user is not None and user.is_authenticated and user.is_active and user.is_staff)
+    if user is None or not user.is_authenticated:
+        return NOT_AUTHENTICATED
+    return None if user.is_active and user.is_staff else FORBIDDEN
 
 
 def _state(thread_id: str) -> dict | None:
@@ -77,19 +93,27 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
     """Relays one thread's extraction events to the client; the client sends nothing."""
 
     async def connect(self):
-        if not await database_sync_to_async(_authorized)(self.scope):
-            await self.close(code=4401)
-            return
+        refusal = await database_sync_to_async(_refusal)(self.scope)
         thread_id = self.scope["url_route"]["kwargs"]["thread_id"]
-        state = await database_sync_to_async(_state)(thread_id)
-        if state is None:
-            await self.close(code=4404)
+        state = None
+        if refusal is None:
+            state = await database_sync_to_async(_state)(thread_id)
+            if state is None:
+                refusal = NO_SUCH_THREAD
+        if refusal is not None:
+            await self._refuse(refusal)
             return
         progress.bind_event_loop(asyncio.get_running_loop())
         self.group = progress.group_name(thread_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         await self.send_json({"event": "state", **state})
+
+    async def _refuse(self, code: int) -> None:
+        """Close with ``code``: after ``accept`` for a browser (so it sees the code), before for an API-key client."""
+        if scope_api_key(self.scope) is None:
+            await self.accept()
+        await self.close(code=code)
 
     async def disconnect(self, code):
         if getattr(self, "group", None):

@@ -48,8 +48,14 @@ def expired(record: Any, now=None) -> bool:
 
 @register.filter
 def form_for(edit: Any, record: Any):
-    """The bound form of a failed inline edit when it is about ``record`` (same primary key), else None."""
+    """The bound form of a failed inline edit when it is about ``record`` (same kind and primary key), else None.
+
+    The kind (``Edit.kind``: message, memory, image) is the record's model name, so a
+    message and an image that share an id do not both open the failed form.
+    """
     if edit is None or getattr(edit, "id", None) != getattr(record, "pk", None):
+        return None
+    if getattr(edit, "kind", None) != record._meta.model_name:
         return None
     return edit.form
 
@@ -77,6 +83,8 @@ RECORD_ROUTES = {
     "memory_delete": "memories/{}/delete/",
     "relation_delete": "relations/{}/delete/",
     "image": "images/{}/",
+    "image_edit": "images/{}/edit/",
+    "image_delete": "images/{}/delete/",
 }
 
 

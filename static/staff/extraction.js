@@ -6,6 +6,8 @@
  * one-line status and a short event log. When a job finishes, the
  * conversation, the memories and the stored extraction state are reloaded
  * with htmx. Without this script the page still shows the stored state.
+ * A refusal (close code 4401, 4403 or 4404) is shown and not retried
+ * (data-socket="refused"); any other close reconnects with backoff.
  */
 (function () {
   "use strict";
@@ -13,6 +15,9 @@
   if (!section || !("WebSocket" in window)) return;
   var job = { created: 0, linked: 0, step: 0, steps: 0 };
   var delay = 1000;
+  // Close codes of threads/consumers.py for a browser it refuses (session, not API key).
+  var REFUSALS = { 4401: "not authorised: signed out, reload the page to log in", 4403: "not authorised: staff only",
+                   4404: "no such thread" };
 
   function region() { return document.getElementById("extraction-progress"); }
   function part(role) { return region().querySelector('[data-role="' + role + '"]'); }
@@ -92,9 +97,10 @@
     socket.onopen = function () { delay = 1000; region().dataset.socket = "open"; };
     socket.onmessage = function (message) { handle(JSON.parse(message.data)); };
     socket.onclose = function (close) {
-      region().dataset.socket = "closed";
-      if (close.code === 4401 || close.code === 4404) {
-        part("status").textContent = "Live progress unavailable (" + (close.code === 4401 ? "not authorised" : "no such thread") + ").";
+      var refused = REFUSALS[close.code];
+      region().dataset.socket = refused ? "refused" : "closed";
+      if (refused) {  // the server accepted, then closed with its reason: retrying would not help
+        part("status").textContent = "Live progress unavailable (" + refused + ").";
         return;
       }
       part("status").textContent = "Connection lost; reconnecting…";

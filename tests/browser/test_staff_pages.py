@@ -13,6 +13,7 @@ relations, which tests/browser/test_harness.py checks).
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import uuid
@@ -21,6 +22,7 @@ import pytest
 from playwright.sync_api import expect
 
 from memory import locomo
+from tests import image_samples as samples
 from tests.browser.harness import login
 
 
@@ -265,3 +267,101 @@ def test_pages_read_and_edit_without_javascript(browser, live_app, screenshot):
         screenshot(page, "staff-thread-no-js")
     finally:
         context.close()
+
+
+# --- second review: standalone images, focus after htmx saves, header counts, socket refusals ------------
+
+
+def test_standalone_images_edit_and_delete_keep_keyboard_focus(logged_in_page, live_app, screenshot):
+    page = logged_in_page
+    thread_id = f"browser-images-{uuid.uuid4().hex[:8]}"
+    image_id = f"img-{uuid.uuid4().hex[:8]}"
+    status, body = live_app.api("POST", "/threads", {"thread_id": thread_id, "user_id": "browser-user"})
+    assert status == 201, body
+    status, body = live_app.api("POST", f"/threads/{thread_id}/images", {
+        "data": base64.b64encode(samples.png(size=(320, 160))).decode(), "image_id": image_id,
+        "description": "A tram map of Lisbon.", "metadata": {"source": "upload"}})
+    assert status == 201, body
+    page.goto(_thread_url(live_app, thread_id))
+    item = page.locator(f"#image-{image_id}")
+    expect(item.locator("img")).to_have_attribute("alt", "A tram map of Lisbon.")
+    page.wait_for_function("id => { const img = document.querySelector(`#image-${id} img`);"
+                           " return img && img.complete && img.naturalWidth === 160; }", arg=image_id)  # thumbnail
+    expect(item).to_contain_text("image/png")
+    expect(page.locator('#thread-counts [data-count="images"]')).to_have_text("1")
+    screenshot(page, "staff-images")
+
+    # keyboard only: open the edit form, change the description, save with Enter
+    item.locator("summary").focus()
+    page.keyboard.press("Enter")
+    item.get_by_label("Description").fill("A metro map of Lisbon.")
+    item.get_by_role("button", name="Save image").focus()
+    page.keyboard.press("Enter")
+    item = page.locator(f"#image-{image_id}")
+    expect(item.locator(".image-description")).to_have_text("A metro map of Lisbon.")
+    expect(item).to_be_focused()  # not <body>: the keyboard user stays on the record saved
+    stored = live_app.python("from memory.models import SearchChunk\n"
+                             f"result = SearchChunk.objects.get(record_id={image_id!r}).text")
+    assert stored == "A metro map of Lisbon."
+
+    # a bad value: focus goes to the field with the error
+    item.locator("summary").click()
+    item.get_by_label("Metadata (JSON object)").fill("[1]")
+    item.get_by_role("button", name="Save image").click()
+    expect(page.locator(f"#img-{image_id}-metadata")).to_be_focused()
+
+    # delete after confirming: the region heading takes focus, the header count follows without a reload
+    page.locator(f"#image-{image_id}").get_by_text("Delete image…").click()
+    page.locator(f"#image-{image_id} .confirm").get_by_role("button", name="Delete image").click()
+    expect(page.locator(f"#image-{image_id}")).to_have_count(0)
+    expect(page.locator("#images-heading")).to_be_focused()
+    expect(page.locator('#thread-counts [data-count="images"]')).to_have_text("0")
+
+    # adding a memory focuses the new memory and moves the Memories count
+    page.locator("#memories details.add summary").click()
+    page.locator("#id_add-content").fill("Keeps a tram map.")
+    page.get_by_role("button", name="Add memory").click()
+    new = page.locator("#memories li.memory", has_text="Keeps a tram map.")
+    expect(new).to_be_focused()
+    expect(page.locator('#thread-counts [data-count="memories"]')).to_have_text("1")
+
+
+def _listen_on(page, socket_path: str) -> list[str]:
+    """Put an ``#extraction-progress`` region for ``socket_path`` on the page and run the page's script on it.
+
+    Returns the list that collects the URL of every WebSocket the page opens.
+    """
+    opened: list[str] = []
+    page.on("websocket", lambda socket: opened.append(socket.url))
+    page.evaluate("""path => {
+        const box = document.createElement("section");
+        box.id = "extraction-progress"; box.dataset.socketPath = path;
+        box.innerHTML = '<p data-role="status" role="status"></p><ol data-role="log"></ol>';
+        document.querySelector("main").appendChild(box);
+    }""", socket_path)
+    page.add_script_tag(url="/static/staff/extraction.js")
+    return opened
+
+
+def test_a_refused_socket_says_why_and_stops_reconnecting(logged_in_page, browser, live_app):
+    page = logged_in_page
+    page.goto("/staff/threads/")
+    opened = _listen_on(page, "/ws/threads/no-such-thread/extraction/")
+    progress = page.locator("#extraction-progress")
+    expect(progress).to_have_attribute("data-socket", "refused")  # close code 4404 reached the browser
+    expect(progress.locator('[data-role="status"]')).to_have_text("Live progress unavailable (no such thread).")
+    page.wait_for_timeout(2500)  # past the first reconnect delay (1 s): no second attempt
+    assert len(opened) == 1, opened
+
+    anonymous = browser.new_context(base_url=live_app.url)
+    try:
+        page = anonymous.new_page()
+        page.goto("/staff/login/")  # same origin, no session
+        opened = _listen_on(page, f"/ws/threads/{live_app.seed['thread_id']}/extraction/")
+        progress = page.locator("#extraction-progress")
+        expect(progress).to_have_attribute("data-socket", "refused")
+        expect(progress.locator('[data-role="status"]')).to_contain_text("not authorised")
+        page.wait_for_timeout(2500)
+        assert len(opened) == 1, opened
+    finally:
+        anonymous.close()

@@ -60,13 +60,25 @@ def run(coro):
 # --- authentication --------------------------------------------------------------------------------
 
 
-def test_anonymous_connections_are_refused(application, thread):
+async def close_code(communicator) -> int | None:
+    """The code of the close the server sends right after accepting (None: it stayed open)."""
+    try:
+        output = await communicator.receive_output(timeout=5)
+    except asyncio.TimeoutError:
+        return None
+    return output["code"] if output["type"] == "websocket.close" else None
+
+
+def test_anonymous_connections_are_accepted_then_closed_4401(application, thread):
+    """A browser sees a close code only after accept (a refused handshake is 1006 to it): the staff page
+    shows the reason for 4401/4403/4404 and stops reconnecting. (Was: refused before accept.)"""
     async def scenario():
         communicator, connected, _ = await connect(application, headers=[(b"origin", b"http://testserver")])
+        code = await close_code(communicator)
         await communicator.disconnect()
-        return connected
+        return connected, code
 
-    assert run(scenario()) is False
+    assert run(scenario()) == (True, 4401)
 
 
 def test_a_bearer_api_key_is_accepted_without_an_origin(application, thread, api_key):
@@ -115,6 +127,16 @@ def test_an_unknown_thread_is_refused(application, api_key):
     assert run(scenario()) is False
 
 
+def test_api_key_clients_are_still_refused_before_accept_with_the_code(application, thread, api_key):
+    async def attempt(path):
+        communicator, connected, code = await connect(application, path)
+        await communicator.disconnect()
+        return connected, code
+
+    assert run(attempt(f"{PATH}?api_key=nope")) == (False, 4401)
+    assert run(attempt(f"/ws/threads/nope/extraction/?api_key={api_key}")) == (False, 4404)
+
+
 def session_cookie(user) -> bytes:
     client = Client()
     client.force_login(user)
@@ -125,15 +147,19 @@ def test_a_staff_session_is_accepted_from_an_allowed_origin(application, thread)
     staff = User.objects.create_user("staff", password="x", is_staff=True)
     member = User.objects.create_user("member", password="x")
 
-    async def attempt(cookie, origin):
-        communicator, connected, _ = await connect(application, headers=[(b"cookie", cookie), (b"origin", origin)])
+    async def attempt(cookie, origin, path=PATH):
+        communicator, connected, _ = await connect(application, path,
+                                                   headers=[(b"cookie", cookie), (b"origin", origin)])
+        code = await close_code(communicator) if connected else None
         await communicator.disconnect()
-        return connected
+        return connected, code
 
     staff_cookie, member_cookie = session_cookie(staff), session_cookie(member)
-    assert run(attempt(staff_cookie, b"http://testserver")) is True
-    assert run(attempt(staff_cookie, b"http://evil.example")) is False  # origin check for cookie sessions
-    assert run(attempt(member_cookie, b"http://testserver")) is False  # not staff
+    assert run(attempt(staff_cookie, b"http://testserver")) == (True, None)  # open: the state frame comes
+    assert run(attempt(staff_cookie, b"http://evil.example")) == (False, None)  # origin check, before accept
+    # refusals of a browser: accepted, then closed with the reason (was: refused before accept)
+    assert run(attempt(member_cookie, b"http://testserver")) == (True, 4403)  # signed in, not staff
+    assert run(attempt(staff_cookie, b"http://testserver", "/ws/threads/nope/extraction/")) == (True, 4404)
 
 
 # --- events -------------------------------------------------------------------------------------------

@@ -57,3 +57,16 @@ def test_the_paginator_count_is_one_statement(oracle_driver):
     [(_, statement, _)] = oracle_driver.executed()
     assert statement.startswith("SELECT COUNT(*)") and " ORDER BY " not in statement and "FETCH" not in statement
     assert 'FROM "OAM_THREADS"' in statement and "UPPER(" in statement
+
+
+def test_standalone_images_compile_without_their_bytes(oracle):
+    """The staff page's ``#images`` region: the thread's images outside messages, BLOB column left out."""
+    from memory.browse import standalone_images
+    from memory.models import Thread
+
+    sql, params = standalone_images(Thread(id="t-1")).query.get_compiler(connection=oracle).as_sql()
+    where = sql.split(' FROM "OAM_IMAGES" WHERE ', 1)[1]
+    assert where.startswith('("OAM_IMAGES"."MESSAGE_ID" IS NULL AND "OAM_IMAGES"."THREAD_ID" = %s)')
+    assert where.endswith('ORDER BY "OAM_IMAGES"."CREATED_AT" ASC, "OAM_IMAGES"."ID" ASC')
+    assert '"OAM_IMAGES"."DATA"' not in sql and '"OAM_IMAGES"."DESCRIPTION"' in sql
+    assert list(params) == ["t-1"]
