@@ -9,7 +9,16 @@
 * ``Conflict`` -> 409 ``{"detail": ..., "field": ...}``;
 * ``memory.llm.LlmError`` raised by a request that needs the LLM (an image
   caption) -> 503 when the LLM is unreachable, 502 when it answered badly;
-* a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` -> 413.
+* a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE``, or more fields or files than
+  ``DATA_UPLOAD_MAX_NUMBER_FIELDS``/``_FILES`` -> 413;
+* a body that is not JSON (``JsonParser``) or not well-formed multipart ->
+  422 ``{"detail": [{"loc": ["body"], "msg": ..., "type": ...}]}``, the shape
+  pydantic gives ``ImageIn.model_validate_json`` (ninja alone answers 400
+  ``{"detail": "Cannot parse request body"}``, Django a bare HTML 400).
+
+The OpenAPI schema documents, besides each route's own responses, 401 on
+every operation (all need a key) and 413 on those with a body
+(``OamNinjaAPI.get_openapi_schema``).
 
 Docs are served at ``/api/docs`` and the schema at ``/api/openapi.json``.
 """
@@ -18,22 +27,72 @@ from __future__ import annotations
 
 import re
 
-from django.core.exceptions import RequestDataTooBig
+import pydantic_core
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpRequest, HttpResponse
+from django.http.multipartparser import MultiPartParserError
 from ninja import NinjaAPI
+from ninja.errors import HttpError
+from ninja.parser import Parser
 
 from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound
 from memory.llm import LlmError, LlmUnavailable
 from threads.api import router as threads_router
 from threads.auth import ApiKeyAuth
 
-api = NinjaAPI(
+
+class InvalidJsonBody(ValueError):
+    """A request body that ``JsonParser`` could not read as JSON; the message says where and why."""
+
+
+class JsonParser(Parser):
+    """Request bodies read by pydantic's JSON parser (``pydantic_core.from_json``), as the image upload's
+    ``ImageIn.model_validate_json`` reads them, rather than ``json.loads``.
+
+    Besides malformed JSON it refuses a string holding a lone UTF-16 surrogate
+    (``"\\ud800"``: RFC 8259 section 8.2 leaves its meaning undefined, it has no
+    UTF-8 form, and storing or embedding it was a 500) and nesting deeper than
+    pydantic's limit (about 200 levels). ``NaN``/``Infinity`` are still read,
+    as ``json.loads`` reads them, so that the domain check names the field
+    (``metadata``: "must be JSON-serialisable"). Raises ``InvalidJsonBody``;
+    ninja turns any parser error into ``HttpError(400)`` caused by it, which
+    ``http_error`` answers as a 422 naming the body.
+    """
+
+    def parse_body(self, request: HttpRequest):
+        """The JSON value of ``request.body`` (dict, list, str, number, bool or None)."""
+        try:
+            return pydantic_core.from_json(request.body, allow_inf_nan=True)
+        except ValueError as exc:
+            raise InvalidJsonBody(str(exc)) from None
+
+
+class OamNinjaAPI(NinjaAPI):
+    """``NinjaAPI`` whose OpenAPI schema also documents the statuses every operation shares (see module doc)."""
+
+    def get_openapi_schema(self, *, path_prefix=None, path_params=None):
+        """ninja's schema, plus 401 (``ErrorOut``) on each operation with ``security`` and 413 on each with
+        a ``requestBody``; a response a route declares itself is kept."""
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
+        for operations in schema.get("paths", {}).values():
+            for operation in operations.values():
+                responses = operation.setdefault("responses", {})
+                if operation.get("security"):
+                    responses.setdefault(401, {"description": "No, or no active, API key", "content": error})
+                if "requestBody" in operation:
+                    responses.setdefault(413, {"description": "Request body too large", "content": error})
+        return schema
+
+
+api = OamNinjaAPI(
     title="OAM Site API",
     version="1",
     description="Durable, searchable memory for AI agents (OracleThread API over HTTP). "
     "Send `Authorization: Bearer <key>`; keys come from `manage.py create_api_key <name>`.",
     auth=ApiKeyAuth(),
     urls_namespace="api",
+    parser=JsonParser(),
 )
 api.add_router("/", threads_router)
 
@@ -90,6 +149,29 @@ def llm_failed(request: HttpRequest, exc: LlmError) -> HttpResponse:
 
 
 @api.exception_handler(RequestDataTooBig)
-def too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
-    """The body is over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (``OAM_MAX_REQUEST_BYTES``): 413."""
+@api.exception_handler(TooManyFieldsSent)
+@api.exception_handler(TooManyFilesSent)
+def too_big(request: HttpRequest, exc: RequestDataTooBig | TooManyFieldsSent | TooManyFilesSent) -> HttpResponse:
+    """The body is over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (``OAM_MAX_REQUEST_BYTES``), or the query string or
+    body carries more parameters or files than ``DATA_UPLOAD_MAX_NUMBER_FIELDS``/``_FILES``: 413 (Django
+    alone answers these with an HTML 400)."""
     return api.create_response(request, {"detail": str(exc) or "request body too large", "field": None}, status=413)
+
+
+def _body_invalid(request: HttpRequest, msg: str, error_type: str) -> HttpResponse:
+    return api.create_response(request, {"detail": [{"loc": ["body"], "msg": msg, "type": error_type}]}, status=422)
+
+
+@api.exception_handler(HttpError)
+def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    """ninja's own HTTP errors as ninja answers them (``{"detail": ...}``: 401 no key, ...), except a body
+    ``JsonParser`` could not read: 422 naming the body, ``type: json_invalid``, as pydantic reports it."""
+    if isinstance(exc.__cause__, InvalidJsonBody):
+        return _body_invalid(request, f"Invalid JSON: {exc.__cause__}", "json_invalid")
+    return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
+
+
+@api.exception_handler(MultiPartParserError)
+def multipart_invalid(request: HttpRequest, exc: MultiPartParserError) -> HttpResponse:
+    """A ``multipart/form-data`` body Django cannot parse (no boundary, truncated...): 422 naming the body."""
+    return _body_invalid(request, f"Invalid multipart/form-data: {exc}", "multipart_invalid")

@@ -12,9 +12,10 @@ import json
 
 import pydantic
 from django.http import HttpRequest, HttpResponse
-from ninja import Query, Router
+from ninja import Field, Query, Router, Schema
+from ninja.conf import settings as ninja_settings
 from ninja.errors import ValidationError as NinjaValidationError
-from ninja.pagination import paginate
+from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.responses import Status
 
 from memory import extraction, links, selectors, services
@@ -64,6 +65,19 @@ router = Router(tags=["threads"])
 
 NOT_FOUND = {404: ErrorOut}
 INVALID = {422: ValidationErrorOut}
+
+
+class Pagination(LimitOffsetPagination):
+    """ninja's ``limit``/``offset`` pagination with both capped at ``selectors.MAX_INDEX`` (2**31 - 1).
+
+    They become SQL ``LIMIT``/``OFFSET``, 64-bit integers: unbounded, an
+    ``offset`` past 2**63 was a 500 (SQLite: "datatype mismatch"). Over the
+    cap: 422 naming ``limit`` or ``offset`` (``less_than_equal``).
+    """
+
+    class Input(Schema):
+        limit: int = Field(ninja_settings.PAGINATION_PER_PAGE, ge=1, le=selectors.MAX_INDEX)
+        offset: int = Field(0, ge=0, le=selectors.MAX_INDEX)
 
 
 def _memory() -> AgentMemory:
@@ -116,8 +130,8 @@ def thread_create(request: HttpRequest, payload: ThreadIn):
     return Status(201, _memory().create_thread(**data))
 
 
-@router.get("/threads", response=list[ThreadOut])
-@paginate
+@router.get("/threads", response={200: list[ThreadOut], **INVALID})
+@paginate(Pagination)
 def thread_list(request: HttpRequest, user_id: str | None = None, agent_id: str | None = None):
     """List threads, oldest first, optionally for one user and/or agent.
 
@@ -140,7 +154,7 @@ def thread_update(request: HttpRequest, thread_id: str, payload: ThreadPatchIn):
     return services.thread_update(thread_id=thread_id, **payload.model_dump(exclude_unset=True))
 
 
-@router.delete("/threads/{thread_id}", response={204: None, **NOT_FOUND})
+@router.delete("/threads/{thread_id}", response={204: None, **NOT_FOUND, **INVALID})
 def thread_delete(request: HttpRequest, thread_id: str):
     """Delete the thread with its messages and memories."""
     if not _memory().delete_thread(thread_id):
@@ -184,7 +198,7 @@ def message_update(request: HttpRequest, thread_id: str, message_id: str, payloa
     return _written_message(thread, message_id)
 
 
-@router.delete("/threads/{thread_id}/messages/{message_id}", response={204: None, **NOT_FOUND})
+@router.delete("/threads/{thread_id}/messages/{message_id}", response={204: None, **NOT_FOUND, **INVALID})
 def message_delete(request: HttpRequest, thread_id: str, message_id: str):
     """Delete a message of this exact thread; 404 when absent or another thread's."""
     if not _thread(thread_id).delete_message(message_id):
@@ -203,8 +217,8 @@ def memory_add(request: HttpRequest, thread_id: str, payload: MemoryIn):
     return Status(201, _written_memory(thread, thread.add_memory(data.pop("content"), **data)))
 
 
-@router.get("/threads/{thread_id}/memories", response={200: list[MemoryOut], **NOT_FOUND})
-@paginate
+@router.get("/threads/{thread_id}/memories", response={200: list[MemoryOut], **NOT_FOUND, **INVALID})
+@paginate(Pagination)
 def memory_list(request: HttpRequest, thread_id: str, filters: Query[MemoryListQuery]):
     """This thread's live memories, oldest first, optionally of one type."""
     return _thread(thread_id).list_memories(memory_type=filters.memory_type)
@@ -224,7 +238,7 @@ def memory_update(request: HttpRequest, thread_id: str, memory_id: str, payload:
     return _written_memory(thread, memory_id)
 
 
-@router.delete("/threads/{thread_id}/memories/{memory_id}", response={204: None, **NOT_FOUND})
+@router.delete("/threads/{thread_id}/memories/{memory_id}", response={204: None, **NOT_FOUND, **INVALID})
 def memory_delete(request: HttpRequest, thread_id: str, memory_id: str):
     """Delete a memory owned by this exact thread; 404 when absent or another thread's."""
     if not _thread(thread_id).delete_memory(memory_id):
@@ -381,7 +395,7 @@ def image_list(request: HttpRequest, thread_id: str, params: Query[ImageListQuer
     return _thread(thread_id).list_images(**args)
 
 
-@router.get("/threads/{thread_id}/images/{image_id}", response={200: ImageOut, **NOT_FOUND})
+@router.get("/threads/{thread_id}/images/{image_id}", response={200: ImageOut, **NOT_FOUND, **INVALID})
 def image_get(request: HttpRequest, thread_id: str, image_id: str, params: Query[ImageGetQuery]):
     """One live image of this thread; ``include_bytes=true`` adds base64 ``data``."""
     return _thread(thread_id).get_image(image_id, include_bytes=params.include_bytes)
@@ -440,7 +454,7 @@ def link_create(request: HttpRequest, thread_id: str, payload: LinkIn):
     return Status(201, links.link_get(thread=selectors.thread_get(thread_id), relation_id=relation_id))
 
 
-@router.get("/threads/{thread_id}/links", response={200: list[RelationOut], **NOT_FOUND})
+@router.get("/threads/{thread_id}/links", response={200: list[RelationOut], **NOT_FOUND, **INVALID})
 def link_list(request: HttpRequest, thread_id: str, filters: Query[LinkListQuery]):
     """This thread's relations, oldest first; ``record_id`` keeps those touching that record."""
     return links.link_list(thread=selectors.thread_get(thread_id), record_id=filters.record_id)
@@ -454,7 +468,7 @@ def link_update(request: HttpRequest, thread_id: str, relation_id: str, payload:
     return links.link_get(thread=selectors.thread_get(thread_id), relation_id=relation_id)
 
 
-@router.delete("/threads/{thread_id}/links/{relation_id}", response={204: None, **NOT_FOUND})
+@router.delete("/threads/{thread_id}/links/{relation_id}", response={204: None, **NOT_FOUND, **INVALID})
 def link_delete(request: HttpRequest, thread_id: str, relation_id: str):
     """Delete a relation of this thread by id; 404 when there is none."""
     if not _thread(thread_id).delete_record_link(relation_id=relation_id):

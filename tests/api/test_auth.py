@@ -104,6 +104,44 @@ def test_openapi_schema_lists_the_paths_and_bearer_auth(anon):
     assert set(memory_in["enum"]) == {"memory", "fact", "guideline", "preference"}
 
 
+def test_openapi_documents_401_on_every_operation_and_413_on_those_with_a_body(anon):
+    paths = anon.get("/api/openapi.json").json()["paths"]
+    error_out = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
+    with_body = 0
+    for path, operations in paths.items():
+        for method, operation in operations.items():
+            responses = operation["responses"]
+            assert operation["security"] and responses["401"]["content"] == error_out, (method, path)
+            assert ("413" in responses) == ("requestBody" in operation), (method, path)
+            with_body += "requestBody" in operation
+    assert with_body >= 10  # POST and PATCH routes
+
+
+@pytest.mark.parametrize(
+    "method,url,path,field",
+    [
+        ("get", "/api/threads?offset=-1", "/api/threads", "offset"),
+        ("delete", "/api/threads/%20", "/api/threads/{thread_id}", "thread_id"),
+        ("delete", "/api/threads/t-main/messages/%20", "/api/threads/{thread_id}/messages/{message_id}",
+         "message_id"),
+        ("get", "/api/threads/t-main/memories?offset=-1", "/api/threads/{thread_id}/memories", "offset"),
+        ("delete", "/api/threads/t-main/memories/%20", "/api/threads/{thread_id}/memories/{memory_id}", "memory_id"),
+        ("get", "/api/threads/t-main/images/i1?include_bytes=maybe", "/api/threads/{thread_id}/images/{image_id}",
+         "include_bytes"),
+        ("get", "/api/threads/t-main/links?record_id=", "/api/threads/{thread_id}/links", "record_id"),
+        ("delete", "/api/threads/t-main/links/%20", "/api/threads/{thread_id}/links/{relation_id}", "relation_id"),
+    ],
+)
+def test_a_422_that_an_operation_gives_is_documented_for_it(api, anon, thread, method, url, path, field):
+    """Found by schemathesis' status_code_conformance: these answered 422 without declaring it."""
+    resp = getattr(api, method)(url)
+    assert resp.status_code == 422
+    assert resp.json()["detail"][0]["loc"][-1] == field
+    operation = anon.get("/api/openapi.json").json()["paths"][path][method]
+    assert operation["responses"]["422"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ValidationErrorOut"}
+
+
 def test_docs_page_is_served(anon):
     resp = anon.get("/api/docs")
     assert resp.status_code == 200

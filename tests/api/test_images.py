@@ -278,3 +278,21 @@ def test_openapi_documents_both_upload_forms_and_the_content_types(api):
     assert set(content) == {"image/png", "image/jpeg", "image/webp"}
     parts = schema["components"]["schemas"]["MessageIn"]["properties"]["content"]
     assert "ImagePartIn" in str(parts)
+
+
+def test_a_multipart_body_django_cannot_parse_is_422_naming_the_body(api, thread):
+    # Django alone answered with an HTML 400 (MultiPartParserError).
+    resp = api.generic("POST", URL, b"--x\r\nnot a part", content_type="multipart/form-data")  # no boundary
+    assert resp.status_code == 422
+    [item] = resp.json()["detail"]
+    assert item["loc"] == ["body"] and item["type"] == "multipart_invalid" and "boundary" in item["msg"]
+    assert not Image.objects.exists()
+
+
+def test_more_files_than_the_limit_is_413_json(api, thread, settings):
+    settings.DATA_UPLOAD_MAX_NUMBER_FILES = 1
+    files = [SimpleUploadedFile(f"{i}.png", samples.png(), content_type="image/png") for i in range(2)]
+    resp = api.post(URL, {"image": files}, content_type=MULTIPART_CONTENT)
+    assert resp.status_code == 413
+    assert "DATA_UPLOAD_MAX_NUMBER_FILES" in resp.json()["detail"]
+    assert not Image.objects.exists()

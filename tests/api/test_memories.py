@@ -163,3 +163,19 @@ def test_patch_and_delete_touch_only_this_threads_memories(api, thread, client):
     assert api.get(f"{URL}/{mine}").status_code == 404
     assert not SearchChunk.objects.filter(record_id=mine).exists()
     assert api.delete(f"{URL}/{mine}").status_code == 404
+
+
+def test_list_offset_and_limit_over_the_cap_are_422_naming_them(api, thread):
+    add(api, content="kept")
+    for query, field in (("offset=99999999999999999999", "offset"), ("limit=2147483648", "limit")):
+        resp = api.get(f"{URL}?{query}")
+        assert resp.status_code == 422 and error_fields(resp) == [field]
+    assert api.get(f"{URL}?offset=2147483647").json() == {"items": [], "count": 1}
+
+
+def test_content_with_a_lone_surrogate_is_422_and_stores_nothing(api, thread):
+    # json.loads read "\udc00" as a str that SQLite and the embedder cannot encode: a 500.
+    resp = api.post(URL, '{"content": "bad \\udc00 half", "memory_id": "m-bad"}')
+    assert resp.status_code == 422
+    assert resp.json()["detail"][0]["loc"] == ["body"] and resp.json()["detail"][0]["type"] == "json_invalid"
+    assert not Memory.objects.exists() and not SearchChunk.objects.exists()

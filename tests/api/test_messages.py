@@ -237,3 +237,14 @@ def test_a_domain_error_on_a_path_parameter_names_the_path(api, thread):
     assert resp.json()["detail"] == [
         {"loc": ["path", "message_id"], "msg": "must be at most 255 characters", "type": "value_error"}
     ]
+
+
+def test_a_lone_surrogate_in_one_message_is_422_and_the_batch_is_not_written(api, thread):
+    body = '{"messages": [{"role": "user", "content": "fine"}, {"role": "user", "content": "half \\ude00"}]}'
+    resp = api.post(URL, body)
+    assert resp.status_code == 422
+    [item] = resp.json()["detail"]
+    assert item["loc"] == ["body"] and item["type"] == "json_invalid" and "surrogate" in item["msg"]
+    assert Message.objects.count() == 0 and not SearchChunk.objects.exists()
+    resp = api.post(URL, '{"messages": [{"role": "user", "content": "whole \\ud83d\\ude00"}]}')
+    assert resp.status_code == 201 and contents(api) == ["whole \U0001F600"]

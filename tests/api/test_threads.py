@@ -130,3 +130,50 @@ def test_list_filters_by_user_and_agent(api, make_thread):
     assert ids("agent_id=x") == ["a", "c"]
     assert ids("user_id=u1&agent_id=x") == ["a"]
     assert ids("") == ["a", "b", "c"]
+
+
+def test_list_limit_and_offset_over_the_cap_are_422_naming_them(api, make_thread):
+    # Unbounded, an offset past 2**63 reached SQLite as OFFSET and was a 500 ("datatype mismatch").
+    make_thread(thread_id="only")
+    for query, field in (("offset=1148434139345343557218074624", "offset"), ("limit=2147483648", "limit"),
+                         ("offset=-1", "offset"), ("limit=0", "limit")):
+        resp = api.get(f"/api/threads?{query}")
+        assert resp.status_code == 422, query
+        assert error_fields(resp) == [field]
+    page = api.get("/api/threads?limit=2147483647&offset=2147483647").json()
+    assert page == {"items": [], "count": 1}
+
+
+def test_too_many_query_parameters_is_413_json(api, settings):
+    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 3  # Django alone answered with an HTML 400
+    resp = api.get("/api/threads?a=1&b=2&c=3&d=4")
+    assert resp.status_code == 413
+    assert "DATA_UPLOAD_MAX_NUMBER_FIELDS" in resp.json()["detail"] and resp.json()["field"] is None
+
+
+@pytest.mark.parametrize(
+    "body,rule",
+    [
+        ('{"thread_id": "bad",}', "trailing comma"),
+        ('{"thread_id": "bad"', "EOF"),
+        ('{"thread_id": "bad\\ud800"}', "hex escape"),  # a lone surrogate: no UTF-8 form, was a 500
+        ('{"thread_id": "bad", "metadata": {"k\\udc00": 1}}', "surrogate"),
+        ('{"thread_id": "bad", "metadata": ' + '{"a": ' * 300 + "1" + "}" * 301, "recursion limit"),
+    ],
+)
+def test_a_body_that_is_not_json_is_422_naming_the_body_and_stores_nothing(api, body, rule):
+    resp = api.post("/api/threads", body)
+    assert resp.status_code == 422
+    [item] = resp.json()["detail"]
+    assert item["loc"] == ["body"] and item["type"] == "json_invalid"
+    assert item["msg"].startswith("Invalid JSON: ") and rule in item["msg"]
+    assert api.get("/api/threads/bad").status_code == 404
+
+
+def test_json_text_that_pydantic_and_json_loads_both_read_is_unchanged(api):
+    # A surrogate pair is one character; NaN is still read, and refused by the domain naming the field.
+    resp = api.post("/api/threads", '{"thread_id": "smile-\\ud83d\\ude00", "metadata": {"k": "\\u00e9"}}')
+    assert resp.status_code == 201
+    assert resp.json()["thread_id"] == "smile-\U0001F600" and resp.json()["metadata"] == {"k": "é"}
+    resp = api.post("/api/threads", '{"thread_id": "nan", "metadata": {"x": NaN}}')
+    assert resp.status_code == 422 and error_fields(resp) == ["metadata"]
