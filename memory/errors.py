@@ -25,6 +25,20 @@ class InvalidType(TypeError):
         self.message = message
 
 
+def check_text(value: str, field: str) -> str:
+    """``value`` unchanged if it is valid Unicode text; else ``InvalidArgument`` naming ``field``.
+
+    Python strings may hold lone UTF-16 surrogates (``"\\ud800"``) that no
+    database can store as UTF-8 and the tokenizer refuses with a TypeError;
+    they are refused here, before anything is written.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(field, f"is not valid Unicode text (a lone surrogate at position {exc.start})") from None
+    return value
+
+
 class NotFound(KeyError):
     """A thread, message or memory does not exist here (``KeyError``, as the spec says)."""
 

@@ -39,7 +39,7 @@ from django.utils import timezone
 
 from memory.chunking import estimate_tokens
 from memory.embedders import get_embedder
-from memory.errors import InvalidArgument, InvalidType
+from memory.errors import InvalidArgument, InvalidType, check_text
 from memory.fields import VectorDistance
 from memory.links import attach_linked, check_max_linked_results, check_num_hops
 from memory.metadata_filter import compile_filter
@@ -250,6 +250,7 @@ def build_request(
         mode = config.mode or settings.OAM_SEARCH_MODE
     if not isinstance(query, str):
         raise InvalidType("query", "must be a string")
+    check_text(query, "query")
     if metadata_filter is NOTSET:
         metadata_filter = None
     if metadata_filter is not None and not isinstance(metadata_filter, dict):

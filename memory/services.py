@@ -24,7 +24,7 @@ from django.utils import timezone
 from memory import ttl as ttl_rules
 from memory.chunking import chunk_text
 from memory.embedders import get_embedder
-from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound
+from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound, check_text
 from memory.images import (
     ImageInputLimitConfig,
     ValidImage,
@@ -60,7 +60,7 @@ def check_id(value: Any, field: str) -> str:
         raise InvalidArgument(field, "must not be empty")
     if len(value) > MAX_ID_LENGTH:
         raise InvalidArgument(field, f"must be at most {MAX_ID_LENGTH} characters")
-    return value
+    return check_text(value, field)
 
 
 def check_scope_id(value: Any, field: str) -> str | None:
@@ -180,6 +180,8 @@ def _parse_image_part(part: Any, where: str, limits: ImageInputLimitConfig) -> _
     description = raw.get("description")
     if description is not None and not isinstance(description, str):
         raise InvalidType(f"{where}.description", "must be a string or None")
+    if description is not None:
+        check_text(description, f"{where}.description")
     stamp = ttl_rules.check_timestamp(raw.get("timestamp"), f"{where}.timestamp")
     stored = {"type": "image", "id": part_id, "mime_type": None, "description": description, "timestamp": stamp}
     if data is None:
@@ -210,12 +212,14 @@ def _parse_parts(content: Sequence[Any], field: str, limits: ImageInputLimitConf
     for j, part in enumerate(content):
         where = f"{field}[{j}]"
         if isinstance(part, TextContent):
+            check_text(part.text, f"{where}.text")
             parts.append({"type": "text", "id": part.id, "text": part.text, "timestamp": part.timestamp})
             continue
         if isinstance(part, Mapping) and part.get("type", "text") == "text":
             text = part.get("text")
             if not isinstance(text, str):
                 raise InvalidType(f"{where}.text", "must be a string")
+            check_text(text, f"{where}.text")
             part_id = part.get("id") or str(uuid.uuid4())
             parts.append({"type": "text", "id": check_id(part_id, f"{where}.id"), "text": text,
                           "timestamp": ttl_rules.check_timestamp(part.get("timestamp"), f"{where}.timestamp")})
@@ -251,10 +255,11 @@ def _parse_message(raw: Any, index: int, limits: ImageInputLimitConfig | None = 
         raise InvalidArgument(f"{field}.role", "is required and must be a non-empty string")
     if len(role) > 255:
         raise InvalidArgument(f"{field}.role", "must be at most 255 characters")
+    check_text(role, f"{field}.role")
     content = data.get("content")
     parts, images = None, []
     if isinstance(content, str):
-        text = content
+        text = check_text(content, f"{field}.content")
     elif isinstance(content, Sequence) and not isinstance(content, (bytes, bytearray)):
         text, parts, images = _parse_parts(content, f"{field}.content", limits)
         for image in images:
@@ -554,7 +559,7 @@ def message_update(
     parts, images = None, []
     if content is not NOTSET:
         if isinstance(content, str):
-            text = content
+            text = check_text(content, "content")
         elif isinstance(content, Sequence) and not isinstance(content, (bytes, bytearray)):
             text, parts, images = _parse_parts(content, "content", limits)
         else:
@@ -702,6 +707,7 @@ def memory_add(
         raise InvalidType("content", f"must be a string, not {type(content).__name__}")
     if not content.strip():
         raise InvalidArgument("content", "must not be empty")
+    check_text(content, "content")
     mtype = check_memory_type(memory_type)
     scope = {
         "user_id": thread.user_id if user_id is NOTSET else check_scope_id(user_id, "user_id"),
@@ -771,6 +777,7 @@ def memory_update(
             raise InvalidType("content", f"must be a string, not {type(content).__name__}")
         if not content.strip():
             raise InvalidArgument("content", "must not be empty")
+        check_text(content, "content")
     new_meta = check_metadata(metadata) if metadata is not NOTSET else NOTSET
     new_stamp = ttl_rules.check_timestamp(timestamp) if timestamp is not NOTSET else NOTSET
     new_status = check_status(status) if status is not NOTSET else NOTSET
@@ -1023,6 +1030,8 @@ def image_add(
     iid = str(uuid.uuid4()) if image_id is NOTSET or image_id is None else check_id(image_id, "image_id")
     if description is not NOTSET and description is not None and not isinstance(description, str):
         raise InvalidType("description", "must be a string or None")
+    if isinstance(description, str):
+        check_text(description, "description")
     meta = check_metadata(metadata)
     stamp = ttl_rules.check_timestamp(timestamp)
     now = timezone.now()
@@ -1109,6 +1118,8 @@ def image_update(
         raise InvalidArgument("mime_type", "can only be given together with new image bytes")
     if description is not NOTSET and description is not None and not isinstance(description, str):
         raise InvalidType("description", "must be a string or None")
+    if isinstance(description, str):
+        check_text(description, "description")
     new_meta = check_metadata(metadata) if metadata is not NOTSET else NOTSET
     new_stamp = ttl_rules.check_timestamp(timestamp) if timestamp is not NOTSET else NOTSET
     new_description = description

@@ -1,0 +1,56 @@
+"""Text that cannot be stored or embedded (lone UTF-16 surrogates) is a ValueError naming the field.
+
+Python strings may hold ``"\\ud800"``; UTF-8 databases cannot store it and the
+tokenizer refused it with a bare TypeError. ``memory.errors.check_text`` now
+refuses it during validation, before anything is written.
+"""
+
+import pytest
+
+from memory.models import Memory, Message, Thread
+from memory.types import TextContent
+
+LONE = "a\ud800b"
+
+
+def counts():
+    return Thread.objects.count(), Message.objects.count(), Memory.objects.count()
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda c, t: t.add_messages([{"role": "user", "content": "fine"}, {"role": "user", "content": LONE}]),
+     "messages[1].content"),
+    (lambda c, t: t.add_messages([{"role": "user", "content": [TextContent(text=LONE)]}]), "messages[0].content[0].text"),
+    (lambda c, t: t.add_messages([{"role": "user", "content": [{"type": "text", "text": LONE}]}]),
+     "messages[0].content[0].text"),
+    (lambda c, t: t.add_messages([{"role": LONE, "content": "x"}]), "messages[0].role"),
+    (lambda c, t: t.add_memory(LONE), "content"),
+    (lambda c, t: t.add_memory("ok", memory_id=LONE), "memory_id"),
+    (lambda c, t: t.search(LONE), "query"),
+    (lambda c, t: c.search(LONE, user_id="user-1"), "query"),
+    (lambda c, t: c.create_thread(thread_id=LONE), "thread_id"),
+    (lambda c, t: c.create_thread(user_id=LONE), "user_id"),
+])
+def test_lone_surrogates_are_refused_naming_the_field_and_nothing_is_written(client, thread, call, field):
+    before = counts()
+    with pytest.raises(ValueError) as info:
+        call(client, thread)
+    assert str(info.value).startswith(f"{field}: is not valid Unicode text")
+    assert counts() == before
+
+
+def test_updates_refuse_them_too_and_keep_what_is_stored(thread):
+    (message_id,) = thread.add_messages([{"role": "user", "content": "kept"}])
+    memory_id = thread.add_memory("kept memory")
+    with pytest.raises(ValueError, match="^content: is not valid Unicode text"):
+        thread.update_message(message_id, content=LONE)
+    with pytest.raises(ValueError, match="^content: is not valid Unicode text"):
+        thread.update_memory(memory_id, content=LONE)
+    assert thread.get_message(message_id).content == "kept"
+    assert Memory.objects.get(pk=memory_id).content == "kept memory"
+
+
+def test_valid_astral_characters_are_fine(thread):
+    (message_id,) = thread.add_messages([{"role": "user", "content": "I love 🍕"}])
+    assert thread.get_message(message_id).content == "I love 🍕"
+    assert [r.record.id for r in thread.search("🍕 pizza", max_results=1)] == [message_id]
