@@ -46,7 +46,7 @@ from memory.metadata_filter import compile_filter
 from memory.models import RECORD_TYPES, Image, Memory, Message, SearchChunk
 from memory.selectors import image_dto, live_q, memory_dto, message_dto
 from memory.types import NOTSET, MemorySearchConfig, SearchResult, SearchScope
-from memory.vector_cache import get_vector_cache
+from memory.vector_cache import get_vector_cache, in_transaction_now, rounding_bound
 
 # Chunks fetched per wanted result, so that records split into several chunks
 # still leave max_results distinct records after de-duplication.
@@ -390,53 +390,79 @@ MAX_CANDIDATES = 50_000
 def _cached_vector_rows(cache, snapshot, request: SearchRequest, query_vector, now, limit: int) -> list[tuple] | None:
     """Exact top ``limit`` filtered chunks using the vector cache; None to fall back to SQL ranking.
 
-    Candidates are the ``K`` nearest cached chunks whatever the filters; one
+    Candidates are the ``K`` nearest cached chunks whatever the filters, plus
+    every chunk within twice the float32 rounding bound of the ``K``-th
+    (``memory.vector_cache.rounding_bound``: ties and near-duplicates). One
     SQL statement returns, for each candidate that still exists, its true
-    distance and whether it passes the filters. If at least ``limit`` pass,
-    they are the exact answer (any passing chunk outside the candidates is
-    farther than every candidate). If fewer pass, ``K`` is raised to what the
-    observed pass rate needs (once); a filter that passes too few candidates
-    (a single thread in a large store, say) returns None, and SQL ranks the
-    filtered rows, which are then few. Inside a transaction the snapshot is
-    not refreshed, so chunks newer than it are ranked in SQL and merged.
+    distance and whether it passes the filters, and ranks the filtered chunks
+    newer than the snapshot (rows written since the last refresh, or inside
+    this transaction). The answer is exact for that statement's view of the
+    table when the ``limit``-th passing candidate is no farther than any chunk
+    left out can be, or every live chunk was a candidate. Otherwise ``K`` is
+    raised to what the observed pass rate needs (once); a filter that passes
+    too few candidates (a single thread in a large store, say) returns None,
+    and SQL ranks the filtered rows, which are then few. Also None for a zero
+    query vector (every SQL distance is NULL) and when a candidate's true
+    distance disagrees with the cache (reused ids: the cache is dropped; or a
+    vector whose float32 norm is zero or overflows, seen differently by
+    numpy and sqlite-vec).
+    Distances are floats, or None for a zero chunk vector (ranked first, as in SQL).
     """
     vec = np.asarray(query_vector, dtype="<f4")
+    if not np.any(vec):
+        return None
     blob = vec.tobytes()
     where_sql, where_params = filter_sql(request, now)
     table = default_connection.ops.quote_name(SearchChunk._meta.db_table)
+    in_transaction = in_transaction_now(default_connection)
+    bound = rounding_bound(snapshot.matrix.shape[1])
     candidates = max(MIN_CANDIDATES, limit * CANDIDATES_PER_ROW)
-    live = snapshot.live_rows
+
+    def key(row):  # (distance, chunk id) as SQLite orders them: NULL first
+        return (row[3] is not None, row[3] if row[3] is not None else 0.0, row[0])
+
     for _ in range(2):
-        ids = snapshot.nearest(vec, candidates)
+        ids, scores, floor = snapshot.candidates(vec, candidates, margin=2 * bound)
         with default_connection.cursor() as cursor:
             cursor.execute(
                 f"SELECT id, source_kind, record_id, vec_distance_cosine(embedding, %s), "
                 f"CASE WHEN ({where_sql}) THEN 1 ELSE 0 END FROM {table} "
-                f"WHERE id IN (SELECT value FROM json_each(%s))",
-                [blob, *where_params, json.dumps(ids.tolist())],
+                f"WHERE id IN (SELECT value FROM json_each(%s)) "
+                f"UNION ALL SELECT * FROM (SELECT id, source_kind, record_id, "
+                f"vec_distance_cosine(embedding, %s) AS distance, 2 FROM {table} "
+                f"WHERE id > %s AND ({where_sql}) ORDER BY distance, id LIMIT %s)",
+                [blob, *where_params, json.dumps(ids.tolist()), blob, snapshot.max_id, *where_params, limit],
             )
-            found = cursor.fetchall()
-        if len(found) < ids.size:
+            rows = cursor.fetchall()
+        found = [row for row in rows if row[4] != 2]
+        newer = [row for row in rows if row[4] == 2]
+        cached = dict(zip(ids.tolist(), (1.0 - scores.astype(np.float64)).tolist()))
+        for chunk_id, _, _, distance, _ in found:
+            expected = cached[chunk_id]
+            if (distance is None) != (expected == -np.inf):
+                return None  # a vector float32 cannot normalise (zero or overflowing norm) seen two ways
+            if distance is not None and abs(distance - expected) > bound:
+                cache.clear()  # the id names another vector now: reload on the next refresh
+                return None
+        if len(found) < ids.size and not in_transaction:
             cache.mark_dead(snapshot, set(ids.tolist()) - {row[0] for row in found})
-        passed = [row for row in found if row[4]]
-        exhaustive = ids.size >= live
-        if len(passed) >= limit or exhaustive:
-            break
+        passed = sorted((row for row in found if row[4]), key=key)
+        if floor == -np.inf:
+            break  # every live cached chunk was a candidate
+        if len(passed) >= limit:
+            farthest = passed[limit - 1][3]
+            if farthest is None or farthest <= 1.0 - floor - bound:
+                break  # every chunk left out is farther (cosine distance > 1 - floor - bound)
         rate = len(passed) / max(len(found), 1)
-        wanted = int(limit / rate * 2) if rate else MAX_CANDIDATES + 1
+        wanted = max(int(limit / rate * 2), 2 * candidates) if rate else MAX_CANDIDATES + 1
         if wanted > MAX_CANDIDATES:
             return None
         candidates = wanted
     else:
         return None
-    rows = [(distance, chunk_id, kind, record_id) for chunk_id, kind, record_id, distance, _ in passed]
-    if default_connection.in_atomic_block:
-        newer = (filtered_chunks(request, now).filter(id__gt=snapshot.max_id)
-                 .annotate(distance=VectorDistance("embedding", vec))
-                 .order_by("distance", "id").values_list("distance", "id", "source_kind", "record_id")[:limit])
-        rows.extend(newer)
-    rows.sort(key=lambda row: (row[0], row[1]))
-    return [(kind, record_id, float(distance)) for distance, _, kind, record_id in rows[:limit]]
+    rows = sorted(passed[:limit] + newer, key=key)[:limit]
+    return [(kind, record_id, None if distance is None else float(distance))
+            for _, kind, record_id, distance, _ in rows]
 
 
 def keyword_sql(request: SearchRequest, column: str, terms: list[str], limit: int, *, connection=None,

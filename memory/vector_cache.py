@@ -21,20 +21,29 @@ source of truth; the cache is a read-through copy that can only be *behind*:
   them; it marks them dead (:meth:`VectorCache.mark_dead`).
 * A refresh first checks that ids still name the rows it holds: its newest
   row is the same (record, chunk index, creation time), or was deleted while
-  the id sequence moved past it. Otherwise (a table flushed with its sequence
-  reset) it reloads everything, as it does for a database file that was
-  deleted and created again (another inode).
+  the id sequence moved past it; and no row at or below its newest id was
+  created after every row it holds. Otherwise (a table flushed with its
+  sequence reset) it reloads everything, as it does for a database file that
+  was deleted and created again (another inode). Rows put back with their old
+  creation times (a fixture) can pass these checks; a search then finds a
+  candidate whose true distance disagrees with the copy and drops it.
 * It only refreshes outside a transaction (autocommit), so it never holds a row
-  that may still be rolled back; inside one, rows newer than the cache are
+  that may still be rolled back; inside one it neither loads nor marks rows
+  dead (a delete may be rolled back), and rows newer than the cache are
   ranked in SQL (``memory.search``).
 
 How search uses it (``memory.search.vector_arm``): the ``K`` chunks nearest to
-the query among *all* cached rows (numpy ``argpartition``), then one SQL query
-applies the request's filters to those ids and computes their true distances.
-When at least ``limit`` candidates pass the filters, they are exactly the top
-``limit`` filtered chunks (every filtered chunk outside the candidates is
-farther than all of them), so the answer is exact, not approximate; otherwise
-``K`` grows, or a selective filter falls back to ranking its rows in SQL.
+the query among *all* cached rows, plus every row within twice the float32
+rounding bound of the ``K``-th (:func:`rounding_bound`; ties and
+near-duplicates), then one SQL statement applies the request's filters to
+those ids, computes their true distances and ranks the rows newer than the
+cache. When the ``limit``-th passing candidate is no farther than any chunk
+left out can be (``1 - floor - bound``, :meth:`Snapshot.candidates`), the
+answer is exactly the top ``limit`` filtered chunks of that statement's view
+of the table, not an approximation; otherwise ``K`` grows, or a selective
+filter falls back to ranking its rows in SQL. A candidate whose true distance
+differs from the cached one by more than the bound means ids were reused: the
+cache is dropped and that search ranks in SQL.
 
 Memory: 1,536 bytes per chunk (384 float32) plus 9 bytes of bookkeeping, per
 process (about 154 MB at 100,000 chunks). Above ``OAM_VECTOR_CACHE_MAX_ROWS``
@@ -76,24 +85,42 @@ class Snapshot:
     def nearest(self, query_vector, k: int) -> np.ndarray:
         """Ids of the ``k`` live rows with the highest cosine similarity to ``query_vector``, unordered.
 
-        Returns every live id when ``k >= n``. ``query_vector`` is any 1-D
-        array of the cache's dimension; it is normalised here.
+        Returns every live id when ``k >= n``, and every row tied with the
+        ``k``-th too. ``query_vector`` is any 1-D array of the cache's
+        dimension; it is normalised here.
         """
+        return self.candidates(query_vector, k)[0]
+
+    def candidates(self, query_vector, k: int, margin: float = 0.0) -> tuple[np.ndarray, np.ndarray, float]:
+        """``(ids, scores, floor)``: the ``k`` most similar live rows, and every live row within ``margin``.
+
+        ``scores`` are the cached cosine similarities of ``ids`` (float32;
+        ``inf`` for a zero vector, whose SQL distance is NULL and sorts first).
+        Every live row *not* returned scores below ``floor`` (``-inf`` when all
+        live rows are returned), which is the ``k``-th best score less ``margin``.
+        """
+        empty = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32), float("-inf")
         if self.n == 0:
-            return np.empty(0, dtype=np.int64)
+            return empty
         q = np.asarray(query_vector, dtype=np.float32)
         norm = float(np.linalg.norm(q))
         if norm > 0:
             q = q / norm
         scores = self.matrix[: self.n] @ q
+        scores[np.isnan(scores)] = np.inf  # zero rows are stored as NaN (see _append)
         alive = self.alive[: self.n]
         if not alive.all():
             scores[~alive] = -np.inf
         live = int(alive.sum())
         if k >= live:
-            return self.ids[: self.n][alive]
-        top = np.argpartition(-scores, k)[:k]
-        return self.ids[top]
+            keep = np.flatnonzero(alive)
+            return self.ids[keep], scores[keep], float("-inf")
+        if k <= 0:
+            return empty[0], empty[1], float("inf")
+        kth = float(np.partition(scores, self.n - k)[self.n - k])
+        floor = kth - margin
+        keep = np.flatnonzero(scores >= floor)
+        return self.ids[keep], scores[keep], floor
 
     @property
     def live_rows(self) -> int:
@@ -123,6 +150,7 @@ class VectorCache:
         self._alive = np.empty(0, dtype=bool)
         self._n = 0
         self._tail: tuple | None = None  # (id, record_id, chunk_index, created_at) of the newest row
+        self._newest_created: str | None = None  # the latest created_at (as stored) of the rows held
         self._too_big = False
         self._too_big_since = 0.0
         self._snapshot = Snapshot(self._ids, self._matrix, self._alive, 0, 0)
@@ -139,7 +167,10 @@ class VectorCache:
         Raises whatever the database raises.
         """
         database = _database_identity(connection)
-        in_transaction = connection.in_atomic_block
+        # Connect before taking the lock: a new connection may wait for another's write
+        # transaction (``PRAGMA optimize`` may ANALYZE), and that writer may be waiting for this lock.
+        connection.ensure_connection()
+        in_transaction = in_transaction_now(connection)
         with self._lock:
             if self._database != database:
                 if in_transaction:
@@ -181,10 +212,19 @@ class VectorCache:
             return False
         current = self._tail_row(cursor, int(self._tail[0]))
         if current is not None:
-            return current != self._tail
-        cursor.execute("SELECT seq FROM sqlite_sequence WHERE name = %s", [self.table])
-        row = cursor.fetchone()
-        return row is None or int(row[0]) < int(self._tail[0])
+            if current != self._tail:
+                return True
+        else:
+            cursor.execute("SELECT seq FROM sqlite_sequence WHERE name = %s", [self.table])
+            row = cursor.fetchone()
+            if row is None or int(row[0]) < int(self._tail[0]):
+                return True
+        # A row at or below the newest id held, created after every row held, reuses an id (the
+        # sequence was reset and has since passed the old tail, which was deleted again). ``+id``
+        # keeps SQLite on the created_at index: only rows newer than the copy are read.
+        cursor.execute(f"SELECT 1 FROM {self.table} WHERE created_at > %s AND +id <= %s LIMIT 1",
+                       [self._newest_created, int(self._tail[0])])
+        return cursor.fetchone() is not None
 
     def _refresh(self, cursor) -> None:
         if self._stale(cursor):
@@ -201,9 +241,13 @@ class VectorCache:
             self._reset(self._database)
             max_id = 0
         started = time.perf_counter()
-        cursor.execute(f"SELECT id, embedding FROM {self.table} WHERE id > %s ORDER BY id", [max_id])
+        cursor.execute(f"SELECT id, embedding, CAST(created_at AS TEXT) FROM {self.table} WHERE id > %s ORDER BY id",
+                       [max_id])
         loaded = 0
         while batch := cursor.fetchmany(FETCH_BATCH):
+            newest = max(row[2] for row in batch)
+            if self._newest_created is None or newest > self._newest_created:
+                self._newest_created = newest
             if self._n + len(batch) > self.max_rows:
                 logger.warning("vector cache: more than %s chunks; search ranks in SQL instead", self.max_rows)
                 self._reset(self._database)
@@ -232,11 +276,34 @@ class VectorCache:
             self._ids, self._matrix, self._alive = ids, matrix, alive
         block = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype="<f4").reshape(count, self.dimensions)
         norms = np.linalg.norm(block, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
+        # A zero vector has no direction: sqlite-vec's cosine distance to it is
+        # NULL, which sorts first. NaN rows score NaN, which ``candidates`` ranks first.
+        norms[(norms == 0) | ~np.isfinite(norms)] = np.nan
         self._ids[self._n : need] = [r[0] for r in rows]
         self._matrix[self._n : need] = block / norms
         self._alive[self._n : need] = True
         self._n = need
+
+
+def in_transaction_now(connection) -> bool:
+    """Whether ``connection`` may hold uncommitted writes (an atomic block, or autocommit off).
+
+    The cache never loads rows, nor marks rows dead, from such a connection:
+    what it sees may still be rolled back, and other threads do not see it.
+    """
+    return connection.in_atomic_block or not connection.get_autocommit()
+
+
+def rounding_bound(dimensions: int) -> float:
+    """Largest difference between a cached cosine distance and sqlite-vec's, for finite vectors.
+
+    Both sides compute in float32: a ``dimensions``-term dot product and two
+    norms, each off by at most ``dimensions * 2**-24`` relative to the product
+    of the norms (Higham, *Accuracy and Stability of Numerical Algorithms*,
+    section 3.1), plus normalisation and division. ``4 * dimensions + 16``
+    units covers both sides (384 dimensions: 9.3e-5; measured: at most 3e-6).
+    """
+    return (4 * dimensions + 16) * 2.0**-24
 
 
 def _database_identity(connection) -> str:
