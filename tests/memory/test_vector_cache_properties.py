@@ -22,7 +22,8 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from django.db import connection, connections, transaction
+import sqlite_vec
+from django.db import connection, transaction
 from django.utils import timezone
 from hypothesis import HealthCheck, example, given, seed, settings
 from hypothesis import strategies as st
@@ -113,7 +114,8 @@ SEARCH = st.fixed_dictionaries({
     "limit": st.one_of(st.integers(1, 4), st.integers(1, 25)),
     "query": st.sampled_from(["random", "random", "dup", "near6", "near4", "zero"]), "base": st.integers(0, 2),
 })
-INSERT = st.tuples(st.just("insert"), st.lists(ROW, min_size=1, max_size=12), st.sampled_from([0, 0, 30, 240]))  # extra rows
+#: Rows to insert, and how many more like the last (with fresh vectors) to add: stores past MIN_CANDIDATES.
+INSERT = st.tuples(st.just("insert"), st.lists(ROW, min_size=1, max_size=12), st.sampled_from([0, 0, 30, 240]))
 DELETE = st.tuples(st.just("delete"), st.floats(0.05, 1.0), st.booleans())  # fraction, and always the newest
 #: What the services change in place (``_sync_chunks``, ``links``): status, expiry, metadata, record type.
 UPDATE = st.tuples(st.just("update"), st.floats(0.05, 1.0), st.fixed_dictionaries({}, optional={
@@ -301,7 +303,7 @@ def test_vector_arm_equals_sql_ranking_over_random_histories():
     @example(rng_seed=0, min_candidates=1, ops=[("flush", False), ("insert", [row_spec()] * 8, 0),
                                                 ("search", search_spec()), ("flush", True),
                                                 ("search", search_spec())])
-    # one chunk in six passes the filter: K grows once (cached_rounds_2)
+    # 6 of 37 chunks pass the filter: K grows once (cached_rounds_2)
     @example(rng_seed=0, min_candidates=1, ops=[("insert", [row_spec()] * 6 + [row_spec(user_id="u2")], 30),
                                                 ("search", search_spec(scope=SearchScope(user_id="u1"), limit=3))])
     def run(rng_seed, min_candidates, ops):
@@ -312,9 +314,7 @@ def test_vector_arm_equals_sql_ranking_over_random_histories():
                 mock.patch.object(search_module, "chunk_queryset", paths.chunk_queryset), \
                 mock.patch.object(Snapshot, "candidates", paths.candidates(Snapshot.candidates)), \
                 mock.patch.object(VectorCache, "clear", paths.clear(VectorCache.clear)):
-            for op in ops + [("search", {"scope": SearchScope(user_id=NOTSET), "record_types": None,
-                                         "include_invalid": True, "metadata_filter": None, "limit": 25,
-                                         "query": "dup", "base": 0})]:
+            for op in ops + [("search", search_spec(limit=25, query="dup"))]:  # every history ends with a search
                 history.play(op)
 
     if EXPLORE_SEED is not None:
@@ -423,7 +423,8 @@ def test_concurrent_searches_see_some_committed_state(monkeypatch):
         try:
             start.wait()
             for _ in range(60):
-                r, q, limit = int(local.integers(len(requests))), int(local.integers(len(queries))), int(local.integers(1, 12))
+                r, q = int(local.integers(len(requests))), int(local.integers(len(queries)))
+                limit = int(local.integers(1, 12))
                 with lock:
                     v0 = len(states) - 1
                 answer = vector_arm(requests[r][0], queries[q], limit=limit)
@@ -451,7 +452,6 @@ def test_concurrent_searches_see_some_committed_state(monkeypatch):
     # sqlite-vec's own distances for every chunk ever written, on a private in-memory database
     vec_db = Database.connect(":memory:")
     vec_db.enable_load_extension(True)
-    import sqlite_vec
     sqlite_vec.load(vec_db)
     distance = {(cid, q): vec_db.execute("SELECT vec_distance_cosine(?, ?)",
                                          [c["vector"].astype("<f4").tobytes(), queries[q].tobytes()]).fetchone()[0]
