@@ -37,7 +37,7 @@ from django.utils import timezone
 
 from memory import search as search_engine
 from memory.chunking import estimate_tokens
-from memory.errors import InvalidArgument, InvalidType
+from memory.errors import InvalidArgument, InvalidType, check_sql_count
 from memory.llm import Llm, LlmError, schema_instructions
 from memory.models import MEMORY_TYPES, Message, Thread, ThreadSummary
 from memory.selectors import live_q, message_dto
@@ -55,8 +55,6 @@ DEFAULT_UPDATE_FREQUENCY = -1
 DEFAULT_FALLBACK_MESSAGE_COUNT = 5
 DEFAULT_MAX_RELEVANT_RESULTS = 5
 DEFAULT_MAX_RECENT_MESSAGES = 0
-#: Largest count a context-card or summary option takes (``_check_count``).
-MAX_COUNT = 2**31 - 1
 #: Reply cap for one summary call, in tokens.
 SUMMARY_REPLY_TOKENS = 600
 MAX_TOPICS = 8
@@ -96,7 +94,7 @@ def thread_setting(thread: Thread, name: str, default: Any) -> Any:
 
 
 def _check_count(value: Any, field: str, default: int) -> int:
-    """A non-negative int argument of at most ``MAX_COUNT``; omitted gives ``default``.
+    """A non-negative int argument of at most ``MAX_SQL_COUNT``; omitted gives ``default``.
 
     The bound keeps counts inside the 64-bit integers SQL ``LIMIT``/``OFFSET``
     take (a larger one was a database error, not a ValueError).
@@ -107,9 +105,7 @@ def _check_count(value: Any, field: str, default: int) -> int:
         raise InvalidType(field, "must be an int")
     if value < 0:
         raise InvalidArgument(field, "must be 0 or more")
-    if value > MAX_COUNT:
-        raise InvalidArgument(field, f"must be at most {MAX_COUNT}")
-    return value
+    return check_sql_count(value, field)
 
 
 def _check_minimums(value: Any) -> dict[str, int]:

@@ -25,6 +25,22 @@ class InvalidType(TypeError):
         self.message = message
 
 
+#: Largest count or index a caller may pass (``max_results``, ``limit``, ``start``...):
+#: they become SQL ``LIMIT``/``OFFSET`` values, 64-bit in SQLite and Oracle, and no
+#: thread holds 2**31 records. One bound for every such argument.
+MAX_SQL_COUNT = 2**31 - 1
+
+
+def check_sql_count(value: int, field: str, rule: str = "") -> int:
+    """``value`` unchanged if it is at most ``MAX_SQL_COUNT``; else ``InvalidArgument`` naming ``field``.
+
+    ``rule`` is appended to the message (e.g. ", or None for no limit").
+    """
+    if value > MAX_SQL_COUNT:
+        raise InvalidArgument(field, f"must be at most {MAX_SQL_COUNT}{rule}")
+    return value
+
+
 def check_text(value: str, field: str) -> str:
     """``value`` unchanged if it is valid Unicode text; else ``InvalidArgument`` naming ``field``.
 

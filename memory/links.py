@@ -41,7 +41,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from memory import ttl as ttl_rules
-from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound
+from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound, check_sql_count
 from memory.fields import VectorDistance
 from memory.locking import lock_first
 from memory.models import MEMORY_TYPES, Memory, RecordLink, SearchChunk, Thread
@@ -118,10 +118,6 @@ def check_num_hops(value: Any) -> int:
     return value
 
 
-#: Largest ``max_linked_results``: it becomes a SQL row limit (64-bit).
-MAX_LINKED_RESULTS_LIMIT = 2**31 - 1
-
-
 def check_max_linked_results(value: Any) -> int:
     """``max_linked_results``: omitted is 100; given, an int of 0 or more (0: no linked context)."""
     if value is NOTSET:
@@ -130,9 +126,7 @@ def check_max_linked_results(value: Any) -> int:
         raise InvalidType("max_linked_results", "must be an int")
     if value < 0:
         raise InvalidArgument("max_linked_results", "must be 0 or more")
-    if value > MAX_LINKED_RESULTS_LIMIT:
-        raise InvalidArgument("max_linked_results", f"must be at most {MAX_LINKED_RESULTS_LIMIT}")
-    return value
+    return check_sql_count(value, "max_linked_results")
 
 
 def opposite_label(relation_type: str, opposite_relation_type: Any = NOTSET) -> str:

@@ -39,7 +39,7 @@ from django.utils import timezone
 
 from memory.chunking import estimate_tokens
 from memory.embedders import get_embedder
-from memory.errors import InvalidArgument, InvalidType, check_text
+from memory.errors import InvalidArgument, InvalidType, check_sql_count, check_text
 from memory.fields import VectorDistance
 from memory.links import attach_linked, check_max_linked_results, check_num_hops
 from memory.metadata_filter import compile_filter
@@ -55,8 +55,6 @@ CHUNK_OVERFETCH = 3
 # top k from each arm to find records ranked well by two arms.
 ARM_DEPTH = 100
 SEARCH_MODES = ("VECTOR", "KEYWORD", "HYBRID")
-#: Largest ``max_results``: it becomes a SQL row limit (64-bit).
-MAX_COUNT = 2**31 - 1
 #: Arm weights and RRF constant, tuned on LoCoMo (see the module docstring).
 ARM_WEIGHTS = {"vector": 1.0, "text": 1.0, "context": 2.0}
 RRF_K = 10
@@ -151,9 +149,7 @@ def check_max_results(max_results: Any, default: int) -> int:
         raise InvalidType("max_results", "must be an int")
     if max_results < 1:
         raise InvalidArgument("max_results", "must be at least 1")
-    if max_results > MAX_COUNT:
-        raise InvalidArgument("max_results", f"must be at most {MAX_COUNT}")
-    return max_results
+    return check_sql_count(max_results, "max_results")
 
 
 def _check_budget(value: Any, default: int | None, field: str) -> int | None:

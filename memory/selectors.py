@@ -12,7 +12,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from memory.errors import InvalidArgument, InvalidType, NotFound
+from memory.errors import InvalidArgument, InvalidType, NotFound, check_sql_count
 from memory.metadata_filter import compile_filter
 from memory.models import Image, Memory, Message, Thread
 from memory.types import (
@@ -107,18 +107,11 @@ def thread_list(*, user_id: Any = NOTSET, agent_id: Any = NOTSET) -> QuerySet[Th
     return qs
 
 
-#: Largest ``start``/``end`` index: SQL ``LIMIT``/``OFFSET`` take 64-bit integers,
-#: and no thread holds 2**31 messages.
-MAX_INDEX = 2**31 - 1
-
-
 def _check_index(value: Any, field: str) -> int:
-    """An int index of at most ``MAX_INDEX`` (TypeError/ValueError naming ``field``)."""
+    """An int index of at most ``MAX_SQL_COUNT`` (TypeError/ValueError naming ``field``)."""
     if not isinstance(value, int) or isinstance(value, bool):
         raise InvalidType(field, "must be an int or None")
-    if value > MAX_INDEX:
-        raise InvalidArgument(field, f"must be at most {MAX_INDEX}")
-    return value
+    return check_sql_count(value, field)
 
 
 def message_list(*, thread: Thread, start: Any = NOTSET, end: Any = NOTSET, window: int,
@@ -280,8 +273,7 @@ def image_list_queryset(*, thread: Thread, image_id: Any = NOTSET, metadata_filt
             raise InvalidType("limit", "must be an int or None")
         if limit < 1:
             raise InvalidArgument("limit", "must be at least 1, or None for no limit")
-        if limit > MAX_INDEX:
-            raise InvalidArgument("limit", f"must be at most {MAX_INDEX}, or None for no limit")
+        check_sql_count(limit, "limit", ", or None for no limit")
     if metadata_filter is not None and not isinstance(metadata_filter, dict):
         raise InvalidArgument("metadata_filter", "must be a dict or None")
     qs = image_queryset(thread=thread, now=now).filter(compile_filter(metadata_filter))

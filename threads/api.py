@@ -20,7 +20,7 @@ from ninja.responses import Status
 
 from memory import extraction, links, selectors, services
 from memory.client import AgentMemory, Thread
-from memory.errors import InvalidArgument, NotFound
+from memory.errors import MAX_SQL_COUNT, InvalidArgument, NotFound
 from memory.extraction_config import MemoryExtractionConfig
 from memory.images import decode_image_base64
 from memory.types import ImageMimeType, ImageRecord, MemoryRecord, Message
@@ -68,7 +68,7 @@ INVALID = {422: ValidationErrorOut}
 
 
 class Pagination(LimitOffsetPagination):
-    """ninja's ``limit``/``offset`` pagination with both capped at ``selectors.MAX_INDEX`` (2**31 - 1).
+    """ninja's ``limit``/``offset`` pagination with both capped at ``memory.errors.MAX_SQL_COUNT`` (2**31 - 1).
 
     They become SQL ``LIMIT``/``OFFSET``, 64-bit integers: unbounded, an
     ``offset`` past 2**63 was a 500 (SQLite: "datatype mismatch"). Over the
@@ -76,8 +76,8 @@ class Pagination(LimitOffsetPagination):
     """
 
     class Input(Schema):
-        limit: int = Field(ninja_settings.PAGINATION_PER_PAGE, ge=1, le=selectors.MAX_INDEX)
-        offset: int = Field(0, ge=0, le=selectors.MAX_INDEX)
+        limit: int = Field(ninja_settings.PAGINATION_PER_PAGE, ge=1, le=MAX_SQL_COUNT)
+        offset: int = Field(0, ge=0, le=MAX_SQL_COUNT)
 
 
 def _memory() -> AgentMemory:
