@@ -9,6 +9,9 @@ production"). It is Django's own SQLite backend with two changes:
 * Every new connection loads sqlite-vec (``vec_distance_cosine``,
   ``vec_distance_l2`` and ``vec0`` tables) and applies the ``init_command``
   pragmas from settings (WAL journal, busy timeout).
+* The database file's folder is created on the first connection (a fresh
+  clone has no ``var/``), or ``ImproperlyConfigured`` names ``OAM_VAR_DIR`` /
+  ``OAM_SQLITE_PATH`` when it cannot be.
 
 Use it with ``ENGINE = "memory.backends.sqlite_vec"``.
 """
@@ -20,8 +23,10 @@ import decimal
 import sqlite3 as _stdlib_sqlite3
 from collections.abc import Mapping
 from itertools import tee
+from pathlib import Path
 
 import sqlite_vec
+from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.sqlite3 import base as sqlite_base
 from django.db.backends.sqlite3._functions import register as register_functions
 from django.utils.asyncio import async_unsafe
@@ -81,6 +86,30 @@ class SQLiteCursorWrapper(Database.Cursor):
         return query % {name: f":{name}" for name in param_names}
 
 
+def ensure_database_folder(name) -> None:
+    """Create the folder of the SQLite file ``name`` if it does not exist yet.
+
+    In-memory databases (``:memory:``, ``file:...mode=memory``) are left alone.
+    Raises ``ImproperlyConfigured`` naming ``OAM_VAR_DIR`` and ``OAM_SQLITE_PATH``
+    when the folder cannot be created (issue #11: ``manage.py migrate`` on a
+    fresh clone failed with "unable to open database file").
+    """
+    name = str(name)
+    if name == ":memory:" or name.startswith("file:"):
+        return
+    folder = Path(name).expanduser().parent
+    if folder.is_dir():
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ImproperlyConfigured(
+            f"cannot create {folder} for the SQLite database {name}: {exc.strerror or exc}. "
+            "Set OAM_VAR_DIR (the folder for the embedded database, default ./var) or "
+            "OAM_SQLITE_PATH (the database file) to a writable place."
+        ) from exc
+
+
 class DatabaseWrapper(sqlite_base.DatabaseWrapper):
     """Django's SQLite wrapper on an extension-capable driver with sqlite-vec."""
 
@@ -93,6 +122,7 @@ class DatabaseWrapper(sqlite_base.DatabaseWrapper):
 
     @async_unsafe
     def get_new_connection(self, conn_params):
+        ensure_database_folder(conn_params["database"])
         conn = Database.connect(**conn_params)
         conn.enable_load_extension(True)
         sqlite_vec.load(conn)
