@@ -45,7 +45,7 @@ from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound, chec
 from memory.fields import VectorDistance
 from memory.locking import lock_first
 from memory.models import MEMORY_TYPES, Memory, RecordLink, SearchChunk, Thread
-from memory.selectors import live_q, memory_dto
+from memory.selectors import Records, live_q, memory_dto
 from memory.services import check_id, check_metadata, check_scope_id
 from memory.types import NOTSET, LinkedRecord, RecordRelation, RecordStatus, SearchResult
 
@@ -393,13 +393,14 @@ def link_get(*, thread: Thread, relation_id: Any) -> RecordRelation:
     return relation_dto(row)
 
 
-def link_list(*, thread: Thread, record_id: Any = None) -> list[RecordRelation]:
-    """This thread's relations, oldest first; with ``record_id``, those touching that record. Not in the spec."""
+def link_list(*, thread: Thread, record_id: Any = None) -> Records[RecordRelation]:
+    """This thread's relations, oldest first, read lazily (the API pages them); with ``record_id``, those
+    touching that record. Not in the spec."""
     qs = RecordLink.objects.filter(thread_id=thread.pk).order_by("created_at", "id")
     if record_id is not None:
         rid = check_id(record_id, "record_id")
         qs = qs.filter(Q(source_id=rid) | Q(target_id=rid))
-    return [relation_dto(row) for row in qs]
+    return Records(qs, relation_dto)
 
 
 # --- add_memory(..., memory_id_to_link=...) ------------------------------------------------

@@ -7,7 +7,8 @@ Expired records are invisible everywhere: every read filters with
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Generic, TypeVar
 
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -27,6 +28,41 @@ from memory.types import (
 
 #: Images ``list_images`` returns when ``limit`` is omitted ("the store's default limit").
 DEFAULT_IMAGE_LIST_LIMIT = 100
+
+V = TypeVar("V")
+
+
+class Records(Sequence, Generic[V]):
+    """The rows of a queryset as value types, read lazily: what the API's ``{"items", "count"}`` lists page.
+
+    ``len()`` is one SQL ``COUNT``; a slice is one ``LIMIT``/``OFFSET`` query
+    whose rows ``to_value`` turns into value types; iterating reads every
+    row once. ninja's limit/offset pagination slices it and takes its
+    length, so a page never loads the rows it skips.
+    """
+
+    def __init__(self, queryset: QuerySet, to_value: Callable[[Any], V]):
+        self._queryset = queryset
+        self._to_value = to_value
+
+    def __len__(self) -> int:
+        return self._queryset.count()
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self._to_value(row) for row in self._queryset[index]]
+        return self._to_value(self._queryset[index])
+
+    def __iter__(self) -> Iterator[V]:
+        return (self._to_value(row) for row in self._queryset)
+
+
+@dataclasses.dataclass(frozen=True)
+class Page(Generic[V]):
+    """Some records of a list (``items``) and how many the whole list holds (``count``)."""
+
+    items: list[V]
+    count: int
 
 
 def live_q(now) -> Q:
@@ -114,22 +150,23 @@ def _check_index(value: Any, field: str) -> int:
     return check_sql_count(value, field)
 
 
-def message_list(*, thread: Thread, start: Any = NOTSET, end: Any = NOTSET, window: int,
-                 include_image_bytes: Any = False) -> list[MessageDTO]:
-    """Return the thread's live messages in chronological order (spec: get_messages).
+def message_page(*, thread: Thread, start: Any = NOTSET, end: Any = NOTSET, window: int,
+                 include_image_bytes: Any = False) -> Page[MessageDTO]:
+    """The thread's live messages from ``start`` to ``end`` in chronological order, and how many it has.
 
     ``start``/``end`` are 0-based indexes over the live messages, ``end``
-    exclusive. Both omitted: the ``window`` most recent messages. ``start``
-    alone: ``window`` messages from ``start``. ``end=None`` or ``-1``: all
-    messages from ``start`` (default 0). A negative ``start`` is a ValueError.
-    ``include_image_bytes=True`` loads the bytes of every image part (one
-    query); otherwise image parts carry ``bytes=None`` and no BLOB is read.
+    exclusive (spec: get_messages). Both omitted: the ``window`` most recent
+    messages. ``start`` alone: ``window`` messages from ``start``.
+    ``end=None`` or ``-1``: all messages from ``start`` (default 0). A
+    negative ``start`` is a ValueError. ``include_image_bytes=True`` loads
+    the bytes of every image part (one query); otherwise image parts carry
+    ``bytes=None`` and no BLOB is read. ``count``: all live messages.
     """
     if not isinstance(include_image_bytes, bool):
         raise InvalidType("include_image_bytes", "must be a bool")
     qs = Message.objects.filter(live_q(timezone.now()), thread_id=thread.pk).order_by("seq")
+    total = qs.count()
     if start is NOTSET and end is NOTSET:
-        total = qs.count()
         rows = qs[max(0, total - window):]
     else:
         first = 0 if start is NOTSET or start is None else _check_index(start, "start")
@@ -145,7 +182,14 @@ def message_list(*, thread: Thread, start: Any = NOTSET, end: Any = NOTSET, wind
                 raise InvalidArgument("end", "must be -1, None, or an index of 0 or more")
             rows = qs[first:last] if last > first else []
     messages = [message_dto(r) for r in rows]
-    return hydrate_images(messages, None) if include_image_bytes else messages
+    return Page(items=hydrate_images(messages, None) if include_image_bytes else messages, count=total)
+
+
+def message_list(*, thread: Thread, start: Any = NOTSET, end: Any = NOTSET, window: int,
+                 include_image_bytes: Any = False) -> list[MessageDTO]:
+    """Return the thread's live messages in chronological order (spec: get_messages; see ``message_page``)."""
+    return message_page(thread=thread, start=start, end=end, window=window,
+                        include_image_bytes=include_image_bytes).items
 
 
 def message_get(*, thread: Thread, message_id: Any, included_image_ids: Any = None) -> MessageDTO:
@@ -221,12 +265,17 @@ def memory_stored(*, memory_id: str) -> MemoryRecord:
     return memory_dto(row)
 
 
-def memory_list(*, thread: Thread, memory_type: str | None = None) -> list[MemoryRecord]:
-    """The live memories owned by this exact thread, oldest first."""
+def memory_records(*, thread: Thread, memory_type: str | None = None) -> Records[MemoryRecord]:
+    """The live memories owned by this exact thread, oldest first, optionally of one type (read lazily)."""
     qs = Memory.objects.filter(live_q(timezone.now()), thread_id=thread.pk).order_by("created_at", "id")
     if memory_type:
         qs = qs.filter(memory_type=memory_type)
-    return [memory_dto(r) for r in qs]
+    return Records(qs, memory_dto)
+
+
+def memory_list(*, thread: Thread, memory_type: str | None = None) -> list[MemoryRecord]:
+    """The live memories owned by this exact thread, oldest first."""
+    return list(memory_records(thread=thread, memory_type=memory_type))
 
 
 # --- images -------------------------------------------------------------------------------
@@ -299,7 +348,20 @@ def image_list(*, thread: Thread, image_id: Any = NOTSET, metadata_filter: Any =
     """
     qs = image_list_queryset(thread=thread, image_id=image_id, metadata_filter=metadata_filter,
                              include_bytes=include_bytes, limit=limit)
-    return [image_dto(row, bytes(row.data) if include_bytes else None) for row in qs]
+    return list(Records(qs, _image_value(include_bytes)))
+
+
+def image_records(*, thread: Thread, image_id: Any = NOTSET, metadata_filter: Any = None,
+                  include_bytes: Any = False) -> Records[ImageRecord]:
+    """Every image ``image_list`` would return without a limit, read lazily (the API pages it)."""
+    qs = image_list_queryset(thread=thread, image_id=image_id, metadata_filter=metadata_filter,
+                             include_bytes=include_bytes, limit=None)
+    return Records(qs, _image_value(include_bytes))
+
+
+def _image_value(include_bytes: bool) -> Callable[[Image], ImageRecord]:
+    """Row to ``ImageRecord``, with its bytes when they were selected (``include_bytes``)."""
+    return lambda row: image_dto(row, bytes(row.data) if include_bytes else None)
 
 
 def image_get(*, thread: Thread, image_id: Any, include_bytes: bool = False) -> ImageRecord:

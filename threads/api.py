@@ -11,6 +11,7 @@ statuses in ``oam_site.api``.
 import json
 
 import pydantic
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from ninja import Field, Query, Router, Schema
 from ninja.conf import settings as ninja_settings
@@ -50,6 +51,7 @@ from threads.schemas import (
     MessageOut,
     MessagePatchIn,
     MessagesIn,
+    PagedMessageOut,
     RelationOut,
     SearchIn,
     SearchResultOut,
@@ -67,6 +69,10 @@ NOT_FOUND = {404: ErrorOut}
 INVALID = {422: ValidationErrorOut}
 
 
+#: Items a list answers when ``limit`` is omitted.
+PER_PAGE = ninja_settings.PAGINATION_PER_PAGE
+
+
 class Pagination(LimitOffsetPagination):
     """ninja's ``limit``/``offset`` pagination with both capped at ``memory.errors.MAX_SQL_COUNT`` (2**31 - 1).
 
@@ -76,7 +82,7 @@ class Pagination(LimitOffsetPagination):
     """
 
     class Input(Schema):
-        limit: int = Field(ninja_settings.PAGINATION_PER_PAGE, ge=1, le=MAX_SQL_COUNT)
+        limit: int = Field(PER_PAGE, ge=1, le=MAX_SQL_COUNT)
         offset: int = Field(0, ge=0, le=MAX_SQL_COUNT)
 
 
@@ -174,11 +180,24 @@ def messages_add(request: HttpRequest, thread_id: str, payload: MessagesIn):
     return Status(201, {"ids": _thread(thread_id).add_messages(data.pop("messages"), **data)})
 
 
-@router.get("/threads/{thread_id}/messages", response={200: list[MessageOut], **NOT_FOUND, **INVALID})
+@router.get("/threads/{thread_id}/messages", response={200: PagedMessageOut, **NOT_FOUND, **INVALID})
 def message_list(request: HttpRequest, thread_id: str, params: Query[MessageListQuery]):
-    """Live messages in order. No ``start``/``end``: the most recent window; ``start`` alone: a window
-    from it; ``end=-1``: all from ``start``."""
-    return _thread(thread_id).get_messages(**params.model_dump(exclude_unset=True))
+    """Live messages in order, as ``{"items": [...], "count": N}`` (``count``: all live messages).
+
+    ``limit``/``offset`` page them like every list here (``offset`` alone: 100 from it). Or the
+    spec's ``start``/``end`` (get_messages): ``start`` alone is a window from it, ``end=-1`` all from
+    ``start``. Neither pair: the most recent window. The two pairs do not mix (422).
+    """
+    args = params.model_dump(exclude_unset=True)
+    paging = {name: args.pop(name) for name in ("limit", "offset") if name in args}
+    if paging:
+        for name in ("start", "end"):
+            if name in args:
+                raise InvalidArgument(name, "give start/end or limit/offset, not both")
+        offset = paging.get("offset", 0)
+        args["start"], args["end"] = offset, min(offset + paging.get("limit", PER_PAGE), MAX_SQL_COUNT)
+    return selectors.message_page(thread=selectors.thread_get(thread_id), window=settings.OAM_MESSAGE_WINDOW,
+                                  **args)
 
 
 @router.get("/threads/{thread_id}/messages/{message_id}", response={200: MessageOut, **NOT_FOUND, **INVALID})
@@ -221,7 +240,7 @@ def memory_add(request: HttpRequest, thread_id: str, payload: MemoryIn):
 @paginate(Pagination)
 def memory_list(request: HttpRequest, thread_id: str, filters: Query[MemoryListQuery]):
     """This thread's live memories, oldest first, optionally of one type."""
-    return _thread(thread_id).list_memories(memory_type=filters.memory_type)
+    return selectors.memory_records(thread=selectors.thread_get(thread_id), memory_type=filters.memory_type)
 
 
 @router.get("/threads/{thread_id}/memories/{memory_id}", response={200: MemoryOut, **NOT_FOUND})
@@ -383,16 +402,18 @@ def image_add(request: HttpRequest, thread_id: str):
 
 
 @router.get("/threads/{thread_id}/images", response={200: list[ImageOut], **NOT_FOUND, **INVALID})
+@paginate(Pagination)
 def image_list(request: HttpRequest, thread_id: str, params: Query[ImageListQuery]):
-    """This thread's images in store order (spec: list_images): at most ``limit`` (default 100), optionally
-    one id or a metadata filter (JSON text). ``include_bytes`` (with ``image_id``) adds base64 ``data``."""
+    """This thread's images in store order (spec: list_images), paged by ``limit`` (default 100) and
+    ``offset``, optionally one id or a metadata filter (JSON text). ``include_bytes`` (with ``image_id``)
+    adds base64 ``data``."""
     args = params.model_dump(exclude_unset=True)
     if "metadata_filter" in args:
         try:
             args["metadata_filter"] = json.loads(args["metadata_filter"])
         except json.JSONDecodeError:
             raise InvalidArgument("metadata_filter", "must be JSON text (an object)") from None
-    return _thread(thread_id).list_images(**args)
+    return selectors.image_records(thread=selectors.thread_get(thread_id), **args)
 
 
 @router.get("/threads/{thread_id}/images/{image_id}", response={200: ImageOut, **NOT_FOUND, **INVALID})
@@ -455,6 +476,7 @@ def link_create(request: HttpRequest, thread_id: str, payload: LinkIn):
 
 
 @router.get("/threads/{thread_id}/links", response={200: list[RelationOut], **NOT_FOUND, **INVALID})
+@paginate(Pagination)
 def link_list(request: HttpRequest, thread_id: str, filters: Query[LinkListQuery]):
     """This thread's relations, oldest first; ``record_id`` keeps those touching that record."""
     return links.link_list(thread=selectors.thread_get(thread_id), record_id=filters.record_id)

@@ -17,6 +17,7 @@ from ninja import Field, Schema
 from pydantic import ConfigDict, StrictBool, StrictInt
 
 from memory.client import Thread as ThreadHandle
+from memory.errors import MAX_SQL_COUNT
 from memory.extraction_config import BackgroundExtractionQueueFullBehavior, MemoryExtractionMode
 from memory.links import BUILTIN_RELATIONS
 from memory.models import MEMORY_TYPES, RECORD_TYPES
@@ -212,8 +213,13 @@ class MessagePatchIn(_In):
 
 
 class MessageListQuery(Schema):
-    """``start``/``end`` of ``get_messages``: both omitted give the most recent window; ``end=-1`` means all."""
+    """``limit``/``offset``, or ``start``/``end`` of ``get_messages`` (not both): neither gives the most recent
+    window; ``end=-1`` means all from ``start``."""
 
+    limit: int = Field(None, ge=1, le=MAX_SQL_COUNT, description="At most this many (default 100); not with "
+                       "start/end.")
+    offset: int = Field(None, ge=0, le=MAX_SQL_COUNT, description="Live messages skipped, oldest first (default "
+                        "0); not with start/end.")
     start: int | None = Field(None, ge=0, description="0-based index of the first live message.")
     end: int | None = Field(None, ge=-1, description="Exclusive end index; -1 for all from start.")
     include_image_bytes: bool = Field(None, description="Return image parts with their bytes (base64 data).")
@@ -269,6 +275,13 @@ class MessageOut(Schema):
     status: str
     created_at: str | None
     expires_at: str | None
+
+
+class PagedMessageOut(Schema):
+    """Some live messages of a thread, oldest first, and how many it has (every list answers this shape)."""
+
+    items: list[MessageOut]
+    count: int = Field(description="All live messages of the thread.")
 
 
 # --- memories -----------------------------------------------------------------------
@@ -401,7 +414,6 @@ class ImageListQuery(Schema):
     image_id: str = Field(None, description="Only this image.")
     metadata_filter: str = Field(None, description="A metadata filter as JSON text (the search grammar).")
     include_bytes: bool = Field(None, description="Return base64 data too; needs image_id.")
-    limit: int = Field(None, ge=1, description="At most this many; omit for 100.")
 
 
 class ImageGetQuery(Schema):

@@ -21,3 +21,12 @@ def add_messages(api, thread_id, messages, **extra):
 def error_fields(resp):
     """The field names named in a 422 body's ``loc`` entries."""
     return [str(part) for item in resp.json()["detail"] for part in item["loc"][1:]]
+
+
+def items(resp):
+    """The ``items`` of a list answer, after checking its shape: 200 and exactly ``{"items": [...], "count": N}``."""
+    assert resp.status_code == 200, resp.content
+    body = resp.json()
+    assert set(body) == {"items", "count"} and isinstance(body["items"], list), body
+    assert body["count"] >= len(body["items"]), body
+    return body["items"]

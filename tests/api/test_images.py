@@ -11,7 +11,7 @@ from memory import client as client_module
 from memory.llm import LlmUnavailable, ScriptedLlm
 from memory.models import Image, Message, SearchChunk
 from tests import image_samples as samples
-from tests.api.helpers import add_messages
+from tests.api.helpers import add_messages, items
 
 URL = "/api/threads/t-main/images"
 
@@ -145,10 +145,9 @@ def test_ids_with_a_slash_or_unicode_do_not_break_listings(api, thread):
     assert url == "/api/threads/t-main/images/albums%2Frome%20%C3%BCn%C3%AF%20%F0%9F%98%80/content"
     assert upload(api, samples.png(), image_id="ünï", description="x").json()["content_url"] == (
         "/api/threads/t-main/images/%C3%BCn%C3%AF/content")
-    listed = api.get(URL)
-    assert listed.status_code == 200 and [i["id"] for i in listed.json()] == ["albums/rome ünï 😀", "ünï"]
-    resp = api.get(URL, {"image_id": "albums/rome ünï 😀", "include_bytes": "true"})
-    assert resp.status_code == 200 and base64.b64decode(resp.json()[0]["data"]) == samples.png()
+    assert [i["id"] for i in items(api.get(URL))] == ["albums/rome ünï 😀", "ünï"]
+    [listed] = items(api.get(URL, {"image_id": "albums/rome ünï 😀", "include_bytes": "true"}))
+    assert base64.b64decode(listed["data"]) == samples.png()
     resp = api.post("/api/threads/t-main/search", {"query": "a slash in the id", "record_types": ["image"]})
     assert resp.status_code == 200 and resp.json()[0]["record"]["content_url"] == url
     assert api.get(f"{URL}/%C3%BCn%C3%AF/content").content == samples.png()
@@ -168,10 +167,12 @@ def test_an_oversize_image_is_refused_before_decoding(api, thread, settings):
 
 def test_list_get_patch_delete(api, thread):
     ids = [upload(api, samples.png(), description=f"card {i}", metadata={"n": i}).json()["id"] for i in range(3)]
-    assert [i["id"] for i in api.get(URL).json()] == ids
-    assert [i["id"] for i in api.get(URL + "?limit=2").json()] == ids[:2]
-    assert [i["id"] for i in api.get(URL, {"metadata_filter": '{"n": 1}'}).json()] == [ids[1]]
-    listed = api.get(URL, {"image_id": ids[0], "include_bytes": "true"}).json()
+    assert [i["id"] for i in items(api.get(URL))] == ids
+    assert [i["id"] for i in items(api.get(URL + "?limit=2"))] == ids[:2]
+    assert api.get(URL + "?limit=2&offset=1").json() == {"items": items(api.get(URL))[1:3], "count": len(ids)}
+    assert [i["id"] for i in items(api.get(URL, {"metadata_filter": '{"n": 1}'}))] == [ids[1]]
+    assert api.get(URL, {"metadata_filter": '{"n": 1}'}).json()["count"] == 1  # the filter's matches
+    listed = items(api.get(URL, {"image_id": ids[0], "include_bytes": "true"}))
     assert base64.b64decode(listed[0]["data"]) == samples.png()
     resp = api.get(URL, {"include_bytes": "true"})
     assert resp.status_code == 422 and resp.json()["detail"][0]["loc"] == ["query", "include_bytes"]
@@ -212,9 +213,9 @@ def test_a_message_with_a_text_and_an_image_part_round_trips(api, thread):
                      "description": "Boarding pass for flight AZ 610 to Rome", "timestamp": None, "data": None}
     hydrated = api.get(f"/api/threads/t-main/messages/{mid}?included_image_ids=img-pass&included_image_ids=x").json()
     assert base64.b64decode(hydrated["content"][1]["data"]) == data
-    listed = api.get("/api/threads/t-main/messages?include_image_bytes=true").json()
+    listed = items(api.get("/api/threads/t-main/messages?include_image_bytes=true"))
     assert base64.b64decode(listed[0]["content"][1]["data"]) == data
-    assert api.get("/api/threads/t-main/messages").json()[0]["content"][1]["data"] is None
+    assert items(api.get("/api/threads/t-main/messages"))[0]["content"][1]["data"] is None
     assert api.get(f"{URL}/img-pass").json()["message_id"] == mid
     assert api.get(f"{URL}/img-pass/content").content == data
 

@@ -41,8 +41,8 @@ def test_create_returns_201_with_the_stored_relation(api, notes):
         "relation_type": "supersedes", "opposite_relation_type": "is_superseded_by",
         "timestamp": "2024-05-01T10:00:00", "metadata": {"why": "changed taste"}}
     assert status_of("tea") == "invalid"
-    assert api.get(LINKS).json() == [body]
-    assert api.get(LINKS, {"record_id": "fact"}).json() == []
+    assert api.get(LINKS).json() == {"items": [body], "count": 1}
+    assert api.get(LINKS, {"record_id": "fact"}).json() == {"items": [], "count": 0}
 
 
 def test_create_errors(api, notes):

@@ -3,15 +3,13 @@
 import pytest
 
 from memory.models import Message, SearchChunk
-from tests.api.helpers import add_messages, error_fields
+from tests.api.helpers import add_messages, error_fields, items
 
 URL = "/api/threads/t-main/messages"
 
 
 def contents(api, query=""):
-    resp = api.get(URL + query)
-    assert resp.status_code == 200, resp.content
-    return [m["content"] for m in resp.json()]
+    return [m["content"] for m in items(api.get(URL + query))]
 
 
 def test_add_returns_201_with_ids_in_order_and_stores_them(api, thread):
@@ -23,7 +21,7 @@ def test_add_returns_201_with_ids_in_order_and_stores_them(api, thread):
     assert resp.status_code == 201
     ids = resp.json()["ids"]
     assert ids[0] == "m1" and len(ids) == 2
-    listed = api.get(URL).json()
+    listed = items(api.get(URL))
     assert [m["id"] for m in listed] == ids
     first, second = listed
     assert first["role"] == "user" and first["content"] == "Hello" and first["thread_id"] == "t-main"
@@ -41,9 +39,9 @@ def test_batch_metadata_is_laid_over_each_message_and_lists_go_per_message(api, 
         metadata=[{"batch": "x"}, None],
     )
     assert resp.status_code == 201
-    assert [m["metadata"] for m in api.get(URL).json()] == [{"own": 1, "batch": "x"}, {}]
+    assert [m["metadata"] for m in items(api.get(URL))] == [{"own": 1, "batch": "x"}, {}]
     add_messages(api, "t-main", [{"role": "user", "content": "c", "metadata": {"own": 2}}], metadata={"batch": "y"})
-    assert api.get(URL).json()[-1]["metadata"] == {"own": 2, "batch": "y"}
+    assert items(api.get(URL))[-1]["metadata"] == {"own": 2, "batch": "y"}
 
 
 def test_ttl_lists_apply_per_message(api, thread):
@@ -58,7 +56,7 @@ def test_ttl_lists_apply_per_message(api, thread):
         ttl_anchor=["timestamp", "timestamp", "created_at"],
     )
     assert resp.status_code == 201
-    listed = api.get(URL).json()
+    listed = items(api.get(URL))
     # The first expired on 2001-01-02; the second never expires; the third in 30 days.
     assert [m["content"] for m in listed] == ["kept", "fresh"]
     assert listed[0]["expires_at"] is None and listed[1]["expires_at"] is not None
@@ -152,6 +150,24 @@ def test_start_and_end_follow_get_messages(api, thread, settings):
         resp = api.get(URL + query)  # beyond SQL's 64-bit LIMIT/OFFSET: a 422, not a database error
         assert resp.status_code == 422 and field in error_fields(resp)
     assert contents(api, f"?start=0&end={2**31 - 1}") == ["0", "1", "2", "3", "4"]
+
+
+def test_limit_and_offset_page_the_messages_and_count_counts_them_all(api, thread, settings):
+    settings.OAM_MESSAGE_WINDOW = 2
+    add_messages(api, "t-main", [{"role": "user", "content": str(i)} for i in range(5)])
+    assert api.get(URL).json() == {"items": items(api.get(URL)), "count": 5}
+    assert contents(api, "?limit=2") == ["0", "1"]  # limit/offset: oldest first, like every list
+    assert contents(api, "?limit=2&offset=2") == ["2", "3"]
+    assert contents(api, "?offset=3") == ["3", "4"]  # offset alone: up to 100 from it, not the window
+    assert contents(api, "?offset=9") == [] and api.get(URL + "?offset=9").json()["count"] == 5
+    assert contents(api, f"?offset={2**31 - 1}&limit={2**31 - 1}") == []
+    for query, field in (("?limit=1&start=0", "start"), ("?offset=0&end=-1", "end")):
+        resp = api.get(URL + query)
+        assert resp.status_code == 422 and resp.json()["detail"] == [
+            {"loc": ["query", field], "msg": "give start/end or limit/offset, not both", "type": "value_error"}]
+    for query, field in (("?limit=0", "limit"), ("?offset=-1", "offset"), (f"?limit={2**31}", "limit")):
+        resp = api.get(URL + query)
+        assert resp.status_code == 422 and resp.json()["detail"][0]["loc"] == ["query", field]
 
 
 def test_get_one_message_and_404s(api, thread, client):

@@ -146,8 +146,9 @@ def test_live_app_helpers_reach_the_server_database(live_app):
                                   memories["preference"]: "valid"}
 
     status, links = live_app.api("GET", f"/threads/{seed['thread_id']}/links")
-    assert status == 200
-    assert {(r["relation_id"], r["relation_type"], r["source_record_id"], r["target_record_id"]) for r in links} == {
+    assert status == 200 and links["count"] == 2
+    assert {(r["relation_id"], r["relation_type"], r["source_record_id"], r["target_record_id"])
+            for r in links["items"]} == {
         (seed["relation_ids"]["supersedes"], "supersedes", memories["current"], memories["superseded"]),
         (seed["relation_ids"]["supports"], "supports", memories["preference"], memories["current"]),
     }
