@@ -12,9 +12,14 @@
 * a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE``, or more fields or files than
   ``DATA_UPLOAD_MAX_NUMBER_FIELDS``/``_FILES`` -> 413;
 * a body that is not JSON (``JsonParser``) or not well-formed multipart ->
-  422 ``{"detail": [{"loc": ["body"], "msg": ..., "type": ...}]}``, the shape
-  pydantic gives ``ImageIn.model_validate_json`` (ninja alone answers 400
-  ``{"detail": "Cannot parse request body"}``, Django a bare HTML 400).
+  422 ``{"detail": [{"loc": ["body"], "msg": ..., "type": ...}]}`` (ninja
+  alone answers 400 ``{"detail": "Cannot parse request body"}``, Django a bare
+  HTML 400); a string holding a lone UTF-16 surrogate -> the same 422 with
+  ``loc`` naming the field that holds it (``["body", "messages", 0, "content"]``).
+
+Schema errors name the field as the docs show it: ``loc`` is
+``[source, field, ...]``, without the name of the view's body parameter
+that ninja puts after ``"body"`` (``OamNinjaAPI.validation_error_from_error_contexts``).
 
 The OpenAPI schema documents, besides each route's own responses, 401 on
 every operation (all need a key) and 413 on those with a body
@@ -27,48 +32,55 @@ from __future__ import annotations
 
 import re
 
-import pydantic_core
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpRequest, HttpResponse
 from django.http.multipartparser import MultiPartParserError
 from ninja import NinjaAPI
-from ninja.errors import HttpError
+from ninja.errors import HttpError, ValidationError, ValidationErrorContext
 from ninja.parser import Parser
 
 from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound
 from memory.llm import LlmError, LlmUnavailable
 from threads.api import router as threads_router
 from threads.auth import ApiKeyAuth
-
-
-class InvalidJsonBody(ValueError):
-    """A request body that ``JsonParser`` could not read as JSON; the message says where and why."""
+from threads.json_body import InvalidJsonBody, parse_json_body
 
 
 class JsonParser(Parser):
-    """Request bodies read by pydantic's JSON parser (``pydantic_core.from_json``), as the image upload's
-    ``ImageIn.model_validate_json`` reads them, rather than ``json.loads``.
+    """Request bodies read by ``threads.json_body.parse_json_body`` (pydantic's JSON parser), as the image
+    upload reads them, rather than ``json.loads``.
 
     Besides malformed JSON it refuses a string holding a lone UTF-16 surrogate
-    (``"\\ud800"``: RFC 8259 section 8.2 leaves its meaning undefined, it has no
-    UTF-8 form, and storing or embedding it was a 500) and nesting deeper than
-    pydantic's limit (about 200 levels). ``NaN``/``Infinity`` are still read,
-    as ``json.loads`` reads them, so that the domain check names the field
-    (``metadata``: "must be JSON-serialisable"). Raises ``InvalidJsonBody``;
-    ninja turns any parser error into ``HttpError(400)`` caused by it, which
-    ``http_error`` answers as a 422 naming the body.
+    (storing or embedding it was a 500) and nesting deeper than pydantic's
+    limit (about 200 levels). Raises ``InvalidJsonBody``; ninja turns any
+    parser error into ``HttpError(400)`` caused by it, which ``http_error``
+    answers as a 422 naming the body, or the field holding the surrogate.
     """
 
     def parse_body(self, request: HttpRequest):
         """The JSON value of ``request.body`` (dict, list, str, number, bool or None)."""
-        try:
-            return pydantic_core.from_json(request.body, allow_inf_nan=True)
-        except ValueError as exc:
-            raise InvalidJsonBody(str(exc)) from None
+        return parse_json_body(request.body)
 
 
 class OamNinjaAPI(NinjaAPI):
     """``NinjaAPI`` whose OpenAPI schema also documents the statuses every operation shares (see module doc)."""
+
+    def validation_error_from_error_contexts(self, error_contexts: list[ValidationErrorContext]) -> ValidationError:
+        """ninja's 422 with each body error's ``loc`` as ``["body", field, ...]``.
+
+        ninja reads a body into the view's one body parameter and puts that
+        parameter's name (``payload``) after ``"body"``: an internal name the
+        docs never show. It is dropped (a body that is not an object at all
+        is then ``["body"]``).
+        """
+        error = super().validation_error_from_error_contexts(error_contexts)
+        names = {getattr(c.model, "__read_from_single_attr__", None) for c in error_contexts
+                 if c.model.__ninja_param_source__ == "body"} - {None}
+        for item in error.errors:
+            loc = tuple(item.get("loc", ()))
+            if len(loc) > 1 and loc[0] == "body" and loc[1] in names:
+                item["loc"] = (loc[0], *loc[2:])
+        return error
 
     def get_openapi_schema(self, *, path_prefix=None, path_params=None):
         """ninja's schema, plus 401 (``ErrorOut``) on each operation with ``security`` and 413 on each with
@@ -158,16 +170,24 @@ def too_big(request: HttpRequest, exc: RequestDataTooBig | TooManyFieldsSent | T
     return api.create_response(request, {"detail": str(exc) or "request body too large", "field": None}, status=413)
 
 
-def _body_invalid(request: HttpRequest, msg: str, error_type: str) -> HttpResponse:
-    return api.create_response(request, {"detail": [{"loc": ["body"], "msg": msg, "type": error_type}]}, status=422)
+def _body_invalid(request: HttpRequest, msg: str, error_type: str, loc: tuple = ()) -> HttpResponse:
+    item = {"loc": ["body", *loc], "msg": msg, "type": error_type}
+    return api.create_response(request, {"detail": [item]}, status=422)
+
+
+@api.exception_handler(InvalidJsonBody)
+def json_invalid(request: HttpRequest, exc: InvalidJsonBody) -> HttpResponse:
+    """A body that is not JSON, or holds a lone surrogate: 422 ``type: json_invalid``, as pydantic reports it,
+    naming the body, or the field that holds the surrogate."""
+    return _body_invalid(request, f"Invalid JSON: {exc}", "json_invalid", exc.loc)
 
 
 @api.exception_handler(HttpError)
 def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     """ninja's own HTTP errors as ninja answers them (``{"detail": ...}``: 401 no key, ...), except a body
-    ``JsonParser`` could not read: 422 naming the body, ``type: json_invalid``, as pydantic reports it."""
+    ``JsonParser`` could not read (``json_invalid``)."""
     if isinstance(exc.__cause__, InvalidJsonBody):
-        return _body_invalid(request, f"Invalid JSON: {exc.__cause__}", "json_invalid")
+        return json_invalid(request, exc.__cause__)
     return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
 
 

@@ -26,6 +26,7 @@ from memory.extraction_config import MemoryExtractionConfig
 from memory.images import decode_image_base64
 from memory.types import ImageMimeType, ImageRecord, MemoryRecord, Message
 
+from threads.json_body import parse_json_body
 from threads.schemas import (
     ContextCardIn,
     ContextCardOut,
@@ -358,7 +359,7 @@ def _image_upload(request: HttpRequest, thread: Thread) -> tuple[bytes, dict, st
             raise _schema_errors(exc) from None
         return upload.read(), fields.model_dump(exclude_unset=True), "image"
     try:
-        payload = ImageIn.model_validate_json(request.body or b"{}")
+        payload = ImageIn.model_validate(parse_json_body(request.body or b"{}"))
     except pydantic.ValidationError as exc:
         raise _schema_errors(exc) from None
     fields = payload.model_dump(exclude_unset=True)

@@ -177,5 +177,5 @@ def test_content_with_a_lone_surrogate_is_422_and_stores_nothing(api, thread):
     # json.loads read "\udc00" as a str that SQLite and the embedder cannot encode: a 500.
     resp = api.post(URL, '{"content": "bad \\udc00 half", "memory_id": "m-bad"}')
     assert resp.status_code == 422
-    assert resp.json()["detail"][0]["loc"] == ["body"] and resp.json()["detail"][0]["type"] == "json_invalid"
+    assert resp.json()["detail"][0]["loc"] == ["body", "content"] and resp.json()["detail"][0]["type"] == "json_invalid"
     assert not Memory.objects.exists() and not SearchChunk.objects.exists()

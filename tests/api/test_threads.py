@@ -156,9 +156,8 @@ def test_too_many_query_parameters_is_413_json(api, settings):
     [
         ('{"thread_id": "bad",}', "trailing comma"),
         ('{"thread_id": "bad"', "EOF"),
-        ('{"thread_id": "bad\\ud800"}', "hex escape"),  # a lone surrogate: no UTF-8 form, was a 500
-        ('{"thread_id": "bad", "metadata": {"k\\udc00": 1}}', "surrogate"),
         ('{"thread_id": "bad", "metadata": ' + '{"a": ' * 300 + "1" + "}" * 301, "recursion limit"),
+        ('"\\ud800"', "surrogate"),  # the whole body is the string
     ],
 )
 def test_a_body_that_is_not_json_is_422_naming_the_body_and_stores_nothing(api, body, rule):
@@ -168,6 +167,41 @@ def test_a_body_that_is_not_json_is_422_naming_the_body_and_stores_nothing(api, 
     assert item["loc"] == ["body"] and item["type"] == "json_invalid"
     assert item["msg"].startswith("Invalid JSON: ") and rule in item["msg"]
     assert api.get("/api/threads/bad").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "body,loc",
+    [
+        ('{"thread_id": "bad\\ud800"}', ["body", "thread_id"]),  # a lone surrogate: no UTF-8 form, was a 500
+        ('{"thread_id": "bad", "metadata": {"tags": ["ok", "x\\udc00"]}}', ["body", "metadata", "tags", 1]),
+        ('{"thread_id": "bad", "metadata": {"k\\udc00": 1}}', ["body", "metadata"]),  # in a key: its object
+        ('{"thread_id": "bad", "memory_extraction_config": {"memory_extraction_custom_instructions": "\\ud800"}}',
+         ["body", "memory_extraction_config", "memory_extraction_custom_instructions"]),
+    ],
+)
+def test_a_lone_surrogate_is_422_naming_the_field_that_holds_it(api, body, loc):
+    resp = api.post("/api/threads", body)
+    assert resp.status_code == 422
+    [item] = resp.json()["detail"]
+    assert item["loc"] == loc and item["type"] == "json_invalid" and "lone UTF-16 surrogate" in item["msg"]
+    assert api.get("/api/threads/bad").status_code == 404
+
+
+def test_schema_errors_name_the_field_without_the_views_parameter_name(api):
+    """ninja puts the view's body parameter (``payload``) after "body"; the docs show ``["body", field, ...]``."""
+    cases = [
+        ({"thread_id": 5}, ["body", "thread_id"]),
+        ({"thread_id": "x", "colour": "red"}, ["body", "colour"]),
+        ({"memory_extraction_config": {"extraction_mode": "never"}},
+         ["body", "memory_extraction_config", "extraction_mode"]),
+        ([1], ["body"]),  # not an object at all: the body
+    ]
+    for body, loc in cases:
+        resp = api.post("/api/threads", body)
+        assert resp.status_code == 422, body
+        assert [item["loc"] for item in resp.json()["detail"]] == [loc], body
+    resp = api.post("/api/threads", "")
+    assert resp.status_code == 422 and resp.json()["detail"][0]["loc"] == ["body"]
 
 
 def test_json_text_that_pydantic_and_json_loads_both_read_is_unchanged(api):
