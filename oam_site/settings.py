@@ -31,6 +31,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "ninja",  # /api/docs renders Swagger UI from ninja's own static files (no CDN: works offline)
     "template_partials",  # {% partialdef %}: one template serves a page and its htmx fragments
     "django_dramatiq",  # before "memory": it sets the Dramatiq broker the actors bind to
     "memory",

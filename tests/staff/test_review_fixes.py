@@ -1,6 +1,6 @@
 """Regressions found by a staff-user review of the pages (issue 7): each was a server error or a bad write.
 
-* static files (staff CSS, htmx) are served when daphne runs without ``collectstatic``;
+* static files (staff CSS, htmx, the API docs' Swagger UI) are served when daphne runs without ``collectstatic``;
 * a TTL whose expiry falls after year 9999, and context-card counts beyond SQL's
   64-bit integers, are errors next to their field (they were 500s, in the API too);
 * a thread whose id holds a ``/`` no longer breaks the thread list and search pages;
@@ -30,7 +30,9 @@ def field_errors(html: bytes) -> list[str]:
 def test_static_files_are_served_without_collectstatic(db, tmp_path):
     with override_settings(STATIC_ROOT=tmp_path / "never-collected"):
         browser = Client()  # a new handler: WhiteNoise reads its settings when the first request loads it
-        for path in ("/static/staff/staff.css", "/static/staff/extraction.js", "/static/django_htmx/htmx-2.min.js"):
+        for path in ("/static/staff/staff.css", "/static/staff/extraction.js", "/static/django_htmx/htmx-2.min.js",
+                     "/static/ninja/swagger-ui.css", "/static/ninja/swagger-ui-bundle.js",  # /api/docs (offline)
+                     "/static/ninja/swagger-ui-init.js"):
             response = browser.get(path)
             assert response.status_code == 200, path
             b"".join(response.streaming_content)
