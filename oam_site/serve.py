@@ -1,0 +1,52 @@
+"""``python -m oam_site.serve``: daphne's command line, plus one clear line once the server answers.
+
+It takes daphne's own arguments (``-b HOST -p PORT oam_site.asgi:application``;
+``make serve`` runs it) and, when the reactor runs with every endpoint
+listening, prints::
+
+    OAM Site ready on http://HOST:PORT
+
+one line per TCP endpoint, with the port the OS gave for ``-p 0``. daphne's
+own "Listening on TCP address" line is an INFO log record, which the
+project's logging settings (``DJANGO_LOG_LEVEL``, default WARNING) hide.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from daphne.cli import CommandLineInterface
+from daphne.server import Server  # installs Twisted's asyncio reactor: before any other Twisted import
+
+
+def ready_line(host: str, port: int) -> str:
+    """``OAM Site ready on http://HOST:PORT`` (an IPv6 host in brackets)."""
+    return f"OAM Site ready on http://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+class ReadyServer(Server):
+    """daphne's ``Server`` that prints ``ready_line`` for each TCP endpoint once the reactor runs."""
+
+    def listen_success(self, port):
+        """daphne's bookkeeping, then the ready line as soon as the reactor serves (now, if it already does)."""
+        super().listen_success(port)
+        host = getattr(port, "getHost", lambda: None)()
+        if hasattr(host, "host") and hasattr(host, "port"):
+            from twisted.internet import reactor
+
+            reactor.callWhenRunning(print, ready_line(host.host, host.port), flush=True)
+
+
+class ReadyCommandLine(CommandLineInterface):
+    """daphne's command line running ``ReadyServer``."""
+
+    server_class = ReadyServer
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run daphne with ``argv`` (default: this process's arguments)."""
+    ReadyCommandLine().run(sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == "__main__":
+    main()
