@@ -90,25 +90,25 @@ class LocalLlmServer:
         if code is None:
             return None
         return (
-            f"llama.cpp server (pid {self.process.pid}) exited ({describe_exit(code)}) after it started\n"
+            f"llama.cpp server (pid {self.process.pid}) exited with {describe_exit(code)} after it started\n"
             f"command: {' '.join(self.command)}\nlog: {self.log_path}\n"
             f"--- server log (tail) ---\n{self.log_tail(chars)}"
         )
 
 
 def describe_exit(code: int) -> str:
-    """Return ``"exit code N"``, with the signal's name and meaning when N < 0.
+    """Return ``"code N"``, with the signal's name and meaning when N < 0.
 
     ``subprocess`` reports a child killed by signal S as ``-S``; -4 (SIGILL) is
     what a llama.cpp built for another CPU (AVX-512, AMX) dies with.
     """
     if code >= 0:
-        return f"exit code {code}"
+        return f"code {code}"
     try:
         name = signal.Signals(-code).name
     except ValueError:
-        return f"exit code {code} (signal {-code})"
-    text = f"exit code {code} ({name}"
+        return f"code {code} (signal {-code})"
+    text = f"code {code} ({name}"
     if name == "SIGILL":
         text += (
             ": illegal instruction, the llama.cpp library uses instructions this CPU lacks; "
@@ -194,7 +194,7 @@ def local_llm_server(
         while not _answers(models_url):
             if process.poll() is not None:
                 raise LlmServerError(
-                    f"llama.cpp server exited ({describe_exit(process.returncode)}) before answering "
+                    f"llama.cpp server exited with {describe_exit(process.returncode)} before answering "
                     f"{models_url}\ncommand: {' '.join(command)}\n--- server log (tail) ---\n{_tail(log_path, 4000)}"
                 )
             if time.monotonic() > deadline:

@@ -58,7 +58,7 @@ def test_get_llm_from_settings_reaches_the_server(local_llm_settings):
 
 def test_run_local_llm_command_reports_a_server_that_cannot_start(tmp_path):
     """The command's error (like the fixture's) carries the server log: a missing model file here."""
-    with pytest.raises(CommandError, match=r"exited \(exit code 1\)") as info:
+    with pytest.raises(CommandError, match="exited with code 1") as info:
         call_command(
             "run_local_llm", port=free_port(), model=str(tmp_path / "missing.gguf"),
             log=str(tmp_path / "server.log"), startup_timeout=60, verbosity=0,

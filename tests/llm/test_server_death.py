@@ -68,11 +68,11 @@ def fake_python(tmp_path):
 
 
 def test_describe_exit_names_the_signal_and_what_sigill_means():
-    assert describe_exit(0) == "exit code 0"
-    assert describe_exit(3) == "exit code 3"
-    assert describe_exit(-signal.SIGKILL).startswith("exit code -9 (SIGKILL")
+    assert describe_exit(0) == "code 0"
+    assert describe_exit(3) == "code 3"
+    assert describe_exit(-signal.SIGKILL).startswith("code -9 (SIGKILL")
     sigill = describe_exit(-signal.SIGILL)
-    assert sigill.startswith("exit code -4 (SIGILL: illegal instruction")
+    assert sigill.startswith("code -4 (SIGILL: illegal instruction")
     assert "scripts/llama_wheel.sh" in sigill
 
 
@@ -88,7 +88,7 @@ def test_a_server_that_dies_on_its_first_completion_is_reported(fake_python, tmp
         server.process.wait(timeout=10)
         report = server.death_report()
         assert report is not None
-        assert f"(pid {server.process.pid}) exited (exit code -4 (SIGILL: illegal instruction" in report
+        assert f"(pid {server.process.pid}) exited with code -4 (SIGILL: illegal instruction" in report
         assert "illegal instruction in the matmul kernel (fake)" in report  # the log's tail
         assert "-m llama_cpp.server" in report and str(log) in report
         with pytest.raises(Exception, match="SIGILL") as info:  # what the fixtures raise for the next test
@@ -110,5 +110,5 @@ def test_run_local_llm_reports_a_server_that_dies_after_it_started(fake_python, 
             startup_timeout=30, verbosity=0,
         )
     message = str(info.value)
-    assert "exited (exit code -4 (SIGILL: illegal instruction" in message
+    assert "exited with code -4 (SIGILL: illegal instruction" in message
     assert "illegal instruction in the matmul kernel (fake)" in message
