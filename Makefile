@@ -38,7 +38,7 @@ migrate: install-serve
 	$(BIN)/python manage.py collectstatic --noinput -v0
 
 serve: migrate
-	$(BIN)/daphne -b $(HOST) -p $(PORT) oam_site.asgi:application
+	$(BIN)/python -m oam_site.serve -b $(HOST) -p $(PORT) oam_site.asgi:application
 
 chromium: $(CHROMIUM)
 
