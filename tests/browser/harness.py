@@ -313,7 +313,7 @@ def server_env(directory: Path, *, llm_base_url: str = "", llm_model: str = "") 
     env.update({
         "DJANGO_SETTINGS_MODULE": "oam_site.settings",
         "DJANGO_DEBUG": "false",
-        "DJANGO_LOG_LEVEL": "INFO",  # daphne's "Listening on TCP address" line tells the port
+        "DJANGO_LOG_LEVEL": "INFO",  # the server's log records in test-artifacts/browser/daphne.log
         "OAM_VAR_DIR": str(directory),  # STATIC_ROOT = <directory>/static
         "OAM_SQLITE_PATH": str(directory / "oam.sqlite3"),
         "OAM_EMBEDDED_WORKER": "true",
@@ -337,18 +337,20 @@ def run_seed(env: dict[str, str], sample: str, timeout: float = 600) -> dict[str
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-_LISTENING = re.compile(r"Listening on TCP address 127\.0\.0\.1:(\d+)")
+#: The line ``python -m oam_site.serve`` (what ``make serve`` runs) prints once it answers.
+READY = re.compile(r"^OAM Site ready on http://127\.0\.0\.1:(\d+)$", re.MULTILINE)
 
 
 def start_daphne(env: dict[str, str], log_path: Path, timeout: float = 120) -> tuple[subprocess.Popen, str]:
-    """Start daphne on 127.0.0.1, a free port, in its own process group; return (process, base URL).
+    """Start daphne as ``make serve`` does (``python -m oam_site.serve``) on 127.0.0.1, a free port, in its
+    own process group; return (process, base URL).
 
-    Waits until daphne logs its port and ``/admin/login/`` answers 200.
+    Waits for its ready line (``READY``, with the port) and for ``/admin/login/`` to answer 200.
     Raises ``LiveAppError`` with the log (after stopping it) when it does not.
     """
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", "0", "oam_site.asgi:application"],
+            [sys.executable, "-m", "oam_site.serve", "-b", "127.0.0.1", "-p", "0", "oam_site.asgi:application"],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
@@ -358,7 +360,7 @@ def start_daphne(env: dict[str, str], log_path: Path, timeout: float = 120) -> t
         if process.poll() is not None:
             break
         if url is None:
-            found = _LISTENING.search(log_path.read_text(errors="replace"))
+            found = READY.search(log_path.read_text(errors="replace"))
             url = f"http://127.0.0.1:{found[1]}" if found else None
         if url is not None:
             try:
