@@ -194,6 +194,10 @@ OAM_EMBEDDED_WORKER_THREADS = env.int("OAM_EMBEDDED_WORKER_THREADS", default=2)
 OAM_EMBEDDER = env.str("OAM_EMBEDDER", default="memory.embedders.MiniLMEmbedder")
 OAM_EMBEDDING_DIMENSIONS = env.int("OAM_EMBEDDING_DIMENSIONS", default=384)
 OAM_EMBEDDING_BATCH_SIZE = env.int("OAM_EMBEDDING_BATCH_SIZE", default=64)
+# Concurrent requests share forward passes (memory.embedders.MicroBatchingEmbedder), at most
+# this many texts a pass (bench/ingest.py).
+OAM_EMBEDDING_MICROBATCH = env.bool("OAM_EMBEDDING_MICROBATCH", default=True)
+OAM_EMBEDDING_MICROBATCH_MAX_TEXTS = env.int("OAM_EMBEDDING_MICROBATCH_MAX_TEXTS", default=512)
 # Retention (spec: MemoryRetentionConfig). Empty means "not set".
 OAM_DEFAULT_TTL_DAYS = env.int("OAM_DEFAULT_TTL_DAYS", default=None) if env.str("OAM_DEFAULT_TTL_DAYS", default="") else None
 OAM_MAX_TTL_DAYS = env.int("OAM_MAX_TTL_DAYS", default=None) if env.str("OAM_MAX_TTL_DAYS", default="") else None

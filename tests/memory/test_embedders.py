@@ -1,0 +1,141 @@
+"""``MicroBatchingEmbedder``: concurrent calls share forward passes, each gets exactly its rows (issue #13)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import zlib
+
+import numpy as np
+import pytest
+
+from memory.embedders import MicroBatchingEmbedder, get_embedder
+
+
+class FakeEmbedder:
+    """Deterministic 8-d vectors from each text's CRC; the first pass can be held until released."""
+
+    dimensions = 8
+
+    def __init__(self, fail_on: str | None = None):
+        self.calls: list[list[str]] = []
+        self.hold_first = threading.Event()
+        self.hold_first.set()
+        self.in_first = threading.Event()
+        self.fail_on = fail_on
+
+    @staticmethod
+    def vector(text: str) -> np.ndarray:
+        rng = np.random.default_rng(zlib.crc32(text.encode()))
+        v = rng.standard_normal(8).astype(np.float32)
+        return v / np.linalg.norm(v)
+
+    def embed(self, texts):
+        self.calls.append(list(texts))
+        if len(self.calls) == 1:
+            self.in_first.set()
+            assert self.hold_first.wait(10)
+        if self.fail_on and self.fail_on in texts:
+            raise RuntimeError(f"cannot embed {self.fail_on!r}")
+        return np.stack([self.vector(t) for t in texts])
+
+
+def run_concurrently(batcher, inner, per_call: list[list[str]]):
+    """Hold the first pass until every other caller is queued, then let them all finish."""
+    inner.hold_first.clear()
+    results, errors = {}, {}
+
+    def worker(i):
+        try:
+            results[i] = batcher.embed(per_call[i])
+        except BaseException as exc:  # noqa: BLE001 - recorded for the assertions
+            errors[i] = exc
+
+    first = threading.Thread(target=worker, args=(0,))
+    first.start()
+    assert inner.in_first.wait(10)
+    others = [threading.Thread(target=worker, args=(i,)) for i in range(1, len(per_call))]
+    for t in others:
+        t.start()
+    deadline = time.monotonic() + 10
+    while len(batcher._queue) < len(others) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert len(batcher._queue) == len(others)
+    inner.hold_first.set()
+    for t in [first, *others]:
+        t.join(10)
+        assert not t.is_alive()
+    return results, errors
+
+
+def test_concurrent_calls_share_one_pass_and_each_gets_its_own_rows():
+    inner = FakeEmbedder()
+    batcher = MicroBatchingEmbedder(inner, max_texts=512)
+    per_call = [[f"call {i} text {j}" for j in range(i % 4 + 1)] for i in range(9)]
+    results, errors = run_concurrently(batcher, inner, per_call)
+    assert not errors
+    for i, texts in enumerate(per_call):
+        assert results[i].shape == (len(texts), 8)
+        np.testing.assert_array_equal(results[i], np.stack([FakeEmbedder.vector(t) for t in texts]))
+    # the first caller's pass ran alone; the 8 that queued behind it shared the second pass
+    assert len(inner.calls) == 2 and inner.calls[0] == per_call[0]
+    assert sorted(inner.calls[1]) == sorted(t for texts in per_call[1:] for t in texts)
+    assert batcher.passes == 2 and batcher.texts_embedded == sum(map(len, per_call))
+
+
+def test_a_pass_holds_at_most_max_texts_unless_one_call_is_larger():
+    inner = FakeEmbedder()
+    batcher = MicroBatchingEmbedder(inner, max_texts=5)
+    per_call = [["a"], ["b1", "b2", "b3"], ["c1", "c2", "c3"], ["d"] * 2, [f"e{j}" for j in range(7)]]
+    results, errors = run_concurrently(batcher, inner, per_call)
+    assert not errors
+    for i, texts in enumerate(per_call):
+        np.testing.assert_array_equal(results[i], np.stack([FakeEmbedder.vector(t) for t in texts]))
+    assert all(len(call) <= 5 for call in inner.calls if call != per_call[4])
+    assert per_call[4] in inner.calls  # the large call ran alone
+    assert sum(map(len, inner.calls)) == sum(map(len, per_call))
+
+
+def test_an_error_reaches_every_caller_of_its_pass_and_the_next_calls_still_work():
+    inner = FakeEmbedder(fail_on="poison")
+    batcher = MicroBatchingEmbedder(inner)
+    per_call = [["first"], ["x"], ["poison"], ["y"]]
+    results, errors = run_concurrently(batcher, inner, per_call)
+    assert set(results) == {0} and set(errors) == {1, 2, 3}
+    assert all("poison" in str(e) for e in errors.values())
+    np.testing.assert_array_equal(batcher.embed(["after"]), FakeEmbedder.vector("after")[None, :])
+    assert not batcher._busy and not batcher._queue
+
+
+def test_an_idle_call_runs_at_once_and_empty_input_makes_no_pass():
+    inner = FakeEmbedder()
+    batcher = MicroBatchingEmbedder(inner)
+    assert batcher.embed([]).shape == (0, 8)
+    out = batcher.embed(["only"])
+    np.testing.assert_array_equal(out, FakeEmbedder.vector("only")[None, :])
+    assert inner.calls == [["only"]] and batcher.passes == 1
+    with pytest.raises(ValueError, match="max_texts"):
+        MicroBatchingEmbedder(inner, max_texts=0)
+
+
+def test_the_real_model_gives_the_same_vectors_batched_across_callers():
+    """all-MiniLM-L6-v2 through the process embedder: shared passes change no vector beyond float noise."""
+    embedder = get_embedder()
+    assert isinstance(embedder, MicroBatchingEmbedder)
+    per_call = [
+        ["I love pizza."],
+        ["Caroline went to the LGBTQ support group on 7 May 2023.", "short"],
+        ["Melanie painted a sunrise over the lake last year, and she plans another one soon." * 3],
+        ["What food does the user like?", "receipt", "The taxi cost 42 EUR."],
+    ]
+    alone = [embedder.inner.embed(texts) for texts in per_call]
+    results = {}
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, embedder.embed(per_call[i])))
+               for i in range(len(per_call))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for i, texts in enumerate(per_call):
+        assert results[i].shape == (len(texts), 384)
+        np.testing.assert_allclose(results[i], alone[i], atol=2e-5)
