@@ -9,14 +9,20 @@ from pathlib import Path
 
 import environ
 
+from oam_site.secret_key import load_or_create
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env") if (BASE_DIR / ".env").exists() else None
 
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
-# The embedded default runs on loopback; production must set its own key.
-SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="oam-site-insecure-embedded-default-key")
+VAR_DIR = Path(env.str("OAM_VAR_DIR", default=str(BASE_DIR / "var")))
+# Never a public constant: without DJANGO_SECRET_KEY a random key is made on the first start and
+# kept in DJANGO_SECRET_KEY_FILE (default var/secret_key, mode 0600; oam_site/secret_key.py).
+SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="") or load_or_create(
+    Path(env.str("DJANGO_SECRET_KEY_FILE", default=str(VAR_DIR / "secret_key")))
+)
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 
@@ -37,6 +43,8 @@ INSTALLED_APPS = [
     "memory",
     "threads",
     "staff",
+    "axes",  # staff login throttling
+    "csp",  # Content-Security-Policy on the staff pages
 ]
 
 MIDDLEWARE = [
@@ -49,7 +57,53 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "oam_site.middleware.PrivateApiResponsesMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: it turns a locked-out login into its 429 page
 ]
+
+# --- Security ---------------------------------------------------------------------
+# Staff login throttling (django-axes): OAM_LOGIN_FAILURE_LIMIT failed logins for one username
+# from one address lock that pair out for OAM_LOGIN_COOLOFF_MINUTES (HTTP 429); a success resets.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.int("OAM_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = env.float("OAM_LOGIN_COOLOFF_MINUTES", default=15.0) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
+# Content-Security-Policy (django-csp) on the staff pages: scripts, styles, fonts and XHR/WebSocket
+# from this origin only, no inline script or eval (htmx runs with allowEval off), images also as
+# data: URIs. The admin and the Swagger page keep Django's and ninja's own markup.
+CONTENT_SECURITY_POLICY = {
+    "EXCLUDE_URL_PREFIXES": ["/admin/", "/api/docs"],
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
+X_FRAME_OPTIONS = "DENY"
+# Production behind HTTPS: DJANGO_SECURE=true turns on what `manage.py check --deploy` asks for
+# (README, "Production settings"); DJANGO_SECURE_PROXY_SSL_HEADER=true trusts X-Forwarded-Proto.
+if env.bool("DJANGO_SECURE", default=False):
+    SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=31_536_000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=True)
+    if env.bool("DJANGO_SECURE_PROXY_SSL_HEADER", default=False):
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 ROOT_URLCONF = "oam_site.urls"
 
@@ -75,7 +129,6 @@ LOGIN_URL = "staff:login"
 LOGIN_REDIRECT_URL = "staff:thread_list"
 
 # --- Database -----------------------------------------------------------------
-VAR_DIR = Path(env.str("OAM_VAR_DIR", default=str(BASE_DIR / "var")))
 OAM_ORACLE_DSN = env.str("OAM_ORACLE_DSN", default="")
 if OAM_ORACLE_DSN:
     # Thin mode, pooled. NAME is an Easy Connect string such as

@@ -18,3 +18,18 @@
     spot.focus();
   });
 })();
+
+/* "Cancel" in a delete confirmation that htmx placed in the page closes it
+ * (without JavaScript the link leads back to the record's page). A listener
+ * here rather than an inline handler: the Content-Security-Policy forbids
+ * inline script and eval. */
+(function () {
+  "use strict";
+  document.addEventListener("click", function (event) {
+    var link = event.target.closest && event.target.closest(".confirm a.cancel");
+    var box = link && link.closest(".confirm");
+    if (!box) return;
+    event.preventDefault();
+    box.remove();
+  });
+})();

@@ -175,14 +175,23 @@ def context(browser, live_app) -> Iterator[object]:
 
 @pytest.fixture
 def page(request, context) -> Iterator[object]:
-    """A page of ``context``; on failure its screenshot goes to ``test-artifacts/screenshots/FAILED-<test>.png``."""
+    """A page of ``context``; on failure its screenshot goes to ``test-artifacts/screenshots/FAILED-<test>.png``.
+
+    Chromium's console reports of Content-Security-Policy violations are collected; any one fails the
+    test at teardown (the staff pages' policy allows this origin's files only: no inline script or eval).
+    """
     page = context.new_page()
+    violations: list[str] = []
+    page.on("console", lambda message: violations.append(f"{page.url}: {message.text}")
+            if "Content Security Policy" in message.text else None)
     yield page
     if _failed(request.node) and not page.is_closed():
         try:
             save_screenshot(page, f"FAILED-{request.node.name}")
         except Exception as exc:  # noqa: BLE001 - the test's own failure matters more
             print(f"could not save the failure screenshot: {exc!r}")
+    # Every page test is also a Content-Security-Policy test: the browser refused nothing the page needs.
+    assert not violations, "Content-Security-Policy violations:\n" + "\n".join(violations)
 
 
 @pytest.fixture
