@@ -31,19 +31,21 @@ Docs (Swagger UI, served with its assets by the app itself) are at ``/api/docs``
 
 from __future__ import annotations
 
+import math
 import re
 
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpRequest, HttpResponse
 from django.http.multipartparser import MultiPartParserError
 from ninja import NinjaAPI, Swagger
-from ninja.errors import HttpError, ValidationError, ValidationErrorContext
+from ninja.errors import HttpError, Throttled, ValidationError, ValidationErrorContext
 from ninja.parser import Parser
 
 from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound
 from memory.llm import LlmError, LlmUnavailable
 from threads.api import router as threads_router
 from threads.auth import ApiKeyAuth
+from threads.throttling import ApiKeyRateThrottle, seconds_to_next_window
 from threads.json_body import InvalidJsonBody, parse_json_body
 
 
@@ -109,6 +111,7 @@ api = OamNinjaAPI(
     # validation badge fetched from validator.swagger.io. The page works with no Internet access.
     docs=Swagger(settings={"validatorUrl": "none"}),
     parser=JsonParser(),
+    throttle=[ApiKeyRateThrottle()],
 )
 api.add_router("/", threads_router)
 
@@ -189,10 +192,13 @@ def json_invalid(request: HttpRequest, exc: InvalidJsonBody) -> HttpResponse:
 @api.exception_handler(HttpError)
 def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     """ninja's own HTTP errors as ninja answers them (``{"detail": ...}``: 401 no key, ...), except a body
-    ``JsonParser`` could not read (``json_invalid``)."""
+    ``JsonParser`` could not read (``json_invalid``). 429 (``threads.throttling``) carries ``Retry-After``."""
     if isinstance(exc.__cause__, InvalidJsonBody):
         return json_invalid(request, exc.__cause__)
-    return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
+    response = api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
+    if isinstance(exc, Throttled):
+        response["Retry-After"] = str(math.ceil(exc.wait or seconds_to_next_window()))
+    return response
 
 
 @api.exception_handler(MultiPartParserError)

@@ -93,6 +93,10 @@ CONTENT_SECURITY_POLICY = {
     },
 }
 X_FRAME_OPTIONS = "DENY"
+# JSON API rates (threads.throttling): requests a minute per API key (0: no limit; a key's own
+# rate_limit_per_minute wins), and requests with a missing or wrong key a minute per client address.
+OAM_API_RATE_LIMIT = env.int("OAM_API_RATE_LIMIT", default=1200)
+OAM_API_AUTH_FAILURE_LIMIT = env.int("OAM_API_AUTH_FAILURE_LIMIT", default=30)
 # Production behind HTTPS: DJANGO_SECURE=true turns on what `manage.py check --deploy` asks for
 # (README, "Production settings"); DJANGO_SECURE_PROXY_SSL_HEADER=true trusts X-Forwarded-Proto.
 if env.bool("DJANGO_SECURE", default=False):
@@ -193,6 +197,17 @@ STORAGES = {
 # Serve the app's static files (staff CSS/JS, htmx, admin) from their sources too, so daphne started
 # without `manage.py collectstatic` (`make serve` runs it) still shows a styled, scripted UI.
 WHITENOISE_USE_FINDERS = True
+
+# Rate counters (threads.throttling) live in the cache: Redis with OAM_REDIS_URL (shared by every
+# process), else each process's memory.
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+         "LOCATION": env.str("OAM_REDIS_URL", default=""), "KEY_PREFIX": "oam"}
+        if env.str("OAM_REDIS_URL", default="")
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
 
 # --- Channels -------------------------------------------------------------------
 OAM_REDIS_URL = env.str("OAM_REDIS_URL", default="")

@@ -26,6 +26,14 @@ LLM_SERVER_LOG = Path(__file__).resolve().parent.parent / "test-artifacts" / "ll
 _running_llm_servers: list[LocalLlmServer] = []
 
 
+@pytest.fixture(autouse=True)
+def _fresh_rate_counters():
+    """Each test starts with empty request-rate counters (``threads.throttling`` counts in the cache)."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @pytest.fixture
 def client(db):
     """An ``AgentMemory`` on the test database with default retention."""

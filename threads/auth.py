@@ -13,6 +13,7 @@ from django.http import HttpRequest
 from ninja.security import HttpBearer
 
 from threads.models import ApiKey
+from threads.throttling import check_failed_keys, note_failed_key
 
 PREFIX_LENGTH = 8
 
@@ -42,5 +43,21 @@ class ApiKeyAuth(HttpBearer):
     """Bearer-token auth: ``request.auth`` is the active ``ApiKey``; None (HTTP 401) otherwise."""
 
     def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
-        """Return the active key whose digest matches ``token``, or None."""
-        return api_key_lookup(token)
+        """Return the active key whose digest matches ``token``, or None.
+
+        An address that sent too many wrong keys this minute gets 429 before the
+        key is even looked up (``threads.throttling``).
+        """
+        check_failed_keys(request)
+        key = api_key_lookup(token)
+        if key is None:
+            note_failed_key(request)
+        return key
+
+    def __call__(self, request: HttpRequest):
+        """ninja's bearer check; a request with no bearer key at all also counts as a failed key."""
+        result = super().__call__(request)
+        if result is None and not request.headers.get("Authorization", "").lower().startswith("bearer "):
+            check_failed_keys(request)
+            note_failed_key(request)
+        return result

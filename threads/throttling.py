@@ -1,0 +1,91 @@
+"""Per-key request rates for the JSON API, and a cap on wrong keys per client address (issue #13).
+
+Counting is a fixed one-minute window in Django's cache (``cache.add`` +
+``cache.incr``, atomic in Redis and in the local-memory cache), so every process
+that shares the cache shares the count: with ``OAM_REDIS_URL`` the cache is
+Redis (settings), otherwise each process counts for itself. A refused request is
+HTTP 429 ``{"detail": ...}`` with ``Retry-After`` (whole seconds to the next
+window, RFC 9110 section 10.2.3).
+
+* ``ApiKeyRateThrottle``: at most ``OAM_API_RATE_LIMIT`` requests a minute per
+  API key (a key's own ``rate_limit_per_minute`` wins when set; 0 = no limit).
+* ``note_failed_key``/``check_failed_keys``: at most ``OAM_API_AUTH_FAILURE_LIMIT``
+  requests with a missing or wrong key a minute per client address; past it,
+  even a right key from that address is refused until the window ends, so
+  guessing keys costs a minute per batch.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from django.conf import settings
+from django.core.cache import cache
+from django.http import HttpRequest
+from ninja.errors import Throttled
+from ninja.throttling import BaseThrottle
+
+WINDOW_SECONDS = 60
+
+
+def seconds_to_next_window(now: float | None = None) -> int:
+    """Whole seconds until the current one-minute window ends (1..60)."""
+    now = time.time() if now is None else now
+    return max(1, math.ceil(WINDOW_SECONDS - now % WINDOW_SECONDS))
+
+
+def _count(name: str, now: float | None = None) -> int:
+    """Add one to counter ``name`` of the current window and return the new count."""
+    window = int((time.time() if now is None else now) // WINDOW_SECONDS)
+    key = f"oam:rate:{name}:{window}"
+    cache.add(key, 0, timeout=2 * WINDOW_SECONDS)
+    try:
+        return cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.add(key, 1, timeout=2 * WINDOW_SECONDS)
+        return 1
+
+
+def _peek(name: str) -> int:
+    window = int(time.time() // WINDOW_SECONDS)
+    return cache.get(f"oam:rate:{name}:{window}", 0)
+
+
+def client_address(request: HttpRequest) -> str:
+    """The client's address as Django sees it (``REMOTE_ADDR``; a proxy in front must set it)."""
+    return request.META.get("REMOTE_ADDR") or "unknown"
+
+
+def check_failed_keys(request: HttpRequest) -> None:
+    """Raise ``Throttled`` when this address sent too many wrong keys in the current window."""
+    limit = settings.OAM_API_AUTH_FAILURE_LIMIT
+    if limit and _peek(f"authfail:{client_address(request)}") >= limit:
+        raise Throttled(wait=seconds_to_next_window())
+
+
+def note_failed_key(request: HttpRequest) -> None:
+    """Count a request whose key was missing, wrong, revoked or expired; ``Throttled`` once over the limit."""
+    limit = settings.OAM_API_AUTH_FAILURE_LIMIT
+    if limit and _count(f"authfail:{client_address(request)}") > limit:
+        raise Throttled(wait=seconds_to_next_window())
+
+
+class ApiKeyRateThrottle(BaseThrottle):
+    """At most N requests a minute per API key (``OAM_API_RATE_LIMIT``, or the key's ``rate_limit_per_minute``)."""
+
+    def allow_request(self, request: HttpRequest) -> bool:
+        """Count this request against its key; False once the key is over its limit for this minute."""
+        key = getattr(request, "auth", None)
+        if key is None or getattr(key, "pk", None) is None:
+            return True
+        limit = getattr(key, "rate_limit_per_minute", None)
+        if limit is None:
+            limit = settings.OAM_API_RATE_LIMIT
+        if not limit:
+            return True
+        return _count(f"key:{key.pk}") <= limit
+
+    def wait(self) -> float:
+        """Seconds until the window ends (the same for every key: windows are aligned to the minute)."""
+        return float(seconds_to_next_window())
