@@ -6,6 +6,8 @@ The HTTP layer maps them: ``InvalidArgument`` -> 422, ``NotFound`` -> 404,
 
 from __future__ import annotations
 
+import json
+
 
 class InvalidArgument(ValueError):
     """A value breaks a rule of the spec (``ValueError``); ``field`` names the argument."""
@@ -53,6 +55,17 @@ def check_text(value: str, field: str) -> str:
     except UnicodeEncodeError as exc:
         raise InvalidArgument(field, f"is not valid Unicode text (a lone surrogate at position {exc.start})") from None
     return value
+
+
+def check_json_text(value, field: str) -> None:
+    """``InvalidArgument`` naming ``field`` when a key or string anywhere inside the JSON-like ``value``
+    holds a lone UTF-16 surrogate (no UTF-8 form: SQLite's JSON functions and Oracle refuse it, and
+    json.dumps writes it out as an escape that later reads fail on). ``value`` must be JSON-serialisable."""
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(field, "is not valid Unicode text (a key or string holds a lone surrogate)") from None
 
 
 class NotFound(KeyError):

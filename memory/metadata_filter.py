@@ -91,7 +91,7 @@ from django.db import NotSupportedError
 from django.db.models import F, Q
 from django.db.models.lookups import Lookup
 
-from memory.errors import InvalidArgument
+from memory.errors import InvalidArgument, check_json_text
 
 OPERATORS = ("$array_contains", "$array_contains_any", "$not")
 MAX_DEPTH = 16
@@ -155,6 +155,7 @@ def compile_filter(metadata_filter: Any, field: str = "metadata") -> Q:
     if not isinstance(metadata_filter, dict):
         raise InvalidArgument("metadata_filter", "must be a dict or None")
     fields = _parse_filter(metadata_filter, "metadata_filter", 0)
+    check_json_text(metadata_filter, "metadata_filter")
     if not fields:
         return Q()
     return Q(MetadataFilter(F(field), fields))

@@ -24,7 +24,7 @@ from django.utils import timezone
 from memory import ttl as ttl_rules
 from memory.chunking import chunk_text
 from memory.embedders import get_embedder
-from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound, check_text
+from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound, check_json_text, check_text
 from memory.images import (
     ImageInputLimitConfig,
     ValidImage,
@@ -84,6 +84,7 @@ def check_metadata(value: Any, field: str = "metadata") -> dict[str, Any]:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidArgument(field, f"must be JSON-serialisable ({exc})") from None
+    check_json_text(value, field)
     return value
 
 

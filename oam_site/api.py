@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 import re
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpRequest, HttpResponse
 from django.http.multipartparser import MultiPartParserError
@@ -65,6 +66,16 @@ class JsonParser(Parser):
         return parse_json_body(request.body)
 
 
+#: pydantic's names for the members of a union in an error's ``loc`` (``str``, ``int``, ``list[...]``,
+#: ``nullable[int]``, ``function-wrap[_run_root_validator()]``, ``tagged-union[...]``...). Schema field
+#: names are identifiers, so none matches this.
+_UNION_TAG = re.compile(r"^(str|int|float|bool|none|bytes|dict|list|json-or-python|is-instance|[a-z-]+\[.*\])$")
+
+
+def _is_union_tag(part) -> bool:
+    return isinstance(part, str) and bool(_UNION_TAG.match(part))
+
+
 class OamNinjaAPI(NinjaAPI):
     """``NinjaAPI`` whose OpenAPI schema also documents the statuses every operation shares (see module doc)."""
 
@@ -74,15 +85,25 @@ class OamNinjaAPI(NinjaAPI):
         ninja reads a body into the view's one body parameter and puts that
         parameter's name (``payload``) after ``"body"``: an internal name the
         docs never show. It is dropped (a body that is not an object at all
-        is then ``["body"]``).
+        is then ``["body"]``). So are the names pydantic gives the members of a
+        field that takes several types (``str``, ``list[...]``,
+        ``nullable[int]``, ``function-wrap[...]``): ``content`` given a number
+        is ``["body", "content"]`` once per member's message.
         """
         error = super().validation_error_from_error_contexts(error_contexts)
         names = {getattr(c.model, "__read_from_single_attr__", None) for c in error_contexts
                  if c.model.__ninja_param_source__ == "body"} - {None}
+        seen, errors = set(), []
         for item in error.errors:
             loc = tuple(item.get("loc", ()))
             if len(loc) > 1 and loc[0] == "body" and loc[1] in names:
-                item["loc"] = (loc[0], *loc[2:])
+                loc = (loc[0], *loc[2:])
+            item["loc"] = tuple(part for part in loc if not _is_union_tag(part))
+            key = (item["loc"], item.get("type"), item.get("msg"))
+            if key not in seen:
+                seen.add(key)
+                errors.append(item)
+        error.errors[:] = errors
         return error
 
     def get_openapi_schema(self, *, path_prefix=None, path_params=None):
@@ -174,6 +195,9 @@ def too_big(request: HttpRequest, exc: RequestDataTooBig | TooManyFieldsSent | T
     """The body is over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (``OAM_MAX_REQUEST_BYTES``), or the query string or
     body carries more parameters or files than ``DATA_UPLOAD_MAX_NUMBER_FIELDS``/``_FILES``: 413 (Django
     alone answers these with an HTML 400)."""
+    if isinstance(exc, RequestDataTooBig):
+        detail = f"the request body is over OAM_MAX_REQUEST_BYTES ({settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes)"
+        return api.create_response(request, {"detail": detail, "field": "body"}, status=413)
     return api.create_response(request, {"detail": str(exc) or "request body too large", "field": None}, status=413)
 
 

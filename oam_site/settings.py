@@ -59,6 +59,7 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "csp.middleware.CSPMiddleware",
     "oam_site.middleware.PrivateApiResponsesMiddleware",
+    "oam_site.middleware.ApiJsonErrorsMiddleware",
     "axes.middleware.AxesMiddleware",  # last: it turns a locked-out login into its 429 page
 ]
 

@@ -45,3 +45,19 @@ def test_migrate_names_oam_var_dir_when_the_folder_cannot_be_made(tmp_path):
     assert result.returncode != 0
     assert "OAM_VAR_DIR" in result.stderr and str(blocker / "var") in result.stderr
     assert "unable to open database file" not in result.stderr
+
+
+def test_a_folder_that_is_not_writable_is_named_with_the_settings(tmp_path, monkeypatch):
+    """A read-only mount (root ignores permission bits, so the kernel's answer is stood in for here)."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from memory.backends.sqlite_vec import base
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    real_access = base.os.access
+    monkeypatch.setattr(base.os, "access", lambda path, mode: False if Path(path) == folder else real_access(path, mode))
+    with pytest.raises(ImproperlyConfigured, match="not writable.*OAM_VAR_DIR"):
+        base.ensure_database_folder(folder / "oam.sqlite3")
+    base.ensure_database_folder(tmp_path / "fine" / "oam.sqlite3")  # a folder it can make is made
+    assert (tmp_path / "fine").is_dir()

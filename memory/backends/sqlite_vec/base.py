@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import os
 import sqlite3 as _stdlib_sqlite3
 from collections.abc import Mapping
 from itertools import tee
@@ -91,23 +92,25 @@ def ensure_database_folder(name) -> None:
 
     In-memory databases (``:memory:``, ``file:...mode=memory``) are left alone.
     Raises ``ImproperlyConfigured`` naming ``OAM_VAR_DIR`` and ``OAM_SQLITE_PATH``
-    when the folder cannot be created (issue #11: ``manage.py migrate`` on a
+    when the folder cannot be created or is not writable (issue #11: ``manage.py migrate`` on a
     fresh clone failed with "unable to open database file").
     """
     name = str(name)
     if name == ":memory:" or name.startswith("file:"):
         return
     folder = Path(name).expanduser().parent
-    if folder.is_dir():
-        return
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ImproperlyConfigured(
-            f"cannot create {folder} for the SQLite database {name}: {exc.strerror or exc}. "
-            "Set OAM_VAR_DIR (the folder for the embedded database, default ./var) or "
-            "OAM_SQLITE_PATH (the database file) to a writable place."
-        ) from exc
+    advice = ("Set OAM_VAR_DIR (the folder for the embedded database, default ./var) or "
+              "OAM_SQLITE_PATH (the database file) to a writable place.")
+    if not folder.is_dir():
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ImproperlyConfigured(
+                f"cannot create {folder} for the SQLite database {name}: {exc.strerror or exc}. {advice}"
+            ) from exc
+    if not os.access(folder, os.W_OK | os.X_OK):
+        # WAL mode writes name-wal and name-shm beside the file: the folder itself must be writable.
+        raise ImproperlyConfigured(f"{folder} (the SQLite database's folder) is not writable. {advice}")
 
 
 class DatabaseWrapper(sqlite_base.DatabaseWrapper):

