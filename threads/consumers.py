@@ -21,7 +21,8 @@ Frames sent, all JSON:
   (watermark, last message seq, pending jobs, last job, config);
 * then each event ``memory.progress`` sends for the thread, as
   ``{"event": "<name>", "thread_id", "job_id", ...}`` with ``<name>`` one of
-  queued, started, progress, memory_created, memory_linked, finished, failed.
+  queued, started, progress, memory_created, memory_linked, finished, failed,
+  repaired (the sweep made a queue that could not advance start after the watermark).
 """
 
 from __future__ import annotations
@@ -145,4 +146,7 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
         await self._relay(event)
 
     async def extraction_failed(self, event):
+        await self._relay(event)
+
+    async def extraction_repaired(self, event):
         await self._relay(event)

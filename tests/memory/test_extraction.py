@@ -557,7 +557,7 @@ def test_the_sweep_resends_lost_jobs_in_order(db, no_embedded_worker):
     thread.add_messages(CHAT[1:])
     broker = extract_job.broker
     broker.flush_all()
-    assert extraction.sweep() == {"requeued": 0, "covered": 0, "resent": 0, "created": 0}  # too fresh
+    assert extraction.sweep() == {"requeued": 0, "covered": 0, "repaired": 0, "resent": 0, "created": 0}  # too fresh
     counts = extraction.sweep(boot=True)
     assert counts["resent"] == 1 and broker.queues[QUEUE].qsize() == 1  # only the one next in line
     broker.flush_all()
