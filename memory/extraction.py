@@ -253,6 +253,31 @@ def _enqueue_on_commit(job: ExtractionJob) -> None:
     transaction.on_commit(send)
 
 
+FENCED = "fenced by a delete"
+
+
+def jobs_fence(*, thread_id: str, reason: str) -> list[int]:
+    """Take back the thread's running jobs so their commits write nothing; return their ids.
+
+    Call inside the transaction that deletes records of the thread, after it
+    locked the thread: each running job goes back to queued (``error``
+    notes ``FENCED`` and ``reason``). The worker still waiting for its LLM
+    finds, at its commit, that its claim is gone (``_locked``: not running, or
+    another attempt) and writes nothing; the job is sent again after commit and
+    its next run reads the records as they are then. A fenced run counts as an
+    attempt (``OAM_EXTRACTION_MAX_ATTEMPTS``). This replaces waiting for the
+    running job (issue #13: a delete waited minutes for a hung LLM).
+    """
+    running = list(ExtractionJob.objects.filter(thread_id=thread_id, status="running").values_list("pk", flat=True))
+    if running:
+        ExtractionJob.objects.filter(pk__in=running, status="running").update(
+            status="queued", error=f"{FENCED}: {reason}"[:2000])
+        for job_id in running:
+            progress.send(thread_id, "fenced", job_id=job_id, reason=reason)
+            _enqueue_on_commit(ExtractionJob(pk=job_id, thread_id=thread_id))
+    return running
+
+
 def job_schedule(*, thread_id: str, trigger: str = TRIGGER_ADD, frequency: int = -1, seq: int | None = None,
                  send: bool) -> ExtractionJob | None:
     """Record an extraction job for a thread if one is due; return it, or None.
@@ -576,8 +601,8 @@ def job_run(*, job_id: int, llm: Llm | None = None, retention: MemoryRetentionCo
             raise ExtractionRejected("no LLM configured (set OAM_LLM_BASE_URL or give the thread an llm)")
         candidates = _extract_candidates(thread, job, config, llm, result)
         decisions = decide(candidates, thread=thread, llm=llm, result=result)
-        committed = _commit(job.pk, attempt, decisions, result, retention or default_retention(), config,
-                            started=started, chain=background)
+        planned = _prepare(thread, job, decisions, retention or default_retention(), config)
+        committed = _commit(job.pk, attempt, planned, result, started=started, chain=background)
     except (ExtractionRejected, LlmRequestRejected, LlmInvalidOutput) as exc:
         _finish_failed(job.pk, attempt, f"{type(exc).__name__}: {exc}", started=started,
                        llm_seconds=result.llm_seconds, chain=background)
@@ -652,10 +677,13 @@ def _last_seconds(llm: Llm) -> float:
     return float(stats.seconds) if stats is not None else 0.0
 
 
-def _commit(job_id: int, attempt: int, decisions: list[Decision], result: JobResult,
-            retention: MemoryRetentionConfig, config: MemoryExtractionConfig, *, started: float,
-            chain: bool) -> bool:
-    """Write the job's memories, relations, watermark and counts in one transaction; False if it lost its claim."""
+def _commit(job_id: int, attempt: int, planned: list[tuple[Decision, services.PreparedMemory | None]],
+            result: JobResult, *, started: float, chain: bool) -> bool:
+    """Write the job's memories, relations, watermark and counts in one transaction; False if it lost its claim.
+
+    ``planned`` comes from ``_prepare``: everything slow (embedding) is done,
+    so the write lock is held only for the inserts.
+    """
     with transaction.atomic():
         held = _locked(job_id, attempt)
         if held is None:
@@ -663,11 +691,11 @@ def _commit(job_id: int, attempt: int, decisions: list[Decision], result: JobRes
         job, thread = held
         if job.trigger == TRIGGER_ADD and thread.extracted_through_seq != job.from_seq - 1:
             return False  # another run got this range in first
-        for decision in decisions:
-            if decision.action == "duplicate":
+        for decision, prepared in planned:
+            if prepared is None:
                 result.duplicates_skipped += 1
                 continue
-            _store(thread, job, decision, result, retention, config)
+            _store(thread, job, decision, prepared, result)
         if job.trigger == TRIGGER_ADD:
             Thread.objects.filter(pk=thread.pk).update(extracted_through_seq=job.to_seq)
         seconds = time.perf_counter() - started
@@ -689,25 +717,42 @@ def _commit(job_id: int, attempt: int, decisions: list[Decision], result: JobRes
     return True
 
 
-def _store(thread: Thread, job: ExtractionJob, decision: Decision, result: JobResult,
-           retention: MemoryRetentionConfig, config: MemoryExtractionConfig) -> None:
-    """Store one memory with its chunks, provenance and (for updates/contradictions) its relation."""
+def _prepare(thread: Thread, job: ExtractionJob, decisions: list[Decision], retention: MemoryRetentionConfig,
+             config: MemoryExtractionConfig) -> list[tuple[Decision, services.PreparedMemory | None]]:
+    """Outside any transaction: validate and embed the memory each decision stores (None: a duplicate, skipped).
+
+    Metadata: what the sources agree on (``inherited_metadata``) plus the
+    decision in ``metadata["extraction"]``.
+    """
+    planned: list[tuple[Decision, services.PreparedMemory | None]] = []
+    for decision in decisions:
+        if decision.action == "duplicate":
+            planned.append((decision, None))
+            continue
+        candidate = decision.candidate
+        inherited, conflicts = inherited_metadata(candidate.sources, config.memory_extraction_inherit_message_metadata)
+        note: dict[str, Any] = {"job_id": job.pk, "decision": decision.action}
+        if decision.related_memory_id:
+            note["related_memory_id"] = decision.related_memory_id
+        if decision.distance is not None:
+            note["distance"] = round(decision.distance, 4)
+        if decision.note:
+            note["note"] = decision.note
+        if conflicts:
+            note["metadata_not_inherited"] = conflicts
+        planned.append((decision, services.memory_prepare(
+            thread=thread, content=candidate.content, memory_type=candidate.memory_type,
+            metadata={**inherited, "extraction": note}, timestamp=candidate.sources[-1].timestamp,
+            source_message_ids=[m.id for m in candidate.sources], retention=retention,
+        )))
+    return planned
+
+
+def _store(thread: Thread, job: ExtractionJob, decision: Decision, prepared: services.PreparedMemory,
+           result: JobResult) -> None:
+    """Inside the job's commit: insert one prepared memory, then (for updates/contradictions) its relation."""
     candidate = decision.candidate
-    inherited, conflicts = inherited_metadata(candidate.sources, config.memory_extraction_inherit_message_metadata)
-    note: dict[str, Any] = {"job_id": job.pk, "decision": decision.action}
-    if decision.related_memory_id:
-        note["related_memory_id"] = decision.related_memory_id
-    if decision.distance is not None:
-        note["distance"] = round(decision.distance, 4)
-    if decision.note:
-        note["note"] = decision.note
-    if conflicts:
-        note["metadata_not_inherited"] = conflicts
-    memory_id = services.memory_add(
-        thread=thread, content=candidate.content, memory_type=candidate.memory_type,
-        metadata={**inherited, "extraction": note}, timestamp=candidate.sources[-1].timestamp,
-        source_message_ids=[m.id for m in candidate.sources], retention=retention,
-    )
+    memory_id = services.memory_insert(prepared)
     result.memories_created += 1
     progress.send(thread.pk, "memory_created", job_id=job.pk, memory_id=memory_id,
                   memory_type=candidate.memory_type, decision=decision.action,

@@ -22,7 +22,8 @@ Frames sent, all JSON:
 * then each event ``memory.progress`` sends for the thread, as
   ``{"event": "<name>", "thread_id", "job_id", ...}`` with ``<name>`` one of
   queued, started, progress, memory_created, memory_linked, finished, failed,
-  repaired (the sweep made a queue that could not advance start after the watermark).
+  repaired (the sweep made a queue that could not advance start after the watermark),
+  fenced (a delete took a running job back; it runs again).
 """
 
 from __future__ import annotations
@@ -149,4 +150,7 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
         await self._relay(event)
 
     async def extraction_repaired(self, event):
+        await self._relay(event)
+
+    async def extraction_fenced(self, event):
         await self._relay(event)

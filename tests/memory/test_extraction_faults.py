@@ -210,3 +210,60 @@ def test_a_reachable_redis_broker_is_ok(db):
     finally:
         extract_job.broker = before
     assert broker_status()["kind"] == "in-process"
+
+
+# --- the write lock while embedding or calling the LLM ---------------------------------------------------
+
+
+class WriteLockProbe:
+    """Asks for SQLite's write lock from a connection of its own, without waiting (``BEGIN IMMEDIATE``).
+
+    The connection comes from the backend's own DB-API module (``connection.Database``,
+    maybe ``pysqlite3``): two SQLite libraries in one process do not see each other's locks.
+    """
+
+    def __init__(self, path: str):
+        self.path, self.checks, self.held = path, [], []
+
+    def check(self, where: str) -> None:
+        database = connection.Database
+        self.checks.append(where)
+        probe = database.connect(self.path, timeout=0, isolation_level=None)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+        except database.OperationalError as exc:
+            self.held.append((where, str(exc)))
+        finally:
+            probe.close()
+
+
+def test_extraction_never_holds_the_write_lock_while_embedding_or_calling_the_llm(transactional_db, settings,
+                                                                                  monkeypatch):
+    from memory import embedders
+
+    settings.OAM_EXTRACTION_DUPLICATE_DISTANCE, settings.OAM_EXTRACTION_RELATED_DISTANCE = 0.0, 2.0  # always judge
+    probe = WriteLockProbe(connection.settings_dict["NAME"])
+    real = embedders.get_embedder()
+
+    class ProbingEmbedder:
+        dimensions = real.dimensions
+
+        def embed(self, texts):
+            probe.check("embed")
+            return real.embed(texts)
+
+    class ProbingLlm(ScriptedLlm):
+        def _request(self, messages, **kwargs):
+            probe.check("llm")
+            return super()._request(messages, **kwargs)
+
+    monkeypatch.setattr(embedders, "_embedder", ProbingEmbedder())
+    llm = ProbingLlm([memories(("preference", "Ann adores green tea.", ["m1"])), {"relation": "updates"},
+                      {"summary": "Ann loves green tea.", "topics": ["tea"]}])
+    thread = make_thread(llm, MemoryExtractionConfig(extraction_mode="inline"))
+    thread.add_memory("Ann loves green tea.")
+    thread.add_messages(CHAT[:1])
+    assert ExtractionJob.objects.get().memories_linked == 1  # stored, judged, related, summarised
+    assert probe.checks.count("llm") == 3 and probe.checks.count("embed") >= 4
+    assert probe.held == []
