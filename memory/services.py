@@ -24,7 +24,18 @@ from django.utils import timezone
 from memory import ttl as ttl_rules
 from memory.chunking import chunk_text
 from memory.embedders import get_embedder
-from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound, check_text
+from memory.errors import (
+    MAX_BATCH_CHARS,
+    MAX_BATCH_MESSAGES,
+    MAX_CONTENT_CHARS,
+    Conflict,
+    InvalidArgument,
+    InvalidType,
+    NotFound,
+    check_depth,
+    check_size,
+    check_text,
+)
 from memory.images import (
     ImageInputLimitConfig,
     ValidImage,
@@ -71,12 +82,13 @@ def check_scope_id(value: Any, field: str) -> str | None:
 
 
 def check_metadata(value: Any, field: str = "metadata") -> dict[str, Any]:
-    """Metadata: a JSON-serialisable dict (None means empty)."""
+    """Metadata: a JSON-serialisable dict (None means empty), nested at most ``MAX_METADATA_DEPTH`` levels."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
         raise InvalidType(field, f"must be a dict or None, not {type(value).__name__}")
     value = dict(value)
+    check_depth(value, field)
     for key in value:
         if not isinstance(key, str):
             raise InvalidArgument(field, "keys must be strings")
@@ -267,6 +279,7 @@ def _parse_message(raw: Any, index: int, limits: ImageInputLimitConfig | None = 
                 raise InvalidArgument(f"{image.field}.bytes", "is required: a new image part needs its bytes")
     else:
         raise InvalidArgument(f"{field}.content", "is required: a string or a sequence of content parts")
+    check_size(text, f"{field}.content", MAX_CONTENT_CHARS)
     msg_id = data.get("id")
     if msg_id is not None:
         msg_id = check_id(msg_id, f"{field}.id")
@@ -423,8 +436,13 @@ def messages_add(
     n = len(messages)
     if n == 0:
         return []
+    if n > MAX_BATCH_MESSAGES:
+        raise InvalidArgument("messages", f"holds {n} messages; the limit is {MAX_BATCH_MESSAGES} per call")
     limits = image_limits or ImageInputLimitConfig()
     parsed = [_parse_message(m, i, limits) for i, m in enumerate(messages)]
+    total = sum(len(m.content) for m in parsed)
+    if total > MAX_BATCH_CHARS:
+        raise InvalidArgument("messages", f"hold {total} characters of text; the limit is {MAX_BATCH_CHARS} per call")
     metas = _per_item(metadata, n, "metadata")
     days_list = _per_item(ttl_days, n, "ttl_days")
     anchors = _per_item(ttl_anchor, n, "ttl_anchor")
@@ -564,6 +582,7 @@ def message_update(
             text, parts, images = _parse_parts(content, "content", limits)
         else:
             raise InvalidArgument("content", "must be a string or a sequence of content parts")
+        check_size(text, "content", MAX_CONTENT_CHARS)
     new_meta = check_metadata(metadata) if metadata is not NOTSET else NOTSET
     vectors = chunks = None
     new_images: list[_ImagePart] = []
@@ -726,6 +745,7 @@ def memory_prepare(
     if not content.strip():
         raise InvalidArgument("content", "must not be empty")
     check_text(content, "content")
+    check_size(content, "content", MAX_CONTENT_CHARS)
     mtype = check_memory_type(memory_type)
     scope = {
         "user_id": thread.user_id if user_id is NOTSET else check_scope_id(user_id, "user_id"),
@@ -841,6 +861,7 @@ def memory_update(
         if not content.strip():
             raise InvalidArgument("content", "must not be empty")
         check_text(content, "content")
+        check_size(content, "content", MAX_CONTENT_CHARS)
     new_meta = check_metadata(metadata) if metadata is not NOTSET else NOTSET
     new_stamp = ttl_rules.check_timestamp(timestamp) if timestamp is not NOTSET else NOTSET
     new_status = check_status(status) if status is not NOTSET else NOTSET
