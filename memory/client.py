@@ -198,10 +198,11 @@ class Thread(_WithAsyncTwins):
     def delete_message(self, message_id: str) -> int:
         """Delete a message of this exact thread; return 1, or 0 when absent or another thread's.
 
-        First waits up to 300 s for earlier background extraction of this
-        thread; ``TimeoutError`` then, and nothing is deleted (spec: delete_message).
+        The spec waits for earlier background extraction first; here the
+        thread's running extraction is fenced instead (``services.message_delete``):
+        it writes nothing and runs again without the message, and the delete
+        returns at once (issue #13: deletes waited minutes for a hung LLM).
         """
-        self.wait_for_memory_extraction(timeout=300)
         return services.message_delete(thread=self._row, message_id=message_id)
 
     def wait_for_memory_extraction(self, timeout: float | None = 300) -> None:
@@ -296,10 +297,9 @@ class Thread(_WithAsyncTwins):
     def delete_memory(self, memory_id: str) -> int:
         """Delete a memory-like record of this exact thread; return 1, or 0 when absent.
 
-        First waits up to 300 s for earlier background extraction of this
-        thread; ``TimeoutError`` then, and nothing is deleted (spec: delete_memory).
+        Fences the thread's running extraction instead of waiting for it, as
+        ``delete_message`` does (``services.memory_delete``).
         """
-        self.wait_for_memory_extraction(timeout=300)
         return services.memory_delete(thread=self._row, memory_id=memory_id)
 
     def get_memory(self, memory_id: str) -> MemoryRecord:
@@ -558,11 +558,10 @@ class AgentMemory(_WithAsyncTwins):
     def delete_thread(self, thread_id: str) -> int:
         """Delete a thread with its messages and memories; return 1, or 0 when absent.
 
-        First waits up to 300 s for background extraction this process accepted
-        for the thread; ``TimeoutError`` then, and nothing is deleted.
+        Does not wait for the thread's extraction: a running job finds its
+        rows gone at its commit and writes nothing (``services.thread_delete``).
         """
         services.check_id(thread_id, "thread_id")
-        extraction.wait_for_extraction(thread_id=thread_id, timeout=300)
         deleted = services.thread_delete(thread_id=thread_id)
         extraction.detach(thread_id)
         return deleted

@@ -37,7 +37,7 @@ from django.utils import timezone
 
 from memory import search as search_engine
 from memory.chunking import estimate_tokens
-from memory.errors import InvalidArgument, InvalidType, check_sql_count
+from memory.errors import MAX_QUERY_CHARS, InvalidArgument, InvalidType, check_sql_count
 from memory.llm import Llm, LlmError, schema_instructions
 from memory.models import MEMORY_TYPES, Message, Thread, ThreadSummary
 from memory.selectors import live_q, message_dto
@@ -432,7 +432,7 @@ def _query_text(thread: Thread, cut_seq: int, count: int, summary: str | None) -
         parts += [content for content in rows if content.strip()]
     if summary:
         parts.append(summary)
-    return "\n".join(parts)
+    return "\n".join(parts)[:MAX_QUERY_CHARS]  # a search query's bound; the embedder reads less
 
 
 def _result_key(result: SearchResult) -> tuple[str, str]:

@@ -43,6 +43,55 @@ def check_sql_count(value: int, field: str, rule: str = "") -> int:
     return value
 
 
+# --- bounds on the work one call may ask for (issue #13, README "Limits") ---------------------
+#
+# Each is a ValueError (``InvalidArgument``) naming the field, a 422 over HTTP.
+
+#: Characters of one message's or memory's text. Its chunks (``memory.chunking``: 180 words, 30
+#: of overlap) are embedded in the request: 100,000 characters are about 120 chunks, a few seconds
+#: of CPU; a 5 MB message made 5,826 chunks and ran 16 minutes.
+MAX_CONTENT_CHARS = 100_000
+#: Messages in one ``add_messages`` call, and characters of text in all of them: one call is one
+#: transaction embedded at once (10,000 messages in one POST took 1.8 GB).
+MAX_BATCH_MESSAGES = 1_000
+MAX_BATCH_CHARS = 1_000_000
+#: Nesting levels of a metadata object (an object or list inside another is one level deeper).
+#: Deeper JSON hits Python's recursion limit in ``json`` and in the staff and admin pages
+#: that render it (depth 930 was stored, then those pages were a 500).
+MAX_METADATA_DEPTH = 20
+#: Characters of a search query. The embedder reads its first 256 word pieces and the keyword
+#: arms its first 32 content words; the rest is only cost.
+MAX_QUERY_CHARS = 32_768
+
+
+def check_size(value: str, field: str, limit: int) -> str:
+    """``value`` unchanged if it has at most ``limit`` characters; else ``InvalidArgument`` naming ``field``."""
+    if len(value) > limit:
+        raise InvalidArgument(field, f"is {len(value)} characters; the limit is {limit}")
+    return value
+
+
+def check_depth(value: object, field: str, limit: int = MAX_METADATA_DEPTH) -> object:
+    """``value`` unchanged if its dicts and lists nest at most ``limit`` levels; else ``InvalidArgument``.
+
+    Walks iteratively (no recursion), so any depth is measured without a
+    ``RecursionError``. A scalar is level 0, ``{"a": 1}`` level 1.
+    """
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth + 1 > limit:
+            raise InvalidArgument(field, f"nests more than {limit} levels deep")
+        stack.extend((child, depth + 1) for child in children)
+    return value
+
+
 def check_text(value: str, field: str) -> str:
     """``value`` unchanged if it is valid Unicode text; else ``InvalidArgument`` naming ``field``.
 

@@ -253,6 +253,31 @@ def _enqueue_on_commit(job: ExtractionJob) -> None:
     transaction.on_commit(send)
 
 
+FENCED = "fenced by a delete"
+
+
+def jobs_fence(*, thread_id: str, reason: str) -> list[int]:
+    """Take back the thread's running jobs so their commits write nothing; return their ids.
+
+    Call inside the transaction that deletes records of the thread, after it
+    locked the thread: each running job goes back to queued (``error``
+    notes ``FENCED`` and ``reason``). The worker still waiting for its LLM
+    finds, at its commit, that its claim is gone (``_locked``: not running, or
+    another attempt) and writes nothing; the job is sent again after commit and
+    its next run reads the records as they are then. A fenced run counts as an
+    attempt (``OAM_EXTRACTION_MAX_ATTEMPTS``). This replaces waiting for the
+    running job (issue #13: a delete waited minutes for a hung LLM).
+    """
+    running = list(ExtractionJob.objects.filter(thread_id=thread_id, status="running").values_list("pk", flat=True))
+    if running:
+        ExtractionJob.objects.filter(pk__in=running, status="running").update(
+            status="queued", error=f"{FENCED}: {reason}"[:2000])
+        for job_id in running:
+            progress.send(thread_id, "fenced", job_id=job_id, reason=reason)
+            _enqueue_on_commit(ExtractionJob(pk=job_id, thread_id=thread_id))
+    return running
+
+
 def job_schedule(*, thread_id: str, trigger: str = TRIGGER_ADD, frequency: int = -1, seq: int | None = None,
                  send: bool) -> ExtractionJob | None:
     """Record an extraction job for a thread if one is due; return it, or None.
@@ -469,7 +494,12 @@ class JobResult:
 
 
 def _claim(job_id: int) -> tuple[ExtractionJob, Thread, int] | None:
-    """Take a queued job in a transaction; None when it is gone, taken, done, or not next in line."""
+    """Take a queued job in a transaction; None when it is gone, taken, done, or not next in line.
+
+    Decides on the thread and job rows read under the lock: an ``add_messages``
+    job the watermark passed is done; one whose head the watermark passed is
+    trimmed to start after it (noted in ``error``) and taken.
+    """
     thread_id = ExtractionJob.objects.filter(pk=job_id).values_list("thread_id", flat=True).first()
     if thread_id is None:
         return None
@@ -484,6 +514,10 @@ def _claim(job_id: int) -> tuple[ExtractionJob, Thread, int] | None:
                 job.status, job.finished_at, job.error = "done", now, "covered by an earlier job"
                 job.save(update_fields=["status", "finished_at", "error"])
                 return None
+            if job.from_seq <= thread.extracted_through_seq:  # its head was extracted: run the rest
+                job.error = f"claim: from_seq {job.from_seq} -> {thread.extracted_through_seq + 1} (head extracted)"
+                job.from_seq = thread.extracted_through_seq + 1
+                job.save(update_fields=["from_seq", "error"])
             if job.from_seq != thread.extracted_through_seq + 1:
                 return None  # an earlier range is still pending; the chain or the sweep sends this later
         job.status, job.started_at, job.attempts = "running", now, job.attempts + 1
@@ -567,8 +601,8 @@ def job_run(*, job_id: int, llm: Llm | None = None, retention: MemoryRetentionCo
             raise ExtractionRejected("no LLM configured (set OAM_LLM_BASE_URL or give the thread an llm)")
         candidates = _extract_candidates(thread, job, config, llm, result)
         decisions = decide(candidates, thread=thread, llm=llm, result=result)
-        committed = _commit(job.pk, attempt, decisions, result, retention or default_retention(), config,
-                            started=started, chain=background)
+        planned = _prepare(thread, job, decisions, retention or default_retention(), config)
+        committed = _commit(job.pk, attempt, planned, result, started=started, chain=background)
     except (ExtractionRejected, LlmRequestRejected, LlmInvalidOutput) as exc:
         _finish_failed(job.pk, attempt, f"{type(exc).__name__}: {exc}", started=started,
                        llm_seconds=result.llm_seconds, chain=background)
@@ -643,10 +677,13 @@ def _last_seconds(llm: Llm) -> float:
     return float(stats.seconds) if stats is not None else 0.0
 
 
-def _commit(job_id: int, attempt: int, decisions: list[Decision], result: JobResult,
-            retention: MemoryRetentionConfig, config: MemoryExtractionConfig, *, started: float,
-            chain: bool) -> bool:
-    """Write the job's memories, relations, watermark and counts in one transaction; False if it lost its claim."""
+def _commit(job_id: int, attempt: int, planned: list[tuple[Decision, services.PreparedMemory | None]],
+            result: JobResult, *, started: float, chain: bool) -> bool:
+    """Write the job's memories, relations, watermark and counts in one transaction; False if it lost its claim.
+
+    ``planned`` comes from ``_prepare``: everything slow (embedding) is done,
+    so the write lock is held only for the inserts.
+    """
     with transaction.atomic():
         held = _locked(job_id, attempt)
         if held is None:
@@ -654,11 +691,11 @@ def _commit(job_id: int, attempt: int, decisions: list[Decision], result: JobRes
         job, thread = held
         if job.trigger == TRIGGER_ADD and thread.extracted_through_seq != job.from_seq - 1:
             return False  # another run got this range in first
-        for decision in decisions:
-            if decision.action == "duplicate":
+        for decision, prepared in planned:
+            if prepared is None:
                 result.duplicates_skipped += 1
                 continue
-            _store(thread, job, decision, result, retention, config)
+            _store(thread, job, decision, prepared, result)
         if job.trigger == TRIGGER_ADD:
             Thread.objects.filter(pk=thread.pk).update(extracted_through_seq=job.to_seq)
         seconds = time.perf_counter() - started
@@ -680,25 +717,42 @@ def _commit(job_id: int, attempt: int, decisions: list[Decision], result: JobRes
     return True
 
 
-def _store(thread: Thread, job: ExtractionJob, decision: Decision, result: JobResult,
-           retention: MemoryRetentionConfig, config: MemoryExtractionConfig) -> None:
-    """Store one memory with its chunks, provenance and (for updates/contradictions) its relation."""
+def _prepare(thread: Thread, job: ExtractionJob, decisions: list[Decision], retention: MemoryRetentionConfig,
+             config: MemoryExtractionConfig) -> list[tuple[Decision, services.PreparedMemory | None]]:
+    """Outside any transaction: validate and embed the memory each decision stores (None: a duplicate, skipped).
+
+    Metadata: what the sources agree on (``inherited_metadata``) plus the
+    decision in ``metadata["extraction"]``.
+    """
+    planned: list[tuple[Decision, services.PreparedMemory | None]] = []
+    for decision in decisions:
+        if decision.action == "duplicate":
+            planned.append((decision, None))
+            continue
+        candidate = decision.candidate
+        inherited, conflicts = inherited_metadata(candidate.sources, config.memory_extraction_inherit_message_metadata)
+        note: dict[str, Any] = {"job_id": job.pk, "decision": decision.action}
+        if decision.related_memory_id:
+            note["related_memory_id"] = decision.related_memory_id
+        if decision.distance is not None:
+            note["distance"] = round(decision.distance, 4)
+        if decision.note:
+            note["note"] = decision.note
+        if conflicts:
+            note["metadata_not_inherited"] = conflicts
+        planned.append((decision, services.memory_prepare(
+            thread=thread, content=candidate.content, memory_type=candidate.memory_type,
+            metadata={**inherited, "extraction": note}, timestamp=candidate.sources[-1].timestamp,
+            source_message_ids=[m.id for m in candidate.sources], retention=retention,
+        )))
+    return planned
+
+
+def _store(thread: Thread, job: ExtractionJob, decision: Decision, prepared: services.PreparedMemory,
+           result: JobResult) -> None:
+    """Inside the job's commit: insert one prepared memory, then (for updates/contradictions) its relation."""
     candidate = decision.candidate
-    inherited, conflicts = inherited_metadata(candidate.sources, config.memory_extraction_inherit_message_metadata)
-    note: dict[str, Any] = {"job_id": job.pk, "decision": decision.action}
-    if decision.related_memory_id:
-        note["related_memory_id"] = decision.related_memory_id
-    if decision.distance is not None:
-        note["distance"] = round(decision.distance, 4)
-    if decision.note:
-        note["note"] = decision.note
-    if conflicts:
-        note["metadata_not_inherited"] = conflicts
-    memory_id = services.memory_add(
-        thread=thread, content=candidate.content, memory_type=candidate.memory_type,
-        metadata={**inherited, "extraction": note}, timestamp=candidate.sources[-1].timestamp,
-        source_message_ids=[m.id for m in candidate.sources], retention=retention,
-    )
+    memory_id = services.memory_insert(prepared)
     result.memories_created += 1
     progress.send(thread.pk, "memory_created", job_id=job.pk, memory_id=memory_id,
                   memory_type=candidate.memory_type, decision=decision.action,
@@ -1032,48 +1086,90 @@ def sweep(*, boot: bool = False) -> dict[str, int]:
     """Recover extraction work from the database; return what was done, by kind.
 
     * ``requeued``: running jobs whose claim is older than
-      ``OAM_EXTRACTION_STALE_SECONDS`` (their worker died) go back to queued;
-    * ``covered``: queued ``add_messages`` jobs the watermark already passed are done;
-    * ``resent``: queued jobs older than ``OAM_EXTRACTION_RESEND_SECONDS``
-      (all of them at ``boot``) are sent again: per thread, the one next in
-      line after the watermark, plus re-extraction jobs. A duplicate delivery
-      is harmless (the claim is a compare-and-set);
+      ``OAM_EXTRACTION_STALE_SECONDS`` (their worker died) go back to queued
+      (one UPDATE whose WHERE is the compare-and-set);
+    * per thread with queued jobs older than ``OAM_EXTRACTION_RESEND_SECONDS``
+      (all of them at ``boot``), in one transaction holding the thread's lock
+      (``queue_repair``): ``covered`` queued ``add_messages`` jobs the
+      watermark already passed are done; ``repaired`` the next one is made to
+      start right after the watermark when it does not (a queue that could not
+      advance); ``resent`` it is sent again, with re-extraction jobs, once
+      the lock is released. A duplicate delivery is harmless (the claim is a compare-and-set);
     * ``created``: a job for threads whose messages after the watermark never
       got one (the process died between commit and job, or the queue was full)
       when extraction is due by the thread's stored config and an LLM is
       configured here; only threads that had extraction jobs or a stored config.
 
-    Safe to run anywhere, any number of times, concurrently.
+    Every decision is taken on values read under the thread's lock (issue #13:
+    a watermark read before a job's commit and acted on after it rewrote the
+    next job to start too early, and the thread never advanced again). Safe to
+    run anywhere, any number of times, concurrently.
     """
     from memory.tasks import enqueue_job
 
     now = timezone.now()
     stale = now - datetime.timedelta(seconds=float(_setting("OAM_EXTRACTION_STALE_SECONDS", 1500)))
     cutoff = now if boot else now - datetime.timedelta(seconds=float(_setting("OAM_EXTRACTION_RESEND_SECONDS", 300)))
-    counts = {"requeued": 0, "covered": 0, "resent": 0, "created": 0}
+    counts = {"requeued": 0, "covered": 0, "repaired": 0, "resent": 0, "created": 0}
     counts["requeued"] = ExtractionJob.objects.filter(status="running", started_at__lt=stale).update(
         status="queued", error="requeued by the sweep: the worker holding it stopped answering")
     thread_ids = set(ExtractionJob.objects.filter(status="queued", created_at__lte=cutoff)
                      .values_list("thread_id", flat=True).distinct()[:1000])
-    for thread_id in thread_ids:
-        watermark = Thread.objects.filter(pk=thread_id).values_list("extracted_through_seq", flat=True).first()
-        if watermark is None:
-            continue
-        queued = ExtractionJob.objects.filter(thread_id=thread_id, status="queued")
-        counts["covered"] += queued.filter(trigger=TRIGGER_ADD, to_seq__lte=watermark).update(
-            status="done", finished_at=now, error="covered by an earlier job")
-        first = queued.filter(trigger=TRIGGER_ADD).order_by("from_seq", "id").first()
-        running = ExtractionJob.objects.filter(thread_id=thread_id, trigger=TRIGGER_ADD, status="running").exists()
-        if first is not None and not running:
-            if first.from_seq > watermark + 1:  # repair a gap (a range no job covers)
-                ExtractionJob.objects.filter(pk=first.pk).update(from_seq=watermark + 1)
-            enqueue_job(first.pk)
-            counts["resent"] += 1
-        for job_id in queued.filter(trigger=TRIGGER_EDIT, created_at__lte=cutoff).values_list("pk", flat=True):
-            enqueue_job(job_id)
-            counts["resent"] += 1
+    for thread_id in sorted(thread_ids):
+        with transaction.atomic():
+            thread = lock_row(Thread, thread_id)
+            if thread is None:
+                continue
+            done = queue_repair(thread, now=now)
+            send = [done["next_job_id"]] if done["next_job_id"] is not None else []
+            send += list(ExtractionJob.objects.filter(thread_id=thread_id, status="queued", trigger=TRIGGER_EDIT,
+                                                      created_at__lte=cutoff).values_list("pk", flat=True))
+        for job_id in send:  # after the lock is released
+            if enqueue_job(job_id):
+                ExtractionJob.objects.filter(pk=job_id, status="queued", error__startswith=NOT_QUEUED).update(error="")
+        counts["covered"] += done["covered"]
+        counts["repaired"] += done["repaired"]
+        counts["resent"] += len(send)
     counts["created"] = _sweep_orphans(now if boot else cutoff)
     return counts
+
+
+REPAIRED = "repaired by the sweep"
+
+
+def queue_repair(thread: Thread, *, now) -> dict[str, Any]:
+    """Make the thread's ``add_messages`` queue able to advance; call inside a transaction holding its lock.
+
+    ``thread`` is the row read under that lock: its watermark is the value
+    every decision uses. Queued jobs the watermark passed are marked done;
+    when no job runs, the first queued one (by ``from_seq``) must start at
+    watermark + 1 for ``_claim`` to take it: one that starts earlier (its head
+    was extracted) or later (a gap no job covers) gets ``from_seq =
+    watermark + 1``, the repair noted in its ``error`` (``REPAIRED``) and sent
+    as an ``extraction.repaired`` event after commit. Returns ``{"covered":
+    n, "repaired": 0 or 1, "next_job_id": id or None}`` (the job to send).
+    """
+    watermark = thread.extracted_through_seq
+    queued = ExtractionJob.objects.filter(thread_id=thread.pk, status="queued", trigger=TRIGGER_ADD)
+    covered = queued.filter(to_seq__lte=watermark).update(status="done", finished_at=now,
+                                                         error="covered by an earlier job")
+    done = {"covered": covered, "repaired": 0, "next_job_id": None}
+    if ExtractionJob.objects.filter(thread_id=thread.pk, trigger=TRIGGER_ADD, status="running").exists():
+        return done  # its commit chains the next job
+    first = queued.order_by("from_seq", "id").first()
+    if first is None:
+        return done
+    if first.from_seq != watermark + 1:
+        why = ("its head was extracted already" if first.from_seq <= watermark
+               else f"no job covered {watermark + 1}..{first.from_seq - 1}")
+        note = f"{REPAIRED}: from_seq {first.from_seq} -> {watermark + 1} ({why})"
+        ExtractionJob.objects.filter(pk=first.pk, status="queued", from_seq=first.from_seq).update(
+            from_seq=watermark + 1, error=note)
+        progress.send(thread.pk, "repaired", job_id=first.pk, from_seq=watermark + 1, to_seq=first.to_seq,
+                      was_from_seq=first.from_seq, reason=note)
+        done["repaired"] = 1
+    done["next_job_id"] = first.pk
+    return done
 
 
 def orphan_threads_queryset():
@@ -1159,14 +1255,88 @@ def job_summary(job: ExtractionJob) -> dict[str, Any]:
     }
 
 
+NOT_QUEUED = "not queued"
+
+
+def note_not_queued(job_id: int, exc: BaseException) -> None:
+    """Note on a queued job that sending it to the broker failed (``queue_stall`` reports it); never raises."""
+    try:
+        ExtractionJob.objects.filter(pk=job_id, status="queued").update(
+            error=f"{NOT_QUEUED}: the broker refused it ({type(exc).__name__}: {exc})"[:2000])
+    except Exception:  # noqa: BLE001 - the database may be what failed; the sweep re-sends the job anyway
+        logger.warning("could not note the failed send of extraction job %s", job_id, exc_info=True)
+
+
+def queue_stall(thread: Thread, *, now=None) -> dict[str, Any] | None:
+    """Why the thread's extraction queue is not advancing, or None when it is (or has nothing to do).
+
+    Returns ``{"reason", "job_id", "detail", "since"}`` (``since``: ISO time
+    the job was created, or claimed for ``worker_lost``); ``reason`` is
+
+    * ``worker_lost``: a job has been running longer than
+      ``OAM_EXTRACTION_STALE_SECONDS`` (the sweep requeues it);
+    * ``blocked``: no job runs and the next queued one does not start right
+      after the watermark, so no claim can take it (the sweep repairs it);
+    * ``not_queued``: the next job's last send to the broker failed
+      (``memory.tasks.enqueue_job`` notes it; the sweep re-sends it);
+    * ``waiting_for_worker``: the next job has waited longer than
+      ``OAM_EXTRACTION_RESEND_SECONDS`` plus one sweep period for a worker
+      (no worker runs, or the broker lost it).
+    """
+    now = now or timezone.now()
+    jobs = ExtractionJob.objects.filter(thread_id=thread.pk, trigger=TRIGGER_ADD)
+    stale = float(_setting("OAM_EXTRACTION_STALE_SECONDS", 1500))
+    running = jobs.filter(status="running").order_by("started_at", "id").first()
+    if running is not None:
+        if running.started_at and (now - running.started_at).total_seconds() > stale:
+            return {"reason": "worker_lost", "job_id": running.pk, "since": running.started_at.isoformat(),
+                    "detail": f"job {running.pk} has been running for more than {stale:g} s; its worker "
+                              "stopped answering and the sweep gives it to another"}
+        return None
+    first = jobs.filter(status="queued").order_by("from_seq", "id").first()
+    if first is None:
+        return None
+    since = first.created_at.isoformat()
+    watermark = thread.extracted_through_seq
+    if first.from_seq != watermark + 1:
+        return {"reason": "blocked", "job_id": first.pk, "since": since,
+                "detail": f"the next job starts at message {first.from_seq} but the watermark is {watermark}: "
+                          "no worker can claim it until the sweep repairs it"}
+    if first.error.startswith(NOT_QUEUED):
+        return {"reason": "not_queued", "job_id": first.pk, "since": since, "detail": first.error}
+    waited = (now - first.created_at).total_seconds()
+    limit = float(_setting("OAM_EXTRACTION_RESEND_SECONDS", 300)) + float(_setting("OAM_EXTRACTION_SWEEP_SECONDS", 60))
+    if waited > limit:
+        return {"reason": "waiting_for_worker", "job_id": first.pk, "since": since,
+                "detail": f"job {first.pk} has waited {waited:.0f} s for a worker (more than {limit:g} s): "
+                          "no worker runs, or the broker lost it"}
+    return None
+
+
+def repairs_queryset(thread_id: str):
+    """The thread's jobs the sweep repaired (``queue_repair`` notes ``REPAIRED`` in ``error``), newest first."""
+    return ExtractionJob.objects.filter(thread_id=thread_id, error__startswith=REPAIRED).order_by("-id")
+
+
+def last_repair(thread_id: str) -> dict[str, Any] | None:
+    """The thread's latest queue repair by the sweep (``queue_repair``): ``{"job_id", "detail"}``, or None."""
+    job = repairs_queryset(thread_id).values_list("pk", "error").first()
+    return {"job_id": job[0], "detail": job[1]} if job else None
+
+
 def extraction_state(*, thread_id: str) -> dict[str, Any]:
     """The extraction state of a thread: config, watermark, last message seq, pending work, last job.
 
     ``enabled`` says whether this process would extract for the thread
     (``extract_memories`` and an LLM from the settings or attached here).
-    ``pending_messages`` counts live messages after the watermark. Raises
-    KeyError (``NotFound``) when there is no such thread.
+    ``pending_messages`` counts live messages after the watermark.
+    ``stalled`` is ``queue_stall`` (None when the queue advances),
+    ``last_repair`` ``last_repair`` and ``broker`` the live
+    ``memory.worker.broker_status``. Raises KeyError (``NotFound``) when
+    there is no such thread.
     """
+    from memory.worker import broker_status
+
     thread = thread_get(thread_id)
     config = thread_config(thread)
     jobs = ExtractionJob.objects.filter(thread_id=thread.pk)
@@ -1183,5 +1353,8 @@ def extraction_state(*, thread_id: str) -> dict[str, Any]:
         "queued_jobs": jobs.filter(status="queued").count(),
         "running_jobs": jobs.filter(status="running").count(),
         "last_job": job_summary(last_job) if last_job else None,
+        "stalled": queue_stall(thread),
+        "last_repair": last_repair(thread.pk),
+        "broker": broker_status(),
         "config": config.to_thread_config(),
     }

@@ -95,6 +95,13 @@ from memory.errors import InvalidArgument, check_json_text
 
 OPERATORS = ("$array_contains", "$array_contains_any", "$not")
 MAX_DEPTH = 16
+#: Values in one ``$array_contains``/``$array_contains_any`` list, and keys plus such values (and
+#: the elements of exact list/object values) in the whole filter. Each becomes a term of one SQL
+#: expression, work on every candidate row; terms are joined as balanced trees (``_join``), as
+#: SQLite refuses an expression tree deeper than 1,000 (a filter of ~1,000 keys, or 500
+#: ``$array_contains_any`` values, was a 500).
+MAX_FILTER_VALUES = 100
+MAX_FILTER_TERMS = 200
 _INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -158,6 +165,9 @@ def compile_filter(metadata_filter: Any, field: str = "metadata") -> Q:
     check_json_text(metadata_filter, "metadata_filter")
     if not fields:
         return Q()
+    terms = _terms(fields)
+    if terms > MAX_FILTER_TERMS:
+        raise InvalidArgument("metadata_filter", f"has {terms} keys and list values; the limit is {MAX_FILTER_TERMS}")
     return Q(MetadataFilter(F(field), fields))
 
 
@@ -226,9 +236,43 @@ def _parse_operator(op: str, arg: Any, where: str, depth: int):
     raise InvalidArgument(where, f"unknown operator {op!r}; allowed operators: {', '.join(OPERATORS)}")
 
 
+def _terms(tests: tuple[Any, ...]) -> int:
+    """Keys and operator list values in parsed tests (``MAX_FILTER_TERMS``); iterative, any depth."""
+    count, stack = 0, list(tests)
+    while stack:
+        test = stack.pop()
+        if isinstance(test, Field):
+            count += 1
+            stack.extend(test.tests)
+        elif isinstance(test, (Subset,)):
+            stack.extend(test.fields)
+        elif isinstance(test, Not):
+            stack.extend(test.tests)
+        elif isinstance(test, Contains):
+            count += len(test.values)
+        elif isinstance(test, Equals):
+            count += _json_nodes(test.value) - 1  # a whole list or object is compared element by element
+    return count
+
+
+def _json_nodes(value: Any) -> int:
+    """Values in a JSON value, itself included (``[1, [2]]``: 4); iterative."""
+    count, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
+
+
 def _check_scalar_list(values: list, where: str) -> tuple[Any, ...]:
     if not values:
         raise InvalidArgument(where, "must be a non-empty list of JSON scalars")
+    if len(values) > MAX_FILTER_VALUES:
+        raise InvalidArgument(where, f"holds {len(values)} values; the limit is {MAX_FILTER_VALUES}")
     for i, v in enumerate(values):
         _check_scalar(v, f"{where}[{i}]", "list items must be JSON scalars (str, number, bool, None)")
     return tuple(values)
@@ -316,9 +360,31 @@ class MetadataFilter(Lookup):
 
 
 def _and(parts: list[tuple[str, list]]) -> tuple[str, list]:
+    """``parts`` joined by AND, flat: the Oracle form, which ``tests/oracle`` pins (its length is bounded by
+    ``MAX_FILTER_TERMS``); SQLite's form is balanced (``_join``)."""
     if len(parts) == 1:
         return parts[0]
     return "(" + " AND ".join(sql for sql, _ in parts) + ")", [p for _, ps in parts for p in ps]
+
+
+def _join_and(parts: list[tuple[str, list]]) -> tuple[str, list]:
+    return _join(parts, "AND")
+
+
+def _join(parts: list[tuple[str, list]], op: str) -> tuple[str, list]:
+    """``parts`` joined by ``op`` (AND/OR) as a balanced tree: ``((a op b) op (c op d))``.
+
+    SQLite parses ``a AND b AND c ...`` into a tree as deep as the list is long
+    and refuses one deeper than 1,000; balanced, n terms nest log2(n) levels.
+    Parameters keep the order of the parts.
+    """
+    while len(parts) > 4:
+        parts = [parts[i] if i + 1 == len(parts) else
+                 (f"({parts[i][0]} {op} {parts[i + 1][0]})", [*parts[i][1], *parts[i + 1][1]])
+                 for i in range(0, len(parts), 2)]
+    if len(parts) == 1:
+        return parts[0]
+    return "(" + f" {op} ".join(sql for sql, _ in parts) + ")", [p for _, ps in parts for p in ps]
 
 
 # --- SQLite ------------------------------------------------------------------------------
@@ -339,7 +405,7 @@ class _SQLite:
         self.aliases = 0
 
     def filter(self, fields: tuple[Field, ...]) -> tuple[str, list]:
-        return _and([part for f in fields for part in self.field(self.root, f)])
+        return _join_and([part for f in fields for part in self.field(self.root, f)])
 
     def field(self, parent: _Loc, f: Field) -> list[tuple[str, list]]:
         """The conjuncts for ``f`` under the object at ``parent``."""
@@ -347,7 +413,7 @@ class _SQLite:
 
     def test(self, parent: _Loc, key: str, test) -> tuple[str, list]:
         if isinstance(test, Not):
-            sql, params = _and([self.test(parent, key, t) for t in test.tests])
+            sql, params = _join_and([self.test(parent, key, t) for t in test.tests])
             return (f"NOT ({sql})", params)
         return self.child(parent, "object", key, lambda loc: self.value(loc, test))
 
@@ -367,13 +433,13 @@ class _SQLite:
         if isinstance(test, Subset):
             parts = [(f"{loc.type} = 'object'", list(loc.params))]
             parts += [part for f in test.fields for part in self.field(loc, f)]
-            return _and(parts)
+            return _join_and(parts)
         if isinstance(test, Contains):
             parts = [(f"{loc.type} = 'array'", list(loc.params))]
             groups = [test.values] if test.any_ else [(v,) for v in test.values]
             for group in groups:
                 parts.append(self.element(loc, group))
-            return _and(parts)
+            return _join_and(parts)
         raise TypeError(test)
 
     def element(self, array: _Loc, values: tuple) -> tuple[str, list]:
@@ -381,11 +447,10 @@ class _SQLite:
         self.aliases += 1
         alias = f"_mf{self.aliases}"
         loc = _Loc(f"{alias}.type", f"{alias}.value", [])
-        tests = [self.exact(loc, v) for v in values]
-        cond = tests[0][0] if len(tests) == 1 else "(" + " OR ".join(sql for sql, _ in tests) + ")"
+        cond, params = _join([self.exact(loc, v) for v in values], "OR")
         sql = (f"EXISTS (SELECT 1 FROM json_each(CASE WHEN {array.type} = 'array' THEN {array.value} END)"
                f" AS {alias} WHERE {cond})")
-        return sql, [*array.params, *array.params, *(p for _, ps in tests for p in ps)]
+        return sql, [*array.params, *array.params, *params]
 
     def exact(self, loc: _Loc, value: Any) -> tuple[str, list]:
         t = loc.type
@@ -405,14 +470,14 @@ class _SQLite:
                       [*loc.params, *loc.params, len(value)])]
             for i, item in enumerate(value):
                 parts.append(self.child(loc, "array", i, lambda c, item=item: self.exact(c, item)))
-            return _and(parts)
+            return _join_and(parts)
         if isinstance(value, dict):
             parts = [(f"{t} = 'object'", list(loc.params)),
                      (f"(SELECT count(*) FROM json_each(CASE WHEN {t} = 'object' THEN {loc.value} END)) = %s",
                       [*loc.params, *loc.params, len(value)])]
             for key, item in value.items():
                 parts.append(self.child(loc, "object", key, lambda c, item=item: self.exact(c, item)))
-            return _and(parts)
+            return _join_and(parts)
         raise TypeError(value)
 
 

@@ -3,8 +3,10 @@
 Each event is a channel-layer message ``{"type": "extraction.<event>",
 "thread_id": ..., "job_id": ..., ...}`` carrying ids, counts and seconds only
 (STYLE.md section 6): ``extraction.queued``, ``.started``, ``.progress``
-(one LLM call done), ``.memory_created``, ``.memory_linked``, ``.finished``
-and ``.failed``. ``threads.consumers.ExtractionConsumer`` relays them to
+(one LLM call done), ``.memory_created``, ``.memory_linked``, ``.finished``,
+``.failed``, ``.repaired`` (the sweep made a stuck queue advance) and
+``.fenced`` (a delete took a running job back; it runs again).
+``threads.consumers.ExtractionConsumer`` relays them to
 WebSocket clients of ``/ws/threads/<thread_id>/extraction/``.
 
 Events are queued with ``transaction.on_commit``: one sent inside a
@@ -38,7 +40,8 @@ logger = logging.getLogger(__name__)
 
 GROUP_PREFIX = "thread."
 _SAFE = re.compile(r"[A-Za-z0-9_.-]{1,80}")
-EVENTS = ("queued", "started", "progress", "memory_created", "memory_linked", "finished", "failed")
+EVENTS = ("queued", "started", "progress", "memory_created", "memory_linked", "finished", "failed", "repaired",
+          "fenced")
 
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()

@@ -39,7 +39,7 @@ from django.utils import timezone
 
 from memory.chunking import estimate_tokens
 from memory.embedders import get_embedder
-from memory.errors import InvalidArgument, InvalidType, check_sql_count, check_text
+from memory.errors import MAX_QUERY_CHARS, InvalidArgument, InvalidType, check_size, check_sql_count, check_text
 from memory.fields import VectorDistance
 from memory.links import attach_linked, check_max_linked_results, check_num_hops
 from memory.metadata_filter import compile_filter
@@ -195,12 +195,19 @@ def keyword_terms(query: str) -> list[str]:
     """Content words of a query for the keyword arms: lower-cased word tokens
     (letters, digits, underscore; apostrophes split words like the FTS5
     tokenizer does), stopwords dropped, duplicates removed, at most 32 kept.
+
+    Linear in the query: words are read lazily and reading stops at the
+    32nd term (issue #13: a list membership test per word made a 1 MB query
+    cost 152 CPU-seconds).
     """
-    seen: list[str] = []
-    for word in _WORD.findall(query.lower()):
-        if word not in STOPWORDS and word not in seen:
-            seen.append(word)
-    return seen[:MAX_KEYWORD_TERMS]
+    seen: dict[str, None] = {}
+    for match in _WORD.finditer(query):
+        for word in _WORD.findall(match.group().lower()):  # lower() may split a word ("İ" -> "i" + U+0307)
+            if word not in STOPWORDS and word not in seen:
+                seen[word] = None
+                if len(seen) == MAX_KEYWORD_TERMS:
+                    return list(seen)
+    return list(seen)
 
 
 @dataclass
@@ -246,11 +253,13 @@ def build_request(
         mode = config.mode or settings.OAM_SEARCH_MODE
     if not isinstance(query, str):
         raise InvalidType("query", "must be a string")
+    check_size(query, "query", MAX_QUERY_CHARS)
     check_text(query, "query")
     if metadata_filter is NOTSET:
         metadata_filter = None
     if metadata_filter is not None and not isinstance(metadata_filter, dict):
         raise InvalidArgument("metadata_filter", "must be a dict or None")
+    compile_filter(metadata_filter)  # every rule and bound checked now, even when no SQL runs (a card of an empty thread)
     if not isinstance(include_invalid_results, bool):
         raise InvalidType("include_invalid_results", "must be a bool")
     return SearchRequest(

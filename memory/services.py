@@ -24,7 +24,19 @@ from django.utils import timezone
 from memory import ttl as ttl_rules
 from memory.chunking import chunk_text
 from memory.embedders import get_embedder
-from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound, check_json_text, check_text
+from memory.errors import (
+    MAX_BATCH_CHARS,
+    MAX_BATCH_MESSAGES,
+    MAX_CONTENT_CHARS,
+    Conflict,
+    InvalidArgument,
+    InvalidType,
+    NotFound,
+    check_depth,
+    check_json_text,
+    check_size,
+    check_text,
+)
 from memory.images import (
     ImageInputLimitConfig,
     ValidImage,
@@ -71,12 +83,13 @@ def check_scope_id(value: Any, field: str) -> str | None:
 
 
 def check_metadata(value: Any, field: str = "metadata") -> dict[str, Any]:
-    """Metadata: a JSON-serialisable dict (None means empty)."""
+    """Metadata: a JSON-serialisable dict (None means empty), nested at most ``MAX_METADATA_DEPTH`` levels."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
         raise InvalidType(field, f"must be a dict or None, not {type(value).__name__}")
     value = dict(value)
+    check_depth(value, field)
     for key in value:
         if not isinstance(key, str):
             raise InvalidArgument(field, "keys must be strings")
@@ -268,6 +281,7 @@ def _parse_message(raw: Any, index: int, limits: ImageInputLimitConfig | None = 
                 raise InvalidArgument(f"{image.field}.bytes", "is required: a new image part needs its bytes")
     else:
         raise InvalidArgument(f"{field}.content", "is required: a string or a sequence of content parts")
+    check_size(text, f"{field}.content", MAX_CONTENT_CHARS)
     msg_id = data.get("id")
     if msg_id is not None:
         msg_id = check_id(msg_id, f"{field}.id")
@@ -424,8 +438,13 @@ def messages_add(
     n = len(messages)
     if n == 0:
         return []
+    if n > MAX_BATCH_MESSAGES:
+        raise InvalidArgument("messages", f"holds {n} messages; the limit is {MAX_BATCH_MESSAGES} per call")
     limits = image_limits or ImageInputLimitConfig()
     parsed = [_parse_message(m, i, limits) for i, m in enumerate(messages)]
+    total = sum(len(m.content) for m in parsed)
+    if total > MAX_BATCH_CHARS:
+        raise InvalidArgument("messages", f"hold {total} characters of text; the limit is {MAX_BATCH_CHARS} per call")
     metas = _per_item(metadata, n, "metadata")
     days_list = _per_item(ttl_days, n, "ttl_days")
     anchors = _per_item(ttl_anchor, n, "ttl_anchor")
@@ -565,6 +584,7 @@ def message_update(
             text, parts, images = _parse_parts(content, "content", limits)
         else:
             raise InvalidArgument("content", "must be a string or a sequence of content parts")
+        check_size(text, "content", MAX_CONTENT_CHARS)
     new_meta = check_metadata(metadata) if metadata is not NOTSET else NOTSET
     vectors = chunks = None
     new_images: list[_ImagePart] = []
@@ -660,13 +680,22 @@ def _sync_chunks(record, source_kind: str, record_type: str, chunks, vectors, *,
 
 
 def message_delete(*, thread: Thread, message_id: Any) -> int:
-    """Delete one message of this exact thread with its chunks and its images; return 1, or 0 when absent."""
+    """Delete one message of this exact thread with its chunks and its images; return 1, or 0 when absent.
+
+    Does not wait for the thread's running extraction: it is fenced in the
+    same transaction (``memory.extraction.jobs_fence``), so its commit writes
+    nothing and its next run no longer sees the message.
+    """
+    from memory.extraction import jobs_fence  # memory.extraction imports this module
+
     check_id(message_id, "message_id")
     with transaction.atomic():
+        _lock_thread(thread.pk)
         seq = (Message.objects.filter(live_q(timezone.now()), pk=message_id, thread_id=thread.pk)
                .values_list("seq", flat=True).first())
         if seq is None:
             return 0
+        jobs_fence(thread_id=thread.pk, reason=f"message {message_id} deleted")
         _delete_images(Image.objects.filter(message_id=message_id).values_list("pk", flat=True))
         Message.objects.filter(pk=message_id).delete()
         SearchChunk.objects.filter(source_kind="message", record_id=message_id).delete()
@@ -675,6 +704,95 @@ def message_delete(*, thread: Thread, message_id: Any) -> int:
 
 
 # --- memories -------------------------------------------------------------------------
+
+
+@dataclass
+class PreparedMemory:
+    """A validated, embedded memory ready to insert (``memory_prepare`` -> ``memory_insert``).
+
+    ``row`` is the unsaved ``Memory``; ``chunk_rows`` its unsaved
+    ``SearchChunk`` rows with their embeddings.
+    """
+
+    row: Memory
+    chunk_rows: list[SearchChunk]
+
+
+def memory_prepare(
+    *,
+    thread: Thread,
+    content: Any,
+    memory_type: Any = NOTSET,
+    user_id: Any = NOTSET,
+    agent_id: Any = NOTSET,
+    thread_id: Any = NOTSET,
+    memory_id: Any = NOTSET,
+    metadata: Any = None,
+    timestamp: Any = None,
+    ttl_days: Any = NOTSET,
+    ttl_anchor: Any = NOTSET,
+    status: Any = NOTSET,
+    source_message_ids: Sequence[str] = (),
+    retention: MemoryRetentionConfig,
+) -> PreparedMemory:
+    """Validate and embed a memory-like record without writing it (see ``memory_add`` for the rules).
+
+    Embedding is slow and needs no database lock: callers that write several
+    records in one transaction (an extraction job's commit) prepare them
+    first and insert them with ``memory_insert`` inside it, so no write lock is
+    held while the embedder runs (issue #13). Raises as ``memory_add``.
+    """
+    if not isinstance(content, str):
+        raise InvalidType("content", f"must be a string, not {type(content).__name__}")
+    if not content.strip():
+        raise InvalidArgument("content", "must not be empty")
+    check_text(content, "content")
+    check_size(content, "content", MAX_CONTENT_CHARS)
+    mtype = check_memory_type(memory_type)
+    scope = {
+        "user_id": thread.user_id if user_id is NOTSET else check_scope_id(user_id, "user_id"),
+        "agent_id": thread.agent_id if agent_id is NOTSET else check_scope_id(agent_id, "agent_id"),
+        "thread_id": thread.pk if thread_id is NOTSET else check_scope_id(thread_id, "thread_id"),
+    }
+    mid = str(uuid.uuid4()) if memory_id is NOTSET else check_id(memory_id, "memory_id")
+    meta = check_metadata(metadata)
+    stamp = ttl_rules.check_timestamp(timestamp)
+    state = RecordStatus.VALID.value if status is NOTSET else check_status(status)
+    now = timezone.now()
+    days = ttl_rules.resolve_ttl_days(ttl_days, retention)
+    anchor = TimeToLiveAnchor.CREATED_AT if ttl_anchor is NOTSET else ttl_rules.check_anchor(ttl_anchor)
+    expiry = ttl_rules.expires_at(days, anchor, created_at=now, timestamp=stamp)
+    if Memory.objects.filter(pk=mid).exists():
+        raise Conflict("memory_id", mid)
+    chunks = chunk_text(content)
+    vectors = get_embedder().embed([embedding_text(c, stamp) for c in chunks])
+    row = Memory(
+        id=mid, memory_type=mtype, content=content, timestamp=stamp,
+        event_at=ttl_rules.parse_timestamp(stamp), metadata=meta, status=state, expires_at=expiry,
+        source_message_ids=list(source_message_ids), created_at=now, **scope,
+    )
+    chunk_rows = _chunk_rows(source_kind="memory", record_id=mid, record_type=mtype, chunks=chunks, vectors=vectors,
+                             status=state, expires_at=expiry, metadata=meta, now=now, **scope)
+    return PreparedMemory(row=row, chunk_rows=chunk_rows)
+
+
+def memory_insert(prepared: PreparedMemory, *, link: Callable[[Memory], Any] | None = None) -> str:
+    """Insert a prepared memory and its chunks in one transaction (a savepoint inside another); return its id.
+
+    ``link`` is called with the saved memory inside it (see ``memory_add``).
+    Raises ``Conflict`` when the id was taken since ``memory_prepare``.
+    """
+    memory = prepared.row
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                memory.save(force_insert=True)
+        except IntegrityError:
+            raise Conflict("memory_id", memory.pk) from None  # lost a race for a caller-chosen id
+        SearchChunk.objects.bulk_create(prepared.chunk_rows)
+        if link is not None:
+            link(memory)
+    return memory.pk
 
 
 def memory_add(
@@ -702,49 +820,15 @@ def memory_add(
     ``memory.links.PendingLink``) is called with the saved memory inside the
     same transaction, so the memory and its explicit relation commit together.
     Raises ValueError for an unknown type or status, a taken ``memory_id`` or an
-    empty content; TypeError for a non-string content.
+    empty content; TypeError for a non-string content. Embeds before the
+    transaction (``memory_prepare``, then ``memory_insert``).
     """
-    if not isinstance(content, str):
-        raise InvalidType("content", f"must be a string, not {type(content).__name__}")
-    if not content.strip():
-        raise InvalidArgument("content", "must not be empty")
-    check_text(content, "content")
-    mtype = check_memory_type(memory_type)
-    scope = {
-        "user_id": thread.user_id if user_id is NOTSET else check_scope_id(user_id, "user_id"),
-        "agent_id": thread.agent_id if agent_id is NOTSET else check_scope_id(agent_id, "agent_id"),
-        "thread_id": thread.pk if thread_id is NOTSET else check_scope_id(thread_id, "thread_id"),
-    }
-    mid = str(uuid.uuid4()) if memory_id is NOTSET else check_id(memory_id, "memory_id")
-    meta = check_metadata(metadata)
-    stamp = ttl_rules.check_timestamp(timestamp)
-    state = RecordStatus.VALID.value if status is NOTSET else check_status(status)
-    now = timezone.now()
-    days = ttl_rules.resolve_ttl_days(ttl_days, retention)
-    anchor = TimeToLiveAnchor.CREATED_AT if ttl_anchor is NOTSET else ttl_rules.check_anchor(ttl_anchor)
-    expiry = ttl_rules.expires_at(days, anchor, created_at=now, timestamp=stamp)
-    if Memory.objects.filter(pk=mid).exists():
-        raise Conflict("memory_id", mid)
-    chunks = chunk_text(content)
-    vectors = get_embedder().embed([embedding_text(c, stamp) for c in chunks])
-    with transaction.atomic():
-        memory = Memory(
-            id=mid, memory_type=mtype, content=content, timestamp=stamp,
-            event_at=ttl_rules.parse_timestamp(stamp), metadata=meta, status=state, expires_at=expiry,
-            source_message_ids=list(source_message_ids), created_at=now, **scope,
-        )
-        try:
-            with transaction.atomic():
-                memory.save(force_insert=True)
-        except IntegrityError:
-            raise Conflict("memory_id", mid) from None  # lost a race for a caller-chosen id
-        SearchChunk.objects.bulk_create(
-            _chunk_rows(source_kind="memory", record_id=mid, record_type=mtype, chunks=chunks, vectors=vectors,
-                        status=state, expires_at=expiry, metadata=meta, now=now, **scope)
-        )
-        if link is not None:
-            link(memory)
-    return mid
+    prepared = memory_prepare(
+        thread=thread, content=content, memory_type=memory_type, user_id=user_id, agent_id=agent_id,
+        thread_id=thread_id, memory_id=memory_id, metadata=metadata, timestamp=timestamp, ttl_days=ttl_days,
+        ttl_anchor=ttl_anchor, status=status, source_message_ids=source_message_ids, retention=retention,
+    )
+    return memory_insert(prepared, link=link)
 
 
 def memory_update(
@@ -779,6 +863,7 @@ def memory_update(
         if not content.strip():
             raise InvalidArgument("content", "must not be empty")
         check_text(content, "content")
+        check_size(content, "content", MAX_CONTENT_CHARS)
     new_meta = check_metadata(metadata) if metadata is not NOTSET else NOTSET
     new_stamp = ttl_rules.check_timestamp(timestamp) if timestamp is not NOTSET else NOTSET
     new_status = check_status(status) if status is not NOTSET else NOTSET
@@ -822,14 +907,18 @@ def memory_delete(*, thread: Thread, memory_id: Any) -> int:
 
     Its relations go with it, and records it superseded, refined or
     duplicated are valid again unless another such relation remains
-    (``memory.links.links_detach``).
+    (``memory.links.links_detach``). The thread's running extraction is
+    fenced, not waited for (see ``message_delete``).
     """
+    from memory.extraction import jobs_fence  # memory.extraction imports this module
     from memory.links import links_detach  # memory.links imports this module
 
     check_id(memory_id, "memory_id")
     with transaction.atomic():
+        _lock_thread(thread.pk)
         deleted, _ = Memory.objects.filter(live_q(timezone.now()), pk=memory_id, thread_id=thread.pk).delete()
         if deleted:
+            jobs_fence(thread_id=thread.pk, reason=f"memory {memory_id} deleted")
             SearchChunk.objects.filter(source_kind="memory", record_id=memory_id).delete()
             links_detach(memory_ids=[memory_id])
     return 1 if deleted else 0
@@ -876,10 +965,15 @@ def thread_update(*, thread_id: str, metadata: Any = NOTSET) -> Thread:
 
 
 def thread_delete(*, thread_id: Any) -> int:
-    """Delete a thread with its messages, its memories, their relations and all chunks; return 1 or 0."""
+    """Delete a thread with its messages, its memories, their relations and all chunks; return 1 or 0.
+
+    Its extraction jobs go with it, running ones included: a worker still
+    waiting for its LLM finds them gone at its commit and writes nothing
+    (``memory.extraction._commit``), so nothing waits for it.
+    """
     check_id(thread_id, "thread_id")
     with transaction.atomic():
-        if not Thread.objects.filter(pk=thread_id).exists():
+        if lock_first(Thread.objects.filter(pk=thread_id)) is None:
             return 0
         # Chunks carry the thread scope of their record: this takes the
         # messages' chunks and those of memories owned by the thread.

@@ -41,13 +41,20 @@ def extract_job(job_id: int) -> None:
     job_run(job_id=job_id)
 
 
-def enqueue_job(job_id: int) -> None:
-    """Send ``extract_job(job_id)``; never raises (a lost send is recovered by the sweep).
+def enqueue_job(job_id: int) -> bool:
+    """Send ``extract_job(job_id)``; return whether the broker took it. Never raises.
 
-    Starts the embedded worker first when this process runs one.
+    Starts the embedded worker first when this process runs one. A failed
+    send is noted on the job (``memory.extraction.note_not_queued``), where
+    the extraction state shows it, and recovered by the sweep.
     """
     try:
         ensure_embedded_worker()
         extract_job.send(job_id)
-    except Exception:  # noqa: BLE001 - the job row stays queued; memory.extraction.sweep re-sends it
+    except Exception as exc:  # noqa: BLE001 - the job row stays queued; memory.extraction.sweep re-sends it
         logger.warning("could not queue extraction job %s; the sweep will retry", job_id, exc_info=True)
+        from memory.extraction import note_not_queued
+
+        note_not_queued(job_id, exc)
+        return False
+    return True

@@ -71,6 +71,44 @@ def stop_embedded_worker(timeout: int = 30_000) -> None:
         worker.stop(timeout=timeout)
 
 
+#: Seconds the broker check of ``broker_status`` waits to connect and for the answer.
+BROKER_CHECK_TIMEOUT = 1.0
+
+
+def broker_status() -> dict[str, object]:
+    """Whether this process can reach the Dramatiq broker now: ``{"kind", "ok", "error"}``.
+
+    ``kind``: ``redis``, ``rabbitmq``, ``in-process`` (the ``StubBroker``;
+    always ok) or the broker's class name. Redis is asked for a ``PING`` on a
+    connection of its own with ``BROKER_CHECK_TIMEOUT`` seconds to connect and
+    answer, so a broker that is down costs a request at most that long;
+    ``error`` is the reason when it fails. Other brokers are not checked
+    (``ok`` None). Never raises.
+    """
+    broker = _actor_broker()
+    if isinstance(broker, StubBroker):
+        return {"kind": "in-process", "ok": True, "error": None}
+    from dramatiq.brokers.redis import RedisBroker
+
+    if not isinstance(broker, RedisBroker):
+        kind = "rabbitmq" if type(broker).__name__ == "RabbitmqBroker" else type(broker).__name__
+        return {"kind": kind, "ok": None, "error": None}
+    import redis
+
+    pool = broker.client.connection_pool
+    kwargs = {**pool.connection_kwargs, "socket_connect_timeout": BROKER_CHECK_TIMEOUT,
+              "socket_timeout": BROKER_CHECK_TIMEOUT, "retry": None}
+    client = redis.Redis(connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs))
+    try:
+        client.ping()
+    except Exception as exc:  # noqa: BLE001 - any failure is the answer
+        return {"kind": "redis", "ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+    finally:
+        client.close()
+        client.connection_pool.disconnect()
+    return {"kind": "redis", "ok": True, "error": None}
+
+
 class ExtractionSweepMiddleware(dramatiq.Middleware):
     """Run ``memory.extraction.sweep`` when a worker boots and then on a timer, in a daemon thread.
 

@@ -171,7 +171,7 @@ def not_found(request: HttpRequest, exc: NotFound) -> HttpResponse:
 
 @api.exception_handler(TimeoutError)
 def timed_out(request: HttpRequest, exc: TimeoutError) -> HttpResponse:
-    """Earlier background extraction did not finish in time (deletes wait for it): 503, nothing deleted."""
+    """The extraction queue stayed full under ``wait_then_raise``: 503 (the messages are stored)."""
     return api.create_response(request, {"detail": str(exc) or "timed out", "field": None}, status=503)
 
 

@@ -272,9 +272,10 @@ OAM_DEFAULT_TTL_DAYS = env.int("OAM_DEFAULT_TTL_DAYS", default=None) if env.str(
 OAM_MAX_TTL_DAYS = env.int("OAM_MAX_TTL_DAYS", default=None) if env.str("OAM_MAX_TTL_DAYS", default="") else None
 # get_messages() without start/end returns this many most recent messages.
 OAM_MESSAGE_WINDOW = env.int("OAM_MESSAGE_WINDOW", default=100)
-# Largest request body Django reads into memory (JSON, form fields; uploaded files
-# are not counted). Images travel as base64 JSON, 4/3 of their size: 32 MiB holds
-# one image at the default 20 MiB limit (memory.images.ImageInputLimitConfig).
+# Largest request body Django reads into memory (JSON, form fields). Under daphne it
+# also caps every body, uploaded files included, before a byte is read
+# (oam_site.request_gate). Images travel as base64 JSON, 4/3 of their size: 32 MiB
+# holds one image at the default 20 MiB limit (memory.images.ImageInputLimitConfig).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("OAM_MAX_REQUEST_BYTES", default=32 * 1024 * 1024)
 
 # --- LLM (memory.llm) ----------------------------------------------------------------

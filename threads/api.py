@@ -8,9 +8,9 @@ in ``memory`` and the spec's default applies. Domain errors become HTTP
 statuses in ``oam_site.api``.
 """
 
-import json
 
 import pydantic
+import pydantic_core
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from ninja import Field, Query, Router, Schema
@@ -317,6 +317,18 @@ def _schema_errors(exc: pydantic.ValidationError) -> NinjaValidationError:
     )
 
 
+def _json_text(text: str, field: str, what: str):
+    """The JSON value of a form field or query parameter; ``InvalidArgument`` naming ``field`` when it is not JSON.
+
+    Read with pydantic's parser, like request bodies (``oam_site.api.JsonParser``): nesting
+    deeper than its limit is an error there, where ``json.loads`` raised ``RecursionError`` (a 500).
+    """
+    try:
+        return pydantic_core.from_json(text)
+    except ValueError:
+        raise InvalidArgument(field, f"must be JSON text ({what})") from None
+
+
 def _form_fields(request: HttpRequest) -> dict:
     """The form fields of a multipart upload, one value each; ``metadata`` parsed from JSON, ``ttl_days`` an int."""
     values = {}
@@ -326,10 +338,7 @@ def _form_fields(request: HttpRequest) -> dict:
             raise InvalidArgument(name, "must be given once")
         values[name] = items[0]
     if "metadata" in values:
-        try:
-            values["metadata"] = json.loads(values["metadata"])
-        except json.JSONDecodeError:
-            raise InvalidArgument("metadata", "must be JSON text (an object or null)") from None
+        values["metadata"] = _json_text(values["metadata"], "metadata", "an object or null")
     if "ttl_days" in values:
         text = values["ttl_days"].strip()
         try:
@@ -339,15 +348,24 @@ def _form_fields(request: HttpRequest) -> dict:
     return values
 
 
+#: Room for the form fields (description, metadata...) of a multipart upload besides the image itself.
+MULTIPART_FIELDS_BYTES = 1024 * 1024
+
+
 def _image_upload(request: HttpRequest, thread: Thread) -> tuple[bytes, dict, str]:
     """(bytes, add_image arguments, name of the bytes field) from a multipart or JSON upload.
 
-    The size limit is applied before the bytes are read (multipart) or
-    decoded (base64), so an oversize upload is refused without holding it twice.
+    The size limit is applied before the form is parsed (multipart: by
+    ``Content-Length``) or the base64 decoded, so an oversize upload is refused
+    without holding it twice.
     """
     limit = thread.image_input_limit_config.max_image_bytes
     too_big = f"the limit is {limit} bytes (ImageInputLimitConfig.max_image_bytes)"
     if request.content_type == "multipart/form-data":
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+        if length > limit + MULTIPART_FIELDS_BYTES:  # refused before Django parses the form
+            raise InvalidArgument("image", f"the upload is {length} bytes; {too_big}, "
+                                           f"plus {MULTIPART_FIELDS_BYTES} bytes of form fields")
         upload = request.FILES.get("image")
         if upload is None or len(request.FILES.getlist("image")) != 1 or set(request.FILES) != {"image"}:
             raise InvalidArgument("image", "send exactly one file, in the form field 'image'")
@@ -410,10 +428,7 @@ def image_list(request: HttpRequest, thread_id: str, params: Query[ImageListQuer
     adds base64 ``data``."""
     args = params.model_dump(exclude_unset=True)
     if "metadata_filter" in args:
-        try:
-            args["metadata_filter"] = json.loads(args["metadata_filter"])
-        except json.JSONDecodeError:
-            raise InvalidArgument("metadata_filter", "must be JSON text (an object)") from None
+        args["metadata_filter"] = _json_text(args["metadata_filter"], "metadata_filter", "an object")
     return selectors.image_records(thread=selectors.thread_get(thread_id), **args)
 
 

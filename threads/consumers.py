@@ -21,7 +21,9 @@ Frames sent, all JSON:
   (watermark, last message seq, pending jobs, last job, config);
 * then each event ``memory.progress`` sends for the thread, as
   ``{"event": "<name>", "thread_id", "job_id", ...}`` with ``<name>`` one of
-  queued, started, progress, memory_created, memory_linked, finished, failed.
+  queued, started, progress, memory_created, memory_linked, finished, failed,
+  repaired (the sweep made a queue that could not advance start after the watermark),
+  fenced (a delete took a running job back; it runs again).
 """
 
 from __future__ import annotations
@@ -145,4 +147,10 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
         await self._relay(event)
 
     async def extraction_failed(self, event):
+        await self._relay(event)
+
+    async def extraction_repaired(self, event):
+        await self._relay(event)
+
+    async def extraction_fenced(self, event):
         await self._relay(event)

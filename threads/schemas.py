@@ -683,6 +683,30 @@ class ExtractionJobOut(Schema):
     finished_at: str | None
 
 
+class ExtractionStallOut(Schema):
+    """A queue that is not advancing (``memory.extraction.queue_stall``)."""
+
+    reason: str = Field(description="worker_lost, blocked, not_queued or waiting_for_worker.")
+    job_id: int
+    detail: str
+    since: str
+
+
+class ExtractionRepairOut(Schema):
+    """A repair of the queue by the sweep (``memory.extraction.queue_repair``)."""
+
+    job_id: int
+    detail: str
+
+
+class BrokerStatusOut(Schema):
+    """Whether the server reaches the Dramatiq broker now (``memory.worker.broker_status``)."""
+
+    kind: str = Field(description="redis, rabbitmq or in-process.")
+    ok: bool | None = Field(description="null: not checked (RabbitMQ).")
+    error: str | None
+
+
 class ExtractionStateOut(Schema):
     """Where a thread's extraction stands: messages up to ``watermark`` have been handed to extraction."""
 
@@ -695,4 +719,7 @@ class ExtractionStateOut(Schema):
     queued_jobs: int
     running_jobs: int
     last_job: ExtractionJobOut | None
+    stalled: ExtractionStallOut | None = Field(description="Why the queue is not advancing; null when it is.")
+    last_repair: ExtractionRepairOut | None = Field(description="The sweep's latest repair of this thread's queue.")
+    broker: BrokerStatusOut
     config: dict[str, Any]

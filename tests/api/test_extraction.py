@@ -66,14 +66,19 @@ def test_the_state_needs_an_api_key(anon, make_thread):
     assert anon.get("/api/threads/t1/extraction").status_code == 401
 
 
-def test_a_delete_that_times_out_waiting_for_extraction_is_503(api, make_thread, monkeypatch):
-    make_thread(thread_id="t1")
-    ids = add_messages(api, "t1", [{"role": "user", "content": "hi"}]).json()["ids"]
+def test_a_queue_that_stays_full_under_wait_then_raise_is_503_and_the_messages_stay(api, make_thread, settings):
+    """TimeoutError reaches HTTP only from a full extraction queue now: deletes no longer wait (issue #13)."""
+    from memory.llm import reset_llm
 
-    def never(*, thread_id, timeout):
-        raise TimeoutError("background extraction for thread 't1' did not finish within 300 s")
-
-    monkeypatch.setattr(extraction, "wait_for_extraction", never)
-    resp = api.delete(f"/api/threads/t1/messages/{ids[0]}")
-    assert resp.status_code == 503 and "did not finish" in resp.json()["detail"]
-    assert api.get(f"/api/threads/t1/messages/{ids[0]}").status_code == 200
+    settings.OAM_EXTRACTION_QUEUE_CAPACITY = 0
+    settings.OAM_LLM_BASE_URL, settings.OAM_LLM_MODEL = "http://127.0.0.1:9/v1", "m"  # never called
+    reset_llm()
+    try:
+        make_thread(thread_id="t1", memory_extraction_config={
+            "background_extraction_queue_full_behavior": "wait_then_raise",
+            "background_extraction_queue_put_timeout_seconds": 0.2})
+        resp = add_messages(api, "t1", [{"role": "user", "content": "hi"}])
+    finally:
+        reset_llm()
+    assert resp.status_code == 503 and "messages are stored" in resp.json()["detail"]
+    assert api.get("/api/threads/t1/messages").json()["count"] == 1

@@ -240,6 +240,32 @@ def test_inline_extraction_streams_the_same_events(application, api_key):
     assert [e["event"] for e in run(scenario())] == ["queued", "started", "progress", "memory_created", "finished"]
 
 
+def test_a_repair_by_the_sweep_is_streamed_and_the_state_shows_the_stall(application, api_key):
+    from channels.db import database_sync_to_async
+
+    from memory import extraction
+    from memory.models import ExtractionJob
+
+    thread = AgentMemory(llm=ScriptedLlm([])).create_thread(thread_id="t-ws", user_id="u1", agent_id="a1",
+                                                            memory_extraction_config=BACKGROUND)
+    thread.add_messages([{"role": "user", "content": "I love green tea."}])
+    ExtractionJob.objects.update(from_seq=3)  # a queue that cannot advance (watermark 0)
+
+    async def scenario():
+        communicator, _, _ = await connect(application, f"{PATH}?api_key={api_key}")
+        state = await communicator.receive_json_from(timeout=10)
+        counts = await database_sync_to_async(extraction.sweep)(boot=True)
+        event = await communicator.receive_json_from(timeout=10)
+        await communicator.disconnect()
+        return state, counts, event
+
+    state, counts, event = run(scenario())
+    assert state["event"] == "state" and state["stalled"]["reason"] == "blocked"
+    assert state["broker"] == {"kind": "in-process", "ok": True, "error": None}
+    assert counts["repaired"] == 1
+    assert event["event"] == "repaired" and (event["was_from_seq"], event["from_seq"], event["to_seq"]) == (3, 1, 1)
+
+
 def test_group_names_are_safe_for_any_thread_id():
     from memory.progress import group_name
 

@@ -16,7 +16,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from memory import extraction
+from memory import extraction, services
 from memory.client import (
     AgentMemory,
     BackgroundExtractionQueueFullBehavior,
@@ -362,9 +362,11 @@ def test_a_worker_that_lost_its_claim_writes_nothing(db):
     assert extraction.job_run(job_id=job.pk, llm=ScriptedLlm([memories(("fact", "Ann drinks tea.", ["m1"]))])) == "done"
     # the first worker comes back with its own result: refused
     candidate = extraction.Candidate("fact", "Ann drinks coffee.", [])
-    decisions = [extraction.Decision(candidate, "new")]
-    assert not extraction._commit(job.pk, claimed[2], decisions, extraction.JobResult(),
-                                  extraction.default_retention(), BACKGROUND, started=0.0, chain=False)
+    decision = extraction.Decision(candidate, "new")
+    prepared = services.memory_prepare(thread=Thread.objects.get(pk="t-x"), content=candidate.content,
+                                       retention=extraction.default_retention())
+    assert not extraction._commit(job.pk, claimed[2], [(decision, prepared)], extraction.JobResult(),
+                                  started=0.0, chain=False)
     assert list(Memory.objects.values_list("content", flat=True)) == ["Ann drinks tea."]
 
 
@@ -466,23 +468,17 @@ def test_a_full_queue_can_raise_timeout(db, settings):
     assert Message.objects.count() == 3
 
 
-def test_wait_and_deletes_time_out_on_unfinished_accepted_work(db, no_embedded_worker, monkeypatch,
-                                                               django_capture_on_commit_callbacks):
+def test_wait_times_out_on_unfinished_accepted_work_and_deletes_do_not_wait(
+        db, no_embedded_worker, django_capture_on_commit_callbacks):
     thread = make_thread(ScriptedLlm([]), BACKGROUND)
     with django_capture_on_commit_callbacks(execute=True):
         ids = thread.add_messages(CHAT)  # accepted; no worker runs it
     mid = thread.add_memory("Ann likes tea", autonomous_linking=False)
     with pytest.raises(TimeoutError):
         thread.wait_for_memory_extraction(timeout=0.3)
-    # the deletes wait the same way (300 s; shortened here) and delete nothing on timeout
-    original = extraction.wait_for_extraction
-    monkeypatch.setattr(extraction, "wait_for_extraction",
-                        lambda *, thread_id, timeout: original(thread_id=thread_id, timeout=0.2))
-    with pytest.raises(TimeoutError):
-        thread.delete_message(ids[0])
-    with pytest.raises(TimeoutError):
-        thread.delete_memory(mid)
-    assert Message.objects.filter(pk=ids[0]).exists() and Memory.objects.filter(pk=mid).exists()
+    # deletes fence running extraction instead of waiting for it (issue #13): they delete at once
+    assert thread.delete_message(ids[0]) == 1 and thread.delete_memory(mid) == 1
+    assert not Message.objects.filter(pk=ids[0]).exists() and not Memory.objects.filter(pk=mid).exists()
     with pytest.raises(TypeError):
         thread.wait_for_memory_extraction(timeout="soon")
     extract_job.broker.flush_all()
@@ -557,7 +553,7 @@ def test_the_sweep_resends_lost_jobs_in_order(db, no_embedded_worker):
     thread.add_messages(CHAT[1:])
     broker = extract_job.broker
     broker.flush_all()
-    assert extraction.sweep() == {"requeued": 0, "covered": 0, "resent": 0, "created": 0}  # too fresh
+    assert extraction.sweep() == {"requeued": 0, "covered": 0, "repaired": 0, "resent": 0, "created": 0}  # too fresh
     counts = extraction.sweep(boot=True)
     assert counts["resent"] == 1 and broker.queues[QUEUE].qsize() == 1  # only the one next in line
     broker.flush_all()

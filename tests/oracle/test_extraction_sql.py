@@ -42,3 +42,14 @@ def test_row_locks_carry_no_row_limit(oracle, oracle_driver):
         oracle.autocommit = before
     assert sql.endswith(' WHERE "OAM_EXTRACTION_JOBS"."ID" = %s FOR UPDATE') and params == (7,)
     assert "FETCH FIRST" not in sql
+
+
+def test_repairs_are_found_by_a_prefix_of_the_error_text(oracle):
+    """``error`` is an NCLOB on Oracle: Django compares its first 4000 characters (``DBMS_LOB.SUBSTR``)
+    with LIKE; the prefix is a bound parameter."""
+    from memory.extraction import REPAIRED, repairs_queryset
+
+    sql, params = repairs_queryset("t1").values_list("pk", "error")[:1].query.get_compiler(connection=oracle).as_sql()
+    assert 'DBMS_LOB.SUBSTR("OAM_EXTRACTION_JOBS"."ERROR") LIKE TRANSLATE(%s USING NCHAR_CS)' in sql
+    assert f"{REPAIRED}%" in params and "t1" in params
+    assert sql.endswith('ORDER BY "OAM_EXTRACTION_JOBS"."ID" DESC FETCH FIRST 1 ROWS ONLY')

@@ -1,0 +1,176 @@
+"""Refuse request bodies daphne should never read: too large, or sent to the API without a valid key.
+
+daphne (through Twisted) stores a request's whole body and then hands all of it
+to the application at once, before any middleware or view runs: a 100 MB
+upload without a key grew the server by 1.1 GB before the 401 (issue #13).
+``install()`` (called by ``oam_site.asgi`` when daphne serves it) hooks
+daphne's ``WebRequest`` where Twisted has read the headers and not yet a byte
+of the body, and answers there:
+
+* ``413`` when ``Content-Length`` is over ``OAM_MAX_REQUEST_BYTES``
+  (``settings.DATA_UPLOAD_MAX_MEMORY_SIZE``, default 32 MiB, files included),
+  or a body without a length grows past it;
+* ``401`` for a body sent to ``/api/`` without ``Authorization: Bearer <key>``;
+  with a key, reading stops (the socket is paused) while the key is looked up
+  in a worker thread (``threads.auth.api_key_lookup``), and a key that is not
+  active is a 401: the body is never read.
+
+The answer is JSON like the API's (``{"detail": ..., "field": null}``) with
+``Connection: close``; the connection closes once it is written, so a client
+that sends ``Expect: 100-continue`` (curl does above 1 MB) sees it before
+sending the body, and one that does not may see the connection reset instead.
+Requests that pass go on to daphne untouched. ``decide`` is the rule, free of
+Twisted, for tests and other servers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+API_PREFIX = b"/api/"
+
+
+@dataclass
+class Decision:
+    """What to do with a request once its headers are in: refuse (``status``, ``detail``) or check ``key``."""
+
+    status: int | None = None
+    detail: str = ""
+    key: str | None = None
+
+
+def max_body_bytes() -> int:
+    """The largest request body read, in bytes (``OAM_MAX_REQUEST_BYTES``)."""
+    return int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+
+
+def bearer_token(authorization: bytes | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header value, or None."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.decode("latin-1").strip().partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+def decide(*, path: bytes, length: int | None, chunked: bool, authorization: bytes | None) -> Decision:
+    """The gate's rule for a request with these headers (``length``: Content-Length, None when absent).
+
+    Returns a refusal (413 over ``max_body_bytes``; 401 for an API body
+    without a bearer token), or the token to look up before the body is read
+    (an API request with a body), or nothing to do.
+    """
+    limit = max_body_bytes()
+    if length is not None and length > limit:
+        return Decision(413, f"the request body is {length} bytes; the limit is {limit} (OAM_MAX_REQUEST_BYTES)")
+    has_body = chunked or bool(length)
+    if not has_body or not path.startswith(API_PREFIX):
+        return Decision()
+    token = bearer_token(authorization)
+    if token is None:
+        return Decision(401, "Unauthorized: send Authorization: Bearer <key> (the body was not read)")
+    return Decision(key=token)
+
+
+def _key_is_active(token: str) -> bool:
+    from django.db import close_old_connections
+
+    from threads.auth import api_key_lookup
+
+    close_old_connections()
+    try:
+        return api_key_lookup(token) is not None
+    finally:
+        close_old_connections()
+
+
+_REASONS = {401: "Unauthorized", 413: "Content Too Large"}
+_installed = False
+
+
+def install() -> None:
+    """Hook daphne's ``WebRequest`` (once per process); a no-op without daphne."""
+    global _installed
+    if _installed:
+        return
+    try:
+        from daphne.http_protocol import WebRequest
+    except ImportError:  # another ASGI server
+        return
+    from twisted.internet.threads import deferToThread
+
+    got_length = WebRequest.gotLength
+    content_chunk = WebRequest.handleContentChunk
+    request_received = WebRequest.requestReceived
+
+    def refuse(request, status: int, detail: str) -> None:
+        request._oam_refused = True
+        request.requestHeaders.removeHeader(b"expect")  # no "100 Continue" after a final answer
+        transport = request.channel.transport if request.channel is not None else None
+        if transport is None:
+            return
+        body = json.dumps({"detail": detail, "field": None}).encode()
+        transport.write(f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: application/json\r\n"
+                        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+        transport.loseConnection()
+
+    def gated_got_length(self, length):
+        self._oam_refused, self._oam_pending, self._oam_received, self._oam_bytes = False, False, None, 0
+        headers = self.requestHeaders
+        chunked = b"chunked" in (headers.getRawHeaders(b"transfer-encoding") or [b""])[0].lower()
+        decision = decide(path=getattr(self.channel, "_path", b"") or b"", length=length, chunked=chunked,
+                          authorization=(headers.getRawHeaders(b"authorization") or [None])[0])
+        if decision.status is not None:
+            got_length(self, 0)  # an empty in-memory body: nothing of it is kept
+            refuse(self, decision.status, decision.detail)
+            return
+        got_length(self, length)
+        if decision.key is None:
+            return
+        self._oam_pending = True
+        transport = self.channel.transport
+        transport.pauseProducing()
+
+        def checked(active: bool) -> None:
+            self._oam_pending = False
+            if self.channel is None:
+                return  # the client went away meanwhile
+            if not active:
+                refuse(self, 401, "Unauthorized: the key is not an active API key (the body was not read)")
+                return
+            transport.resumeProducing()
+            if self._oam_received is not None:
+                request_received(self, *self._oam_received)
+
+        def failed(failure) -> None:
+            logger.warning("API key check before the body failed: %s", failure.getErrorMessage())
+            checked(True)  # let the request through: the API checks the key again
+
+        deferToThread(_key_is_active, decision.key).addCallbacks(checked, failed)
+
+    def gated_content_chunk(self, data):
+        if getattr(self, "_oam_refused", False):
+            return
+        self._oam_bytes = getattr(self, "_oam_bytes", 0) + len(data)
+        if self._oam_bytes > max_body_bytes():
+            refuse(self, 413, f"the request body is over the limit of {max_body_bytes()} bytes (OAM_MAX_REQUEST_BYTES)")
+            return
+        content_chunk(self, data)
+
+    def gated_request_received(self, command, path, version):
+        if getattr(self, "_oam_refused", False):
+            return
+        if getattr(self, "_oam_pending", False):
+            self._oam_received = (command, path, version)  # run once the key is known good
+            return
+        request_received(self, command, path, version)
+
+    WebRequest.gotLength = gated_got_length
+    WebRequest.handleContentChunk = gated_content_chunk
+    WebRequest.requestReceived = gated_request_received
+    _installed = True

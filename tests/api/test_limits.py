@@ -1,0 +1,91 @@
+"""Every documented limit over HTTP (issue #13 part 2): a 422 naming the field, never a 500."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test.client import MULTIPART_CONTENT
+
+from memory.errors import MAX_BATCH_MESSAGES, MAX_CONTENT_CHARS, MAX_METADATA_DEPTH
+from memory.models import Image, Message
+from tests import image_samples as samples
+from tests.api.helpers import add_messages
+
+#: The issue's bound for a 1 MB query.
+QUERY_SECONDS = 1.0
+
+
+def nested(depth: int) -> dict:
+    value: dict = {}
+    for _ in range(depth - 1):
+        value = {"k": value}
+    return value
+
+
+def field_of(resp) -> list:
+    assert resp.status_code == 422, (resp.status_code, resp.content[:300])
+    return resp.json()["detail"][0]["loc"]
+
+
+def test_message_limits_are_422_naming_the_field(api, make_thread):
+    make_thread(thread_id="t1")
+    resp = add_messages(api, "t1", [{"role": "user", "content": "x" * (MAX_CONTENT_CHARS + 1)}])
+    assert field_of(resp) == ["body", "messages[0].content"] and "the limit is 100000" in resp.text
+    resp = add_messages(api, "t1", [{"role": "user", "content": "hi"}] * (MAX_BATCH_MESSAGES + 1))
+    assert field_of(resp) == ["body", "messages"]
+    resp = add_messages(api, "t1", [{"role": "user", "content": "hi", "metadata": nested(MAX_METADATA_DEPTH + 1)}])
+    assert field_of(resp) == ["body", "messages[0].metadata"]
+    assert not Message.objects.exists()
+    resp = api.post("/api/threads/t1/memories", {"content": "y" * (MAX_CONTENT_CHARS + 1)})
+    assert field_of(resp) == ["body", "content"]
+
+
+def test_a_1_mb_query_is_refused_in_under_a_second(api, make_thread):
+    make_thread(thread_id="t1")
+    started = time.monotonic()
+    resp = api.post("/api/threads/t1/search", {"query": "word " * (2**20 // 5)})
+    assert time.monotonic() - started < QUERY_SECONDS
+    assert field_of(resp) == ["body", "query"]
+    resp = api.post("/api/search", {"query": "q" * 2**20})
+    assert field_of(resp) == ["body", "query"]
+
+
+def test_metadata_filter_size_is_422(api, make_thread):
+    make_thread(thread_id="t1")
+    resp = api.post("/api/threads/t1/search", {"query": "tea", "metadata_filter": {f"k{i}": i for i in range(1000)}})
+    assert field_of(resp) == ["body", "metadata_filter"]
+    resp = api.post("/api/threads/t1/search",
+                    {"query": "tea", "metadata_filter": {"tags": {"$array_contains_any": list(range(500))}}})
+    assert field_of(resp) == ["body", "metadata_filter.tags.$array_contains_any"]
+    resp = api.post("/api/threads/t1/context-card", {"metadata_filter": {f"k{i}": i for i in range(1000)}})
+    assert field_of(resp) == ["body", "metadata_filter"]
+    resp = api.get("/api/threads/t1/images", {"metadata_filter": json.dumps({f"k{i}": i for i in range(1000)})})
+    assert field_of(resp) == ["query", "metadata_filter"]
+
+
+def test_multipart_metadata_of_any_depth_is_a_422(api, make_thread):
+    make_thread(thread_id="t1")
+
+    def post(metadata: str):
+        return api.post("/api/threads/t1/images", {"image": SimpleUploadedFile("x.png", samples.png()),
+                                                   "metadata": metadata}, content_type=MULTIPART_CONTENT)
+
+    for depth in (MAX_METADATA_DEPTH + 1, 930, 5000):  # 930 was stored (then pages broke), 970+ was a 500
+        assert field_of(post('{"k": ' * (depth - 1) + "{}" + "}" * (depth - 1))) == ["body", "metadata"]
+    assert not Image.objects.exists()
+    assert post(json.dumps(nested(MAX_METADATA_DEPTH))).status_code == 201
+
+
+def test_a_multipart_upload_over_the_image_limit_is_refused_before_parsing(api, make_thread, monkeypatch):
+    from django.http import multipartparser
+
+    make_thread(thread_id="t1")
+    parsed = []
+    original = multipartparser.MultiPartParser.parse
+    monkeypatch.setattr(multipartparser.MultiPartParser, "parse", lambda self: parsed.append(1) or original(self))
+    resp = api.post("/api/threads/t1/images", {"image": SimpleUploadedFile("x.png", b"\0" * (22 * 1024 * 1024))},
+                    content_type=MULTIPART_CONTENT)
+    assert field_of(resp) == ["body", "image"] and "the upload is" in resp.text
+    assert parsed == []

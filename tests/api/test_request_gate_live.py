@@ -1,0 +1,131 @@
+"""Request bodies refused before daphne reads them (issue #13, ``oam_site.request_gate``).
+
+A real daphne process on 127.0.0.1 with a SQLite file of its own; clients are raw
+sockets, so the body really is offered to the server; its peak memory is read
+from ``/proc/<pid>/status`` (``VmHWM``). Before the gate, a 100 MB upload without
+a key grew daphne by 1.1 GB.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.browser.harness import ROOT, server_env, start_daphne, stop_process
+
+MB = 1024 * 1024
+#: "Does not grow the server by more than a few MB" (issue #13).
+GROWTH_MB = 8
+BOUNDARY = "oam-gate-boundary"
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """(daphne process, port, an active API key)."""
+    directory = tmp_path_factory.mktemp("gate")
+    env = server_env(directory)
+    env["OAM_EMBEDDED_WORKER"] = "false"
+    for args in (["migrate", "-v0"], ["create_api_key", "gate"]):
+        out = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
+                             text=True, check=True, timeout=300).stdout
+    key = re.search(r"[A-Za-z0-9_-]{40,}", out)[0]
+    process, url = start_daphne(env, Path(directory) / "daphne.log")
+    try:
+        yield process, int(url.rsplit(":", 1)[1]), key
+    finally:
+        stop_process(process)
+
+
+def peak_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmHWM:\s+(\d+) kB", status)[1]) / 1024
+
+
+def upload(port: int, size: int, *, key: str | None = None, expect: bool = False,
+           path: str = "/api/threads/t1/images") -> tuple[int | None, bytes]:
+    """POST a multipart image of ``size`` bytes; return (status or None, response bytes)."""
+    head = (f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"image\"; filename=\"a.png\"\r\n"
+            "Content-Type: image/png\r\n\r\n").encode()
+    tail = f"\r\n--{BOUNDARY}--\r\n".encode()
+    headers = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1",
+               f"Content-Type: multipart/form-data; boundary={BOUNDARY}",
+               f"Content-Length: {len(head) + size + len(tail)}"]
+    if key:
+        headers.append(f"Authorization: Bearer {key}")
+    if expect:
+        headers.append("Expect: 100-continue")
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(("\r\n".join(headers) + "\r\n\r\n").encode())
+        reply = b""
+        if expect:  # like curl: wait for "100 Continue" or a final answer before sending the body
+            reply = sock.recv(65536)
+            if not reply.startswith(b"HTTP/1.1 100"):
+                return int(reply.split()[1]), reply
+        try:
+            sock.sendall(head)
+            chunk = b"\0" * MB
+            for offset in range(0, size, MB):
+                sock.sendall(chunk[: min(MB, size - offset)])
+            sock.sendall(tail)
+        except OSError:
+            pass  # the server answered and closed: the rest of the body was never read
+        try:
+            while not re.search(rb"HTTP/1.1 [2-5]\d\d", reply):
+                data = sock.recv(65536)
+                if not data:
+                    break
+                reply += data
+        except OSError:
+            pass
+    found = re.search(rb"HTTP/1.1 ([2-5]\d\d)", reply)
+    return (int(found[1]) if found else None), reply
+
+
+def api(port: int, method: str, path: str, body: dict, key: str) -> tuple[int, dict]:
+    data = json.dumps(body).encode()
+    request = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+               f"Authorization: Bearer {key}\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        sock.sendall(request + data)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    head, _, body_bytes = reply.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body_bytes or b"null")
+
+
+def test_a_100_mb_upload_without_a_key_does_not_grow_the_server(live):
+    process, port, _ = live
+    before = peak_mb(process.pid)
+    status, _ = upload(port, 100 * MB)
+    assert peak_mb(process.pid) - before < GROWTH_MB
+    assert status in (413, None)  # refused by its size, before a byte of the body is read
+
+
+def test_uploads_under_the_size_cap_without_a_valid_key_are_401_before_the_body(live):
+    process, port, key = live
+    before = peak_mb(process.pid)
+    for bad_key in (None, "not-a-key"):
+        status, _ = upload(port, 30 * MB, key=bad_key)
+        assert status in (401, None)
+    assert peak_mb(process.pid) - before < GROWTH_MB
+    # a client that waits for "100 Continue" (curl) gets the answer instead, and sends nothing
+    assert upload(port, 30 * MB, expect=True)[0] == 401
+    assert upload(port, 30 * MB, key="not-a-key", expect=True)[0] == 401
+    assert upload(port, 100 * MB, key=key, expect=True)[0] == 413
+    assert json.loads(upload(port, 30 * MB, expect=True)[1].split(b"\r\n\r\n", 1)[1])["field"] is None
+
+
+def test_requests_with_a_valid_key_pass_the_gate(live):
+    _, port, key = live
+    status, thread = api(port, "POST", "/api/threads", {"thread_id": "t1", "metadata": {"note": "x" * (2 * MB)}}, key)
+    assert status == 201 and len(thread["metadata"]["note"]) == 2 * MB
+    status, body = upload(port, 25 * MB, key=key)  # over the thread's 20 MiB image limit: the API answers
+    assert status == 422 and b"image" in body

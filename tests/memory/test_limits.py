@@ -1,0 +1,97 @@
+"""Bounded work per call (issue #13 part 2): each documented limit is a ValueError naming the field,
+and input right at a limit still works (real SQLite file, real embedder)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from memory import search
+from memory.errors import (
+    MAX_BATCH_CHARS,
+    MAX_BATCH_MESSAGES,
+    MAX_CONTENT_CHARS,
+    MAX_METADATA_DEPTH,
+    MAX_QUERY_CHARS,
+    check_depth,
+)
+from memory.metadata_filter import MAX_FILTER_TERMS, MAX_FILTER_VALUES
+from memory.models import Message
+
+#: The issue's bound for a 1 MB query.
+QUERY_SECONDS = 1.0
+
+
+def nested(depth: int) -> dict:
+    value: dict = {}
+    for _ in range(depth - 1):
+        value = {"k": value}
+    return value
+
+
+def test_keyword_terms_is_linear_and_stops_at_32_terms():
+    words = " ".join(f"word{i}" for i in range(200_000))  # ~1.6 MB of distinct words
+    started = time.process_time()
+    terms = search.keyword_terms(words)
+    assert time.process_time() - started < QUERY_SECONDS
+    assert terms == [f"word{i}" for i in range(32)]
+    assert search.keyword_terms("The İstanbul trip, the trip!") == ["stanbul", "trip"]  # as before ("i": a stopword)
+
+
+def test_a_1_mb_query_is_refused_at_once_naming_the_field(thread):
+    started = time.monotonic()
+    with pytest.raises(ValueError, match=rf"query: is 1048576 characters; the limit is {MAX_QUERY_CHARS}"):
+        thread.search("a" * 2**20)
+    assert time.monotonic() - started < QUERY_SECONDS
+    assert thread.search("x " * (MAX_QUERY_CHARS // 2)) == []  # at the limit: answered
+
+
+def test_message_size_and_batch_limits_name_the_field(thread):
+    with pytest.raises(ValueError, match=r"messages\[1\]\.content: is 100001 characters"):
+        thread.add_messages([{"role": "user", "content": "ok"}, {"role": "user", "content": "x" * (MAX_CONTENT_CHARS + 1)}])
+    with pytest.raises(ValueError, match=rf"messages: holds {MAX_BATCH_MESSAGES + 1} messages; the limit is"):
+        thread.add_messages([{"role": "user", "content": "hi"}] * (MAX_BATCH_MESSAGES + 1))
+    per = MAX_CONTENT_CHARS - 1
+    with pytest.raises(ValueError, match=r"messages: hold \d+ characters of text; the limit is"):
+        thread.add_messages([{"role": "user", "content": "y" * per}] * (MAX_BATCH_CHARS // per + 1))
+    with pytest.raises(ValueError, match=r"content: is 100001 characters"):
+        thread.add_memory("z" * (MAX_CONTENT_CHARS + 1))
+    assert not Message.objects.exists()
+    [mid] = thread.add_messages([{"role": "user", "content": "fine"}])
+    with pytest.raises(ValueError, match=r"^content: is 100001 characters"):
+        thread.update_message(mid, content="z" * (MAX_CONTENT_CHARS + 1))
+
+
+def test_metadata_depth_is_bounded_everywhere_it_enters(client, thread):
+    assert check_depth(nested(MAX_METADATA_DEPTH), "m")  # at the limit
+    too_deep = nested(MAX_METADATA_DEPTH + 1)
+    with pytest.raises(ValueError, match=rf"messages\[0\]\.metadata: nests more than {MAX_METADATA_DEPTH} levels"):
+        thread.add_messages([{"role": "user", "content": "hi", "metadata": too_deep}])
+    with pytest.raises(ValueError, match="^metadata: nests more than"):
+        thread.add_memory("note", metadata=too_deep)
+    with pytest.raises(ValueError, match="^metadata: nests more than"):
+        client.create_thread(thread_id="deep", metadata=too_deep)
+    very_deep: list = []
+    for _ in range(5000):  # deeper than Python's recursion limit: still a ValueError, not a RecursionError
+        very_deep = [very_deep]
+    with pytest.raises(ValueError, match="^metadata: nests more than"):
+        thread.add_memory("note", metadata={"x": very_deep})
+
+
+def test_metadata_filter_size_is_bounded_and_the_largest_allowed_runs_in_sql(thread):
+    thread.add_messages([{"role": "user", "content": "tea", "metadata": {"tags": ["a", "b"], "k0": 0}}])
+    many_keys = {f"k{i}": i for i in range(1000)}
+    with pytest.raises(ValueError, match=rf"^metadata_filter: has 1000 keys and list values; the limit is {MAX_FILTER_TERMS}"):
+        thread.search("tea", metadata_filter=many_keys)
+    with pytest.raises(ValueError, match=rf"metadata_filter\.tags\.\$array_contains_any: holds 500 values; the limit is {MAX_FILTER_VALUES}"):
+        thread.search("tea", metadata_filter={"tags": {"$array_contains_any": list(range(500))}})
+    # the largest filters allowed compile and run on SQLite
+    assert thread.search("tea", metadata_filter={f"k{i}": i for i in range(MAX_FILTER_TERMS)}) == []
+    values = ["a"] + [f"v{i}" for i in range(MAX_FILTER_VALUES - 1)]
+    wide = {"tags": {"$array_contains_any": values}, **{f"n{i}": {"$not": i} for i in range(MAX_FILTER_TERMS - MAX_FILTER_VALUES - 1)}}
+    assert [r.content for r in thread.search("tea", metadata_filter=wide)] == ["tea"]
+    assert thread.search("tea", metadata_filter={"tags": {"$array_contains": values}}) == []
+    with pytest.raises(ValueError, match="^metadata_filter: has 10001 keys and list values"):
+        thread.search("tea", metadata_filter={"tags": list(range(10_000))})  # compared element by element
+    assert thread.search("tea", metadata_filter={"tags": list(range(MAX_FILTER_TERMS - 1))}) == []
