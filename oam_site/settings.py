@@ -71,7 +71,7 @@ ASGI_APPLICATION = "oam_site.asgi.application"
 
 # Staff pages (staff/): Django's own auth, staff accounts only.
 LOGIN_URL = "staff:login"
-LOGIN_REDIRECT_URL = "staff:thread_list"
+LOGIN_REDIRECT_URL = "staff:home"
 
 # --- Database -----------------------------------------------------------------
 VAR_DIR = Path(env.str("OAM_VAR_DIR", default=str(BASE_DIR / "var")))
