@@ -63,6 +63,9 @@ def _build(n: int, path: Path, rng) -> "np.ndarray":
     from django.db import connection, transaction
 
     call_command("migrate", verbosity=0, interactive=False)
+    from memory.tenancy import get_project, stored_id
+
+    project = get_project(None).pk  # everything goes to the default project
     vocab = [f"w{i}" for i in range(2000)]
     matrix = rng.standard_normal((n, 384)).astype("<f4")
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
@@ -71,18 +74,20 @@ def _build(n: int, path: Path, rng) -> "np.ndarray":
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute(
-                "INSERT INTO oam_threads (id, user_id, agent_id, metadata, config, next_seq, extracted_through_seq, "
-                "created_at, updated_at) VALUES ('scale', 'u', 'a', '{}', '{}', 1, 0, %s, %s)", [now, now])
+                "INSERT INTO oam_threads (id, project_id, user_id, agent_id, metadata, config, next_seq, "
+                "extracted_through_seq, created_at, updated_at) VALUES (%s, %s, 'u', 'a', '{}', '{}', 1, 0, %s, %s)",
+                [stored_id(project, "scale"), project, now, now])
             for start in range(0, n, batch):
                 rows = []
                 for i in range(start, min(n, start + batch)):
                     words = " ".join(rng.choice(vocab, 12))
-                    rows.append(("message", f"m{i}", "message", 0, "u", "a", "scale", "valid", "{}",
-                                 f"user: {words}", f"user: {words}", matrix[i].tobytes(), now))
+                    rows.append((project, "message", stored_id(project, f"m{i}"), "message", 0, "u", "a",
+                                 stored_id(project, "scale"), "valid", "{}", f"user: {words}", f"user: {words}",
+                                 matrix[i].tobytes(), now))
                 cursor.executemany(
-                    "INSERT INTO oam_search_chunks (source_kind, record_id, record_type, chunk_index, user_id, "
-                    "agent_id, thread_id, status, metadata, text, context, embedding, created_at) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", rows)
+                    "INSERT INTO oam_search_chunks (project_id, source_kind, record_id, record_type, chunk_index, "
+                    "user_id, agent_id, thread_id, status, metadata, text, context, embedding, created_at) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", rows)
                 print(f"\r  {n}: {min(n, start + batch)} rows", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
     with connection.cursor() as cursor:
@@ -133,10 +138,14 @@ def main(argv=None) -> dict:
         texts = [QUERIES[i % len(QUERIES)] for i in range(args.queries)]
         qvecs = embedder.embed(texts)
         scope = SearchScope(user_id="u")
+        from memory.tenancy import get_project
+
+        project_id = get_project(None).pk
 
         def request(mode: str, query: str):
-            return search.build_request(query, scope=scope, config=MemorySearchConfig(mode=mode),
-                                        record_types=["message"], max_results=10)
+            return search.build_request(query, project_id=project_id, scope=scope,
+                                        config=MemorySearchConfig(mode=mode), record_types=["message"],
+                                        max_results=10)
 
         timings: dict[str, list[float]] = {k: [] for k in ("numpy", "vector_arm", "sql_arm", "numpy_search",
                                                             "search_vector", "search_hybrid")}

@@ -15,7 +15,7 @@ database. Steps:
    relation between every pair of consecutive memories (``supports``), the
    way extraction would leave a busy thread;
 3. log a staff user in with Django's test client and GET
-   ``/staff/threads/<thread_id>/`` ``--runs`` times after two warm-up
+   ``/staff/projects/<project>/threads/<thread_id>/`` ``--runs`` times after two warm-up
    requests; every response must be 200 with every message and memory on it.
 
 Timing is the whole request through Django (middleware, auth, the
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> dict:
     user = get_user_model().objects.create_user("bench", password="bench-only", is_staff=True)
     browser = Client()
     browser.force_login(user)
-    url = f"/staff/threads/{thread_id}/"
+    url = f"/staff/projects/{thread.project.slug}/threads/{thread_id}/"
     for _ in range(2):
         browser.get(url)
     timings, size = [], 0

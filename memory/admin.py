@@ -6,16 +6,56 @@ an edited memory is re-embedded and its chunks and relations stay in step.
 Derived rows (search chunks, summaries, extraction jobs) are read-only here:
 the engine writes them. Each list has filters and a search box. Values the
 services would refuse (``checked_form``) are errors next to their field.
+
+Every list shows and filters by project (issue #12). Ids are shown as the
+caller's (public) ids; the admin's own URLs use the stored ids
+(``memory.tenancy``), which are the primary keys.
 """
 
 from django import forms
 from django.contrib import admin
 
-from memory import links, selectors, services
-from memory.client import AgentMemory
-from memory.models import ExtractionJob, Image, Memory, Message, RecordLink, SearchChunk, Thread, ThreadSummary
+from memory import links, services
+from memory.client import AgentMemory, Thread as ThreadHandle
+from memory.models import (
+    ExtractionJob,
+    Image,
+    Memory,
+    Message,
+    Project,
+    RecordLink,
+    SearchChunk,
+    Thread,
+    ThreadSummary,
+)
 from memory.services import check_id, check_metadata, check_scope_id
+from memory.tenancy import get_project, public_id
 from memory.types import NOTSET
+
+
+def _handle(row: Thread) -> ThreadHandle:
+    """The spec handle on a stored thread, through a client of its project."""
+    return ThreadHandle(row, AgentMemory(project=row.project))
+
+
+@admin.display(description="id", ordering="id")
+def shown_id(obj) -> str:
+    """A record's public id (the caller's), for list columns."""
+    return obj.public_id
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    """Projects (tenants). A project with records cannot be deleted (``on_delete=PROTECT``)."""
+
+    list_display = ("slug", "name", "created_at")
+    list_filter = ("created_at",)
+    search_fields = ("slug", "name")
+    readonly_fields = ("created_at",)
+
+    def get_readonly_fields(self, request, obj=None):
+        """The slug names the project in URLs and API keys: fixed once created."""
+        return (("slug",) if obj is not None else ()) + self.readonly_fields
 
 
 def checked_form(**checks):
@@ -66,36 +106,44 @@ class MessageInline(admin.TabularInline):
 
 @admin.register(Thread)
 class ThreadAdmin(admin.ModelAdmin):
-    list_display = ("id", "user_id", "agent_id", "created_at", "updated_at")
+    """Threads. A new thread's ``id`` is the caller's id in the chosen project (``services.thread_create``)."""
+
+    list_display = (shown_id, "project", "user_id", "agent_id", "created_at", "updated_at")
     search_fields = ("id", "user_id", "agent_id")
-    list_filter = ("created_at", "updated_at", "agent_id")
+    list_filter = ("project", "created_at", "updated_at", "agent_id")
     readonly_fields = ("config", "next_seq", "extracted_through_seq", "created_at", "updated_at")
     inlines = [MessageInline]
     form = checked_form(id=check_id, user_id=check_scope_id, agent_id=check_scope_id, metadata=check_metadata)
 
+    def get_changeform_initial_data(self, request):
+        """A new thread goes to the default project unless another is chosen."""
+        return {"project": get_project(None).pk, **super().get_changeform_initial_data(request)}
+
     def get_readonly_fields(self, request, obj=None):
         """A stored thread's ids are fixed (its records carry them): only metadata changes (``thread_update``)."""
-        return (("id", "user_id", "agent_id") if obj is not None else ()) + self.readonly_fields
+        return (("id", "project", "user_id", "agent_id") if obj is not None else ()) + self.readonly_fields
 
     def save_model(self, request, obj, form, change):
         if not change:
-            services.thread_create(thread_id=obj.pk, user_id=obj.user_id, agent_id=obj.agent_id,
-                                   metadata=obj.metadata)
+            row = services.thread_create(project=obj.project, thread_id=obj.pk, user_id=obj.user_id,
+                                         agent_id=obj.agent_id, metadata=obj.metadata)
+            obj.pk = row.pk  # the admin's redirect goes to the stored thread
         elif "metadata" in form.changed_data:
-            services.thread_update(thread_id=obj.pk, metadata=obj.metadata)
+            services.thread_update(thread=obj, metadata=obj.metadata)
 
     def delete_model(self, request, obj):
-        services.thread_delete(thread_id=obj.pk)
+        services.thread_delete(project=obj.project, thread_id=obj.public_id)
 
     def delete_queryset(self, request, queryset):
-        for pk in list(queryset.values_list("pk", flat=True)):
-            services.thread_delete(thread_id=pk)
+        for row in list(queryset.select_related("project")):
+            services.thread_delete(project=row.project, thread_id=row.public_id)
 
 
 @admin.register(Message)
 class MessageAdmin(admin.ModelAdmin):
-    list_display = ("id", "thread", "seq", "role", "short_content", "timestamp", "status", "expires_at")
-    list_filter = ("status", "role", "created_at")
+    list_display = (shown_id, "project", "thread", "seq", "role", "short_content", "timestamp", "status",
+                    "expires_at")
+    list_filter = ("project", "status", "role", "created_at")
     search_fields = ("id", "thread__id", "content")
     readonly_fields = ("id", "thread", "seq", "role", "timestamp", "event_at", "created_at", "updated_at")
     fields = ("id", "thread", "seq", "role", "content", "metadata", "timestamp", "status", "expires_at",
@@ -110,10 +158,10 @@ class MessageAdmin(admin.ModelAdmin):
         return False  # messages are appended through the API, which embeds them
 
     def save_model(self, request, obj, form, change):
-        thread = AgentMemory().get_thread(obj.thread_id)
+        thread = _handle(obj.thread)
         changed = set(form.changed_data)
         thread.update_message(
-            obj.pk,
+            obj.public_id,
             content=obj.content if "content" in changed else NOTSET,
             metadata=obj.metadata if "metadata" in changed else NOTSET,
         )
@@ -123,13 +171,14 @@ class MessageAdmin(admin.ModelAdmin):
                 status=obj.status, expires_at=obj.expires_at)
 
     def delete_model(self, request, obj):
-        services.message_delete(thread=obj.thread, message_id=obj.pk)
+        services.message_delete(thread=obj.thread, message_id=obj.public_id)
 
 
 @admin.register(Memory)
 class MemoryAdmin(admin.ModelAdmin):
-    list_display = ("id", "memory_type", "short_content", "user_id", "thread_id", "status", "expires_at")
-    list_filter = ("memory_type", "status", "created_at")
+    list_display = (shown_id, "project", "memory_type", "short_content", "user_id", "thread_id", "status",
+                    "expires_at")
+    list_filter = ("project", "memory_type", "status", "created_at")
     search_fields = ("id", "content", "user_id", "agent_id", "thread_id")
     readonly_fields = ("id", "user_id", "agent_id", "thread_id", "source_message_ids", "created_at", "updated_at")
     fields = ("id", "memory_type", "content", "metadata", "status", "timestamp", "expires_at", "user_id",
@@ -148,8 +197,8 @@ class MemoryAdmin(admin.ModelAdmin):
         given = {name: getattr(obj, name) for name in ("content", "metadata", "timestamp", "status", "memory_type")
                  if name in changed}
         # services.memory_update is what Thread.update_memory calls; it also takes memory_type (not a spec parameter).
-        services.memory_update(thread=selectors.thread_get(obj.thread_id), memory_id=obj.pk,
-                               retention=AgentMemory().retention_config, **given)
+        services.memory_update(thread=Thread.objects.get(pk=obj.thread_id), memory_id=obj.public_id,
+                               retention=AgentMemory(project=obj.project).retention_config, **given)
         if "expires_at" in changed:
             Memory.objects.filter(pk=obj.pk).update(expires_at=obj.expires_at)
             SearchChunk.objects.filter(source_kind="memory", record_id=obj.pk).update(expires_at=obj.expires_at)
@@ -157,7 +206,7 @@ class MemoryAdmin(admin.ModelAdmin):
     def delete_model(self, request, obj):
         if obj.thread_id and Thread.objects.filter(pk=obj.thread_id).exists():
             # Relations go with the memory and the records it invalidated are valid again.
-            services.memory_delete(thread=Thread.objects.get(pk=obj.thread_id), memory_id=obj.pk)
+            services.memory_delete(thread=Thread.objects.get(pk=obj.thread_id), memory_id=obj.public_id)
         if Memory.objects.filter(pk=obj.pk).exists():  # expired, or owned by no thread
             Memory.objects.filter(pk=obj.pk).delete()
             SearchChunk.objects.filter(source_kind="memory", record_id=obj.pk).delete()
@@ -168,9 +217,9 @@ class MemoryAdmin(admin.ModelAdmin):
 class ImageAdmin(admin.ModelAdmin):
     """Images (issue 5): description and metadata edited through ``Thread.update_image`` (re-embeds)."""
 
-    list_display = ("id", "thread", "message", "mime_type", "width", "height", "size_bytes", "short_description",
-                    "expires_at")
-    list_filter = ("mime_type", "created_at")
+    list_display = (shown_id, "project", "thread", "message", "mime_type", "width", "height", "size_bytes",
+                    "short_description", "expires_at")
+    list_filter = ("project", "mime_type", "created_at")
     search_fields = ("id", "thread__id", "message__id", "description")
     fields = ("id", "thread", "message", "mime_type", "width", "height", "size_bytes", "description", "metadata",
               "timestamp", "expires_at", "created_at", "updated_at")
@@ -188,23 +237,23 @@ class ImageAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         changed = {name: getattr(obj, name) for name in ("description", "metadata") if name in form.changed_data}
         if changed:
-            AgentMemory().get_thread(obj.thread_id).update_image(obj.pk, **changed)
+            _handle(obj.thread).update_image(obj.public_id, **changed)
 
     def delete_model(self, request, obj):
         if obj.message_id:  # spec: delete_image refuses message parts
             self.message_user(request, "An image part of a message goes with its message: delete or edit the "
                                        "message instead.", level="error")
             return
-        AgentMemory().get_thread(obj.thread_id).delete_image(obj.pk)
+        _handle(obj.thread).delete_image(obj.public_id)
 
 
 @admin.register(RecordLink)
 class RecordLinkAdmin(admin.ModelAdmin):
     """Relations (spec: link_records): edited and deleted through ``memory.links`` (status lifecycle kept)."""
 
-    list_display = ("id", "thread_id", "source_id", "relation_type", "target_id", "opposite_relation_type",
-                    "created_at")
-    list_filter = ("relation_type", "source_type", "target_type")
+    list_display = (shown_id, "project", "thread_id", "source_id", "relation_type", "target_id",
+                    "opposite_relation_type", "created_at")
+    list_filter = ("project", "relation_type", "source_type", "target_type")
     search_fields = ("id", "thread_id", "source_id", "target_id", "relation_type")
     fields = ("id", "thread_id", "source_id", "source_type", "target_id", "target_type", "relation_type",
               "opposite_relation_type", "metadata", "timestamp", "created_at")
@@ -218,22 +267,23 @@ class RecordLinkAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         given = {name: getattr(obj, name) for name in ("relation_type", "opposite_relation_type", "timestamp",
                                                        "metadata") if name in form.changed_data}
-        links.link_update(thread=Thread.objects.get(pk=obj.thread_id), relation_id=obj.pk, **given)
+        links.link_update(thread=Thread.objects.get(pk=obj.thread_id), relation_id=obj.public_id, **given)
 
     def delete_model(self, request, obj):
-        links.link_delete(thread=Thread.objects.get(pk=obj.thread_id), relation_id=obj.pk)
+        links.link_delete(thread=Thread.objects.get(pk=obj.thread_id), relation_id=obj.public_id)
 
     def delete_queryset(self, request, queryset):
         for pk, thread_id in list(queryset.values_list("pk", "thread_id")):
-            links.link_delete(thread=Thread.objects.get(pk=thread_id), relation_id=pk)
+            links.link_delete(thread=Thread.objects.get(pk=thread_id), relation_id=public_id(pk))
 
 
 @admin.register(SearchChunk)
 class SearchChunkAdmin(ReadOnlyAdmin):
     """Search units (derived from records by the services); the embedding column is not shown."""
 
-    list_display = ("id", "record_type", "record_id", "chunk_index", "thread_id", "status", "expires_at", "short_text")
-    list_filter = ("record_type", "source_kind", "status")
+    list_display = ("id", "project", "record_type", "record_id", "chunk_index", "thread_id", "status", "expires_at",
+                    "short_text")
+    list_filter = ("project", "record_type", "source_kind", "status")
     search_fields = ("record_id", "thread_id", "user_id", "agent_id", "text")
     exclude = ("embedding",)
 
@@ -246,8 +296,8 @@ class SearchChunkAdmin(ReadOnlyAdmin):
 class ThreadSummaryAdmin(ReadOnlyAdmin):
     """Durable summaries (refreshed by the LLM, memory.context)."""
 
-    list_display = ("thread", "revision", "through_seq", "updated_at")
-    list_filter = ("updated_at",)
+    list_display = ("thread", "project", "revision", "through_seq", "updated_at")
+    list_filter = ("project", "updated_at")
     search_fields = ("thread__id", "content")
 
 
@@ -255,7 +305,7 @@ class ThreadSummaryAdmin(ReadOnlyAdmin):
 class ExtractionJobAdmin(ReadOnlyAdmin):
     """Extraction jobs (memory.extraction): state, counts, timings and errors."""
 
-    list_display = ("id", "thread", "trigger", "status", "from_seq", "to_seq", "attempts", "memories_created",
-                    "memories_linked", "seconds", "created_at")
-    list_filter = ("status", "trigger", "created_at")
+    list_display = ("id", "project", "thread", "trigger", "status", "from_seq", "to_seq", "attempts",
+                    "memories_created", "memories_linked", "seconds", "created_at")
+    list_filter = ("project", "status", "trigger", "created_at")
     search_fields = ("thread__id", "error")

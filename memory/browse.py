@@ -8,6 +8,10 @@ writes; edits go through ``memory.client`` / ``memory.services``.
 
 Counts and "last activity" are correlated subqueries (portable SQL: SQLite
 and Oracle; the Oracle form is compiled offline in tests/oracle/test_browse_sql.py).
+
+Every read is for one project: ``thread_browse`` takes it, the others a thread
+row of it; record ids given are public (``memory.tenancy``), rows are returned
+as stored (``row.public_id`` for display).
 """
 
 from __future__ import annotations
@@ -16,14 +20,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import Count, DateTimeField, IntegerField, Max, OuterRef, Prefetch, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce, Greatest
+from django.db.models.functions import Coalesce, Greatest, Substr
 from django.utils import timezone
 
 from memory.context import transcript
 from memory.metadata_filter import compile_filter
-from memory.models import MEMORY_TYPES, Image, Memory, Message, RecordLink, Thread, ThreadSummary
+from memory.models import MEMORY_TYPES, Image, Memory, Message, Project, RecordLink, Thread, ThreadSummary
 from memory.errors import NotFound
-from memory.selectors import live_q, thread_get
+from memory.selectors import live_q
+from memory.tenancy import stored_id
 
 #: Rows per page of the staff thread list.
 THREADS_PER_PAGE = 25
@@ -40,12 +45,12 @@ def _count_of(model, *, now, **filters) -> Coalesce:
     return Coalesce(Subquery(rows, output_field=IntegerField()), 0)
 
 
-def thread_browse(*, q: str = "", user_id: str = "", agent_id: str = "", metadata_filter: Any = None,
-                  now=None) -> QuerySet[Thread]:
-    """Threads for the staff list, most recently active first; every row reachable by paging.
+def thread_browse(*, project: Project, q: str = "", user_id: str = "", agent_id: str = "",
+                  metadata_filter: Any = None, now=None) -> QuerySet[Thread]:
+    """Threads of ``project`` for the staff list, most recently active first; every row reachable by paging.
 
     Filters (all optional, ANDed): ``q`` is a case-insensitive substring of the
-    thread, user or agent id; ``user_id``/``agent_id`` match exactly;
+    (public) thread, user or agent id; ``user_id``/``agent_id`` match exactly;
     ``metadata_filter`` is the spec's metadata-filter grammar
     (``memory.metadata_filter``) applied to the thread's metadata. Each row is
     annotated with ``message_count`` and ``memory_count`` (live records: not
@@ -56,9 +61,12 @@ def thread_browse(*, q: str = "", user_id: str = "", agent_id: str = "", metadat
     (``InvalidArgument``) for a bad ``metadata_filter``.
     """
     now = now or timezone.now()
-    qs = Thread.objects.all()
+    qs = Thread.objects.filter(project=project)
     if q:
-        qs = qs.filter(Q(id__icontains=q) | Q(user_id__icontains=q) | Q(agent_id__icontains=q))
+        # The public id is the stored id after its project prefix, which has one length within a project.
+        prefix = len(stored_id(project.pk, ""))
+        qs = qs.annotate(public=Substr("id", prefix + 1)).filter(
+            Q(public__icontains=q) | Q(user_id__icontains=q) | Q(agent_id__icontains=q))
     if user_id:
         qs = qs.filter(user_id=user_id)
     if agent_id:
@@ -87,13 +95,15 @@ class ThreadOverview:
     image_count: int = 0
 
 
-def thread_overview(thread_id: str, *, now=None) -> ThreadOverview:
-    """The thread row with its counts (live and expired messages, live memories, relations, live standalone images).
-
-    Raises KeyError (``NotFound``) when there is no such thread.
+def thread_overview(thread: Thread, *, now=None) -> ThreadOverview:
+    """The thread row (re-read) with its counts (live and expired messages, live memories, relations, live
+    standalone images). Raises KeyError (``NotFound``) when the thread is gone.
     """
     now = now or timezone.now()
-    thread = thread_get(thread_id)
+    fresh = Thread.objects.filter(pk=thread.pk).first()
+    if fresh is None:
+        raise NotFound("thread_id", thread.public_id)
+    thread = fresh
     messages = Message.objects.filter(thread_id=thread.pk).aggregate(
         live=Count("pk", filter=live_q(now)), total=Count("pk"))
     return ThreadOverview(
@@ -117,7 +127,7 @@ def timeline(thread: Thread) -> QuerySet[Message]:
 
 def image_data(thread: Thread, image_id: str) -> Image:
     """One image of this thread with its bytes loaded; KeyError (``NotFound``) otherwise."""
-    row = Image.objects.with_bytes().filter(pk=image_id, thread_id=thread.pk).first()
+    row = Image.objects.with_bytes().filter(pk=stored_id(thread.project_id, image_id), thread_id=thread.pk).first()
     if row is None:
         raise NotFound("image_id", image_id)
     return row
@@ -134,7 +144,7 @@ def standalone_images(thread: Thread) -> QuerySet[Image]:
 
 def standalone_image_row(thread: Thread, image_id: str) -> Image:
     """One standalone image of this thread, expired or not, without bytes; KeyError (``NotFound``) otherwise."""
-    row = standalone_images(thread).filter(pk=image_id).first()
+    row = standalone_images(thread).filter(pk=stored_id(thread.project_id, image_id)).first()
     if row is None:
         raise NotFound("image_id", image_id)
     return row
@@ -147,7 +157,7 @@ def memories(thread: Thread) -> QuerySet[Memory]:
 
 def message_row(thread: Thread, message_id: str) -> Message:
     """One stored message of this thread, expired or not; KeyError (``NotFound``) otherwise."""
-    row = Message.objects.filter(pk=message_id, thread_id=thread.pk).first()
+    row = Message.objects.filter(pk=stored_id(thread.project_id, message_id), thread_id=thread.pk).first()
     if row is None:
         raise NotFound("message_id", message_id)
     return row
@@ -155,7 +165,7 @@ def message_row(thread: Thread, message_id: str) -> Message:
 
 def memory_row(thread: Thread, memory_id: str) -> Memory:
     """One stored memory owned by this thread, expired or not; KeyError (``NotFound``) otherwise."""
-    row = Memory.objects.filter(pk=memory_id, thread_id=thread.pk).first()
+    row = Memory.objects.filter(pk=stored_id(thread.project_id, memory_id), thread_id=thread.pk).first()
     if row is None:
         raise NotFound("memory_id", memory_id)
     return row
@@ -163,7 +173,7 @@ def memory_row(thread: Thread, memory_id: str) -> Memory:
 
 def relation_row(thread: Thread, relation_id: str) -> RecordLink:
     """One relation of this thread; KeyError (``NotFound``) otherwise."""
-    row = RecordLink.objects.filter(pk=relation_id, thread_id=thread.pk).first()
+    row = RecordLink.objects.filter(pk=stored_id(thread.project_id, relation_id), thread_id=thread.pk).first()
     if row is None:
         raise NotFound("relation_id", relation_id)
     return row
@@ -202,7 +212,7 @@ def relation_view(thread: Thread, relation_id: str) -> RelationView:
 
 
 def relations(thread: Thread, by_id: dict[str, Memory]) -> list[RelationView]:
-    """The thread's relations, oldest first, each with its endpoint rows looked up in ``by_id``."""
+    """The thread's relations, oldest first, each with its endpoint rows looked up in ``by_id`` (by stored id)."""
     rows = RecordLink.objects.filter(thread_id=thread.pk).order_by("created_at", "id")
     return [RelationView(link=row, source=by_id.get(row.source_id), target=by_id.get(row.target_id)) for row in rows]
 

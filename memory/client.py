@@ -23,6 +23,7 @@ from django.conf import settings
 
 from memory import context, extraction, links, selectors, services
 from memory import search as search_engine
+from memory.tenancy import get_project, stored_id
 from memory.extraction_config import (  # noqa: F401  (re-exported: the spec's public names)
     DEPRECATED_INLINE_PARAMETERS,
     BackgroundExtractionQueueFullBehavior,
@@ -32,7 +33,7 @@ from memory.extraction_config import (  # noqa: F401  (re-exported: the spec's p
 )
 from memory.images import THREAD_CONFIG_KEY as IMAGE_LIMITS_KEY, ImageInputLimitConfig
 from memory.llm import Llm, LlmError, get_llm
-from memory.models import Thread as ThreadRow
+from memory.models import Project as ProjectRow, Thread as ThreadRow
 from memory.types import (  # noqa: F401  (ImageContent, ImageMimeType, TextContent re-exported)
     NOTSET,
     ContextCard,
@@ -80,8 +81,10 @@ class Thread(_WithAsyncTwins):
     """A handle on one stored thread (spec: OracleThread).
 
     Attributes ``thread_id``, ``user_id``, ``agent_id`` and ``metadata`` are
-    the thread's scope as stored when the handle was made. Writes go through
-    ``memory.services``; reads through ``memory.selectors``/``memory.search``.
+    the thread's scope as stored when the handle was made (``thread_id`` the
+    caller's id; ``project`` the thread's project). Writes go through
+    ``memory.services``; reads through ``memory.selectors``/``memory.search``,
+    always in the thread's project.
     """
 
     _ASYNC = (
@@ -95,8 +98,11 @@ class Thread(_WithAsyncTwins):
     def __init__(self, row: ThreadRow, client: "AgentMemory", *, llm: Any = NOTSET):
         self._row = row
         self._client = client
+        if row.project_id != client.project.pk:
+            raise ValueError(f"thread {row.public_id!r} is not in project {client.project.slug!r} of this client")
         self._llm = client.llm if llm is NOTSET else llm
-        self.thread_id: str = row.pk
+        self.project = client.project
+        self.thread_id: str = row.public_id
         self.user_id: str | None = row.user_id
         self.agent_id: str | None = row.agent_id
         self.metadata: dict[str, Any] = dict(row.metadata or {})
@@ -104,6 +110,11 @@ class Thread(_WithAsyncTwins):
 
     def __repr__(self) -> str:
         return f"Thread(thread_id={self.thread_id!r}, user_id={self.user_id!r}, agent_id={self.agent_id!r})"
+
+    @property
+    def row(self) -> ThreadRow:
+        """The stored ``memory.models.Thread`` row this handle was made from (for the engine's other readers)."""
+        return self._row
 
     @property
     def llm(self) -> Llm | None:
@@ -143,7 +154,7 @@ class Thread(_WithAsyncTwins):
         Extraction failures never raise here.
         """
         services.reject_unknown(store_kwargs, "add_messages")
-        with extraction.inflight(self.thread_id):
+        with extraction.inflight(self._row.pk):
             ids = services.messages_add(thread=self._row, messages=messages, metadata=metadata, ttl_days=ttl_days,
                                         ttl_anchor=ttl_anchor, retention=self._client.retention_config,
                                         image_limits=self.image_input_limit_config, llm=self.llm)
@@ -184,7 +195,7 @@ class Thread(_WithAsyncTwins):
         it, and attached images left out are deleted (``services.message_update``).
         """
         services.reject_unknown(kwargs, "update_message")
-        with extraction.inflight(self.thread_id):
+        with extraction.inflight(self._row.pk):
             updated = services.message_update(thread=self._row, message_id=message_id, content=content,
                                               metadata=metadata, ttl_days=ttl_days, ttl_anchor=ttl_anchor,
                                               retention=self._client.retention_config,
@@ -213,7 +224,7 @@ class Thread(_WithAsyncTwins):
         ``timeout`` in seconds, None to wait without limit. Raises
         ``TimeoutError`` when it expires first; TypeError/ValueError for a bad timeout.
         """
-        extraction.wait_for_extraction(thread_id=self.thread_id, timeout=extraction.check_timeout(timeout))
+        extraction.wait_for_extraction(thread_id=self._row.pk, timeout=extraction.check_timeout(timeout))
 
     def extract_pending_messages(self) -> int | None:
         """Extract the messages after the watermark now, whatever the frequency; return the job id or None.
@@ -229,7 +240,7 @@ class Thread(_WithAsyncTwins):
         llm = self.llm
         if llm is None or not config.extract_memories:
             return None
-        with extraction.inflight(self.thread_id):
+        with extraction.inflight(self._row.pk):
             job = extraction.extraction_after_add(
                 thread=self._row, llm=llm, config=dataclasses.replace(config, memory_extraction_frequency=-1),
                 retention=self._client.retention_config)
@@ -447,8 +458,8 @@ class Thread(_WithAsyncTwins):
         """
         services.reject_unknown(kwargs, "search")
         return search_engine.run_search(
-            query, defaults=self.default_scope, config=self.search_config, scope=scope, user_id=user_id,
-            agent_id=agent_id, thread_id=thread_id, exact_user_match=exact_user_match,
+            query, project_id=self.project.pk, defaults=self.default_scope, config=self.search_config, scope=scope,
+            user_id=user_id, agent_id=agent_id, thread_id=thread_id, exact_user_match=exact_user_match,
             exact_agent_match=exact_agent_match, exact_thread_match=exact_thread_match, max_results=max_results,
             token_budget=token_budget, soft_token_budget=soft_token_budget, record_types=record_types,
             metadata_filter=metadata_filter, include_invalid_results=include_invalid_results, num_hops=num_hops,
@@ -492,8 +503,12 @@ class Thread(_WithAsyncTwins):
 
 
 class AgentMemory(_WithAsyncTwins):
-    """Entry point of the Python API: creates, opens, deletes and searches threads.
+    """Entry point of the Python API: creates, opens, deletes and searches threads of one project.
 
+    ``project`` (issue #12): a ``memory.models.Project`` or its slug; omitted,
+    the ``default`` project (``memory.tenancy.get_project``; KeyError for an
+    unknown slug). Every thread, record and search of this client and of the
+    handles it makes is in that project, and ids are unique within it only.
     ``retention_config`` defaults to the settings ``OAM_DEFAULT_TTL_DAYS`` and
     ``OAM_MAX_TTL_DAYS``; ``search_config`` to ``MemorySearchConfig()``; ``llm``
     (extraction, summaries, context cards) to ``memory.llm.get_llm()``, and None
@@ -502,12 +517,15 @@ class AgentMemory(_WithAsyncTwins):
     ``image_input_limit_config`` likewise for image limits (``ImageInputLimitConfig()``).
     """
 
-    _ASYNC = ("create_thread", "get_thread", "delete_thread", "search")
+    _ASYNC = ("create_thread", "get_thread", "update_thread", "delete_thread", "search")
 
-    def __init__(self, *, retention_config: MemoryRetentionConfig | None = None,
+    def __init__(self, *, project: Any = None, retention_config: MemoryRetentionConfig | None = None,
                  search_config: MemorySearchConfig | None = None, llm: Any = NOTSET,
                  memory_extraction_config: MemoryExtractionConfig | None = None,
                  image_input_limit_config: ImageInputLimitConfig | None = None):
+        if project is not None and not isinstance(project, (str, ProjectRow)):
+            raise TypeError("project: must be a Project, a project slug or None")
+        self._project = project  # resolved on first use: a client may be made in async code
         self.llm = llm  # omitted: get_llm() when needed; None: no LLM
         if image_input_limit_config is not None and not isinstance(image_input_limit_config, ImageInputLimitConfig):
             raise TypeError("image_input_limit_config: must be an ImageInputLimitConfig or None")
@@ -519,6 +537,13 @@ class AgentMemory(_WithAsyncTwins):
             default_ttl_days=settings.OAM_DEFAULT_TTL_DAYS, max_ttl_days=settings.OAM_MAX_TTL_DAYS
         )
         self.search_config = search_config or MemorySearchConfig()
+
+    @property
+    def project(self) -> ProjectRow:
+        """The client's ``memory.models.Project`` (read from the database on first use; KeyError if unknown)."""
+        if not isinstance(self._project, ProjectRow):
+            self._project = get_project(self._project)
+        return self._project
 
     def create_thread(self, thread_id: Any = NOTSET, user_id: Any = NOTSET, agent_id: Any = NOTSET,
                       metadata: dict[str, Any] | None = None, llm: Any = NOTSET,
@@ -547,13 +572,23 @@ class AgentMemory(_WithAsyncTwins):
         stored = config.to_thread_config() if config else None
         if image_input_limit_config is not None:
             stored = {**(stored or {}), IMAGE_LIMITS_KEY: image_input_limit_config.to_thread_config()}
-        row = services.thread_create(thread_id=thread_id, user_id=user_id, agent_id=agent_id, metadata=metadata,
-                                     config=stored)
+        row = services.thread_create(project=self.project, thread_id=thread_id, user_id=user_id, agent_id=agent_id,
+                                     metadata=metadata, config=stored)
         return Thread(row, self, llm=llm)
 
     def get_thread(self, thread_id: str) -> Thread:
-        """Return a handle on a stored thread; KeyError when there is none."""
-        return Thread(selectors.thread_get(thread_id), self)
+        """Return a handle on a stored thread of this client's project; KeyError when there is none."""
+        return Thread(selectors.thread_get(project=self.project, thread_id=thread_id), self)
+
+    def update_thread(self, thread_id: str, metadata: Any = NOTSET) -> Thread:
+        """Replace a thread's metadata (omitted: unchanged; None: cleared); return a fresh handle.
+
+        The SDK's ``update_thread`` also takes runtime settings; here metadata
+        is the one thing a stored thread lets change. KeyError when the thread
+        is not in this project; TypeError/ValueError for bad metadata.
+        """
+        row = selectors.thread_get(project=self.project, thread_id=thread_id)
+        return Thread(services.thread_update(thread=row, metadata=metadata), self)
 
     def delete_thread(self, thread_id: str) -> int:
         """Delete a thread with its messages and memories; return 1, or 0 when absent.
@@ -561,9 +596,9 @@ class AgentMemory(_WithAsyncTwins):
         Does not wait for the thread's extraction: a running job finds its
         rows gone at its commit and writes nothing (``services.thread_delete``).
         """
-        services.check_id(thread_id, "thread_id")
-        deleted = services.thread_delete(thread_id=thread_id)
-        extraction.detach(thread_id)
+        key = stored_id(self.project.pk, services.check_id(thread_id, "thread_id"))
+        deleted = services.thread_delete(project=self.project, thread_id=thread_id)
+        extraction.detach(key)
         return deleted
 
     def search(self, query: str, user_id: Any = NOTSET, agent_id: Any = NOTSET, thread_id: Any = NOTSET,
@@ -577,8 +612,8 @@ class AgentMemory(_WithAsyncTwins):
         """
         services.reject_unknown(kwargs, "search")
         return search_engine.run_search(
-            query, defaults=SearchScope(), config=self.search_config, scope=scope, user_id=user_id,
-            agent_id=agent_id, thread_id=thread_id, exact_user_match=exact_user_match,
+            query, project_id=self.project.pk, defaults=SearchScope(), config=self.search_config, scope=scope,
+            user_id=user_id, agent_id=agent_id, thread_id=thread_id, exact_user_match=exact_user_match,
             exact_agent_match=exact_agent_match, exact_thread_match=exact_thread_match, max_results=max_results,
             token_budget=token_budget, soft_token_budget=soft_token_budget, record_types=record_types,
             metadata_filter=metadata_filter, include_invalid_results=include_invalid_results, num_hops=num_hops,

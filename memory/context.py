@@ -42,6 +42,7 @@ from memory.llm import Llm, LlmError, schema_instructions
 from memory.models import MEMORY_TYPES, Message, Thread, ThreadSummary
 from memory.selectors import live_q, message_dto
 from memory.services import reject_unknown
+from memory.tenancy import public_id
 from memory.types import NOTSET, ContextCard, MemorySearchConfig, SearchResult, SearchScope, Summary
 
 logger = logging.getLogger(__name__)
@@ -143,9 +144,9 @@ def _live_messages(thread: Thread):
 
 
 def _split_tail(thread: Thread, except_last: int) -> tuple[list[str], int]:
-    """Ids of the last ``except_last`` live messages and the ``seq`` of the last one before them (0: none)."""
+    """Public ids of the last ``except_last`` live messages and the ``seq`` of the last one before them (0: none)."""
     rows = list(_live_messages(thread).order_by("-seq").values_list("id", "seq")[: except_last + 1])
-    tail = [message_id for message_id, _ in rows[:except_last]]
+    tail = [public_id(message_id) for message_id, _ in rows[:except_last]]
     cut_seq = rows[except_last][1] if len(rows) > except_last else 0
     return tail, cut_seq
 
@@ -303,7 +304,7 @@ def summary_refresh(*, thread: Thread, llm: Llm, through_seq: int | None = None)
         lines=lines, token_limit=thread_setting(thread, "context_card_token_limit", DEFAULT_CONTEXT_CARD_TOKEN_LIMIT),
     )
     with transaction.atomic():
-        ThreadSummary.objects.get_or_create(thread_id=thread.pk)
+        ThreadSummary.objects.get_or_create(thread_id=thread.pk, defaults={"project_id": thread.project_id})
         row = ThreadSummary.objects.select_for_update().get(thread_id=thread.pk)
         if row.through_seq >= through_seq:
             return row
@@ -494,8 +495,9 @@ def context_card_build(
         )
     # Validates metadata_filter, include_invalid_results and the budgets the way search does.
     base = search_engine.build_request(
-        "", scope=scope, config=search_config, token_budget=token_budget, soft_token_budget=soft_token_budget,
-        metadata_filter=metadata_filter, include_invalid_results=include_invalid_results,
+        "", project_id=thread.project_id, scope=scope, config=search_config, token_budget=token_budget,
+        soft_token_budget=soft_token_budget, metadata_filter=metadata_filter,
+        include_invalid_results=include_invalid_results,
     )
 
     tail, cut_seq = _split_tail(thread, except_last)

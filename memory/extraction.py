@@ -42,6 +42,11 @@ count as finished").
 Editing a message (``extraction_after_edit``) re-extracts that message with
 its earlier history as context when it was already extracted; such jobs
 never move the watermark (spec: update_message Notes).
+
+Projects: a job works in its thread's project. The per-process bookkeeping is
+keyed by the thread's stored id (``memory.tenancy``); candidates are compared
+with memories of the same project only; ids in events, metadata and
+``source_message_ids`` are public.
 """
 
 from __future__ import annotations
@@ -66,14 +71,15 @@ from django.utils import timezone
 from memory import progress, services
 from memory.chunking import estimate_tokens
 from memory.embedders import get_embedder
-from memory.errors import InvalidArgument, InvalidType
+from memory.errors import InvalidArgument, InvalidType, NotFound
 from memory.extraction_config import BackgroundExtractionQueueFullBehavior as QueueFull
 from memory.extraction_config import MemoryExtractionConfig
 from memory.fields import VectorDistance
 from memory.llm import Llm, LlmError, LlmInvalidOutput, LlmRequestRejected, get_llm
 from memory.models import MEMORY_TYPES, ExtractionJob, Memory, Message, SearchChunk, Thread, ThreadSummary
 from memory.search import scope_q
-from memory.selectors import live_q, thread_get
+from memory.selectors import live_q
+from memory.tenancy import public_id, stored_id
 from memory.types import MemoryRetentionConfig, RecordStatus, SearchScope
 
 logger = logging.getLogger(__name__)
@@ -143,6 +149,7 @@ class _Attached:
 class _Tracker:
     """Process-wide bookkeeping for ``wait_for_memory_extraction``.
 
+    All three are keyed by the thread's stored id (``Thread.pk``).
     ``attached``: the LLM object and config a thread handle used, so that an
     in-process (embedded) worker extracts with the caller's LLM; workers in
     other processes use ``settings.OAM_LLM_*`` and ``Thread.config``.
@@ -307,7 +314,8 @@ def job_schedule(*, thread_id: str, trigger: str = TRIGGER_ADD, frequency: int =
             if seq is None or seq > max(thread.extracted_through_seq, running or 0):
                 return None  # not read yet: the queued or next regular run sees the new content
             lo = hi = seq
-        job = ExtractionJob.objects.create(thread=thread, from_seq=lo, to_seq=hi, trigger=trigger)
+        job = ExtractionJob.objects.create(thread=thread, project_id=thread.project_id, from_seq=lo, to_seq=hi,
+                                           trigger=trigger)
         progress.send(thread.pk, "queued", job_id=job.pk, trigger=trigger, from_seq=lo, to_seq=hi)
         if send:
             _enqueue_on_commit(job)
@@ -377,14 +385,15 @@ def extraction_after_edit(*, thread: Thread, message_id: str, llm: Llm | None, c
                           retention: MemoryRetentionConfig | None = None) -> ExtractionJob | None:
     """Re-extract an edited message that was already extracted (spec: update_message Notes); return the job.
 
-    Target: the edited message; context: the window's earlier messages. The
+    ``message_id`` is public. Target: the edited message; context: the window's earlier messages. The
     job never moves the watermark, so later ``add_messages`` calls keep their
     frequency; existing memories stay and duplicates are skipped. INLINE runs
     it before returning; BACKGROUND queues it (queue-full rule applies).
     """
     if not config.extract_memories or llm is None:
         return None
-    seq = Message.objects.filter(pk=message_id, thread_id=thread.pk).values_list("seq", flat=True).first()
+    seq = (Message.objects.filter(pk=stored_id(thread.project_id, message_id), thread_id=thread.pk)
+           .values_list("seq", flat=True).first())
     if seq is None:
         return None
     attach(thread.pk, llm=llm, config=config)
@@ -435,7 +444,10 @@ def run_inline(*, job_id: int, llm: Llm, retention: MemoryRetentionConfig | None
 
 @dataclass
 class SourceMessage:
-    """A message as shown to the LLM: ``ref`` ("m1" for targets, "c1" for context) maps replies back."""
+    """A message as shown to the LLM: ``ref`` ("m1" for targets, "c1" for context) maps replies back.
+
+    ``id`` is the message's public id (what ``source_message_ids`` keeps).
+    """
 
     ref: str
     id: str
@@ -470,7 +482,10 @@ class Candidate:
 
 @dataclass
 class Decision:
-    """What happens to a candidate: ``new``, ``duplicate`` (skipped), ``updates`` or ``contradicts``."""
+    """What happens to a candidate: ``new``, ``duplicate`` (skipped), ``updates`` or ``contradicts``.
+
+    ``related_memory_id`` is the public id of the stored memory it was compared with.
+    """
 
     candidate: Candidate
     action: str
@@ -776,7 +791,8 @@ def _link(thread: Thread, memory_id: str, decision: Decision) -> str | None:
         from memory import links
     except ImportError:  # relations not installed in this build: metadata only
         return None
-    related = Memory.objects.filter(pk=decision.related_memory_id).values_list("thread_id", "memory_type").first()
+    related = (Memory.objects.filter(pk=stored_id(thread.project_id, decision.related_memory_id))
+               .values_list("thread_id", "memory_type").first())
     if related is None or related[0] != thread.pk:
         return None
     try:
@@ -873,7 +889,7 @@ def _clip(text: str, tokens: int | None) -> str:
 
 
 def _source(row: Message, ref: str, budget: int | None) -> SourceMessage:
-    return SourceMessage(ref=ref, id=row.pk, seq=row.seq, role=row.role, text=_clip(row.content, budget),
+    return SourceMessage(ref=ref, id=row.public_id, seq=row.seq, role=row.role, text=_clip(row.content, budget),
                          timestamp=row.timestamp, metadata=dict(row.metadata or {}))
 
 
@@ -1003,14 +1019,16 @@ JUDGE_SCHEMA = {
 }
 
 
-def nearest_memories_queryset(*, vector, user_id: str | None, agent_id: str | None, now, limit: int = NEAREST_MEMORIES):
-    """Chunks of live, valid memories of this user and agent (any thread), nearest ``vector`` first.
+def nearest_memories_queryset(*, vector, project_id: int, user_id: str | None, agent_id: str | None, now,
+                              limit: int = NEAREST_MEMORIES):
+    """Chunks of live, valid memories of this user and agent (any thread of the project), nearest ``vector`` first.
 
-    Rows are ``(record_id, distance)``; the distance is ranked in SQL
-    (``VectorDistance``, cosine) against the stored, date-prefixed embeddings.
+    Rows are ``(record_id, distance)`` with stored record ids; the distance is
+    ranked in SQL (``VectorDistance``, cosine) against the stored,
+    date-prefixed embeddings.
     """
     scope = SearchScope(user_id=user_id, agent_id=agent_id, exact_thread_match=False)
-    return (SearchChunk.objects.filter(live_q(now), scope_q(scope), source_kind="memory",
+    return (SearchChunk.objects.filter(live_q(now), scope_q(scope, project_id), source_kind="memory",
                                        status=RecordStatus.VALID.value)
             .annotate(distance=VectorDistance("embedding", vector))
             .order_by("distance", "id")
@@ -1030,8 +1048,9 @@ def decide(candidates: list[Candidate], *, thread: Thread, llm: Llm, result: Job
     embedder = get_embedder()
     vectors = embedder.embed([c.content for c in candidates])
     now = timezone.now()
-    shortlists = [[rid for rid, _ in nearest_memories_queryset(vector=v, user_id=thread.user_id,
-                                                               agent_id=thread.agent_id, now=now)]
+    shortlists = [[rid for rid, _ in nearest_memories_queryset(vector=v, project_id=thread.project_id,
+                                                               user_id=thread.user_id, agent_id=thread.agent_id,
+                                                               now=now)]
                   for v in vectors]
     ids = list(dict.fromkeys(rid for shortlist in shortlists for rid in shortlist))
     stored = dict(Memory.objects.filter(pk__in=ids).values_list("pk", "content"))
@@ -1051,11 +1070,11 @@ def decide(candidates: list[Candidate], *, thread: Thread, llm: Llm, result: Job
                 if distance < best:
                     best_id, best = rid, distance
         if best_id is not None and best < dup:
-            decisions.append(Decision(candidate, "duplicate", related_memory_id=best_id, distance=best))
+            decisions.append(Decision(candidate, "duplicate", related_memory_id=public_id(best_id), distance=best))
             continue
         decision = Decision(candidate, "new")
         if best_id is not None and best < related:
-            decision = _judge(candidate, best_id, stored[best_id], best, llm, result)
+            decision = _judge(candidate, public_id(best_id), stored[best_id], best, llm, result)
         decisions.append(decision)
         if decision.action != "duplicate":
             accepted.append(vector)
@@ -1324,26 +1343,29 @@ def last_repair(thread_id: str) -> dict[str, Any] | None:
     return {"job_id": job[0], "detail": job[1]} if job else None
 
 
-def extraction_state(*, thread_id: str) -> dict[str, Any]:
-    """The extraction state of a thread: config, watermark, last message seq, pending work, last job.
+def extraction_state(*, thread: Thread) -> dict[str, Any]:
+    """The extraction state of a thread row: config, watermark, last message seq, pending work, last job.
 
     ``enabled`` says whether this process would extract for the thread
     (``extract_memories`` and an LLM from the settings or attached here).
-    ``pending_messages`` counts live messages after the watermark.
+    ``pending_messages`` counts live messages after the watermark; ``thread_id`` is public.
     ``stalled`` is ``queue_stall`` (None when the queue advances),
     ``last_repair`` ``last_repair`` and ``broker`` the live
-    ``memory.worker.broker_status``. Raises KeyError (``NotFound``) when
-    there is no such thread.
+    ``memory.worker.broker_status``. Raises KeyError (``NotFound``) when the
+    thread is gone.
     """
     from memory.worker import broker_status
 
-    thread = thread_get(thread_id)
+    fresh = Thread.objects.filter(pk=thread.pk).first()  # the watermark moves
+    if fresh is None:
+        raise NotFound("thread_id", thread.public_id)
+    thread = fresh
     config = thread_config(thread)
     jobs = ExtractionJob.objects.filter(thread_id=thread.pk)
     last_job = jobs.order_by("-id").first()
     last_seq = Message.objects.filter(thread_id=thread.pk).aggregate(m=Max("seq"))["m"] or 0
     return {
-        "thread_id": thread.pk,
+        "thread_id": thread.public_id,
         "enabled": config.extract_memories and thread_llm(thread.pk) is not None,
         "mode": config.extraction_mode.value,
         "watermark": thread.extracted_through_seq,

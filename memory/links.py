@@ -26,6 +26,9 @@ Rules kept here:
 * Autonomous linking (``propose_links``): the LLM compares a new memory with its
   nearest stored memories of the thread and proposes relations from it, as
   JSON validated against ``link_schema``.
+
+Ids: functions take and return public ids; rows hold stored ids of the
+thread's project (``memory.tenancy``), so a relation never reaches another project.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from memory.locking import lock_first
 from memory.models import MEMORY_TYPES, Memory, RecordLink, SearchChunk, Thread
 from memory.selectors import Records, live_q, memory_dto
 from memory.services import check_id, check_metadata, check_scope_id
+from memory.tenancy import public_id, stored_id
 from memory.types import NOTSET, LinkedRecord, RecordRelation, RecordStatus, SearchResult
 
 logger = logging.getLogger(__name__)
@@ -137,7 +141,7 @@ def opposite_label(relation_type: str, opposite_relation_type: Any = NOTSET) -> 
 
 
 def pair_key(a: str, b: str) -> str:
-    """The unordered endpoint pair as one unambiguous string (ids may contain any character)."""
+    """The unordered endpoint pair (stored ids) as one unambiguous string (ids may contain any character)."""
     first, second = sorted((a, b))
     return f"{len(first)}:{first}|{second}"
 
@@ -145,11 +149,11 @@ def pair_key(a: str, b: str) -> str:
 def relation_dto(row: RecordLink) -> RecordRelation:
     """A ``RecordRelation`` value from a stored row."""
     return RecordRelation(
-        relation_id=row.pk,
-        thread_id=row.thread_id,
-        source_record_id=row.source_id,
+        relation_id=public_id(row.pk),
+        thread_id=public_id(row.thread_id),
+        source_record_id=public_id(row.source_id),
         source_record_type=row.source_type,
-        target_record_id=row.target_id,
+        target_record_id=public_id(row.target_id),
         target_record_type=row.target_type,
         relation_type=row.relation_type,
         opposite_relation_type=row.opposite_relation_type,
@@ -163,7 +167,7 @@ def relation_dto(row: RecordLink) -> RecordRelation:
 
 
 def set_memory_status(memory_ids: Iterable[str], status: str) -> list[str]:
-    """Set the status of memories and their search chunks; return the ids that changed.
+    """Set the status of memories (stored ids) and their search chunks; return the ids that changed.
 
     Call inside the writing transaction: the chunk copy of ``status`` is what
     search filters on (``include_invalid_results=False``).
@@ -189,7 +193,7 @@ def revalidate(memory_ids: Iterable[str]) -> list[str]:
 
 
 def links_detach(*, memory_ids: Iterable[str]) -> int:
-    """Delete every relation touching the given memories, re-validating the other endpoints.
+    """Delete every relation touching the given memories (stored ids), re-validating the other endpoints.
 
     ``services.memory_delete`` calls this inside its transaction (relations
     cascade with their records). Returns the number of relations deleted.
@@ -207,37 +211,40 @@ def links_detach(*, memory_ids: Iterable[str]) -> int:
 # --- writes -----------------------------------------------------------------------------------
 
 
-def _endpoint(thread_id: str, record_id: Any, record_type: Any, prefix: str, *, now) -> Memory:
-    """The live memory-like record of this exact thread named by an endpoint, locked; else ValueError."""
+def _endpoint(thread: Thread, record_id: Any, record_type: Any, prefix: str, *, now) -> Memory:
+    """The live memory-like record of this exact thread named by an endpoint (public id), locked; else ValueError."""
     rid = check_id(record_id, f"{prefix}_record_id")
     rtype = check_record_type(record_type, f"{prefix}_record_type")
-    row = lock_first(Memory.objects.filter(live_q(now), pk=rid, thread_id=thread_id))
+    row = lock_first(Memory.objects.filter(live_q(now), pk=stored_id(thread.project_id, rid), thread_id=thread.pk))
     if row is None:
         raise InvalidArgument(f"{prefix}_record_id",
-                              f"no memory-like record {rid!r} owned by thread {thread_id!r}")
+                              f"no memory-like record {rid!r} owned by thread {thread.public_id!r}")
     if row.memory_type != rtype:
         raise InvalidArgument(f"{prefix}_record_type",
                               f"record {rid!r} is a {row.memory_type!r}, not a {rtype!r}")
     return row
 
 
-def _insert(*, thread_id: str, source: Memory, target: Memory, relation_type: str, opposite: str,
-            relation_id: str, timestamp: str | None, metadata: dict[str, Any]) -> str:
-    """Insert one relation between two locked, checked endpoints and apply the lifecycle rule.
+def _insert(*, thread: Thread, source: Memory, target: Memory, relation_type: str, opposite: str,
+            relation_id: str, timestamp: str | None, metadata: dict[str, Any], id_field: str = "relation_id") -> str:
+    """Insert one relation between two locked, checked endpoints and apply the lifecycle rule; return its public id.
 
-    Run inside a transaction. Raises ``InvalidArgument`` for a self-link,
-    ``LinkExists`` when the pair is related already, ``Conflict`` for a taken id.
+    Run inside a transaction. ``relation_id`` is public (``id_field`` names it
+    in errors). Raises ``InvalidArgument`` for a self-link, ``LinkExists`` when
+    the pair is related already, ``Conflict`` for a taken id.
     """
     if source.pk == target.pk:
         raise InvalidArgument("target_record_id", "a record cannot be related to itself")
     key = pair_key(source.pk, target.pk)
     existing = RecordLink.objects.filter(pair_key=key).values_list("pk", flat=True).first()
     if existing is not None:
-        raise LinkExists(source.pk, target.pk, existing)
-    if RecordLink.objects.filter(pk=relation_id).exists():
-        raise Conflict("relation_id", relation_id)
+        raise LinkExists(source.public_id, target.public_id, public_id(existing))
+    row_id = stored_id(thread.project_id, relation_id)
+    if RecordLink.objects.filter(pk=row_id).exists():
+        raise Conflict(id_field, relation_id)
     row = RecordLink(
-        id=relation_id, thread_id=thread_id, source_id=source.pk, source_type=source.memory_type,
+        id=row_id, project_id=thread.project_id, thread_id=thread.pk, source_id=source.pk,
+        source_type=source.memory_type,
         target_id=target.pk, target_type=target.memory_type, relation_type=relation_type,
         opposite_relation_type=opposite, pair_key=key, metadata=metadata, timestamp=timestamp,
         created_at=timezone.now(),
@@ -248,11 +255,11 @@ def _insert(*, thread_id: str, source: Memory, target: Memory, relation_type: st
     except IntegrityError:  # lost a race since the checks above
         existing = RecordLink.objects.filter(pair_key=key).values_list("pk", flat=True).first()
         if existing is not None:
-            raise LinkExists(source.pk, target.pk, existing) from None
-        raise Conflict("relation_id", relation_id) from None
+            raise LinkExists(source.public_id, target.public_id, public_id(existing)) from None
+        raise Conflict(id_field, relation_id) from None
     if relation_type in INVALIDATING_RELATIONS:
         set_memory_status([target.pk], RecordStatus.INVALID.value)
-    return row.pk
+    return relation_id
 
 
 def link_create(
@@ -285,9 +292,9 @@ def link_create(
     meta = check_metadata(metadata)
     now = timezone.now()
     with transaction.atomic():
-        source = _endpoint(thread.pk, source_record_id, source_record_type, "source", now=now)
-        target = _endpoint(thread.pk, target_record_id, target_record_type, "target", now=now)
-        return _insert(thread_id=thread.pk, source=source, target=target, relation_type=label, opposite=opposite,
+        source = _endpoint(thread, source_record_id, source_record_type, "source", now=now)
+        target = _endpoint(thread, target_record_id, target_record_type, "target", now=now)
+        return _insert(thread=thread, source=source, target=target, relation_type=label, opposite=opposite,
                        relation_id=rid, timestamp=stamp, metadata=meta)
 
 
@@ -316,7 +323,7 @@ def link_update(
     stamp = ttl_rules.check_timestamp(timestamp) if timestamp is not NOTSET else NOTSET
     meta = check_metadata(metadata) if metadata is not NOTSET else NOTSET
     with transaction.atomic():
-        row = lock_first(RecordLink.objects.filter(pk=rid, thread_id=thread.pk))
+        row = lock_first(RecordLink.objects.filter(pk=stored_id(thread.project_id, rid), thread_id=thread.pk))
         if row is None:
             return 0
         was_invalidating = row.relation_type in INVALIDATING_RELATIONS
@@ -363,7 +370,7 @@ def link_delete(
     if relation_id is not NOTSET:
         if given:
             raise InvalidArgument("relation_id", "provide relation_id alone, or the endpoint tuple without it")
-        filters = {"pk": check_id(relation_id, "relation_id")}
+        filters = {"pk": stored_id(thread.project_id, check_id(relation_id, "relation_id"))}
     else:
         missing = [name for name in _TUPLE_FIELDS if name not in given]
         if missing:
@@ -372,8 +379,9 @@ def link_delete(
         for name, value in given.items():
             if not isinstance(value, str):
                 raise InvalidType(name, f"must be a string, not {type(value).__name__}")
-        filters = {"source_id": source_record_id, "source_type": source_record_type, "target_id": target_record_id,
-                   "target_type": target_record_type, "relation_type": relation_type}
+        filters = {"source_id": stored_id(thread.project_id, source_record_id), "source_type": source_record_type,
+                   "target_id": stored_id(thread.project_id, target_record_id), "target_type": target_record_type,
+                   "relation_type": relation_type}
     with transaction.atomic():
         row = lock_first(RecordLink.objects.filter(thread_id=thread.pk, **filters))
         if row is None:
@@ -387,7 +395,7 @@ def link_delete(
 def link_get(*, thread: Thread, relation_id: Any) -> RecordRelation:
     """One relation of this thread; KeyError (``NotFound``) otherwise. Not in the spec (HTTP read-back)."""
     rid = check_id(relation_id, "relation_id")
-    row = RecordLink.objects.filter(pk=rid, thread_id=thread.pk).first()
+    row = RecordLink.objects.filter(pk=stored_id(thread.project_id, rid), thread_id=thread.pk).first()
     if row is None:
         raise NotFound("relation_id", rid)
     return relation_dto(row)
@@ -398,7 +406,7 @@ def link_list(*, thread: Thread, record_id: Any = None) -> Records[RecordRelatio
     touching that record. Not in the spec."""
     qs = RecordLink.objects.filter(thread_id=thread.pk).order_by("created_at", "id")
     if record_id is not None:
-        rid = check_id(record_id, "record_id")
+        rid = stored_id(thread.project_id, check_id(record_id, "record_id"))
         qs = qs.filter(Q(source_id=rid) | Q(target_id=rid))
     return Records(qs, relation_dto)
 
@@ -412,11 +420,12 @@ class PendingLink:
 
     ``services.memory_add(link=...)`` calls it with the new ``Memory`` inside its
     transaction, so the memory and its relation commit together or not at all.
-    ``target_scope`` is the target's (user_id, agent_id, thread_id): omitted
-    scopes of the new memory inherit them (spec: add_memory).
+    ``target_scope`` is the target's (user_id, agent_id, thread_id), public
+    ids: omitted scopes of the new memory inherit them (spec: add_memory).
+    ``target_id`` and ``relation_id`` are public ids of the thread's project.
     """
 
-    thread_id: str
+    thread: Thread
     target_id: str
     relation_type: str
     relation_id: str
@@ -426,23 +435,24 @@ class PendingLink:
 
     def inherit_scope(self, user_id: Any, agent_id: Any, thread_id: Any) -> tuple[Any, Any, Any]:
         """Fill omitted scope values from the target; a given ``thread_id`` must be this thread."""
-        if thread_id is not NOTSET and check_scope_id(thread_id, "thread_id") != self.thread_id:
+        if thread_id is not NOTSET and check_scope_id(thread_id, "thread_id") != self.thread.public_id:
             raise InvalidArgument("thread_id", "a memory created with memory_id_to_link must belong to this "
-                                               f"thread ({self.thread_id!r}): both endpoints are thread-owned")
+                                               f"thread ({self.thread.public_id!r}): both endpoints are thread-owned")
         user, agent, owner = self.target_scope
         return (user if user_id is NOTSET else user_id, agent if agent_id is NOTSET else agent_id,
                 owner if thread_id is NOTSET else thread_id)
 
     def __call__(self, memory: Memory) -> str:
         """Insert the relation from the just-saved ``memory`` to the target (inside the caller's transaction)."""
-        target = lock_first(Memory.objects.filter(live_q(timezone.now()), pk=self.target_id,
-                                                  thread_id=self.thread_id))
+        target = lock_first(Memory.objects.filter(live_q(timezone.now()),
+                                                  pk=stored_id(self.thread.project_id, self.target_id),
+                                                  thread_id=self.thread.pk))
         if target is None:  # deleted or expired since the check: the memory write rolls back too
             raise InvalidArgument("memory_id_to_link", f"no memory-like record {self.target_id!r} owned by "
-                                                       f"thread {self.thread_id!r}")
-        return _insert(thread_id=self.thread_id, source=memory, target=target, relation_type=self.relation_type,
+                                                       f"thread {self.thread.public_id!r}")
+        return _insert(thread=self.thread, source=memory, target=target, relation_type=self.relation_type,
                        opposite=BUILTIN_RELATIONS[self.relation_type], relation_id=self.relation_id,
-                       timestamp=self.timestamp, metadata=self.metadata)
+                       timestamp=self.timestamp, metadata=self.metadata, id_field="link_id")
 
 
 def pending_link(
@@ -474,18 +484,20 @@ def pending_link(
     if link_type not in BUILTIN_RELATIONS:
         raise InvalidArgument("link_type", f"must be one of: {', '.join(BUILTIN_RELATIONS)}")
     rid = str(uuid.uuid4()) if link_id is NOTSET else check_id(link_id, "link_id")
-    if RecordLink.objects.filter(pk=rid).exists():
+    if RecordLink.objects.filter(pk=stored_id(thread.project_id, rid)).exists():
         raise Conflict("link_id", rid)
-    target = (Memory.objects.filter(live_q(timezone.now()), pk=target_id, thread_id=thread.pk)
+    target = (Memory.objects.filter(live_q(timezone.now()), pk=stored_id(thread.project_id, target_id),
+                                    thread_id=thread.pk)
               .values_list("user_id", "agent_id", "thread_id").first())
     if target is None:
         raise InvalidArgument("memory_id_to_link", f"no memory-like record {target_id!r} owned by thread "
-                                                   f"{thread.pk!r}")
+                                                   f"{thread.public_id!r}")
+    user, agent, owner = target
     return PendingLink(
-        thread_id=thread.pk, target_id=target_id, relation_type=link_type, relation_id=rid,
+        thread=thread, target_id=target_id, relation_type=link_type, relation_id=rid,
         timestamp=ttl_rules.check_timestamp(None if link_timestamp is NOTSET else link_timestamp, "link_timestamp"),
         metadata=check_metadata(None if link_metadata is NOTSET else link_metadata, "link_metadata"),
-        target_scope=target,
+        target_scope=(user, agent, public_id(owner)),
     )
 
 
@@ -571,14 +583,15 @@ def linked_sql(root_ids: list[str], *, thread_ids: list[str], num_hops: int, lim
 
 
 def attach_linked(results: list[SearchResult], *, node_filter: Q, num_hops: int, max_linked_results: int,
-                  connection=None) -> list[SearchResult]:
+                  project_id: int, connection=None) -> list[SearchResult]:
     """Fill ``result.linked`` of each direct memory-like result with the memories reached from it.
 
     Spec: search ``num_hops``/``max_linked_results``. Message (and other
     non-memory) results keep an empty ``linked``. Each reached record appears
     once per direct result, at its fewest hops, with the relation that led
     there and its label as traversed. ``node_filter`` is a ``Memory`` filter
-    (scope, expiry, status). Returns ``results``.
+    (project, scope, expiry, status); ``results`` are of project ``project_id``
+    (public ids). Returns ``results``.
     """
     direct = [r.record for r in results if r.record_type in MEMORY_TYPES and r.record.thread_id is not None]
     if not direct or num_hops < 1 or max_linked_results < 1:
@@ -587,7 +600,8 @@ def attach_linked(results: list[SearchResult], *, node_filter: Q, num_hops: int,
     rows = []
     for start in range(0, len(direct), _ROOTS_PER_QUERY):
         batch = direct[start:start + _ROOTS_PER_QUERY]
-        sql, params = linked_sql([r.id for r in batch], thread_ids=sorted({r.thread_id for r in batch}),
+        sql, params = linked_sql([stored_id(project_id, r.id) for r in batch],
+                                 thread_ids=sorted({stored_id(project_id, r.thread_id) for r in batch}),
                                  num_hops=num_hops, limit=max_linked_results, node_filter=node_filter,
                                  connection=connection)
         with connection.cursor() as cursor:
@@ -597,9 +611,9 @@ def attach_linked(results: list[SearchResult], *, node_filter: Q, num_hops: int,
     linked: dict[str, list[LinkedRecord]] = {}
     for root_id, node_id, hops, rel_id, rel_type, from_id in rows:
         if node_id in records:
-            linked.setdefault(root_id, []).append(LinkedRecord(
-                record=records[node_id], relation_type=rel_type, relation_id=rel_id, hops=int(hops),
-                from_record_id=from_id,
+            linked.setdefault(public_id(root_id), []).append(LinkedRecord(
+                record=records[node_id], relation_type=rel_type, relation_id=public_id(rel_id), hops=int(hops),
+                from_record_id=public_id(from_id),
             ))
     for result in results:
         if result.record_type in MEMORY_TYPES:
@@ -666,6 +680,8 @@ def link_prompt(memory: Memory, candidates: list[Memory]) -> list[dict[str, str]
 def nearest_memory_chunks(*, thread_id: str, memory_id: str, vector, now, limit: int):
     """Record ids of the live, valid memory chunks of a thread nearest ``vector``, ``memory_id`` left out.
 
+    Ids are stored ids (the thread's, so of its project only).
+
     One ranked query (cosine distance in SQL, ``FETCH FIRST`` on Oracle); a
     record split into several chunks may appear more than once.
     """
@@ -681,6 +697,7 @@ def link_candidates(*, thread_id: str, memory_id: str, limit: int = LINK_CANDIDA
     """The nearest live, valid memories of the thread to ``memory_id`` not yet related to it, nearest first.
 
     Ranked in the database by cosine distance to the memory's first chunk.
+    ``thread_id`` and ``memory_id`` are stored ids.
     """
     vector = (SearchChunk.objects.filter(source_kind="memory", record_id=memory_id)
               .order_by("chunk_index").values_list("embedding", flat=True).first())
@@ -704,7 +721,7 @@ def propose_links(thread: Thread, memory_id: str, llm, *, max_candidates: int = 
     """Let ``llm`` relate a stored memory to its nearest memories of ``thread``; return the new relation ids.
 
     Spec: add_memory ``autonomous_linking``. ``thread`` is a ``memory.models.Thread``
-    row; ``memory_id`` a memory it owns (anything else: no links). The LLM sees
+    row; ``memory_id`` (public) a memory it owns (anything else: no links). The LLM sees
     the memory and up to ``max_candidates`` nearest valid memories not yet
     related to it, and answers JSON valid against ``link_schema``; each proposal
     becomes a relation from the new memory, in its own transaction, with the
@@ -714,10 +731,11 @@ def propose_links(thread: Thread, memory_id: str, llm, *, max_candidates: int = 
     fails; relations already made stay. Extraction calls this for each memory
     it stores.
     """
-    memory = Memory.objects.filter(live_q(timezone.now()), pk=memory_id, thread_id=thread.pk).first()
+    memory = Memory.objects.filter(live_q(timezone.now()), pk=stored_id(thread.project_id, memory_id),
+                                   thread_id=thread.pk).first()
     if memory is None:
         return []
-    candidates = link_candidates(thread_id=thread.pk, memory_id=memory_id, limit=max_candidates)
+    candidates = link_candidates(thread_id=thread.pk, memory_id=memory.pk, limit=max_candidates)
     if not candidates:
         return []
     labels = [f"M{i}" for i in range(1, len(candidates) + 1)]
@@ -733,8 +751,8 @@ def propose_links(thread: Thread, memory_id: str, llm, *, max_candidates: int = 
         seen.add(target.pk)
         try:
             created.append(link_create(
-                thread=thread, source_record_id=memory.pk, source_record_type=memory.memory_type,
-                target_record_id=target.pk, target_record_type=target.memory_type,
+                thread=thread, source_record_id=memory.public_id, source_record_type=memory.memory_type,
+                target_record_id=target.public_id, target_record_type=target.memory_type,
                 relation_type=proposal["relation_type"], metadata={"origin": "autonomous_linking"},
             ))
         except ValueError as exc:

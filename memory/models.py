@@ -5,6 +5,10 @@ Names follow the spec's vocabulary. Every table has an explicit short
 characters (shared/reference/oracle.md, fact 5). Images (``oam_images``, migration
 0005), relations and summaries have their own tables; an image is searchable
 through a ``SearchChunk`` with ``source_kind`` and ``record_type`` ``image``.
+
+Every row belongs to a ``Project`` (migration 0006, issue #12) and record ids
+are stored as ``"<project pk>:<public id>"`` (``memory.tenancy``), so the
+caller's ids are unique within a project only.
 """
 
 from __future__ import annotations
@@ -14,10 +18,14 @@ from django.db import models
 from django.utils import timezone
 
 from memory.fields import VectorField
+from memory.tenancy import public_id
 
 MEMORY_TYPES = ("memory", "fact", "guideline", "preference")
 RECORD_TYPES = ("message", *MEMORY_TYPES, "image")
 STATUSES = ("valid", "invalid")
+#: Length of the id columns: a stored id is a public id (at most 255 characters,
+#: ``services.check_id``) behind its project's pk and ``:`` (``memory.tenancy``).
+STORED_ID_LENGTH = 300
 
 
 class SearchTextField(models.TextField):
@@ -38,15 +46,42 @@ def _choices(values):
     return [(v, v) for v in values]
 
 
+class Project(models.Model):
+    """A tenant: one application (or one environment of it) whose records are kept apart from all others.
+
+    ``slug`` names it in URLs, commands and API keys (``threads.models.ApiKey``);
+    the ``default`` project (``memory.tenancy.DEFAULT_PROJECT``) holds what was
+    stored before projects existed. Rows of every other table point here with
+    ``on_delete=PROTECT``: a project is deleted only once it is empty.
+    """
+
+    slug = models.SlugField(max_length=50, unique=True)
+    name = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "oam_projects"
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+def _project_field(related_name: str = "+") -> models.ForeignKey:
+    return models.ForeignKey(Project, on_delete=models.PROTECT, related_name=related_name)
+
+
 class Thread(models.Model):
     """A conversation thread: its scope, metadata and runtime configuration.
 
     ``config`` holds the thread's extraction/search/limit settings as JSON;
     ``extracted_through_seq`` is the extraction watermark (the highest message
     ``seq`` already handed to extraction), the truth a recovery sweep reads.
+    ``id`` is the stored id (``memory.tenancy``); ``public_id`` the caller's.
     """
 
-    id = models.CharField(primary_key=True, max_length=255)
+    id = models.CharField(primary_key=True, max_length=STORED_ID_LENGTH)
+    project = _project_field("threads")
     user_id = models.CharField(max_length=255, null=True, blank=True, db_index=True)
     agent_id = models.CharField(max_length=255, null=True, blank=True, db_index=True)
     metadata = models.JSONField(default=dict, blank=True)
@@ -61,7 +96,12 @@ class Thread(models.Model):
         ordering = ["-updated_at"]
 
     def __str__(self) -> str:
-        return self.id
+        return self.public_id
+
+    @property
+    def public_id(self) -> str:
+        """The thread id the caller chose (``memory.tenancy.public_id``)."""
+        return public_id(self.pk)
 
 
 class Message(models.Model):
@@ -73,7 +113,8 @@ class Message(models.Model):
     when the message was not plain text.
     """
 
-    id = models.CharField(primary_key=True, max_length=255)
+    id = models.CharField(primary_key=True, max_length=STORED_ID_LENGTH)
+    project = _project_field()
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
     seq = models.BigIntegerField()
     role = models.CharField(max_length=255)
@@ -97,6 +138,11 @@ class Message(models.Model):
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:60]}"
 
+    @property
+    def public_id(self) -> str:
+        """The message id the caller chose (``memory.tenancy.public_id``)."""
+        return public_id(self.pk)
+
 
 class Memory(models.Model):
     """A typed durable memory (memory, fact, guideline, preference).
@@ -104,15 +150,16 @@ class Memory(models.Model):
     Scope is stored as plain columns because ``add_memory`` may override the
     user, agent or thread id; "owned by this exact thread" means
     ``thread_id`` equals the thread's id. ``source_message_ids`` records
-    provenance for extracted memories.
+    provenance for extracted memories (public message ids of the same project).
     """
 
-    id = models.CharField(primary_key=True, max_length=255)
+    id = models.CharField(primary_key=True, max_length=STORED_ID_LENGTH)
+    project = _project_field()
     memory_type = models.CharField(max_length=16, choices=_choices(MEMORY_TYPES), default="memory")
     content = models.TextField()
     user_id = models.CharField(max_length=255, null=True, blank=True, db_index=True)
     agent_id = models.CharField(max_length=255, null=True, blank=True)
-    thread_id = models.CharField(max_length=255, null=True, blank=True, db_index=True)
+    thread_id = models.CharField(max_length=STORED_ID_LENGTH, null=True, blank=True, db_index=True)
     timestamp = models.CharField(max_length=64, null=True, blank=True)
     event_at = models.DateTimeField(null=True, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
@@ -130,6 +177,11 @@ class Memory(models.Model):
     def __str__(self) -> str:
         return f"[{self.memory_type}] {self.content[:60]}"
 
+    @property
+    def public_id(self) -> str:
+        """The memory id the caller chose (``memory.tenancy.public_id``)."""
+        return public_id(self.pk)
+
 
 class SearchChunk(models.Model):
     """One searchable unit of a record: its text, scope, state and embedding.
@@ -138,15 +190,18 @@ class SearchChunk(models.Model):
     "search everything in this scope" (ARCHITECTURE.md). Scope, status,
     expiry and metadata are copies kept in step with the record by the
     services, in the same transaction, so filters run here without joins.
+    ``project`` comes first in the scope index: every search filters by it
+    (``memory.search.filtered_chunks``). ``record_id`` and ``thread_id`` are stored ids.
     """
 
+    project = _project_field()
     source_kind = models.CharField(max_length=16)  # message | memory | image
-    record_id = models.CharField(max_length=255)
+    record_id = models.CharField(max_length=STORED_ID_LENGTH)
     record_type = models.CharField(max_length=16, choices=_choices(RECORD_TYPES))
     chunk_index = models.IntegerField(default=0)
     user_id = models.CharField(max_length=255, null=True, blank=True)
     agent_id = models.CharField(max_length=255, null=True, blank=True)
-    thread_id = models.CharField(max_length=255, null=True, blank=True)
+    thread_id = models.CharField(max_length=STORED_ID_LENGTH, null=True, blank=True)
     status = models.CharField(max_length=16, default="valid")
     expires_at = models.DateTimeField(null=True, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
@@ -167,7 +222,7 @@ class SearchChunk(models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["user_id", "agent_id", "thread_id"], name="oam_chunk_scope_ix"),
+            models.Index(fields=["project", "user_id", "agent_id", "thread_id"], name="oam_chunk_scope_ix"),
             models.Index(fields=["record_type", "status"], name="oam_chunk_type_ix"),
         ]
 
@@ -184,6 +239,7 @@ class ThreadSummary(models.Model):
     """
 
     thread = models.OneToOneField(Thread, on_delete=models.CASCADE, primary_key=True, related_name="summary")
+    project = _project_field()
     content = models.TextField(blank=True, default="")
     topics = models.JSONField(default=list, blank=True)
     through_seq = models.BigIntegerField(default=0)
@@ -211,6 +267,7 @@ class ExtractionJob(models.Model):
     """
 
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="extraction_jobs")
+    project = _project_field()
     from_seq = models.BigIntegerField()
     to_seq = models.BigIntegerField()
     trigger = models.CharField(max_length=32, default="add_messages")
@@ -238,18 +295,19 @@ class RecordLink(models.Model):
 
     ``relation_type`` reads source -> target, ``opposite_relation_type``
     target -> source. ``pair_key`` is the endpoint pair in sorted order, unique,
-    so only one orientation can be stored per pair.
+    so only one orientation can be stored per pair. Ids are stored ids of one project.
     """
 
-    id = models.CharField(primary_key=True, max_length=255)
-    thread_id = models.CharField(max_length=255, db_index=True)
-    source_id = models.CharField(max_length=255, db_index=True)
+    id = models.CharField(primary_key=True, max_length=STORED_ID_LENGTH)
+    project = _project_field()
+    thread_id = models.CharField(max_length=STORED_ID_LENGTH, db_index=True)
+    source_id = models.CharField(max_length=STORED_ID_LENGTH, db_index=True)
     source_type = models.CharField(max_length=16)
-    target_id = models.CharField(max_length=255, db_index=True)
+    target_id = models.CharField(max_length=STORED_ID_LENGTH, db_index=True)
     target_type = models.CharField(max_length=16)
     relation_type = models.CharField(max_length=64)
     opposite_relation_type = models.CharField(max_length=64)
-    pair_key = models.CharField(max_length=520, unique=True)
+    pair_key = models.CharField(max_length=2 * STORED_ID_LENGTH + 8, unique=True)
     metadata = models.JSONField(default=dict, blank=True)
     timestamp = models.CharField(max_length=64, null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -259,7 +317,12 @@ class RecordLink(models.Model):
         ordering = ["created_at", "id"]
 
     def __str__(self) -> str:
-        return f"{self.source_id} {self.relation_type} {self.target_id}"
+        return f"{public_id(self.source_id)} {self.relation_type} {public_id(self.target_id)}"
+
+    @property
+    def public_id(self) -> str:
+        """The relation id the caller chose (``memory.tenancy.public_id``)."""
+        return public_id(self.pk)
 
 
 class ImageQuerySet(models.QuerySet):
@@ -290,7 +353,8 @@ class Image(models.Model):
     expiry and goes when the message goes. Scope columns copy the thread's.
     """
 
-    id = models.CharField(primary_key=True, max_length=255)
+    id = models.CharField(primary_key=True, max_length=STORED_ID_LENGTH)
+    project = _project_field()
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="images")
     message = models.ForeignKey(Message, on_delete=models.CASCADE, null=True, blank=True, related_name="images")
     user_id = models.CharField(max_length=255, null=True, blank=True)
@@ -315,4 +379,9 @@ class Image(models.Model):
         ordering = ["created_at", "id"]
 
     def __str__(self) -> str:
-        return f"{self.mime_type} {self.id}"
+        return f"{self.mime_type} {self.public_id}"
+
+    @property
+    def public_id(self) -> str:
+        """The image id the caller chose (``memory.tenancy.public_id``)."""
+        return public_id(self.pk)

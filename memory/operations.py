@@ -299,13 +299,24 @@ class CreateKeywordIndex(Operation):
         table = model._meta.db_table
         columns = [model._meta.get_field(f).column for f in self.fields]
         pk = model._meta.pk.column
+        fts = self.name
+        return [
+            f"CREATE VIRTUAL TABLE {fts} USING fts5({', '.join(columns)}, content='{table}', content_rowid='{pk}', "
+            f"tokenize='porter unicode61')",
+            *self.sqlite_trigger_statements(model),
+            f"INSERT INTO {fts}({fts}) VALUES ('rebuild')",
+        ]
+
+    def sqlite_trigger_statements(self, model) -> list[str]:
+        """The three triggers that keep the FTS5 table in step with the model's table."""
+        table = model._meta.db_table
+        columns = [model._meta.get_field(f).column for f in self.fields]
+        pk = model._meta.pk.column
         cols = ", ".join(columns)
         new = ", ".join(f"new.{c}" for c in columns)
         old = ", ".join(f"old.{c}" for c in columns)
         fts = self.name
         return [
-            f"CREATE VIRTUAL TABLE {fts} USING fts5({cols}, content='{table}', content_rowid='{pk}', "
-            f"tokenize='porter unicode61')",
             f"CREATE TRIGGER {fts}_ai AFTER INSERT ON {table} BEGIN "
             f"INSERT INTO {fts}(rowid, {cols}) VALUES (new.{pk}, {new}); END",
             f"CREATE TRIGGER {fts}_ad AFTER DELETE ON {table} BEGIN "
@@ -313,7 +324,6 @@ class CreateKeywordIndex(Operation):
             f"CREATE TRIGGER {fts}_au AFTER UPDATE OF {cols} ON {table} BEGIN "
             f"INSERT INTO {fts}({fts}, rowid, {cols}) VALUES ('delete', old.{pk}, {old}); "
             f"INSERT INTO {fts}(rowid, {cols}) VALUES (new.{pk}, {new}); END",
-            f"INSERT INTO {fts}({fts}) VALUES ('rebuild')",
         ]
 
     def oracle_statements(self, schema_editor, model) -> list[str]:
@@ -351,3 +361,43 @@ class CreateKeywordIndex(Operation):
         elif vendor == "oracle":
             for i, _ in enumerate(self.fields, 1):
                 schema_editor.execute(f"DROP INDEX {schema_editor.quote_name(self.oracle_index_name(i))}", params=None)
+
+
+class RestoreKeywordTriggers(CreateKeywordIndex):
+    """Re-create the FTS5 triggers of a keyword index after a migration rebuilt its table (SQLite only).
+
+    Django rebuilds a SQLite table for most ``AlterField``/``AddField``
+    operations (copy, drop, rename), and the drop takes the table's triggers
+    with it. The FTS5 index itself survives: the rebuilt table keeps every row's
+    ``id`` (the FTS ``rowid``) and its text, so only the triggers are missing.
+    Put this operation after the last operation that rebuilds the table, and
+    once more before the first (its reverse runs after theirs), with the
+    arguments of its ``CreateKeywordIndex``. Both directions drop and create
+    the triggers. Nothing
+    to do on Oracle, whose ``ALTER TABLE`` keeps its Oracle Text indexes.
+    """
+
+    category = OperationCategory.ALTERATION
+
+    def describe(self) -> str:
+        return f"Restore the triggers of keyword index {self.name} on {self.model_name}"
+
+    @property
+    def migration_name_fragment(self) -> str:
+        return f"{self.model_name_lower}_{self.name.lower()}_triggers"
+
+    def _restore(self, app_label, schema_editor, state) -> None:
+        model = state.apps.get_model(app_label, self.model_name)
+        if schema_editor.connection.vendor != "sqlite" or not self.allow_migrate_model(
+                schema_editor.connection.alias, model):
+            return
+        for suffix in ("ai", "ad", "au"):
+            schema_editor.execute(f"DROP TRIGGER IF EXISTS {self.name}_{suffix}", params=None)
+        for sql in self.sqlite_trigger_statements(model):
+            schema_editor.execute(sql, params=None)
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        self._restore(app_label, schema_editor, to_state)
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        self._restore(app_label, schema_editor, to_state)

@@ -36,6 +36,8 @@ from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 
+from memory.tenancy import public_id
+
 logger = logging.getLogger(__name__)
 
 GROUP_PREFIX = "thread."
@@ -48,11 +50,13 @@ _loop_lock = threading.Lock()
 
 
 def group_name(thread_id: str) -> str:
-    """Return the channel-layer group of a thread's events.
+    """Return the channel-layer group of a thread's events; ``thread_id`` is its stored id (``Thread.pk``).
 
     ``thread.<thread_id>`` when the id is made of ``[A-Za-z0-9_.-]`` and at
     most 80 characters (group names allow those characters, under 100);
-    otherwise ``thread.x.<sha256 hex of the id, 40 chars>``.
+    otherwise ``thread.x.<sha256 hex of the id, 40 chars>``. Stored ids
+    contain ``:`` (``memory.tenancy``), so every thread of every project gets
+    the hashed form: two projects' threads of the same public id never share a group.
     """
     if _SAFE.fullmatch(thread_id):
         return f"{GROUP_PREFIX}{thread_id}"
@@ -92,10 +96,11 @@ def _deliver(group: str, message: dict[str, Any]) -> None:
 def send(thread_id: str, event: str, **fields: Any) -> None:
     """Queue ``extraction.<event>`` for the thread's group, sent when the current transaction commits.
 
-    ``fields`` must be JSON-serialisable ids, counts, seconds or short
+    ``thread_id`` is the thread's stored id; the event carries its public id.
+    ``fields`` must be JSON-serialisable public ids, counts, seconds or short
     strings. Raises ValueError for an event name not in ``EVENTS``.
     """
     if event not in EVENTS:
         raise ValueError(f"unknown extraction event {event!r}")
-    message = {"type": f"extraction.{event}", "thread_id": thread_id, **fields}
+    message = {"type": f"extraction.{event}", "thread_id": public_id(thread_id), **fields}
     transaction.on_commit(partial(_deliver, group_name(thread_id), message))

@@ -21,6 +21,11 @@ HYBRID (the default) fuses all three by weighted reciprocal rank fusion
 (bench/locomo_import.py, 1,536 questions, per-user scope): evidence recall@10
 0.742 against 0.444 for vectors alone, 0.502 for plain BM25 and 0.532 for
 plain RRF (k=60) of the two (shared/data/locomo/SOURCE.md).
+
+Projects (issue #12): a search runs in one project (``SearchRequest.project_id``).
+``filtered_chunks`` is the one place that filters chunks, and it always adds
+``project_id``; the vector arm (SQLite cache, SQL ranking, Oracle's approximate
+SQL), both keyword arms and graph expansion compile their WHERE clause from it.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from memory.links import attach_linked, check_max_linked_results, check_num_hops
 from memory.metadata_filter import compile_filter
 from memory.models import RECORD_TYPES, Image, Memory, Message, SearchChunk
 from memory.selectors import image_dto, live_q, memory_dto, message_dto
+from memory.tenancy import stored_id
 from memory.types import NOTSET, MemorySearchConfig, SearchResult, SearchScope
 from memory.vector_cache import get_vector_cache, in_transaction_now, rounding_bound
 
@@ -115,15 +121,23 @@ def resolve_scope(
     return SearchScope(**{**defaults.__dict__, **given})
 
 
-def scope_q(scope: SearchScope) -> Q:
-    """Filter for chunk scope columns: an exact dimension with a value (None included) must match."""
-    q = Q()
+def scope_q(scope: SearchScope, project_id: int) -> Q:
+    """Filter for chunk (or memory) rows of project ``project_id`` in ``scope``.
+
+    The project always applies. Within it, an exact dimension with a value
+    (None included) must match; ``scope.thread_id`` is a public id, compared
+    with the stored one (``memory.tenancy.stored_id``).
+    """
+    q = Q(project_id=project_id)
     for column, exact in (("user_id", scope.exact_user_match), ("agent_id", scope.exact_agent_match),
                           ("thread_id", scope.exact_thread_match)):
         value = getattr(scope, column)
         if value is NOTSET or not exact:
             continue
-        q &= Q(**{f"{column}__isnull": True}) if value is None else Q(**{column: value})
+        if value is None:
+            q &= Q(**{f"{column}__isnull": True})
+        else:
+            q &= Q(**{column: stored_id(project_id, value) if column == "thread_id" else value})
     return q
 
 
@@ -212,9 +226,10 @@ def keyword_terms(query: str) -> list[str]:
 
 @dataclass
 class SearchRequest:
-    """A validated search: what ``search_records`` needs."""
+    """A validated search: what ``search_records`` needs. ``project_id``: the project searched."""
 
     query: str
+    project_id: int
     scope: SearchScope
     record_types: list[str]
     metadata_filter: dict | None
@@ -230,6 +245,7 @@ class SearchRequest:
 def build_request(
     query: Any,
     *,
+    project_id: int,
     scope: SearchScope,
     config: MemorySearchConfig,
     max_results: Any = NOTSET,
@@ -264,6 +280,7 @@ def build_request(
         raise InvalidType("include_invalid_results", "must be a bool")
     return SearchRequest(
         query=query,
+        project_id=project_id,
         scope=scope,
         record_types=check_record_types(record_types),
         metadata_filter=metadata_filter,
@@ -280,9 +297,10 @@ def build_request(
 SCOPE_ARGUMENTS = ("user_id", "agent_id", "thread_id", "exact_user_match", "exact_agent_match", "exact_thread_match")
 
 
-def run_search(query: Any, *, defaults: SearchScope, config: MemorySearchConfig, scope: Any = None,
-               **arguments: Any) -> list[SearchResult]:
-    """Resolve the scope against ``defaults``, validate, and search: the body of every public search.
+def run_search(query: Any, *, project_id: int, defaults: SearchScope, config: MemorySearchConfig,
+               scope: Any = None, **arguments: Any) -> list[SearchResult]:
+    """Resolve the scope against ``defaults``, validate, and search project ``project_id``: the body of
+    every public search.
 
     ``arguments`` are the spec's search arguments (``NOTSET`` when omitted):
     the scope ones go to ``resolve_scope``, the rest to ``build_request``.
@@ -290,13 +308,13 @@ def run_search(query: Any, *, defaults: SearchScope, config: MemorySearchConfig,
     """
     scope_arguments = {name: arguments.pop(name) for name in SCOPE_ARGUMENTS if name in arguments}
     resolved = resolve_scope(defaults, scope=scope, **scope_arguments)
-    return search_records(build_request(query, scope=resolved, config=config, **arguments))
+    return search_records(build_request(query, project_id=project_id, scope=resolved, config=config, **arguments))
 
 
 def filtered_chunks(request: SearchRequest, now=None):
-    """Chunks that may be returned for ``request``: scope, types, status, expiry and metadata filter."""
+    """Chunks that may be returned for ``request``: project, scope, types, status, expiry and metadata filter."""
     now = now or timezone.now()
-    filters = live_q(now) & scope_q(request.scope) & Q(record_type__in=request.record_types)
+    filters = live_q(now) & scope_q(request.scope, request.project_id) & Q(record_type__in=request.record_types)
     filters &= compile_filter(request.metadata_filter)
     if not request.include_invalid_results:
         filters &= Q(status="valid")
@@ -395,7 +413,7 @@ MAX_CANDIDATES = 50_000
 def _cached_vector_rows(cache, snapshot, request: SearchRequest, query_vector, now, limit: int) -> list[tuple] | None:
     """Exact top ``limit`` filtered chunks using the vector cache; None to fall back to SQL ranking.
 
-    Candidates are the ``K`` nearest cached chunks whatever the filters, plus
+    Candidates are the ``K`` nearest cached chunks of the request's project whatever the other filters, plus
     every chunk within twice the float32 rounding bound of the ``K``-th
     (``memory.vector_cache.rounding_bound``: ties and near-duplicates). One
     SQL statement returns, for each candidate that still exists, its true
@@ -427,7 +445,7 @@ def _cached_vector_rows(cache, snapshot, request: SearchRequest, query_vector, n
         return (row[3] is not None, row[3] if row[3] is not None else 0.0, row[0])
 
     for _ in range(2):
-        ids, scores, floor = snapshot.candidates(vec, candidates, margin=2 * bound)
+        ids, scores, floor = snapshot.candidates(vec, candidates, margin=2 * bound, project_id=request.project_id)
         with default_connection.cursor() as cursor:
             cursor.execute(
                 f"SELECT id, source_kind, record_id, vec_distance_cosine(embedding, %s), "
@@ -596,7 +614,7 @@ def search_records(request: SearchRequest) -> list[SearchResult]:
     results = apply_token_budgets(results, request.token_budget, request.soft_token_budget)
     if request.num_hops and request.max_linked_results:
         attach_linked(results, node_filter=linked_filter(request, now), num_hops=request.num_hops,
-                      max_linked_results=request.max_linked_results)
+                      max_linked_results=request.max_linked_results, project_id=request.project_id)
     return results
 
 
@@ -605,7 +623,7 @@ def linked_filter(request: SearchRequest, now=None) -> Q:
 
     ``record_types`` and ``metadata_filter`` choose the direct results only.
     """
-    q = live_q(now or timezone.now()) & scope_q(request.scope)
+    q = live_q(now or timezone.now()) & scope_q(request.scope, request.project_id)
     if not request.include_invalid_results:
         q &= Q(status="valid")
     return q

@@ -1,7 +1,9 @@
 """Reads of the memory engine: threads, messages, memories and search.
 
 Expired records are invisible everywhere: every read filters with
-``live_q(now)``. Functions return the public value types of ``memory.types``.
+``live_q(now)``. Functions return the public value types of ``memory.types``,
+with public ids (``memory.tenancy``): a read is made for one project, that of
+the thread row it is given, or the ``project`` argument.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from django.utils import timezone
 
 from memory.errors import InvalidArgument, InvalidType, NotFound, check_sql_count
 from memory.metadata_filter import compile_filter
-from memory.models import Image, Memory, Message, Thread
+from memory.models import Image, Memory, Message, Project, Thread
+from memory.tenancy import public_id, stored_id, stored_ids
 from memory.types import (
     NOTSET,
     ImageContent,
@@ -97,8 +100,8 @@ def message_dto(row: Message) -> MessageDTO:
         content=content,
         timestamp=row.timestamp if row.timestamp is not None else _iso(row.created_at),
         metadata=row.metadata,
-        id=row.pk,
-        thread_id=row.thread_id,
+        id=public_id(row.pk),
+        thread_id=public_id(row.thread_id),
         status=row.status,
         created_at=_iso(row.created_at),
         expires_at=_iso(row.expires_at),
@@ -108,12 +111,12 @@ def message_dto(row: Message) -> MessageDTO:
 def memory_dto(row: Memory) -> MemoryRecord:
     """A ``MemoryRecord`` from a stored row; timestamp falls back to the creation time."""
     return MemoryRecord(
-        id=row.pk,
+        id=public_id(row.pk),
         content=row.content,
         memory_type=row.memory_type,
         user_id=row.user_id,
         agent_id=row.agent_id,
-        thread_id=row.thread_id,
+        thread_id=public_id(row.thread_id),
         timestamp=row.timestamp if row.timestamp is not None else _iso(row.created_at),
         metadata=row.metadata,
         status=row.status,
@@ -123,19 +126,19 @@ def memory_dto(row: Memory) -> MemoryRecord:
     )
 
 
-def thread_get(thread_id: Any) -> Thread:
-    """Return the thread row; KeyError (``NotFound``) when there is none."""
+def thread_get(*, project: Project, thread_id: Any) -> Thread:
+    """Return the thread row of ``project`` whose public id is ``thread_id``; KeyError (``NotFound``) when none."""
     if not isinstance(thread_id, str):
         raise InvalidType("thread_id", "must be a string")
-    thread = Thread.objects.filter(pk=thread_id).first()
+    thread = Thread.objects.filter(pk=stored_id(project.pk, thread_id)).first()
     if thread is None:
         raise NotFound("thread_id", thread_id)
     return thread
 
 
-def thread_list(*, user_id: Any = NOTSET, agent_id: Any = NOTSET) -> QuerySet[Thread]:
-    """Threads, most recently active first, optionally filtered by user and agent."""
-    qs = Thread.objects.order_by("-updated_at", "id")
+def thread_list(*, project: Project, user_id: Any = NOTSET, agent_id: Any = NOTSET) -> QuerySet[Thread]:
+    """Threads of ``project``, most recently active first, optionally filtered by user and agent."""
+    qs = Thread.objects.filter(project=project).order_by("-updated_at", "id")
     if user_id is not NOTSET:
         qs = qs.filter(user_id=user_id)
     if agent_id is not NOTSET:
@@ -182,7 +185,8 @@ def message_page(*, thread: Thread, start: Any = NOTSET, end: Any = NOTSET, wind
                 raise InvalidArgument("end", "must be -1, None, or an index of 0 or more")
             rows = qs[first:last] if last > first else []
     messages = [message_dto(r) for r in rows]
-    return Page(items=hydrate_images(messages, None) if include_image_bytes else messages, count=total)
+    return Page(items=hydrate_images(messages, None, project_id=thread.project_id) if include_image_bytes
+                else messages, count=total)
 
 
 def message_list(*, thread: Thread, start: Any = NOTSET, end: Any = NOTSET, window: int,
@@ -201,11 +205,12 @@ def message_get(*, thread: Thread, message_id: Any, included_image_ids: Any = No
     if not isinstance(message_id, str):
         raise InvalidType("message_id", "must be a string")
     wanted = _check_image_ids(included_image_ids)
-    row = Message.objects.filter(live_q(timezone.now()), pk=message_id, thread_id=thread.pk).first()
+    row = Message.objects.filter(live_q(timezone.now()), pk=stored_id(thread.project_id, message_id),
+                                 thread_id=thread.pk).first()
     if row is None:
         raise NotFound("message_id", message_id)
     message = message_dto(row)
-    return hydrate_images([message], wanted)[0] if wanted else message
+    return hydrate_images([message], wanted, project_id=thread.project_id)[0] if wanted else message
 
 
 def _check_image_ids(value: Any) -> set[str] | None:
@@ -218,18 +223,19 @@ def _check_image_ids(value: Any) -> set[str] | None:
     return set(value)
 
 
-def hydrate_images(messages: list[MessageDTO], image_ids: set[str] | None) -> list[MessageDTO]:
+def hydrate_images(messages: list[MessageDTO], image_ids: set[str] | None, *, project_id: int) -> list[MessageDTO]:
     """Load the bytes of image parts in ``messages`` (all of them when ``image_ids`` is None) in one query.
 
-    Returns the messages with those ``ImageContent`` parts replaced by copies
-    carrying ``bytes``; other parts and unrelated ids are left alone.
+    ``messages`` are of project ``project_id``; ids are public. Returns the
+    messages with those ``ImageContent`` parts replaced by copies carrying
+    ``bytes``; other parts and unrelated ids are left alone.
     """
     wanted = [p.id for m in messages if not isinstance(m.content, str) for p in m.content
               if isinstance(p, ImageContent) and (image_ids is None or p.id in image_ids)]
     if not wanted:
         return messages
-    data = {pk: bytes(blob) for pk, blob in
-            Image.objects.with_bytes().filter(pk__in=wanted).values_list("pk", "data")}
+    data = {public_id(pk): bytes(blob) for pk, blob in
+            Image.objects.with_bytes().filter(pk__in=stored_ids(project_id, wanted)).values_list("pk", "data")}
     for message in messages:
         if not isinstance(message.content, str):
             message.content = tuple(
@@ -243,23 +249,24 @@ def memory_get(*, thread: Thread, memory_id: Any) -> MemoryRecord:
     """One live memory-like record of this exact thread; KeyError otherwise."""
     if not isinstance(memory_id, str):
         raise InvalidType("memory_id", "must be a string")
-    row = Memory.objects.filter(live_q(timezone.now()), pk=memory_id, thread_id=thread.pk).first()
+    row = Memory.objects.filter(live_q(timezone.now()), pk=stored_id(thread.project_id, memory_id),
+                                thread_id=thread.pk).first()
     if row is None:
         raise NotFound("memory_id", memory_id)
     return memory_dto(row)
 
 
-def message_stored(*, thread_id: str, message_id: str) -> MessageDTO:
-    """A message of a thread by id, expired or not: for reading back a write just made."""
-    row = Message.objects.filter(pk=message_id, thread_id=thread_id).first()
+def message_stored(*, thread: Thread, message_id: str) -> MessageDTO:
+    """A message of a thread by (public) id, expired or not: for reading back a write just made."""
+    row = Message.objects.filter(pk=stored_id(thread.project_id, message_id), thread_id=thread.pk).first()
     if row is None:
         raise NotFound("message_id", message_id)
     return message_dto(row)
 
 
-def memory_stored(*, memory_id: str) -> MemoryRecord:
-    """A memory by id whatever its owner thread or expiry: for reading back a write just made."""
-    row = Memory.objects.filter(pk=memory_id).first()
+def memory_stored(*, project: Project, memory_id: str) -> MemoryRecord:
+    """A memory of ``project`` by (public) id whatever its owner thread or expiry: for reading back a write."""
+    row = Memory.objects.filter(pk=stored_id(project.pk, memory_id)).first()
     if row is None:
         raise NotFound("memory_id", memory_id)
     return memory_dto(row)
@@ -285,14 +292,14 @@ def image_dto(row: Image, data: bytes | None = None) -> ImageRecord:
     """An ``ImageRecord`` from a stored row (``bytes`` only when ``data`` is given); timestamp falls back
     to the creation time."""
     return ImageRecord(
-        id=row.pk,
+        id=public_id(row.pk),
         mime_type=ImageMimeType(row.mime_type),
         description=row.description,
         bytes=data,
-        thread_id=row.thread_id,
+        thread_id=public_id(row.thread_id),
         user_id=row.user_id,
         agent_id=row.agent_id,
-        message_id=row.message_id,
+        message_id=public_id(row.message_id),
         metadata=dict(row.metadata or {}),
         timestamp=row.timestamp if row.timestamp is not None else _iso(row.created_at),
         created_at=_iso(row.created_at),
@@ -329,7 +336,7 @@ def image_list_queryset(*, thread: Thread, image_id: Any = NOTSET, metadata_filt
     if image_id is not NOTSET and image_id is not None:
         if not isinstance(image_id, str):
             raise InvalidType("image_id", "must be a string")
-        qs = qs.filter(pk=image_id)
+        qs = qs.filter(pk=stored_id(thread.project_id, image_id))
     if include_bytes:
         qs = qs.with_bytes()
     return qs[:limit] if limit is not None else qs
@@ -368,16 +375,16 @@ def image_get(*, thread: Thread, image_id: Any, include_bytes: bool = False) -> 
     """One live image owned by this thread; KeyError (``NotFound``) otherwise."""
     if not isinstance(image_id, str):
         raise InvalidType("image_id", "must be a string")
-    qs = image_queryset(thread=thread).filter(pk=image_id)
+    qs = image_queryset(thread=thread).filter(pk=stored_id(thread.project_id, image_id))
     row = (qs.with_bytes() if include_bytes else qs).first()
     if row is None:
         raise NotFound("image_id", image_id)
     return image_dto(row, bytes(row.data) if include_bytes else None)
 
 
-def image_stored(*, image_id: str) -> ImageRecord:
-    """An image by id whatever its expiry: for reading back a write just made."""
-    row = Image.objects.filter(pk=image_id).first()
+def image_stored(*, thread: Thread, image_id: str) -> ImageRecord:
+    """An image of this thread by (public) id whatever its expiry: for reading back a write just made."""
+    row = Image.objects.filter(pk=stored_id(thread.project_id, image_id), thread_id=thread.pk).first()
     if row is None:
         raise NotFound("image_id", image_id)
     return image_dto(row)

@@ -8,6 +8,11 @@ failure leaves nothing half-written (ARCHITECTURE.md, "Main flows").
 Errors follow the spec: ``ValueError`` (``InvalidArgument``/``Conflict``) for bad
 values, ``TypeError`` for bad types, ``KeyError`` (``NotFound``) for records
 that are not there, expired, or owned by another thread.
+
+Projects (``memory.tenancy``): a function works in the project of the thread
+row it is given (or of ``project``), takes and returns the caller's public
+ids, and stores rows under stored ids (``stored_id``) with their ``project``
+column set, so nothing it does can reach another project's records.
 """
 
 from __future__ import annotations
@@ -45,9 +50,10 @@ from memory.images import (
     generate_caption,
     validate_image,
 )
-from memory.models import MEMORY_TYPES, Image, Memory, Message, RecordLink, SearchChunk, Thread
+from memory.models import MEMORY_TYPES, Image, Memory, Message, Project, RecordLink, SearchChunk, Thread
 from memory.locking import lock_first
 from memory.selectors import live_q
+from memory.tenancy import public_id, stored_id, stored_ids
 from memory.types import (
     NOTSET,
     ImageContent,
@@ -364,6 +370,7 @@ def refresh_message_contexts(thread_id: str, seq_lo: int, seq_hi: int) -> int:
 
 def _chunk_rows(
     *,
+    project_id: int,
     source_kind: str,
     record_id: str,
     record_type: str,
@@ -380,6 +387,7 @@ def _chunk_rows(
 ) -> list[SearchChunk]:
     return [
         SearchChunk(
+            project_id=project_id,
             source_kind=source_kind,
             record_id=record_id,
             record_type=record_type,
@@ -400,11 +408,11 @@ def _chunk_rows(
 
 
 def _lock_thread(thread_id: str) -> Thread:
-    """Re-read the thread inside the transaction, locked for update where the DB can."""
+    """Re-read the thread (by stored id) inside the transaction, locked for update where the DB can."""
     try:
         return Thread.objects.select_for_update().get(pk=thread_id)
     except Thread.DoesNotExist:
-        raise NotFound("thread_id", thread_id) from None
+        raise NotFound("thread_id", public_id(thread_id)) from None
 
 
 def messages_add(
@@ -463,11 +471,13 @@ def messages_add(
     ids = [m.id for m in parsed]
     if len(set(ids)) != n:
         raise InvalidArgument("messages", "message ids must be unique within a batch")
-    taken = set(Message.objects.filter(pk__in=ids).values_list("pk", flat=True))
+    project_id = thread.project_id
+    keys = stored_ids(project_id, ids)
+    taken = set(Message.objects.filter(pk__in=keys).values_list("pk", flat=True))
     if taken:
-        raise Conflict("messages[].id", sorted(taken)[0])
+        raise Conflict("messages[].id", public_id(sorted(taken)[0]))
     new_images = [img for m in parsed for img in m.images]
-    _check_new_image_ids(new_images)
+    _check_new_image_ids(project_id, new_images)
     _caption_parts(new_images, llm, limits)
 
     chunk_lists = [chunk_text(message_chunk_text(m.role, m.content)) for m in parsed]
@@ -486,7 +496,8 @@ def messages_add(
         for i, msg in enumerate(parsed):
             rows.append(
                 Message(
-                    id=msg.id,
+                    id=keys[i],
+                    project_id=project_id,
                     thread_id=locked.pk,
                     seq=first_seq + i,
                     role=msg.role,
@@ -502,7 +513,8 @@ def messages_add(
             )
             k = len(chunk_lists[i])
             chunk_rows += _chunk_rows(
-                source_kind="message", record_id=msg.id, record_type="message", chunks=chunk_lists[i],
+                project_id=project_id, source_kind="message", record_id=keys[i], record_type="message",
+                chunks=chunk_lists[i],
                 vectors=vectors[offset : offset + k], user_id=locked.user_id, agent_id=locked.agent_id,
                 thread_id=locked.pk, status=RecordStatus.VALID.value, expires_at=expiries[i],
                 metadata=msg.metadata, now=now, contexts=[""] * k,
@@ -513,10 +525,10 @@ def messages_add(
                 Message.objects.bulk_create(rows)
         except IntegrityError:
             # Lost a race for a caller-chosen id since the check above.
-            taken = Message.objects.filter(pk__in=ids).values_list("pk", flat=True).first()
-            raise Conflict("messages[].id", taken or ids[0]) from None
+            taken = Message.objects.filter(pk__in=keys).values_list("pk", flat=True).first()
+            raise Conflict("messages[].id", public_id(taken) if taken else ids[0]) from None
         image_rows = [row for i, msg in enumerate(parsed)
-                      for row in _message_image_rows(locked, msg.id, msg.images, expiries[i], now)]
+                      for row in _message_image_rows(locked, keys[i], msg.images, expiries[i], now)]
         _insert_images(image_rows, "messages[].content[].id")
         for row, texts in zip(image_rows, image_chunks):
             chunk_rows += _image_chunk_rows(row, texts, vectors[offset : offset + len(texts)])
@@ -539,8 +551,10 @@ def _refresh_expiry(record, ttl_days: Any, ttl_anchor: Any, retention: MemoryRet
 
 
 def _visible_message(thread: Thread, message_id: Any, now=None) -> Message:
+    """The live message ``message_id`` (public id) of this exact thread, locked; KeyError otherwise."""
     check_id(message_id, "message_id")
-    msg = lock_first(Message.objects.filter(live_q(now or timezone.now()), pk=message_id, thread_id=thread.pk))
+    msg = lock_first(Message.objects.filter(live_q(now or timezone.now()), pk=stored_id(thread.project_id, message_id),
+                                            thread_id=thread.pk))
     if msg is None:
         raise NotFound("message_id", message_id)
     return msg
@@ -590,12 +604,14 @@ def message_update(
     new_images: list[_ImagePart] = []
     kept: dict[str, _ImagePart] = {}
     image_chunks: list[list[str]] = []  # per new image, then per kept image with a new description
+    message_key = stored_id(thread.project_id, check_id(message_id, "message_id"))
     if content is not NOTSET:
-        current = (Message.objects.filter(live_q(timezone.now()), pk=message_id, thread_id=thread.pk)
+        current = (Message.objects.filter(live_q(timezone.now()), pk=message_key, thread_id=thread.pk)
                    .values_list("role", "timestamp").first())
         if current is None:
             raise NotFound("message_id", message_id)
-        attached = {row[0]: row for row in Image.objects.filter(message_id=message_id)
+        # Keyed by public id: image parts name their images by public id.
+        attached = {public_id(row[0]): row for row in Image.objects.filter(message_id=message_key)
                     .values_list("id", "mime_type", "description", "timestamp")}
         for image in images:
             if image.image is not None:
@@ -614,7 +630,7 @@ def message_update(
             image.part.update(mime_type=mime, timestamp=stamp,
                               description=image.part["description"] if changed else description)
             kept[image_id] = image
-        _check_new_image_ids(new_images, replaceable=set(attached))
+        _check_new_image_ids(thread.project_id, new_images, replaceable=set(attached))
         _caption_parts(new_images, llm, limits)
         chunks = chunk_text(message_chunk_text(current[0], text))
         reindexed = new_images + [k for k in kept.values() if k.generate]
@@ -639,14 +655,16 @@ def message_update(
             offset = len(chunks)
             _sync_chunks(msg, "message", "message", chunks, vectors[:offset], thread=thread)
             refresh_message_contexts(thread.pk, msg.seq, msg.seq)
-            stale = set(Image.objects.filter(message_id=msg.pk).values_list("pk", flat=True)) - set(kept)
+            kept_keys = set(stored_ids(thread.project_id, kept))
+            stale = set(Image.objects.filter(message_id=msg.pk).values_list("pk", flat=True)) - kept_keys
             _delete_images(stale)
             rows = _message_image_rows(thread, msg.pk, new_images, msg.expires_at, timezone.now())
             _insert_images(rows, "content[].id")
-            reindex = rows + [Image.objects.filter(pk=k).first() for k, p in kept.items() if p.generate]
+            reindex = rows + [Image.objects.filter(pk=stored_id(thread.project_id, k)).first()
+                              for k, p in kept.items() if p.generate]
             for row, texts in zip(reindex, image_chunks):
-                if row.pk in kept:
-                    row.description = kept[row.pk].part["description"]
+                if row.pk in kept_keys:
+                    row.description = kept[row.public_id].part["description"]
                     row.save(update_fields=["description", "updated_at"])
                     SearchChunk.objects.filter(source_kind="image", record_id=row.pk).delete()
                 SearchChunk.objects.bulk_create(_image_chunk_rows(row, texts, vectors[offset : offset + len(texts)]))
@@ -657,7 +675,7 @@ def message_update(
             image_ids = list(Image.objects.filter(message_id=msg.pk).values_list("pk", flat=True))
             Image.objects.filter(pk__in=image_ids).update(expires_at=msg.expires_at)
             SearchChunk.objects.filter(source_kind="image", record_id__in=image_ids).update(expires_at=msg.expires_at)
-    return msg.pk
+    return message_id
 
 
 def _sync_chunks(record, source_kind: str, record_type: str, chunks, vectors, *, thread: Thread | None = None) -> None:
@@ -672,7 +690,8 @@ def _sync_chunks(record, source_kind: str, record_type: str, chunks, vectors, *,
     qs.delete()
     SearchChunk.objects.bulk_create(
         _chunk_rows(
-            source_kind=source_kind, record_id=record.pk, record_type=record_type, chunks=chunks,
+            project_id=record.project_id, source_kind=source_kind, record_id=record.pk, record_type=record_type,
+            chunks=chunks,
             vectors=vectors, user_id=scope.user_id, agent_id=scope.agent_id, thread_id=record.thread_id,
             status=record.status, expires_at=record.expires_at, metadata=record.metadata, now=timezone.now(),
         )
@@ -688,17 +707,17 @@ def message_delete(*, thread: Thread, message_id: Any) -> int:
     """
     from memory.extraction import jobs_fence  # memory.extraction imports this module
 
-    check_id(message_id, "message_id")
+    key = stored_id(thread.project_id, check_id(message_id, "message_id"))
     with transaction.atomic():
         _lock_thread(thread.pk)
-        seq = (Message.objects.filter(live_q(timezone.now()), pk=message_id, thread_id=thread.pk)
+        seq = (Message.objects.filter(live_q(timezone.now()), pk=key, thread_id=thread.pk)
                .values_list("seq", flat=True).first())
         if seq is None:
             return 0
         jobs_fence(thread_id=thread.pk, reason=f"message {message_id} deleted")
-        _delete_images(Image.objects.filter(message_id=message_id).values_list("pk", flat=True))
-        Message.objects.filter(pk=message_id).delete()
-        SearchChunk.objects.filter(source_kind="message", record_id=message_id).delete()
+        _delete_images(Image.objects.filter(message_id=key).values_list("pk", flat=True))
+        Message.objects.filter(pk=key).delete()
+        SearchChunk.objects.filter(source_kind="message", record_id=key).delete()
         refresh_message_contexts(thread.pk, seq, seq)  # the neighbours' windows closed the gap
     return 1
 
@@ -749,12 +768,14 @@ def memory_prepare(
     check_text(content, "content")
     check_size(content, "content", MAX_CONTENT_CHARS)
     mtype = check_memory_type(memory_type)
+    owner = thread.pk if thread_id is NOTSET else check_scope_id(thread_id, "thread_id")
     scope = {
         "user_id": thread.user_id if user_id is NOTSET else check_scope_id(user_id, "user_id"),
         "agent_id": thread.agent_id if agent_id is NOTSET else check_scope_id(agent_id, "agent_id"),
-        "thread_id": thread.pk if thread_id is NOTSET else check_scope_id(thread_id, "thread_id"),
+        "thread_id": owner if thread_id is NOTSET or owner is None else stored_id(thread.project_id, owner),
     }
     mid = str(uuid.uuid4()) if memory_id is NOTSET else check_id(memory_id, "memory_id")
+    key = stored_id(thread.project_id, mid)
     meta = check_metadata(metadata)
     stamp = ttl_rules.check_timestamp(timestamp)
     state = RecordStatus.VALID.value if status is NOTSET else check_status(status)
@@ -762,22 +783,24 @@ def memory_prepare(
     days = ttl_rules.resolve_ttl_days(ttl_days, retention)
     anchor = TimeToLiveAnchor.CREATED_AT if ttl_anchor is NOTSET else ttl_rules.check_anchor(ttl_anchor)
     expiry = ttl_rules.expires_at(days, anchor, created_at=now, timestamp=stamp)
-    if Memory.objects.filter(pk=mid).exists():
+    if Memory.objects.filter(pk=key).exists():
         raise Conflict("memory_id", mid)
     chunks = chunk_text(content)
     vectors = get_embedder().embed([embedding_text(c, stamp) for c in chunks])
     row = Memory(
-        id=mid, memory_type=mtype, content=content, timestamp=stamp,
+        id=key, project_id=thread.project_id, memory_type=mtype, content=content, timestamp=stamp,
         event_at=ttl_rules.parse_timestamp(stamp), metadata=meta, status=state, expires_at=expiry,
         source_message_ids=list(source_message_ids), created_at=now, **scope,
     )
-    chunk_rows = _chunk_rows(source_kind="memory", record_id=mid, record_type=mtype, chunks=chunks, vectors=vectors,
-                             status=state, expires_at=expiry, metadata=meta, now=now, **scope)
+    chunk_rows = _chunk_rows(project_id=thread.project_id, source_kind="memory", record_id=key, record_type=mtype,
+                             chunks=chunks, vectors=vectors, status=state, expires_at=expiry, metadata=meta,
+                             now=now, **scope)
     return PreparedMemory(row=row, chunk_rows=chunk_rows)
 
 
 def memory_insert(prepared: PreparedMemory, *, link: Callable[[Memory], Any] | None = None) -> str:
-    """Insert a prepared memory and its chunks in one transaction (a savepoint inside another); return its id.
+    """Insert a prepared memory and its chunks in one transaction (a savepoint inside another); return its
+    public id (the caller's, ``memory.tenancy``).
 
     ``link`` is called with the saved memory inside it (see ``memory_add``).
     Raises ``Conflict`` when the id was taken since ``memory_prepare``.
@@ -788,11 +811,11 @@ def memory_insert(prepared: PreparedMemory, *, link: Callable[[Memory], Any] | N
             with transaction.atomic():
                 memory.save(force_insert=True)
         except IntegrityError:
-            raise Conflict("memory_id", memory.pk) from None  # lost a race for a caller-chosen id
+            raise Conflict("memory_id", memory.public_id) from None  # lost a race for a caller-chosen id
         SearchChunk.objects.bulk_create(prepared.chunk_rows)
         if link is not None:
             link(memory)
-    return memory.pk
+    return memory.public_id
 
 
 def memory_add(
@@ -815,8 +838,10 @@ def memory_add(
 ) -> str:
     """Store a memory-like record and index it; return its id.
 
-    Omitted scope values inherit the thread's user, agent and thread ids.
-    ``memory_type`` defaults to "memory"; ``status`` to valid. ``link`` (a
+    Omitted scope values inherit the thread's user, agent and thread ids; a
+    given ``thread_id`` names a thread of the same project (it need not
+    exist; None: owned by no thread). ``memory_type`` defaults to "memory";
+    ``status`` to valid. ``source_message_ids`` are public message ids. ``link`` (a
     ``memory.links.PendingLink``) is called with the saved memory inside the
     same transaction, so the memory and its explicit relation commit together.
     Raises ValueError for an unknown type or status, a taken ``memory_id`` or an
@@ -855,7 +880,7 @@ def memory_update(
     same transaction. Raises KeyError when missing, expired or another
     thread's; ValueError for an unknown type or status.
     """
-    check_id(memory_id, "memory_id")
+    key = stored_id(thread.project_id, check_id(memory_id, "memory_id"))
     new_type = check_memory_type(memory_type) if memory_type is not NOTSET else NOTSET
     if content is not NOTSET:
         if not isinstance(content, str):
@@ -871,7 +896,7 @@ def memory_update(
     if content is not NOTSET or new_stamp is not NOTSET:
         # The embedding covers content and event time (``embedding_text``).
         # Embedding is slow: refuse a missing record before paying for it.
-        stored = (Memory.objects.filter(live_q(timezone.now()), pk=memory_id, thread_id=thread.pk)
+        stored = (Memory.objects.filter(live_q(timezone.now()), pk=key, thread_id=thread.pk)
                   .values_list("content", "timestamp").first())
         if stored is None:
             raise NotFound("memory_id", memory_id)
@@ -879,7 +904,7 @@ def memory_update(
         stamp = stored[1] if new_stamp is NOTSET else new_stamp
         vectors = get_embedder().embed([embedding_text(c, stamp) for c in chunks])
     with transaction.atomic():
-        memory = lock_first(Memory.objects.filter(live_q(timezone.now()), pk=memory_id, thread_id=thread.pk))
+        memory = lock_first(Memory.objects.filter(live_q(timezone.now()), pk=key, thread_id=thread.pk))
         if memory is None:
             raise NotFound("memory_id", memory_id)
         if content is not NOTSET:
@@ -899,7 +924,7 @@ def memory_update(
         _refresh_expiry(memory, ttl_days, ttl_anchor, retention, memory.timestamp)
         memory.save()
         _sync_chunks(memory, "memory", memory.memory_type, chunks, vectors)
-    return memory.pk
+    return memory_id
 
 
 def memory_delete(*, thread: Thread, memory_id: Any) -> int:
@@ -913,14 +938,14 @@ def memory_delete(*, thread: Thread, memory_id: Any) -> int:
     from memory.extraction import jobs_fence  # memory.extraction imports this module
     from memory.links import links_detach  # memory.links imports this module
 
-    check_id(memory_id, "memory_id")
+    key = stored_id(thread.project_id, check_id(memory_id, "memory_id"))
     with transaction.atomic():
         _lock_thread(thread.pk)
-        deleted, _ = Memory.objects.filter(live_q(timezone.now()), pk=memory_id, thread_id=thread.pk).delete()
+        deleted, _ = Memory.objects.filter(live_q(timezone.now()), pk=key, thread_id=thread.pk).delete()
         if deleted:
             jobs_fence(thread_id=thread.pk, reason=f"memory {memory_id} deleted")
-            SearchChunk.objects.filter(source_kind="memory", record_id=memory_id).delete()
-            links_detach(memory_ids=[memory_id])
+            SearchChunk.objects.filter(source_kind="memory", record_id=key).delete()
+            links_detach(memory_ids=[key])
     return 1 if deleted else 0
 
 
@@ -929,23 +954,26 @@ def memory_delete(*, thread: Thread, memory_id: Any) -> int:
 
 def thread_create(
     *,
+    project: Project,
     thread_id: Any = NOTSET,
     user_id: Any = NOTSET,
     agent_id: Any = NOTSET,
     metadata: Any = None,
     config: dict[str, Any] | None = None,
 ) -> Thread:
-    """Create a thread. Omitted ids are generated (UUID4), as the spec's OracleThread does.
+    """Create a thread in ``project``. Omitted ids are generated (UUID4), as the spec's OracleThread does.
 
-    Raises ValueError (``Conflict``) when ``thread_id`` is taken.
+    Raises ValueError (``Conflict``) when ``thread_id`` is taken in this project
+    (another project's thread of that id is another thread).
     """
     tid = str(uuid.uuid4()) if thread_id is NOTSET or thread_id is None else check_id(thread_id, "thread_id")
     uid = str(uuid.uuid4()) if user_id is NOTSET else check_scope_id(user_id, "user_id")
     aid = str(uuid.uuid4()) if agent_id is NOTSET else check_scope_id(agent_id, "agent_id")
     meta = check_metadata(metadata)
-    if Thread.objects.filter(pk=tid).exists():
+    key = stored_id(project.pk, tid)
+    if Thread.objects.filter(pk=key).exists():
         raise Conflict("thread_id", tid)
-    thread = Thread(id=tid, user_id=uid, agent_id=aid, metadata=meta, config=config or {})
+    thread = Thread(id=key, project=project, user_id=uid, agent_id=aid, metadata=meta, config=config or {})
     try:
         with transaction.atomic():
             thread.save(force_insert=True)
@@ -954,33 +982,33 @@ def thread_create(
     return thread
 
 
-def thread_update(*, thread_id: str, metadata: Any = NOTSET) -> Thread:
-    """Replace a thread's metadata (the only mutable thread field). KeyError when absent."""
+def thread_update(*, thread: Thread, metadata: Any = NOTSET) -> Thread:
+    """Replace a thread's metadata (the only mutable thread field); return the row. KeyError when gone."""
     with transaction.atomic():
-        thread = _lock_thread(thread_id)
+        thread = _lock_thread(thread.pk)
         if metadata is not NOTSET:
             thread.metadata = check_metadata(metadata)
             thread.save(update_fields=["metadata", "updated_at"])
     return thread
 
 
-def thread_delete(*, thread_id: Any) -> int:
-    """Delete a thread with its messages, its memories, their relations and all chunks; return 1 or 0.
+def thread_delete(*, project: Project, thread_id: Any) -> int:
+    """Delete a thread of ``project`` with its messages, memories, their relations and all chunks; return 1 or 0.
 
     Its extraction jobs go with it, running ones included: a worker still
     waiting for its LLM finds them gone at its commit and writes nothing
     (``memory.extraction._commit``), so nothing waits for it.
     """
-    check_id(thread_id, "thread_id")
+    key = stored_id(project.pk, check_id(thread_id, "thread_id"))
     with transaction.atomic():
-        if lock_first(Thread.objects.filter(pk=thread_id)) is None:
+        if lock_first(Thread.objects.filter(pk=key)) is None:
             return 0
         # Chunks carry the thread scope of their record: this takes the
         # messages' chunks and those of memories owned by the thread.
-        SearchChunk.objects.filter(thread_id=thread_id).delete()
-        Memory.objects.filter(thread_id=thread_id).delete()
-        RecordLink.objects.filter(thread_id=thread_id).delete()
-        Thread.objects.filter(pk=thread_id).delete()
+        SearchChunk.objects.filter(thread_id=key).delete()
+        Memory.objects.filter(thread_id=key).delete()
+        RecordLink.objects.filter(thread_id=key).delete()
+        Thread.objects.filter(pk=key).delete()
     return 1
 
 
@@ -1003,8 +1031,9 @@ def image_chunk_texts(description: str | None) -> list[str]:
 
 def _image_chunk_rows(row: Image, chunks: list[str], vectors) -> list[SearchChunk]:
     return _chunk_rows(
-        source_kind="image", record_id=row.pk, record_type="image", chunks=chunks, vectors=vectors,
-        user_id=row.user_id, agent_id=row.agent_id, thread_id=row.thread_id, status=RecordStatus.VALID.value,
+        project_id=row.project_id, source_kind="image", record_id=row.pk, record_type="image", chunks=chunks,
+        vectors=vectors, user_id=row.user_id, agent_id=row.agent_id, thread_id=row.thread_id,
+        status=RecordStatus.VALID.value,
         expires_at=row.expires_at, metadata=row.metadata, now=timezone.now(),
     )
 
@@ -1013,7 +1042,8 @@ def _new_image_row(*, image_id: str, thread: Thread, image: ValidImage, descript
                    metadata: dict[str, Any], timestamp: str | None, expires_at, now,
                    message_id: str | None = None) -> Image:
     return Image(
-        id=image_id, thread_id=thread.pk, message_id=message_id, user_id=thread.user_id,
+        id=stored_id(thread.project_id, image_id), project_id=thread.project_id, thread_id=thread.pk,
+        message_id=message_id, user_id=thread.user_id,
         agent_id=thread.agent_id, mime_type=image.mime_type.value, description=description, data=image.data,
         size_bytes=image.size_bytes, width=image.width, height=image.height, metadata=metadata,
         timestamp=timestamp, event_at=ttl_rules.parse_timestamp(timestamp), expires_at=expires_at, created_at=now,
@@ -1027,12 +1057,16 @@ def _caption_parts(parts: list[_ImagePart], llm: Any, limits: ImageInputLimitCon
             part.part["description"] = generate_caption(part.image, llm, limits=limits, field=part.field)
 
 
-def _check_new_image_ids(parts: list[_ImagePart], *, replaceable: set[str] = frozenset()) -> None:
-    """New image part ids are unique in the call and not taken (except by ``replaceable`` images)."""
+def _check_new_image_ids(project_id: int, parts: list[_ImagePart], *, replaceable: set[str] = frozenset()) -> None:
+    """New image part ids are unique in the call and not taken in the project (except by ``replaceable`` images).
+
+    Ids are public ones (``replaceable`` too).
+    """
     ids = [p.part["id"] for p in parts]
     if len(set(ids)) != len(ids):
         raise InvalidArgument("messages", "image part ids must be unique within a batch")
-    taken = set(Image.objects.filter(pk__in=ids).values_list("pk", flat=True)) - set(replaceable)
+    taken = set(public_id(pk) for pk in Image.objects.filter(pk__in=stored_ids(project_id, ids))
+                .values_list("pk", flat=True)) - set(replaceable)
     for p in parts:
         if p.part["id"] in taken:
             raise Conflict(f"{p.field}.id", p.part["id"])
@@ -1041,7 +1075,8 @@ def _check_new_image_ids(parts: list[_ImagePart], *, replaceable: set[str] = fro
 def _message_image_rows(thread: Thread, message_id: str, parts: list[_ImagePart], expires_at, now) -> list[Image]:
     """Image rows for the new image parts of one message (scope from ``thread``, expiry from the message).
 
-    Their metadata is empty: an image part carries none (spec ImageContent).
+    ``message_id`` is the message's stored id. Their metadata is empty: an
+    image part carries none (spec ImageContent).
     """
     return [
         _new_image_row(image_id=p.part["id"], thread=thread, image=p.image, description=p.part["description"],
@@ -1060,11 +1095,11 @@ def _insert_images(rows: list[Image], field: str) -> None:
             Image.objects.bulk_create(rows)
     except IntegrityError:
         taken = Image.objects.filter(pk__in=[r.pk for r in rows]).values_list("pk", flat=True).first()
-        raise Conflict(field, taken or rows[0].pk) from None
+        raise Conflict(field, public_id(taken or rows[0].pk)) from None
 
 
 def _delete_images(image_ids: Sequence[str]) -> None:
-    """Delete image rows and their search chunks (inside the caller's transaction)."""
+    """Delete image rows (stored ids) and their search chunks (inside the caller's transaction)."""
     image_ids = list(image_ids)
     if image_ids:
         Image.objects.filter(pk__in=image_ids).delete()
@@ -1120,7 +1155,7 @@ def image_add(
     limits = limits or ImageInputLimitConfig()
     _check_scope_assertion(user_id, thread.user_id, "user_id")
     _check_scope_assertion(agent_id, thread.agent_id, "agent_id")
-    _check_scope_assertion(thread_id, thread.pk, "thread_id")
+    _check_scope_assertion(thread_id, thread.public_id, "thread_id")
     valid = validate_image(image, mime_type, limits=limits)
     iid = str(uuid.uuid4()) if image_id is NOTSET or image_id is None else check_id(image_id, "image_id")
     if description is not NOTSET and description is not None and not isinstance(description, str):
@@ -1133,7 +1168,7 @@ def image_add(
     days = ttl_rules.resolve_ttl_days(ttl_days, retention)
     anchor = TimeToLiveAnchor.CREATED_AT if ttl_anchor is NOTSET else ttl_rules.check_anchor(ttl_anchor)
     expiry = ttl_rules.expires_at(days, anchor, created_at=now, timestamp=stamp)
-    if Image.objects.filter(pk=iid).exists():
+    if Image.objects.filter(pk=stored_id(thread.project_id, iid)).exists():
         raise Conflict("image_id", iid)
     if description is NOTSET or description is None:
         description = generate_caption(valid, llm, limits=limits)
@@ -1149,9 +1184,9 @@ def image_add(
 
 
 def _visible_image(thread: Thread, image_id: Any, *, lock: bool = False) -> Image | None:
-    """A live image owned by this thread (bytes deferred), or None."""
+    """A live image (public id) owned by this thread (bytes deferred), or None."""
     check_id(image_id, "image_id")
-    qs = Image.objects.filter(live_q(timezone.now()), pk=image_id, thread_id=thread.pk)
+    qs = Image.objects.filter(live_q(timezone.now()), pk=stored_id(thread.project_id, image_id), thread_id=thread.pk)
     return lock_first(qs) if lock else qs.first()
 
 
@@ -1161,7 +1196,7 @@ def _sync_message_part(row: Image) -> None:
     if msg is None or not msg.parts:
         return
     for part in msg.parts:
-        if part.get("type") == "image" and part.get("id") == row.pk:
+        if part.get("type") == "image" and part.get("id") == row.public_id:
             part.update(mime_type=row.mime_type, description=row.description, timestamp=row.timestamp)
     msg.save(update_fields=["parts", "updated_at"])
 
@@ -1202,8 +1237,9 @@ def image_update(
     if row.message_id is not None:
         for name, value in (("ttl_days", ttl_days), ("ttl_anchor", ttl_anchor)):
             if value is not NOTSET:
-                raise InvalidArgument(name, f"image {image_id!r} is attached to message {row.message_id!r}; "
-                                            "change its expiration through update_message()")
+                raise InvalidArgument(name, f"image {image_id!r} is attached to message "
+                                            f"{public_id(row.message_id)!r}; change its expiration through "
+                                            "update_message()")
     valid = None
     if image is not NOTSET:
         if mime_type is NOTSET or mime_type is None:
@@ -1263,7 +1299,7 @@ def image_update(
             SearchChunk.objects.bulk_create(_image_chunk_rows(row, chunks, vectors))
         if row.message_id is not None and {"mime_type", "description", "timestamp"} & set(fields):
             _sync_message_part(row)
-    return row.pk
+    return image_id
 
 
 def image_delete(*, thread: Thread, image_id: Any) -> int:
@@ -1277,7 +1313,8 @@ def image_delete(*, thread: Thread, image_id: Any) -> int:
         if row is None:
             return 0
         if row.message_id is not None:
-            raise InvalidArgument("image_id", f"image {image_id!r} is attached to message {row.message_id!r}; "
-                                              "delete or update the parent message instead")
+            raise InvalidArgument("image_id", f"image {image_id!r} is attached to message "
+                                              f"{public_id(row.message_id)!r}; delete or update the parent message "
+                                              "instead")
         _delete_images([row.pk])
     return 1

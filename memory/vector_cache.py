@@ -45,7 +45,12 @@ filter falls back to ranking its rows in SQL. A candidate whose true distance
 differs from the cached one by more than the bound means ids were reused: the
 cache is dropped and that search ranks in SQL.
 
-Memory: 1,536 bytes per chunk (384 float32) plus 9 bytes of bookkeeping, per
+Projects (issue #12): each row keeps its chunk's ``project_id``, and a search
+takes candidates among its own project's rows only (``Snapshot.candidates``'s
+``project_id``), so another tenant's chunks neither crowd out the candidates
+nor reach the SQL that checks them.
+
+Memory: 1,536 bytes per chunk (384 float32) plus 17 bytes of bookkeeping, per
 process (about 154 MB at 100,000 chunks). Above ``OAM_VECTOR_CACHE_MAX_ROWS``
 (default 1,000,000) the cache stays off and search ranks in SQL.
 """
@@ -70,7 +75,7 @@ TOO_BIG_RECHECK_SECONDS = 60.0
 
 @dataclass(frozen=True)
 class Snapshot:
-    """An immutable view of the cache: rows ``[0, n)`` of ``ids``/``matrix``/``alive``.
+    """An immutable view of the cache: rows ``[0, n)`` of ``ids``/``matrix``/``alive``/``projects``.
 
     ``max_id`` is the largest chunk id held (0 when empty): rows with a larger
     id are not in the snapshot and must be ranked another way.
@@ -81,6 +86,7 @@ class Snapshot:
     alive: np.ndarray  # bool; False once a search found the row deleted
     n: int
     max_id: int
+    projects: np.ndarray | None = None  # int64, the chunk's project_id (None: not known)
 
     def nearest(self, query_vector, k: int) -> np.ndarray:
         """Ids of the ``k`` live rows with the highest cosine similarity to ``query_vector``, unordered.
@@ -91,13 +97,15 @@ class Snapshot:
         """
         return self.candidates(query_vector, k)[0]
 
-    def candidates(self, query_vector, k: int, margin: float = 0.0) -> tuple[np.ndarray, np.ndarray, float]:
+    def candidates(self, query_vector, k: int, margin: float = 0.0,
+                   project_id: int | None = None) -> tuple[np.ndarray, np.ndarray, float]:
         """``(ids, scores, floor)``: the ``k`` most similar live rows, and every live row within ``margin``.
 
-        ``scores`` are the cached cosine similarities of ``ids`` (float32;
-        ``inf`` for a zero vector, whose SQL distance is NULL and sorts first).
-        Every live row *not* returned scores below ``floor`` (``-inf`` when all
-        live rows are returned), which is the ``k``-th best score less ``margin``.
+        With ``project_id``, only rows of that project count as live. ``scores``
+        are the cached cosine similarities of ``ids`` (float32; ``inf`` for a
+        zero vector, whose SQL distance is NULL and sorts first). Every live
+        row *not* returned scores below ``floor`` (``-inf`` when all live rows
+        are returned), which is the ``k``-th best score less ``margin``.
         """
         empty = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32), float("-inf")
         if self.n == 0:
@@ -109,6 +117,10 @@ class Snapshot:
         scores = self.matrix[: self.n] @ q
         scores[np.isnan(scores)] = np.inf  # zero rows are stored as NaN (see _append)
         alive = self.alive[: self.n]
+        if project_id is not None:
+            if self.projects is None:
+                raise ValueError("this snapshot does not know the rows' projects")
+            alive = alive & (self.projects[: self.n] == project_id)
         if not alive.all():
             scores[~alive] = -np.inf
         live = int(alive.sum())
@@ -148,12 +160,13 @@ class VectorCache:
         self._ids = np.empty(0, dtype=np.int64)
         self._matrix = np.empty((0, self.dimensions), dtype=np.float32)
         self._alive = np.empty(0, dtype=bool)
+        self._projects = np.empty(0, dtype=np.int64)
         self._n = 0
         self._tail: tuple | None = None  # (id, record_id, chunk_index, created_at) of the newest row
         self._newest_created: str | None = None  # the latest created_at (as stored) of the rows held
         self._too_big = False
         self._too_big_since = 0.0
-        self._snapshot = Snapshot(self._ids, self._matrix, self._alive, 0, 0)
+        self._snapshot = Snapshot(self._ids, self._matrix, self._alive, 0, 0, self._projects)
 
     def clear(self) -> None:
         """Drop everything held (the next snapshot reloads)."""
@@ -241,8 +254,8 @@ class VectorCache:
             self._reset(self._database)
             max_id = 0
         started = time.perf_counter()
-        cursor.execute(f"SELECT id, embedding, CAST(created_at AS TEXT) FROM {self.table} WHERE id > %s ORDER BY id",
-                       [max_id])
+        cursor.execute(f"SELECT id, embedding, CAST(created_at AS TEXT), project_id FROM {self.table} "
+                       f"WHERE id > %s ORDER BY id", [max_id])
         loaded = 0
         while batch := cursor.fetchmany(FETCH_BATCH):
             newest = max(row[2] for row in batch)
@@ -258,7 +271,8 @@ class VectorCache:
             loaded += len(batch)
         if loaded:
             self._tail = self._tail_row(cursor, int(self._ids[self._n - 1]))
-            self._snapshot = Snapshot(self._ids, self._matrix, self._alive, self._n, int(self._ids[self._n - 1]))
+            self._snapshot = Snapshot(self._ids, self._matrix, self._alive, self._n, int(self._ids[self._n - 1]),
+                                      self._projects)
             if loaded > FETCH_BATCH:
                 logger.info("vector cache: loaded %s chunks in %.2f s", loaded, time.perf_counter() - started)
 
@@ -270,10 +284,12 @@ class VectorCache:
             ids = np.empty(capacity, dtype=np.int64)
             matrix = np.empty((capacity, self.dimensions), dtype=np.float32)
             alive = np.zeros(capacity, dtype=bool)
+            projects = np.zeros(capacity, dtype=np.int64)
             ids[: self._n] = self._ids[: self._n]
             matrix[: self._n] = self._matrix[: self._n]
             alive[: self._n] = self._alive[: self._n]
-            self._ids, self._matrix, self._alive = ids, matrix, alive
+            projects[: self._n] = self._projects[: self._n]
+            self._ids, self._matrix, self._alive, self._projects = ids, matrix, alive, projects
         block = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype="<f4").reshape(count, self.dimensions)
         norms = np.linalg.norm(block, axis=1, keepdims=True)
         # A zero vector has no direction: sqlite-vec's cosine distance to it is
@@ -282,6 +298,7 @@ class VectorCache:
         self._ids[self._n : need] = [r[0] for r in rows]
         self._matrix[self._n : need] = block / norms
         self._alive[self._n : need] = True
+        self._projects[self._n : need] = [r[3] for r in rows]
         self._n = need
 
 

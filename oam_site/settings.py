@@ -131,7 +131,7 @@ ASGI_APPLICATION = "oam_site.asgi.application"
 
 # Staff pages (staff/): Django's own auth, staff accounts only.
 LOGIN_URL = "staff:login"
-LOGIN_REDIRECT_URL = "staff:thread_list"
+LOGIN_REDIRECT_URL = "staff:home"
 
 # --- Database -----------------------------------------------------------------
 OAM_ORACLE_DSN = env.str("OAM_ORACLE_DSN", default="")

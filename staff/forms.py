@@ -271,8 +271,8 @@ class RelationForm(StaffForm):
 
     def __init__(self, *args: Any, memories=(), **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.types = {m.pk: m.memory_type for m in memories}
-        choices = [("", "— choose —")] + [(m.pk, f"[{m.memory_type}] {m.content[:60]}") for m in memories]
+        self.types = {m.public_id: m.memory_type for m in memories}
+        choices = [("", "— choose —")] + [(m.public_id, f"[{m.memory_type}] {m.content[:60]}") for m in memories]
         self.fields["source_record_id"].choices = choices
         self.fields["target_record_id"].choices = choices
 

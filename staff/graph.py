@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from memory.tenancy import public_id
+
 #: Nodes drawn at most; relations touching others are listed only (``Graph.omitted``).
 MAX_NODES = 16
 NODE_RADIUS = 18
@@ -70,13 +72,14 @@ def relation_graph(relations) -> Graph | None:
 
     Nodes are the relations' endpoints in first-seen order, at most
     ``MAX_NODES``; relations touching a node beyond that are counted in
-    ``omitted``. Endpoints missing from the thread are drawn with their id.
+    ``omitted``. Endpoints missing from the thread are drawn with their (public) id.
     """
     order: dict[str, tuple[str, str, str]] = {}
     for view in relations:
         for rid, row in ((view.link.source_id, view.source), (view.link.target_id, view.target)):
             if rid not in order:
-                order[rid] = (row.memory_type, row.status, _short(row.content)) if row else ("memory", "gone", _short(rid))
+                order[rid] = ((row.memory_type, row.status, _short(row.content)) if row
+                              else ("memory", "gone", _short(public_id(rid))))
     if not order:
         return None
     ids = list(order)[:MAX_NODES]

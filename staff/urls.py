@@ -1,7 +1,9 @@
 """Routes of the staff pages, mounted at ``/staff/`` (namespace ``staff``).
 
-Thread, message, memory and relation ids are path segments (``str``: no
-slash), as in the JSON API and the WebSocket route.
+Pages of records live under their project, ``projects/<slug>/`` (issue #12:
+ids are unique within a project only). Thread, message, memory and relation
+ids are public ids and path segments (``str``: no slash), as in the JSON API
+and the WebSocket route.
 """
 
 from django.contrib.admin.forms import AdminAuthenticationForm
@@ -12,7 +14,8 @@ from staff import views
 
 app_name = "staff"
 
-T = "threads/<str:thread_id>/"
+P = "projects/<slug:project>/"
+T = P + "threads/<str:thread_id>/"
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -20,7 +23,8 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(template_name="staff/login.html",
                                                 authentication_form=AdminAuthenticationForm), name="login"),
     path("logout/", auth_views.LogoutView.as_view(next_page="staff:login"), name="logout"),
-    path("threads/", views.thread_list, name="thread_list"),
+    path("threads/", views.default_thread_list, name="default_thread_list"),
+    path(P + "threads/", views.thread_list, name="thread_list"),
     path(T, views.thread_detail, name="thread_detail"),
     path(T + "timeline/", views.timeline_region, name="timeline"),
     path(T + "memories/", views.memories_region, name="memories"),
@@ -37,5 +41,6 @@ urlpatterns = [
     path(T + "images/<str:image_id>/delete/", views.image_delete, name="image_delete"),
     path(T + "relations/add/", views.relation_add, name="relation_add"),
     path(T + "relations/<str:relation_id>/delete/", views.relation_delete, name="relation_delete"),
-    path("search/", views.search, name="search"),
+    path("search/", views.default_search, name="default_search"),
+    path(P + "search/", views.search, name="search"),
 ]

@@ -41,7 +41,8 @@ from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 from memory import browse, extraction, selectors, services
 from memory.client import AgentMemory, Thread
 from memory.errors import NotFound
-from memory.models import MEMORY_TYPES, STATUSES, Thread as ThreadRow
+from memory.models import MEMORY_TYPES, STATUSES, Project, Thread as ThreadRow
+from memory.tenancy import get_project
 from staff.forms import (
     ContextCardForm,
     ImageEditForm,
@@ -89,7 +90,8 @@ def staff_required(view):
 
 @dataclass
 class Opened:
-    """A thread as the views use it: the stored ``row``, the spec handle ``api`` and its ``client``."""
+    """A thread as the views use it: the stored ``row``, the spec handle ``api`` and its ``client`` (whose
+    ``project`` is the thread's)."""
 
     row: ThreadRow
     api: Thread
@@ -97,14 +99,28 @@ class Opened:
 
     @property
     def thread_id(self) -> str:
-        return self.row.pk
+        """The thread's public id."""
+        return self.row.public_id
+
+    @property
+    def project(self) -> Project:
+        return self.client.project
 
 
-def _handle(thread_id: str) -> Opened:
-    """Open a thread (``memory.client``: configured retention, search config and LLM), or 404."""
-    client = AgentMemory()
+def _project(slug: str) -> Project:
+    """The project of a URL's ``<slug:project>``, or 404."""
     try:
-        row = selectors.thread_get(thread_id)
+        return get_project(slug)
+    except NotFound:
+        raise Http404(f"no project {slug!r}") from None
+
+
+def _handle(project: str, thread_id: str) -> Opened:
+    """Open a thread of the project named in the URL (``memory.client``: configured retention, search config
+    and LLM), or 404."""
+    client = AgentMemory(project=_project(project))
+    try:
+        row = selectors.thread_get(project=client.project, thread_id=thread_id)
     except NotFound:
         raise Http404(f"no thread {thread_id!r}") from None
     return Opened(row=row, api=Thread(row, client), client=client)
@@ -118,8 +134,14 @@ def _found(lookup, *args):
         raise Http404(exc.message) from None
 
 
-def _detail_url(thread_id: str, anchor: str = "") -> str:
-    return reverse("staff:thread_detail", args=[thread_id]) + (f"#{anchor}" if anchor else "")
+def _detail_url(handle: Opened, anchor: str = "") -> str:
+    url = reverse("staff:thread_detail", args=[handle.project.slug, handle.thread_id])
+    return url + (f"#{anchor}" if anchor else "")
+
+
+def _record_url(handle: Opened, name: str, record_id: str) -> str:
+    """``staff:<name>`` of a record (public id) of the thread."""
+    return reverse(f"staff:{name}", args=[handle.project.slug, handle.thread_id, record_id])
 
 
 def _focus(response: HttpResponse, dom_id: str) -> HttpResponse:
@@ -129,7 +151,7 @@ def _focus(response: HttpResponse, dom_id: str) -> HttpResponse:
 
 def _counts(request: HttpRequest, handle: "Opened") -> str:
     """The thread's header counts (``#thread-counts``) as an out-of-band swap, for htmx responses to writes."""
-    return render_to_string(f"{DETAIL}#counts", {"overview": browse.thread_overview(handle.thread_id), "oob": True},
+    return render_to_string(f"{DETAIL}#counts", {"overview": browse.thread_overview(handle.row), "oob": True},
                             request)
 
 
@@ -148,30 +170,52 @@ class Edit:
 @require_safe
 @staff_required
 def home(request: HttpRequest) -> HttpResponse:
-    """``/staff/``: the thread list."""
-    return redirect("staff:thread_list")
+    """``/staff/``: the default project's thread list."""
+    return redirect("staff:thread_list", project=get_project(None).slug)
+
+
+@require_safe
+@staff_required
+def default_thread_list(request: HttpRequest) -> HttpResponse:
+    """``/staff/threads/`` (the address before projects): the default project's thread list, same query."""
+    return _redirect_keeping_query(request, reverse("staff:thread_list", args=[get_project(None).slug]))
+
+
+@require_safe
+@staff_required
+def default_search(request: HttpRequest) -> HttpResponse:
+    """``/staff/search/`` (the address before projects): the default project's search page, same query."""
+    return _redirect_keeping_query(request, reverse("staff:search", args=[get_project(None).slug]))
+
+
+def _redirect_keeping_query(request: HttpRequest, url: str) -> HttpResponse:
+    query = request.GET.urlencode()
+    return redirect(url + (f"?{query}" if query else ""))
 
 
 @require_safe
 @staff_required
 @vary_on_headers("HX-Request")
-def thread_list(request: HttpRequest) -> HttpResponse:
-    """Threads with counts and last activity, filtered by ``q``, ``user_id``, ``agent_id``, ``metadata``; paged.
+def thread_list(request: HttpRequest, project: str) -> HttpResponse:
+    """A project's threads with counts and last activity, filtered by ``q``, ``user_id``, ``agent_id``,
+    ``metadata``; paged.
 
     htmx: the ``#thread-browser`` fragment (filters and list). A bad metadata
     filter is shown next to its field with status 422.
     """
+    current = _project(project)
     form = ThreadFilterForm(request.GET)
     status = 200
     if form.is_valid():
         data = form.cleaned_data
-        rows = browse.thread_browse(q=data["q"].strip(), user_id=data["user_id"].strip(),
+        rows = browse.thread_browse(project=current, q=data["q"].strip(), user_id=data["user_id"].strip(),
                                     agent_id=data["agent_id"].strip(), metadata_filter=data["metadata"])
     else:
         rows, status = ThreadRow.objects.none(), INVALID
     page = Paginator(rows, browse.THREADS_PER_PAGE).get_page(request.GET.get("page"))
     template = "staff/thread_list.html" + ("#thread-browser" if request.htmx else "")
-    return render(request, template, {"form": form, "page": page, "nav": "threads"}, status=status)
+    return render(request, template, {"form": form, "page": page, "nav": "threads", "project": current},
+                  status=status)
 
 
 def _records_context(handle: Opened, *, edit: Edit | None = None, add_form=None, relation_form=None) -> dict:
@@ -185,6 +229,7 @@ def _records_context(handle: Opened, *, edit: Edit | None = None, add_form=None,
     return {
         **FORM_CHOICES,
         "thread": row,
+        "project": handle.project,
         "now": now,
         "nav": "threads",
         "memory_groups": browse.group_by_type(rows),
@@ -200,12 +245,13 @@ def _records_context(handle: Opened, *, edit: Edit | None = None, add_form=None,
 def _timeline_context(handle: Opened, request: HttpRequest) -> dict:
     """The ``#timeline`` region: one page (``?page=``, 200 messages) of the conversation."""
     page = Paginator(browse.timeline(handle.row), browse.MESSAGES_PER_PAGE).get_page(request.GET.get("page"))
-    return {**FORM_CHOICES, "thread": handle.row, "now": timezone.now(), "messages_page": page}
+    return {**FORM_CHOICES, "thread": handle.row, "project": handle.project, "now": timezone.now(),
+            "messages_page": page}
 
 
 def _images_context(handle: Opened, *, edit: Edit | None = None) -> dict:
     """The ``#images`` region: the thread's standalone images (not in a message), expired ones flagged."""
-    return {**FORM_CHOICES, "thread": handle.row, "now": timezone.now(),
+    return {**FORM_CHOICES, "thread": handle.row, "project": handle.project, "now": timezone.now(),
             "images": list(browse.standalone_images(handle.row)), "edit": edit}
 
 
@@ -214,49 +260,50 @@ def _detail_context(handle: Opened, request: HttpRequest, **records) -> dict:
         **_timeline_context(handle, request),
         **_images_context(handle),
         **_records_context(handle, **records),
-        "overview": browse.thread_overview(handle.thread_id),
+        "overview": browse.thread_overview(handle.row),
         "summary": browse.summary_view(handle.row),
-        "extraction": extraction.extraction_state(thread_id=handle.thread_id),
+        "extraction": extraction.extraction_state(thread=handle.row),
     }
 
 
 @require_safe
 @staff_required
-def thread_detail(request: HttpRequest, thread_id: str) -> HttpResponse:
+def thread_detail(request: HttpRequest, project: str, thread_id: str) -> HttpResponse:
     """A thread: header (``#thread-counts``), ``#timeline``, ``#memories``, ``#summary``, ``#relations``,
     ``#images``, ``#extraction-progress``."""
-    handle = _handle(thread_id)
+    handle = _handle(project, thread_id)
     return render(request, DETAIL, _detail_context(handle, request))
 
 
 @require_safe
 @staff_required
-def timeline_region(request: HttpRequest, thread_id: str) -> HttpResponse:
+def timeline_region(request: HttpRequest, project: str, thread_id: str) -> HttpResponse:
     """The ``#timeline`` fragment, one page of messages (``?page=``), with the header counts out of band;
     the full thread page without htmx."""
-    handle = _handle(thread_id)
+    handle = _handle(project, thread_id)
     if not request.htmx:
-        return redirect(_detail_url(thread_id) + (f"?page={request.GET['page']}" if "page" in request.GET else ""))
+        return redirect(_detail_url(handle) + (f"?page={request.GET['page']}" if "page" in request.GET else ""))
     body = render_to_string(DETAIL + "#timeline", {**_timeline_context(handle, request), "edit": None}, request)
     return HttpResponse(body + _counts(request, handle))
 
 
 @require_safe
 @staff_required
-def memories_region(request: HttpRequest, thread_id: str) -> HttpResponse:
+def memories_region(request: HttpRequest, project: str, thread_id: str) -> HttpResponse:
     """The ``#memories`` fragment with ``#relations`` and the header counts out of band (the live-extraction
     script reloads them)."""
-    handle = _handle(thread_id)
+    handle = _handle(project, thread_id)
     return _records_response(request, handle, _records_context(handle))
 
 
 @require_safe
 @staff_required
-def extraction_region(request: HttpRequest, thread_id: str) -> HttpResponse:
+def extraction_region(request: HttpRequest, project: str, thread_id: str) -> HttpResponse:
     """The ``#extraction-progress`` fragment: the thread's extraction state as stored."""
-    handle = _handle(thread_id)
+    handle = _handle(project, thread_id)
     return render(request, DETAIL + "#extraction",
-                  {"thread": handle.row, "extraction": extraction.extraction_state(thread_id=handle.thread_id)})
+                  {"thread": handle.row, "project": handle.project,
+                   "extraction": extraction.extraction_state(thread=handle.row)})
 
 
 def _records_response(request: HttpRequest, handle: Opened, context: dict, *, main: str = "memories",
@@ -281,7 +328,7 @@ def _after_write(request: HttpRequest, handle: Opened, text: str, anchor: str, *
     if request.htmx:
         return _records_response(request, handle, _records_context(handle), main=main, focus=focus or anchor)
     flash.success(request, text)
-    return redirect(_detail_url(handle.thread_id, anchor))
+    return redirect(_detail_url(handle, anchor))
 
 
 def _invalid(request: HttpRequest, handle: Opened, *, main: str = "memories", focus: str = "",
@@ -298,13 +345,13 @@ def _invalid(request: HttpRequest, handle: Opened, *, main: str = "memories", fo
 
 @require_POST
 @staff_required
-def message_edit(request: HttpRequest, thread_id: str, message_id: str) -> HttpResponse:
+def message_edit(request: HttpRequest, project: str, thread_id: str, message_id: str) -> HttpResponse:
     """Edit a message's content and metadata through ``Thread.update_message`` (re-embeds, re-extracts).
 
     Only changed fields are sent: unchanged content is not re-embedded.
     htmx: the message's list item.
     """
-    handle = _handle(thread_id)
+    handle = _handle(project, thread_id)
     row = _found(browse.message_row, handle.row, message_id)
     form = MessageEditForm(request.POST, message=row)
     if form.is_valid():
@@ -317,44 +364,45 @@ def message_edit(request: HttpRequest, thread_id: str, message_id: str) -> HttpR
     if not form.is_valid():
         edit = Edit("message", message_id, form)
         if request.htmx:
-            body = render_to_string(DETAIL + "#message", {"thread": handle.row, "message": row, "edit": edit,
-                                                          "now": timezone.now(), **FORM_CHOICES}, request)
+            body = render_to_string(DETAIL + "#message", {"thread": handle.row, "project": handle.project,
+                                                          "message": row, "edit": edit, "now": timezone.now(),
+                                                          **FORM_CHOICES}, request)
             return _focus(HttpResponse(body, status=INVALID), f"message-{row.seq}")
         return render(request, DETAIL, _detail_context(handle, request, edit=edit), status=INVALID)
     if request.htmx:
         row.refresh_from_db()
-        body = render_to_string(DETAIL + "#message", {"thread": handle.row, "message": row, "now": timezone.now(),
-                                                      **FORM_CHOICES}, request)
+        body = render_to_string(DETAIL + "#message", {"thread": handle.row, "project": handle.project,
+                                                      "message": row, "now": timezone.now(), **FORM_CHOICES}, request)
         return _focus(HttpResponse(body + _counts(request, handle)), f"message-{row.seq}")
     flash.success(request, "Message saved.")
-    return redirect(_detail_url(thread_id, f"message-{row.seq}"))
+    return redirect(_detail_url(handle, f"message-{row.seq}"))
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
 @staff_required
-def message_delete(request: HttpRequest, thread_id: str, message_id: str) -> HttpResponse:
+def message_delete(request: HttpRequest, project: str, thread_id: str, message_id: str) -> HttpResponse:
     """GET: ask for confirmation. POST: ``Thread.delete_message`` (its chunks go with it).
 
     htmx POST: an empty body that removes the list item (and the header counts, out of band).
     """
-    handle = _handle(thread_id)
+    handle = _handle(project, thread_id)
     row = _found(browse.message_row, handle.row, message_id)
     if request.method != "POST":
         return _confirm(request, handle, kind="message", record=row,
-                        action=reverse("staff:message_delete", args=[thread_id, message_id]),
+                        action=_record_url(handle, "message_delete", message_id),
                         text=f"{row.role}: {row.content}")
     try:
         deleted = handle.api.delete_message(message_id)
     except TimeoutError as exc:
         return _confirm(request, handle, kind="message", record=row, status=503, error=str(exc),
-                        action=reverse("staff:message_delete", args=[thread_id, message_id]),
+                        action=_record_url(handle, "message_delete", message_id),
                         text=f"{row.role}: {row.content}")
     if not deleted:  # expired meanwhile: the spec's delete sees live messages only
         raise Http404(f"no live message {message_id!r}")
     if request.htmx:
         return _focus(HttpResponse(_counts(request, handle)), "timeline-heading")
     flash.success(request, "Message deleted.")
-    return redirect(_detail_url(thread_id, "timeline"))
+    return redirect(_detail_url(handle, "timeline"))
 
 
 def _confirm(request: HttpRequest, handle: Opened, *, kind: str, record, action: str, text: str,
@@ -364,8 +412,8 @@ def _confirm(request: HttpRequest, handle: Opened, *, kind: str, record, action:
     ``text`` is what the record says; for a relation, ``relation`` (``browse.RelationView``)
     shows both memories and the relation type.
     """
-    context = {"thread": handle.row, "kind": kind, "record": record, "action": action, "text": text,
-               "error": error, "cancel": _detail_url(handle.thread_id), "relation": relation}
+    context = {"thread": handle.row, "project": handle.project, "kind": kind, "record": record, "action": action,
+               "text": text, "error": error, "cancel": _detail_url(handle), "relation": relation}
     template = "staff/confirm_delete.html" + ("#confirm" if request.htmx else "")
     return render(request, template, context, status=status)
 
@@ -375,9 +423,9 @@ def _confirm(request: HttpRequest, handle: Opened, *, kind: str, record, action:
 
 @require_POST
 @staff_required
-def memory_add(request: HttpRequest, thread_id: str) -> HttpResponse:
+def memory_add(request: HttpRequest, project: str, thread_id: str) -> HttpResponse:
     """Store a manual memory through ``Thread.add_memory`` (embedded and searchable at once)."""
-    handle = _handle(thread_id)
+    handle = _handle(project, thread_id)
     form = MemoryAddForm(request.POST)
     if form.is_valid():
         try:
@@ -392,13 +440,13 @@ def memory_add(request: HttpRequest, thread_id: str) -> HttpResponse:
 
 @require_POST
 @staff_required
-def memory_edit(request: HttpRequest, thread_id: str, memory_id: str) -> HttpResponse:
+def memory_edit(request: HttpRequest, project: str, thread_id: str, memory_id: str) -> HttpResponse:
     """Edit content, type, status and TTL through ``services.memory_update`` (what ``update_memory`` calls).
 
     Changed content is re-embedded; a new type moves the record, its chunks
     and its relation endpoints together. Only changed fields are sent.
     """
-    handle = _handle(thread_id)
+    handle = _handle(project, thread_id)
     row = _found(browse.memory_row, handle.row, memory_id)
     form = MemoryEditForm(request.POST)
     if form.is_valid():
@@ -416,11 +464,11 @@ def memory_edit(request: HttpRequest, thread_id: str, memory_id: str) -> HttpRes
 
 @require_http_methods(["GET", "HEAD", "POST"])
 @staff_required
-def memory_delete(request: HttpRequest, thread_id: str, memory_id: str) -> HttpResponse:
+def memory_delete(request: HttpRequest, project: str, thread_id: str, memory_id: str) -> HttpResponse:
     """GET: ask for confirmation. POST: ``Thread.delete_memory`` (relations go, their targets revalidate)."""
-    handle = _handle(thread_id)
+    handle = _handle(project, thread_id)
     row = _found(browse.memory_row, handle.row, memory_id)
-    action = reverse("staff:memory_delete", args=[thread_id, memory_id])
+    action = _record_url(handle, "memory_delete", memory_id)
     text = f"[{row.memory_type}] {row.content}"
     if request.method != "POST":
         return _confirm(request, handle, kind="memory", record=row, action=action, text=text)
@@ -439,9 +487,9 @@ def memory_delete(request: HttpRequest, thread_id: str, memory_id: str) -> HttpR
 
 @require_POST
 @staff_required
-def relation_add(request: HttpRequest, thread_id: str) -> HttpResponse:
+def relation_add(request: HttpRequest, project: str, thread_id: str) -> HttpResponse:
     """Relate two memories of the thread through ``Thread.link_records``."""
-    handle = _handle(thread_id)
+    handle = _handle(project, thread_id)
     now = timezone.now()
     live = [m for m in browse.memories(handle.row) if m.expires_at is None or m.expires_at > now]
     form = RelationForm(request.POST, memories=live)
@@ -458,9 +506,9 @@ def relation_add(request: HttpRequest, thread_id: str) -> HttpResponse:
 
 @require_http_methods(["GET", "HEAD", "POST"])
 @staff_required
-def relation_delete(request: HttpRequest, thread_id: str, relation_id: str) -> HttpResponse:
+def relation_delete(request: HttpRequest, project: str, thread_id: str, relation_id: str) -> HttpResponse:
     """GET: ask for confirmation, naming both memories and the relation type. POST: ``Thread.delete_record_link``."""
-    handle = _handle(thread_id)
+    handle = _handle(project, thread_id)
     view = _found(browse.relation_view, handle.row, relation_id)
     if request.method != "POST":
         link = view.link
@@ -468,7 +516,7 @@ def relation_delete(request: HttpRequest, thread_id: str, relation_id: str) -> H
                 for end, kind, pk in ((view.source, link.source_type, link.source_id),
                                       (view.target, link.target_type, link.target_id))]
         return _confirm(request, handle, kind="relation", record=link, relation=view,
-                        action=reverse("staff:relation_delete", args=[thread_id, relation_id]),
+                        action=_record_url(handle, "relation_delete", relation_id),
                         text=f"“{ends[0]}” {link.relation_type} “{ends[1]}”")
     if not handle.api.delete_record_link(relation_id=relation_id):
         raise Http404(f"no relation {relation_id!r}")
@@ -481,12 +529,12 @@ def relation_delete(request: HttpRequest, thread_id: str, relation_id: str) -> H
 
 @require_POST
 @staff_required
-def extract_now(request: HttpRequest, thread_id: str) -> HttpResponse:
+def extract_now(request: HttpRequest, project: str, thread_id: str) -> HttpResponse:
     """Extract the pending messages now (``Thread.extract_pending_messages``); progress arrives over the socket.
 
     htmx: the ``#extraction-progress`` fragment with a note of what happened.
     """
-    handle = _handle(thread_id)
+    handle = _handle(project, thread_id)
     status = 200
     try:
         job_id = handle.api.extract_pending_messages()
@@ -500,11 +548,12 @@ def extract_now(request: HttpRequest, thread_id: str) -> HttpResponse:
     except TimeoutError as exc:
         note, status = str(exc), 503
     if request.htmx:
-        state = extraction.extraction_state(thread_id=handle.thread_id)
-        return _focus(render(request, DETAIL + "#extraction", {"thread": handle.row, "extraction": state, "note": note},
+        state = extraction.extraction_state(thread=handle.row)
+        return _focus(render(request, DETAIL + "#extraction", {"thread": handle.row, "project": handle.project,
+                                                               "extraction": state, "note": note},
                              status=status), "extraction-note")
     (flash.success if status == 200 else flash.error)(request, note)
-    return redirect(_detail_url(thread_id, "extraction-progress"))
+    return redirect(_detail_url(handle, "extraction-progress"))
 
 
 # --- images ------------------------------------------------------------------------------------
@@ -519,14 +568,14 @@ def _images_response(request: HttpRequest, handle: Opened, *, edit: Edit | None 
 
 @require_POST
 @staff_required
-def image_edit(request: HttpRequest, thread_id: str, image_id: str) -> HttpResponse:
+def image_edit(request: HttpRequest, project: str, thread_id: str, image_id: str) -> HttpResponse:
     """Edit a standalone image's description and metadata through ``Thread.update_image`` (spec: update_image).
 
     A new description is re-embedded (the image's search chunks are rewritten);
     new metadata is copied to its chunks. Only changed fields are sent. An
     image in a message is edited with its message. htmx: the ``#images`` region.
     """
-    handle = _handle(thread_id)
+    handle = _handle(project, thread_id)
     row = _found(browse.standalone_image_row, handle.row, image_id)
     form = ImageEditForm(request.POST)
     if form.is_valid():
@@ -545,38 +594,38 @@ def image_edit(request: HttpRequest, thread_id: str, image_id: str) -> HttpRespo
     if request.htmx:
         return _images_response(request, handle, focus=key)
     flash.success(request, "Image saved.")
-    return redirect(_detail_url(thread_id, key))
+    return redirect(_detail_url(handle, key))
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
 @staff_required
-def image_delete(request: HttpRequest, thread_id: str, image_id: str) -> HttpResponse:
+def image_delete(request: HttpRequest, project: str, thread_id: str, image_id: str) -> HttpResponse:
     """GET: ask for confirmation. POST: ``Thread.delete_image`` (its search chunks go with it).
 
     Standalone images only: one in a message goes with its message (404 here).
     """
-    handle = _handle(thread_id)
+    handle = _handle(project, thread_id)
     row = _found(browse.standalone_image_row, handle.row, image_id)
     if request.method != "POST":
         return _confirm(request, handle, kind="image", record=row,
-                        action=reverse("staff:image_delete", args=[thread_id, image_id]),
+                        action=_record_url(handle, "image_delete", image_id),
                         text=f"{row.mime_type}, {row.width}×{row.height} px: {row.description or '(no description)'}")
     if not handle.api.delete_image(image_id):  # expired meanwhile: the spec's delete sees live images only
         raise Http404(f"no live image {image_id!r}")
     if request.htmx:
         return _images_response(request, handle, focus="images-heading")
     flash.success(request, "Image deleted.")
-    return redirect(_detail_url(thread_id, "images"))
+    return redirect(_detail_url(handle, "images"))
 
 
 @require_safe
 @staff_required
-def image(request: HttpRequest, thread_id: str, image_id: str) -> HttpResponse:
+def image(request: HttpRequest, project: str, thread_id: str, image_id: str) -> HttpResponse:
     """An image of the thread as stored (``?thumb=1``: a PNG thumbnail of at most 160 px a side).
 
     Served with its validated MIME type, ``nosniff`` and a CSP that runs nothing.
     """
-    handle = _handle(thread_id)
+    handle = _handle(project, thread_id)
     row = _found(browse.image_data, handle.row, image_id)
     data, mime_type = bytes(row.data), row.mime_type
     if "thumb" in request.GET:
@@ -597,12 +646,12 @@ def image(request: HttpRequest, thread_id: str, image_id: str) -> HttpResponse:
 @require_safe
 @staff_required
 @vary_on_headers("HX-Request")
-def context_card(request: HttpRequest, thread_id: str) -> HttpResponse:
+def context_card(request: HttpRequest, project: str, thread_id: str) -> HttpResponse:
     """The card ``Thread.get_context_card`` gives an agent, with the spec's options (blank: default).
 
     htmx: the ``#card-panel`` fragment (options and ``#context-card``).
     """
-    handle = _handle(thread_id)
+    handle = _handle(project, thread_id)
     form = ContextCardForm(request.GET if "preview" in request.GET else None)
     card, status = None, 200
     if not form.is_bound or form.is_valid():
@@ -614,31 +663,34 @@ def context_card(request: HttpRequest, thread_id: str) -> HttpResponse:
     if form.is_bound and not form.is_valid():
         status = INVALID
     template = "staff/context_card.html" + ("#card-panel" if request.htmx else "")
-    return render(request, template, {"thread": handle.row, "form": form, "card": card, "nav": "threads"},
-                  status=status)
+    return render(request, template, {"thread": handle.row, "project": handle.project, "form": form, "card": card,
+                                      "nav": "threads"}, status=status)
 
 
 @require_safe
 @staff_required
 @vary_on_headers("HX-Request")
-def search(request: HttpRequest) -> HttpResponse:
-    """Search playground: ``AgentMemory.search`` across threads (omitted ids leave their dimension open).
+def search(request: HttpRequest, project: str) -> HttpResponse:
+    """Search playground: ``AgentMemory.search`` across the threads of a project (omitted ids leave their
+    dimension open).
 
     Results show rank, score, distance, type, where each record came from
     (thread, user, agent; a memory's source messages) and linked memories.
     htmx: the ``#search-panel`` fragment (form and ``#search-results``).
     """
+    client = AgentMemory(project=_project(project))
     form = SearchForm(request.GET if "query" in request.GET else None,
                       initial={"thread_id": request.GET.get("thread_id", "")})
     results, status = None, 200
     if form.is_bound and form.is_valid():
         try:
             arguments = form.arguments()
-            results = AgentMemory().search(arguments.pop("query"), **arguments)
+            results = client.search(arguments.pop("query"), **arguments)
         except SERVICE_ERRORS as exc:
             add_service_error(form, exc)
             results = None
     if form.is_bound and not form.is_valid():
         status = INVALID
     template = "staff/search.html" + ("#search-panel" if request.htmx else "")
-    return render(request, template, {"form": form, "results": results, "nav": "search"}, status=status)
+    return render(request, template, {"form": form, "results": results, "nav": "search", "project": client.project},
+                  status=status)

@@ -12,6 +12,7 @@ from django.core.management import CommandError, call_command
 from memory import locomo
 from memory.client import AgentMemory
 from memory.models import Message, SearchChunk, Thread
+from tests.ids import key
 
 DATA = locomo.default_data_path()
 needs_data = pytest.mark.skipif(not DATA.is_file(), reason=f"LoCoMo data file not found at {DATA} (set OAM_LOCOMO_PATH)")
@@ -230,12 +231,12 @@ def test_import_resumes_a_session_whose_batch_never_landed(imported, db):
     sample = imported["sample"]
     session = sample.sessions[-1]
     tid = locomo.thread_id(sample.sample_id, session.number)
-    Message.objects.filter(thread_id=tid).delete()
-    SearchChunk.objects.filter(thread_id=tid).delete()
+    Message.objects.filter(thread_id=key(tid)).delete()
+    SearchChunk.objects.filter(thread_id=key(tid)).delete()
     out = StringIO()
     call_command("import_locomo", samples=[sample.sample_id], verbosity=1, stdout=out, stderr=StringIO())
     assert f"{len(session.turns)} message(s) added" in out.getvalue()
-    assert Message.objects.filter(thread_id=tid).count() == len(session.turns)
+    assert Message.objects.filter(thread_id=key(tid)).count() == len(session.turns)
 
 
 def _ranked_dia_ids(client, sample_id, question, k):

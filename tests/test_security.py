@@ -112,7 +112,7 @@ def test_admin_logins_are_throttled_too(staff_account):
 def test_staff_pages_carry_a_strict_content_security_policy(staff_account):
     browser = Client()
     browser.force_login(staff_account)
-    response = browser.get("/staff/threads/")
+    response = browser.get("/staff/threads/", follow=True)
     assert response.status_code == 200
     policy = response.headers["Content-Security-Policy"]
     for directive in ("default-src 'self'", "script-src 'self'", "style-src 'self'", "frame-ancestors 'none'",
@@ -133,6 +133,6 @@ def test_private_responses_are_not_stored_by_caches(staff_account):
         assert "no-store" in response.headers["Cache-Control"] and "private" in response.headers["Cache-Control"]
     browser = Client()
     browser.force_login(staff_account)
-    assert "no-store" in browser.get("/staff/threads/").headers["Cache-Control"]
+    assert "no-store" in browser.get("/staff/threads/", follow=True).headers["Cache-Control"]
     docs = Client().get("/api/openapi.json")
     assert docs.status_code == 200 and "no-store" not in docs.headers.get("Cache-Control", "")

@@ -19,7 +19,7 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.responses import Status
 
-from memory import extraction, links, selectors, services
+from memory import extraction, links, selectors
 from memory.client import AgentMemory, Thread
 from memory.errors import MAX_SQL_COUNT, InvalidArgument, NotFound
 from memory.extraction_config import MemoryExtractionConfig
@@ -87,14 +87,15 @@ class Pagination(LimitOffsetPagination):
         offset: int = Field(0, ge=0, le=MAX_SQL_COUNT)
 
 
-def _memory() -> AgentMemory:
-    """A client with the configured retention (cheap; built per request so settings stay live)."""
+def _memory(request: HttpRequest) -> AgentMemory:
+    """A client of the request's project with the configured retention (cheap; built per request so settings
+    stay live)."""
     return AgentMemory()
 
 
-def _thread(thread_id: str) -> Thread:
-    """The thread handle, or ``NotFound`` (404) naming ``thread_id``."""
-    return _memory().get_thread(thread_id)
+def _thread(request: HttpRequest, thread_id: str) -> Thread:
+    """The thread handle in the request's project, or ``NotFound`` (404) naming ``thread_id``."""
+    return _memory(request).get_thread(thread_id)
 
 
 def _written_message(thread: Thread, message_id: str) -> Message:
@@ -107,7 +108,7 @@ def _written_message(thread: Thread, message_id: str) -> Message:
     try:
         return thread.get_message(message_id)
     except NotFound:
-        return selectors.message_stored(thread_id=thread.thread_id, message_id=message_id)
+        return selectors.message_stored(thread=thread.row, message_id=message_id)
 
 
 def _written_memory(thread: Thread, memory_id: str) -> MemoryRecord:
@@ -121,7 +122,7 @@ def _written_memory(thread: Thread, memory_id: str) -> MemoryRecord:
     try:
         return thread.get_memory(memory_id)
     except NotFound:
-        return selectors.memory_stored(memory_id=memory_id)
+        return selectors.memory_stored(project=thread.project, memory_id=memory_id)
 
 
 # --- threads ------------------------------------------------------------------------
@@ -134,7 +135,7 @@ def thread_create(request: HttpRequest, payload: ThreadIn):
     config = data.pop("memory_extraction_config", None)
     if config is not None:
         data["memory_extraction_config"] = MemoryExtractionConfig.from_dict(config)
-    return Status(201, _memory().create_thread(**data))
+    return Status(201, _memory(request).create_thread(**data))
 
 
 @router.get("/threads", response={200: list[ThreadOut], **INVALID})
@@ -146,25 +147,25 @@ def thread_list(request: HttpRequest, user_id: str | None = None, agent_id: str 
     the pages reaches every thread even while threads receive messages.
     """
     filters = {name: value for name, value in (("user_id", user_id), ("agent_id", agent_id)) if value is not None}
-    return selectors.thread_list(**filters).order_by("created_at", "id")
+    return selectors.thread_list(project=_memory(request).project, **filters).order_by("created_at", "id")
 
 
 @router.get("/threads/{thread_id}", response={200: ThreadOut, **NOT_FOUND})
 def thread_get(request: HttpRequest, thread_id: str):
     """Return one thread."""
-    return _thread(thread_id)
+    return _thread(request, thread_id)
 
 
 @router.patch("/threads/{thread_id}", response={200: ThreadOut, **NOT_FOUND, **INVALID})
 def thread_update(request: HttpRequest, thread_id: str, payload: ThreadPatchIn):
     """Replace the thread's metadata (omitted: unchanged; null: cleared)."""
-    return services.thread_update(thread_id=thread_id, **payload.model_dump(exclude_unset=True))
+    return _memory(request).update_thread(thread_id, **payload.model_dump(exclude_unset=True))
 
 
 @router.delete("/threads/{thread_id}", response={204: None, **NOT_FOUND, **INVALID})
 def thread_delete(request: HttpRequest, thread_id: str):
     """Delete the thread with its messages and memories."""
-    if not _memory().delete_thread(thread_id):
+    if not _memory(request).delete_thread(thread_id):
         raise NotFound("thread_id", thread_id)
     return Status(204, None)
 
@@ -178,7 +179,7 @@ def thread_delete(request: HttpRequest, thread_id: str):
 def messages_add(request: HttpRequest, thread_id: str, payload: MessagesIn):
     """Append messages atomically: one bad message writes nothing. Returns the ids in input order."""
     data = payload.model_dump(exclude_unset=True)
-    return Status(201, {"ids": _thread(thread_id).add_messages(data.pop("messages"), **data)})
+    return Status(201, {"ids": _thread(request, thread_id).add_messages(data.pop("messages"), **data)})
 
 
 @router.get("/threads/{thread_id}/messages", response={200: PagedMessageOut, **NOT_FOUND, **INVALID})
@@ -197,7 +198,7 @@ def message_list(request: HttpRequest, thread_id: str, params: Query[MessageList
                 raise InvalidArgument(name, "give start/end or limit/offset, not both")
         offset = paging.get("offset", 0)
         args["start"], args["end"] = offset, min(offset + paging.get("limit", PER_PAGE), MAX_SQL_COUNT)
-    return selectors.message_page(thread=selectors.thread_get(thread_id), window=settings.OAM_MESSAGE_WINDOW,
+    return selectors.message_page(thread=_thread(request, thread_id)._row, window=settings.OAM_MESSAGE_WINDOW,
                                   **args)
 
 
@@ -205,7 +206,7 @@ def message_list(request: HttpRequest, thread_id: str, params: Query[MessageList
 def message_get(request: HttpRequest, thread_id: str, message_id: str, params: Query[MessageGetQuery]):
     """Return one live message of this thread (404 for another thread's). Image parts carry base64 ``data``
     only for the ids in ``included_image_ids``."""
-    return _thread(thread_id).get_message(message_id, included_image_ids=params.included_image_ids)
+    return _thread(request, thread_id).get_message(message_id, included_image_ids=params.included_image_ids)
 
 
 @router.patch(
@@ -213,7 +214,7 @@ def message_get(request: HttpRequest, thread_id: str, message_id: str, params: Q
 )
 def message_update(request: HttpRequest, thread_id: str, message_id: str, payload: MessagePatchIn):
     """Update content, metadata or expiry; omitted fields are kept. Returns the stored message."""
-    thread = _thread(thread_id)
+    thread = _thread(request, thread_id)
     thread.update_message(message_id, **payload.model_dump(exclude_unset=True))
     return _written_message(thread, message_id)
 
@@ -221,7 +222,7 @@ def message_update(request: HttpRequest, thread_id: str, message_id: str, payloa
 @router.delete("/threads/{thread_id}/messages/{message_id}", response={204: None, **NOT_FOUND, **INVALID})
 def message_delete(request: HttpRequest, thread_id: str, message_id: str):
     """Delete a message of this exact thread; 404 when absent or another thread's."""
-    if not _thread(thread_id).delete_message(message_id):
+    if not _thread(request, thread_id).delete_message(message_id):
         raise NotFound("message_id", message_id)
     return Status(204, None)
 
@@ -232,7 +233,7 @@ def message_delete(request: HttpRequest, thread_id: str, message_id: str):
 @router.post("/threads/{thread_id}/memories", response={201: MemoryOut, 409: ErrorOut, **NOT_FOUND, **INVALID})
 def memory_add(request: HttpRequest, thread_id: str, payload: MemoryIn):
     """Store a manual memory and index it; 409 when ``memory_id`` is taken."""
-    thread = _thread(thread_id)
+    thread = _thread(request, thread_id)
     data = payload.model_dump(exclude_unset=True)
     return Status(201, _written_memory(thread, thread.add_memory(data.pop("content"), **data)))
 
@@ -241,19 +242,19 @@ def memory_add(request: HttpRequest, thread_id: str, payload: MemoryIn):
 @paginate(Pagination)
 def memory_list(request: HttpRequest, thread_id: str, filters: Query[MemoryListQuery]):
     """This thread's live memories, oldest first, optionally of one type."""
-    return selectors.memory_records(thread=selectors.thread_get(thread_id), memory_type=filters.memory_type)
+    return selectors.memory_records(thread=_thread(request, thread_id)._row, memory_type=filters.memory_type)
 
 
 @router.get("/threads/{thread_id}/memories/{memory_id}", response={200: MemoryOut, **NOT_FOUND})
 def memory_get(request: HttpRequest, thread_id: str, memory_id: str):
     """Return one live memory owned by this thread."""
-    return _thread(thread_id).get_memory(memory_id)
+    return _thread(request, thread_id).get_memory(memory_id)
 
 
 @router.patch("/threads/{thread_id}/memories/{memory_id}", response={200: MemoryOut, **NOT_FOUND, **INVALID})
 def memory_update(request: HttpRequest, thread_id: str, memory_id: str, payload: MemoryPatchIn):
     """Update a memory owned by this thread; omitted fields are kept. Returns the stored memory."""
-    thread = _thread(thread_id)
+    thread = _thread(request, thread_id)
     thread.update_memory(memory_id, **payload.model_dump(exclude_unset=True))
     return _written_memory(thread, memory_id)
 
@@ -261,7 +262,7 @@ def memory_update(request: HttpRequest, thread_id: str, memory_id: str, payload:
 @router.delete("/threads/{thread_id}/memories/{memory_id}", response={204: None, **NOT_FOUND, **INVALID})
 def memory_delete(request: HttpRequest, thread_id: str, memory_id: str):
     """Delete a memory owned by this exact thread; 404 when absent or another thread's."""
-    if not _thread(thread_id).delete_memory(memory_id):
+    if not _thread(request, thread_id).delete_memory(memory_id):
         raise NotFound("memory_id", memory_id)
     return Status(204, None)
 
@@ -395,7 +396,7 @@ def _written_image(thread: Thread, image_id: str) -> ImageRecord:
     try:
         return thread.get_image(image_id)
     except NotFound:
-        return selectors.image_stored(image_id=image_id)
+        return selectors.image_stored(thread=thread.row, image_id=image_id)
 
 
 def _renamed(exc: InvalidArgument, field: str) -> InvalidArgument:
@@ -411,7 +412,7 @@ def image_add(request: HttpRequest, thread_id: str):
     """Store an image (spec: add_image): JSON ``ImageIn`` with base64 ``data``, or ``multipart/form-data``
     with the file as ``image``. Without a description the thread's LLM captions it (no LLM: none). 422 for
     an unsupported, animated, corrupt, truncated or oversize image, or a mime_type the bytes contradict."""
-    thread = _thread(thread_id)
+    thread = _thread(request, thread_id)
     data, fields, field = _image_upload(request, thread)
     try:
         image_id = thread.add_image(data, **fields)
@@ -429,13 +430,13 @@ def image_list(request: HttpRequest, thread_id: str, params: Query[ImageListQuer
     args = params.model_dump(exclude_unset=True)
     if "metadata_filter" in args:
         args["metadata_filter"] = _json_text(args["metadata_filter"], "metadata_filter", "an object")
-    return selectors.image_records(thread=selectors.thread_get(thread_id), **args)
+    return selectors.image_records(thread=_thread(request, thread_id)._row, **args)
 
 
 @router.get("/threads/{thread_id}/images/{image_id}", response={200: ImageOut, **NOT_FOUND, **INVALID})
 def image_get(request: HttpRequest, thread_id: str, image_id: str, params: Query[ImageGetQuery]):
     """One live image of this thread; ``include_bytes=true`` adds base64 ``data``."""
-    return _thread(thread_id).get_image(image_id, include_bytes=params.include_bytes)
+    return _thread(request, thread_id).get_image(image_id, include_bytes=params.include_bytes)
 
 
 @router.get(
@@ -447,7 +448,7 @@ def image_get(request: HttpRequest, thread_id: str, image_id: str, params: Query
 )
 def image_content(request: HttpRequest, thread_id: str, image_id: str):
     """The image's bytes with its ``Content-Type`` (image/png, image/jpeg or image/webp)."""
-    image = _thread(thread_id).get_image(image_id, include_bytes=True)
+    image = _thread(request, thread_id).get_image(image_id, include_bytes=True)
     response = HttpResponse(image.bytes, content_type=image.mime_type.value)
     response["Content-Length"] = str(len(image.bytes))
     response["X-Content-Type-Options"] = "nosniff"  # never let a browser guess another type
@@ -459,7 +460,7 @@ def image_update(request: HttpRequest, thread_id: str, image_id: str, payload: I
     """Update an image (spec: update_image); omitted fields are kept. New ``data`` needs ``mime_type``;
     ``description: null`` asks the thread's LLM for a new caption; TTL changes on an image attached to a
     message are refused (422: update the message)."""
-    thread = _thread(thread_id)
+    thread = _thread(request, thread_id)
     args = payload.model_dump(exclude_unset=True)
     if "data" in args:
         args["image"], declared = decode_image_base64(args.pop("data"), "data", args.get("mime_type"))
@@ -475,7 +476,7 @@ def image_update(request: HttpRequest, thread_id: str, image_id: str, payload: I
 @router.delete("/threads/{thread_id}/images/{image_id}", response={204: None, **NOT_FOUND, **INVALID})
 def image_delete(request: HttpRequest, thread_id: str, image_id: str):
     """Delete a standalone image; 404 when absent or another thread's, 422 when it is part of a message."""
-    if not _thread(thread_id).delete_image(image_id):
+    if not _thread(request, thread_id).delete_image(image_id):
         raise NotFound("image_id", image_id)
     return Status(204, None)
 
@@ -487,29 +488,31 @@ def image_delete(request: HttpRequest, thread_id: str, image_id: str):
 def link_create(request: HttpRequest, thread_id: str, payload: LinkIn):
     """Relate two memory-like records of this thread (spec: link_records). 422 for a self-link or an
     endpoint that is not this thread's; 409 when the pair is already related (either way) or the id is taken."""
-    relation_id = _thread(thread_id).link_records(**payload.model_dump(exclude_unset=True))
-    return Status(201, links.link_get(thread=selectors.thread_get(thread_id), relation_id=relation_id))
+    thread = _thread(request, thread_id)
+    relation_id = thread.link_records(**payload.model_dump(exclude_unset=True))
+    return Status(201, links.link_get(thread=thread.row, relation_id=relation_id))
 
 
 @router.get("/threads/{thread_id}/links", response={200: list[RelationOut], **NOT_FOUND, **INVALID})
 @paginate(Pagination)
 def link_list(request: HttpRequest, thread_id: str, filters: Query[LinkListQuery]):
     """This thread's relations, oldest first; ``record_id`` keeps those touching that record."""
-    return links.link_list(thread=selectors.thread_get(thread_id), record_id=filters.record_id)
+    return links.link_list(thread=_thread(request, thread_id).row, record_id=filters.record_id)
 
 
 @router.patch("/threads/{thread_id}/links/{relation_id}", response={200: RelationOut, **NOT_FOUND, **INVALID})
 def link_update(request: HttpRequest, thread_id: str, relation_id: str, payload: LinkPatchIn):
     """Update a relation (spec: update_record_link); omitted fields are kept. Returns the stored relation."""
-    if not _thread(thread_id).update_record_link(relation_id, **payload.model_dump(exclude_unset=True)):
+    thread = _thread(request, thread_id)
+    if not thread.update_record_link(relation_id, **payload.model_dump(exclude_unset=True)):
         raise NotFound("relation_id", relation_id)
-    return links.link_get(thread=selectors.thread_get(thread_id), relation_id=relation_id)
+    return links.link_get(thread=thread.row, relation_id=relation_id)
 
 
 @router.delete("/threads/{thread_id}/links/{relation_id}", response={204: None, **NOT_FOUND, **INVALID})
 def link_delete(request: HttpRequest, thread_id: str, relation_id: str):
     """Delete a relation of this thread by id; 404 when there is none."""
-    if not _thread(thread_id).delete_record_link(relation_id=relation_id):
+    if not _thread(request, thread_id).delete_record_link(relation_id=relation_id):
         raise NotFound("relation_id", relation_id)
     return Status(204, None)
 
@@ -517,7 +520,7 @@ def link_delete(request: HttpRequest, thread_id: str, relation_id: str):
 @router.delete("/threads/{thread_id}/links", response={204: None, **NOT_FOUND, **INVALID})
 def link_delete_by_endpoints(request: HttpRequest, thread_id: str, endpoints: Query[LinkTupleQuery]):
     """Delete the relation with this complete endpoint tuple (query parameters, stored orientation)."""
-    if not _thread(thread_id).delete_record_link(**endpoints.model_dump()):
+    if not _thread(request, thread_id).delete_record_link(**endpoints.model_dump()):
         raise NotFound("relation_id", f"{endpoints.source_record_id} {endpoints.relation_type} "
                                       f"{endpoints.target_record_id}")
     return Status(204, None)
@@ -531,14 +534,14 @@ def thread_search(request: HttpRequest, thread_id: str, payload: SearchIn):
     """Search from a thread: omitted scope fields inherit the thread's (exact user and agent,
     ``exact_thread_match=false``)."""
     data = payload.model_dump(exclude_unset=True)
-    return _thread(thread_id).search(data.pop("query"), **data)
+    return _thread(request, thread_id).search(data.pop("query"), **data)
 
 
 @router.post("/search", response={200: list[SearchResultOut], **INVALID})
 def search(request: HttpRequest, payload: SearchIn):
     """Search across threads: an omitted id leaves its dimension open."""
     data = payload.model_dump(exclude_unset=True)
-    return _memory().search(data.pop("query"), **data)
+    return _memory(request).search(data.pop("query"), **data)
 
 
 # --- summaries and context cards ----------------------------------------------------
@@ -548,14 +551,14 @@ def search(request: HttpRequest, payload: SearchIn):
 def thread_summary(request: HttpRequest, thread_id: str, params: Query[SummaryQuery]):
     """Summary of the thread (or of all but its last ``except_last`` messages): the durable LLM summary,
     refreshed when behind, or without an LLM a transcript of the latest messages (at most 4000 characters)."""
-    return _thread(thread_id).get_summary(**params.model_dump(exclude_unset=True))
+    return _thread(request, thread_id).get_summary(**params.model_dump(exclude_unset=True))
 
 
 @router.post("/threads/{thread_id}/context-card", response={200: ContextCardOut, **NOT_FOUND, **INVALID})
 def thread_context_card(request: HttpRequest, thread_id: str, payload: ContextCardIn):
     """Build a context card: summary, topics, relevant records (the thread's default scope,
     ``exact_thread_match=false``) and recent messages, with its rendered XML-like ``content``."""
-    return _thread(thread_id).get_context_card(**payload.model_dump(exclude_unset=True))
+    return _thread(request, thread_id).get_context_card(**payload.model_dump(exclude_unset=True))
 
 
 # --- extraction ----------------------------------------------------------------------
@@ -565,4 +568,4 @@ def thread_context_card(request: HttpRequest, thread_id: str, payload: ContextCa
 def thread_extraction(request: HttpRequest, thread_id: str):
     """The thread's extraction state: watermark, last message seq, pending messages and jobs, the last
     job (counts, seconds, error) and the stored config. Live progress: ``/ws/threads/{thread_id}/extraction/``."""
-    return extraction.extraction_state(thread_id=thread_id)
+    return extraction.extraction_state(thread=_thread(request, thread_id).row)

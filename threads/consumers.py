@@ -35,8 +35,9 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.security.websocket import AllowedHostsOriginValidator
 
-from memory import extraction, progress
+from memory import extraction, progress, selectors
 from memory.errors import NotFound
+from memory.tenancy import get_project
 from threads.auth import api_key_lookup
 
 
@@ -84,9 +85,19 @@ def _refusal(scope) -> int | None:
     return None if user.is_active and user.is_staff else FORBIDDEN
 
 
-def _state(thread_id: str) -> dict | None:
+def _project(scope):
+    """The project a connection listens in: a staff session names it with ``?project=<slug>`` (default: the
+    default project). Raises ``NotFound`` for an unknown slug."""
+    values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("project")
+    return get_project(values[0] if values and values[0] else None)
+
+
+def _state(scope, thread_id: str) -> tuple[str, dict] | None:
+    """(the thread's stored id, its extraction state) in the connection's project, or None when it has no such
+    thread (or no such project)."""
     try:
-        return extraction.extraction_state(thread_id=thread_id)
+        row = selectors.thread_get(project=_project(scope), thread_id=thread_id)
+        return row.pk, extraction.extraction_state(thread=row)
     except NotFound:
         return None
 
@@ -97,16 +108,17 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self):
         refusal = await database_sync_to_async(_refusal)(self.scope)
         thread_id = self.scope["url_route"]["kwargs"]["thread_id"]
-        state = None
+        found = None
         if refusal is None:
-            state = await database_sync_to_async(_state)(thread_id)
-            if state is None:
+            found = await database_sync_to_async(_state)(self.scope, thread_id)
+            if found is None:
                 refusal = NO_SUCH_THREAD
         if refusal is not None:
             await self._refuse(refusal)
             return
+        key, state = found
         progress.bind_event_loop(asyncio.get_running_loop())
-        self.group = progress.group_name(thread_id)
+        self.group = progress.group_name(key)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         await self.send_json({"event": "state", **state})

@@ -119,7 +119,7 @@ class ThreadOut(Schema):
     @staticmethod
     def resolve_thread_id(obj) -> str:
         """Read the id from a ``memory.client.Thread`` handle or a stored thread row."""
-        return obj.thread_id if isinstance(obj, ThreadHandle) else obj.pk
+        return obj.thread_id if isinstance(obj, ThreadHandle) else obj.public_id
 
     @staticmethod
     def resolve_metadata(obj) -> dict[str, Any]:

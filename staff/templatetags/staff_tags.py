@@ -1,4 +1,8 @@
-"""Template filters of the staff pages: DOM ids, JSON text, expiry and inline-edit lookups."""
+"""Template filters of the staff pages: DOM ids, JSON text, expiry, inline-edit lookups and record URLs.
+
+Records are shown and linked by their public ids (``memory.tenancy``); URLs
+name the project (``staff/urls.py``).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.encoding import iri_to_uri
 from django.utils.http import RFC3986_SUBDELIMS
+
+from memory.tenancy import public_id
 
 register = template.Library()
 
@@ -47,13 +53,19 @@ def expired(record: Any, now=None) -> bool:
 
 
 @register.filter
+def public(value: Any) -> str | None:
+    """The public id of a stored id (``memory.tenancy.public_id``): for id columns such as ``source_id``."""
+    return public_id(value)
+
+
+@register.filter
 def form_for(edit: Any, record: Any):
-    """The bound form of a failed inline edit when it is about ``record`` (same kind and primary key), else None.
+    """The bound form of a failed inline edit when it is about ``record`` (same kind and public id), else None.
 
     The kind (``Edit.kind``: message, memory, image) is the record's model name, so a
     message and an image that share an id do not both open the failed form.
     """
-    if edit is None or getattr(edit, "id", None) != getattr(record, "pk", None):
+    if edit is None or getattr(edit, "id", None) != getattr(record, "public_id", None):
         return None
     if getattr(edit, "kind", None) != record._meta.model_name:
         return None
@@ -89,13 +101,14 @@ RECORD_ROUTES = {
 
 
 @lru_cache(maxsize=256)
-def _thread_url(thread_id: str) -> str:
-    return reverse("staff:thread_detail", args=[thread_id])
+def _thread_url(project: str, thread_id: str) -> str:
+    return reverse("staff:thread_detail", args=[project, thread_id])
 
 
 @register.simple_tag
-def record_url(name: str, thread_id: str, record_id: str) -> str:
-    """The URL of ``staff:<name>`` for a record of a thread, as ``{% url %}`` gives it, without a reverse per record.
+def record_url(name: str, project: Any, thread_id: str, record_id: str) -> str:
+    """The URL of ``staff:<name>`` for a record (public id) of a thread (public id) of ``project`` (a
+    ``Project`` or its slug), as ``{% url %}`` gives it, without a reverse per record.
 
     A thread page links four routes per record; reversing each costs more
     than the rest of the record's markup. The thread's URL is reversed once
@@ -103,18 +116,19 @@ def record_url(name: str, thread_id: str, record_id: str) -> str:
     segment; tests/staff check both agree for every route.
     """
     segment = quote(str(record_id), safe=RFC3986_SUBDELIMS + "~:@")
-    return iri_to_uri(_thread_url(thread_id) + RECORD_ROUTES[name].format(segment))
+    return iri_to_uri(_thread_url(getattr(project, "slug", project), thread_id) + RECORD_ROUTES[name].format(segment))
 
 
 @register.simple_tag
-def thread_url(thread_id: str) -> str:
-    """The staff page of a thread, or "" when its id cannot be a path segment (it holds a ``/``).
+def thread_url(project: Any, thread_id: str) -> str:
+    """The staff page of a thread (public id) of ``project`` (a ``Project`` or its slug), or "" when its id
+    cannot be a path segment (it holds a ``/``).
 
     The API accepts any id string, but a routed segment stops at ``/``: such a
     thread's list row links to the admin and a search hit names it unlinked,
     rather than the whole page failing with ``NoReverseMatch``.
     """
     try:
-        return _thread_url(str(thread_id))
+        return _thread_url(getattr(project, "slug", project), str(thread_id))
     except NoReverseMatch:
         return ""

@@ -6,6 +6,7 @@ from memory import extraction
 from memory.llm import reset_llm
 from memory.models import ExtractionJob, Thread
 from tests.api.helpers import add_messages, error_fields
+from tests.ids import key
 
 
 pytestmark = pytest.mark.usefixtures("fresh_extraction_tracker")
@@ -16,7 +17,7 @@ def test_a_thread_is_created_with_its_extraction_config(api):
         "extraction_mode": "inline", "memory_extraction_frequency": 4,
         "memory_extraction_inherit_message_metadata": ["tenant"], "memory_extraction_custom_instructions": "Food."}})
     assert resp.status_code == 201, resp.content
-    config = Thread.objects.get(pk="t1").config
+    config = Thread.objects.get(pk=key("t1")).config
     assert (config["extraction_mode"], config["memory_extraction_frequency"]) == ("inline", 4)
     assert config["memory_extraction_inherit_message_metadata"] == ["tenant"]
     assert config["memory_extraction_window"] == -1  # the rest: defaults

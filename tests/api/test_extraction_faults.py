@@ -17,6 +17,7 @@ from memory.llm import reset_llm
 from memory.models import ExtractionJob, Memory, Message, Thread
 from memory.tasks import QUEUE, extract_job
 from tests.browser.harness import ScriptedLlmServer, scripted_reply
+from tests.ids import key
 
 #: The issue's bound for a delete on a thread whose LLM hangs.
 DELETE_SECONDS = 2.0
@@ -62,7 +63,7 @@ def _thread_with_hung_job(api, thread_id: str, server: ScriptedLlmServer, reques
         {"role": "user", "content": "I love green tea."}, {"role": "user", "content": "I live in Lisbon."}]})
     assert resp.status_code == 201, resp.content
     _wait_for_requests(server, requests)
-    assert ExtractionJob.objects.get(thread_id=thread_id).status == "running"
+    assert ExtractionJob.objects.get(thread_id=key(thread_id)).status == "running"
     return resp.json()["ids"]
 
 
@@ -76,7 +77,7 @@ def test_a_thread_delete_does_not_wait_for_a_hung_llm(api, extraction_worker, fr
     release.set()
     assert extract_job.broker.join(QUEUE, timeout=60_000) is None  # the worker came back from the LLM...
     # ...and its commit found its rows gone: it wrote nothing
-    assert not Thread.objects.filter(pk="t-hung").exists()
+    assert not Thread.objects.filter(pk=key("t-hung")).exists()
     assert not Memory.objects.exists() and not Message.objects.exists() and not ExtractionJob.objects.exists()
 
 
@@ -96,6 +97,6 @@ def test_a_message_delete_fences_the_running_job(api, extraction_worker, fresh_e
     assert [m.source_message_ids for m in Memory.objects.all()] == [[ids[1]]]
     job = ExtractionJob.objects.get()
     assert (job.status, job.attempts) == ("done", 2)
-    assert Thread.objects.get(pk="t-hung").extracted_through_seq == 2
+    assert Thread.objects.get(pk=key("t-hung")).extracted_through_seq == 2
     state = api.get("/api/threads/t-hung/extraction").json()
     assert state["stalled"] is None and state["pending_messages"] == 0

@@ -12,6 +12,7 @@ from memory.llm import LlmUnavailable, ScriptedLlm
 from memory.models import Image, Message, SearchChunk
 from tests import image_samples as samples
 from tests.api.helpers import add_messages, items
+from tests.ids import key
 
 URL = "/api/threads/t-main/images"
 
@@ -48,7 +49,7 @@ def test_multipart_upload_with_form_fields(api, thread):
     body = resp.json()
     assert body["mime_type"] == "image/jpeg" and body["metadata"] == {"trip": "rome"}
     assert body["expires_at"] is not None
-    assert Image.objects.with_bytes().get(pk=body["id"]).data == data
+    assert Image.objects.with_bytes().get(pk=key(body["id"])).data == data
 
 
 def test_multipart_errors_name_the_form_field(api, thread):
@@ -262,7 +263,7 @@ def test_captions_come_from_the_configured_llm_and_its_failure_is_503(api, threa
     assert llm.requests[0].messages[1]["content"][1]["image_url"]["url"].startswith("data:image/png;base64,")
     resp = upload(api, samples.png(), image_id="img-down")
     assert resp.status_code == 503 and "connection refused" in resp.json()["detail"]
-    assert not Image.objects.filter(pk="img-down").exists()
+    assert not Image.objects.filter(pk=key("img-down")).exists()
 
 
 def test_openapi_documents_both_upload_forms_and_the_content_types(api):

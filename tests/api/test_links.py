@@ -5,6 +5,7 @@ import pytest
 
 from memory.models import Memory, RecordLink
 from tests.api.helpers import error_fields
+from tests.ids import key
 
 LINKS = "/api/threads/t-main/links"
 
@@ -28,7 +29,7 @@ def link(api, **body):
 
 
 def status_of(memory_id):
-    return Memory.objects.get(pk=memory_id).status
+    return Memory.objects.get(pk=key(memory_id)).status
 
 
 def test_create_returns_201_with_the_stored_relation(api, notes):
@@ -125,9 +126,9 @@ def test_add_memory_with_a_link(api, notes):
     })
     assert resp.status_code == 201, resp.content
     assert resp.json()["status"] == "valid"
-    row = RecordLink.objects.get(pk="rel-e")
+    row = RecordLink.objects.get(pk=key("rel-e"))
     assert (row.source_id, row.target_id, row.relation_type, row.metadata) == (
-        "espresso", "coffee", "supersedes", {"via": "api"})
+        key("espresso"), key("coffee"), "supersedes", {"via": "api"})
     assert status_of("coffee") == "invalid"
     resp = api.post("/api/threads/t-main/memories", {"content": "x", "memory_id_to_link": "coffee",
                                                      "link_type": "mentions"})

@@ -4,6 +4,7 @@ import pytest
 
 from memory.models import Memory, SearchChunk
 from tests.api.helpers import error_fields
+from tests.ids import key
 
 URL = "/api/threads/t-main/memories"
 
@@ -87,7 +88,7 @@ def test_add_with_scope_overrides_and_explicit_nulls(api, thread):
     assert api.get(URL).json()["items"] == []
     assert api.get(f"{URL}/{body['id']}").status_code == 404
     assert api.delete(f"{URL}/{body['id']}").status_code == 404
-    assert Memory.objects.filter(pk=body["id"]).exists()
+    assert Memory.objects.filter(pk=key(body["id"])).exists()
 
 
 def test_add_already_expired_still_answers_201_with_the_record(api, thread):
@@ -157,11 +158,11 @@ def test_patch_and_delete_touch_only_this_threads_memories(api, thread, client):
     resp = api.delete(f"{URL}/{theirs}")
     assert resp.status_code == 404 and resp.json()["field"] == "memory_id"
     assert other.get_memory(theirs).content == "Their memory"
-    assert SearchChunk.objects.filter(record_id=theirs).exists()
+    assert SearchChunk.objects.filter(record_id=key(theirs)).exists()
 
     assert api.delete(f"{URL}/{mine}").status_code == 204
     assert api.get(f"{URL}/{mine}").status_code == 404
-    assert not SearchChunk.objects.filter(record_id=mine).exists()
+    assert not SearchChunk.objects.filter(record_id=key(mine)).exists()
     assert api.delete(f"{URL}/{mine}").status_code == 404
 
 

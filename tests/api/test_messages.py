@@ -4,6 +4,7 @@ import pytest
 
 from memory.models import Message, SearchChunk
 from tests.api.helpers import add_messages, error_fields, items
+from tests.ids import key
 
 URL = "/api/threads/t-main/messages"
 
@@ -239,11 +240,11 @@ def test_delete_touches_only_this_threads_messages(api, thread, client):
     assert resp.status_code == 404
     assert resp.json() == {"detail": f"no message with id {theirs!r}", "field": "message_id"}
     assert other.get_message(theirs).content == "theirs"
-    assert SearchChunk.objects.filter(record_id=theirs).exists()
+    assert SearchChunk.objects.filter(record_id=key(theirs)).exists()
 
     assert api.delete(f"{URL}/{mine}").status_code == 204
     assert contents(api) == []
-    assert not SearchChunk.objects.filter(record_id=mine).exists()
+    assert not SearchChunk.objects.filter(record_id=key(mine)).exists()
     assert api.delete(f"{URL}/{mine}").status_code == 404
 
 

@@ -4,6 +4,7 @@ import pytest
 
 from memory.models import Memory, Message, SearchChunk
 from tests.api.helpers import add_messages, error_fields, items
+from tests.ids import key
 
 
 def test_create_with_ids_returns_201_and_the_thread(api):
@@ -93,8 +94,8 @@ def test_delete_removes_the_thread_with_messages_memories_and_chunks(api, make_t
     assert resp.status_code == 204
     assert resp.content == b""
     assert api.get("/api/threads/t1").status_code == 404
-    assert not Message.objects.filter(thread_id="t1").exists()
-    assert not Memory.objects.filter(pk="mem1").exists()
+    assert not Message.objects.filter(thread_id=key("t1")).exists()
+    assert not Memory.objects.filter(pk=key("mem1")).exists()
     assert not SearchChunk.objects.filter(thread_id="t1").exists()
     hits = api.post("/api/search", {"query": "bicycle"}).json()
     assert [h["record"]["thread_id"] for h in hits] == ["t2"]

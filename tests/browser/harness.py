@@ -199,6 +199,7 @@ _BOOT = (
     "import json, os, django\n"
     "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'oam_site.settings')\n"
     "django.setup()\n"
+    "from tests.ids import key  # stored ids of the default project (memory.tenancy)\n"
     "result = None\n"
 )
 _RESULT_MARK = "@@oam-live-app-result@@"

@@ -52,8 +52,9 @@ def seed(sample: str) -> dict:
 
     from memory.client import AgentMemory
     from memory.models import Thread
+    from memory.tenancy import public_id
 
-    imported = Thread.objects.filter(user_id=sample).values_list("pk", flat=True)
+    imported = [public_id(pk) for pk in Thread.objects.filter(user_id=sample).values_list("pk", flat=True)]
     thread_ids = sorted(imported, key=lambda tid: int(tid.rsplit("-s", 1)[1]))
     thread_id = thread_ids[0]
 
@@ -71,6 +72,7 @@ def seed(sample: str) -> dict:
     supports = thread.link_records(pref, "preference", new, "fact", "supports")
     return {
         "sample": sample,
+        "default_project_id": thread.project.pk,
         "thread_id": thread_id,
         "thread_ids": thread_ids,
         "message_ids": [m.id for m in messages],

@@ -10,9 +10,11 @@ import re
 import uuid
 
 import pytest
+from django.contrib.admin.utils import quote
 from playwright.sync_api import expect
 
 from memory import locomo
+from memory.tenancy import stored_id
 from tests.browser.harness import LiveAppError, login, open_socket
 
 
@@ -30,7 +32,8 @@ def test_staff_logs_into_the_admin_and_sees_the_imported_thread(page, live_app, 
     expect(page.get_by_role("link", name="Log out").or_(page.get_by_role("button", name="Log out"))).to_be_visible()
 
     thread_id = live_app.seed["thread_id"]
-    page.goto(f"/admin/memory/thread/{thread_id}/change/")
+    stored = stored_id(live_app.seed["default_project_id"], thread_id)  # the admin's key (memory.tenancy)
+    page.goto(f"/admin/memory/thread/{quote(stored)}/change/")
     expect(page.locator("h1")).to_contain_text("Change thread")
     messages = _session_messages(live_app.seed["sample"], 1)
     assert [m["id"] for m in messages] == live_app.seed["message_ids"]
@@ -117,8 +120,8 @@ def test_extraction_in_the_server_streams_its_events_to_the_browser(logged_in_pa
         created = [e for e in socket.events() if e["event"] == "memory_created"]
         assert len(created) == 2 == finished["memories_created"]
         stored = live_app.python(
-            f"from memory.models import Memory\nrows = Memory.objects.filter(thread_id={thread_id!r})\n"
-            "result = {m.pk: [m.content, m.source_message_ids] for m in rows}"
+            f"from memory.models import Memory\nrows = Memory.objects.filter(thread_id=key({thread_id!r}))\n"
+            "result = {m.public_id: [m.content, m.source_message_ids] for m in rows}"
         )
         assert sorted(stored.values()) == [["user said: I live in Lisbon.", [ids[1]]],
                                            ["user said: I love green tea.", [ids[0]]]]
@@ -133,8 +136,8 @@ def test_live_app_helpers_reach_the_server_database(live_app):
         "from memory.models import ExtractionJob, Memory, Message, Thread\n"
         f"result = {{'threads': Thread.objects.filter(user_id={seed['sample']!r}).count(),\n"
         f"          'messages': Message.objects.filter(thread__user_id={seed['sample']!r}).count(),\n"
-        f"          'memories': dict(Memory.objects.filter(thread_id={seed['thread_id']!r})"
-        ".values_list('pk', 'status')),\n"
+        f"          'memories': {{m.public_id: m.status for m in "
+        f"Memory.objects.filter(thread_id=key({seed['thread_id']!r}))}},\n"
         f"          'jobs': ExtractionJob.objects.filter(thread__user_id={seed['sample']!r}).count()}}"
     )
     sample = next(s for s in locomo.iter_samples(locomo.default_data_path()) if s.sample_id == seed["sample"])

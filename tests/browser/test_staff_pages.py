@@ -39,12 +39,12 @@ def _sample(live_app):
 
 
 def _thread_url(live_app, thread_id=None) -> str:
-    return f"/staff/threads/{thread_id or live_app.seed['thread_id']}/"
+    return f"/staff/projects/default/threads/{thread_id or live_app.seed['thread_id']}/"
 
 
 def test_log_in_and_browse_the_thread_list(page, live_app, screenshot):
     login(page, live_app.url, *live_app.staff, login_path="/staff/login/")
-    expect(page).to_have_url(re.compile(r"/staff/threads/$"))
+    expect(page).to_have_url(re.compile(r"/staff/projects/default/threads/$"))
     listing = page.locator("#thread-list")
     expect(listing.locator("tbody tr").first).to_be_visible()
     # the stylesheet served by the app applies (WhiteNoise under daphne)
@@ -72,7 +72,7 @@ def test_log_in_and_browse_the_thread_list(page, live_app, screenshot):
     page.get_by_role("button", name="Filter").click()
     expect(page.locator("#thread-list")).to_contain_text("0 threads")
     metadata = live_app.python("from memory.models import Thread\n"
-                               f"result = Thread.objects.get(pk={live_app.seed['thread_id']!r}).metadata")
+                               f"result = Thread.objects.get(pk=key({live_app.seed['thread_id']!r})).metadata")
     if metadata:  # the importer's thread metadata, filtered in SQL with the search grammar
         key = sorted(metadata)[0]
         page.get_by_label("Metadata filter (JSON)").fill(json.dumps({key: metadata[key]}))
@@ -134,8 +134,8 @@ def test_edit_a_memory_and_see_it_persist(logged_in_page, live_app, screenshot):
     expect(page.locator(f'#memories li[data-memory-id="{memory_id}"] .memory-content')).to_have_text(new_text)
     stored = live_app.python(
         "from memory.models import Memory, SearchChunk\n"
-        f"m = Memory.objects.get(pk={memory_id!r})\n"
-        f"c = SearchChunk.objects.get(source_kind='memory', record_id={memory_id!r})\n"
+        f"m = Memory.objects.get(pk=key({memory_id!r}))\n"
+        f"c = SearchChunk.objects.get(source_kind='memory', record_id=key({memory_id!r}))\n"
         "result = [m.content, (m.expires_at - m.created_at).days, c.text]"
     )
     assert stored == [new_text, 30, new_text]  # the chunk was rewritten (re-embedded) with it
@@ -176,7 +176,7 @@ def test_add_a_memory_then_delete_it_after_confirming(logged_in_page, live_app):
 
 def test_run_a_search(logged_in_page, live_app, screenshot):
     page = logged_in_page
-    page.goto("/staff/search/")
+    page.goto("/staff/projects/default/search/")
     page.get_by_label("Query", exact=True).fill("dance studio")
     page.get_by_label("User id", exact=True).fill(live_app.seed["sample"])
     page.get_by_role("button", name="Search").click()
@@ -301,7 +301,7 @@ def test_standalone_images_edit_and_delete_keep_keyboard_focus(logged_in_page, l
     expect(item.locator(".image-description")).to_have_text("A metro map of Lisbon.")
     expect(item).to_be_focused()  # not <body>: the keyboard user stays on the record saved
     stored = live_app.python("from memory.models import SearchChunk\n"
-                             f"result = SearchChunk.objects.get(record_id={image_id!r}).text")
+                             f"result = SearchChunk.objects.get(record_id=key({image_id!r})).text")
     assert stored == "A metro map of Lisbon."
 
     # a bad value: focus goes to the field with the error
@@ -345,7 +345,7 @@ def _listen_on(page, socket_path: str) -> list[str]:
 
 def test_a_refused_socket_says_why_and_stops_reconnecting(logged_in_page, browser, live_app):
     page = logged_in_page
-    page.goto("/staff/threads/")
+    page.goto("/staff/projects/default/threads/")
     opened = _listen_on(page, "/ws/threads/no-such-thread/extraction/")
     progress = page.locator("#extraction-progress")
     expect(progress).to_have_attribute("data-socket", "refused")  # close code 4404 reached the browser

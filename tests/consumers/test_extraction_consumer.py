@@ -8,6 +8,7 @@ are made with ``transactional_db``: the consumer reads them from another thread.
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from channels.testing import WebsocketCommunicator
@@ -16,6 +17,7 @@ from django.test import Client
 
 from memory.client import AgentMemory, MemoryExtractionConfig
 from memory.llm import LlmInvalidOutput, ScriptedLlm
+from memory.models import Project
 from threads.auth import api_key_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -160,6 +162,25 @@ def test_a_staff_session_is_accepted_from_an_allowed_origin(application, thread)
     # refusals of a browser: accepted, then closed with the reason (was: refused before accept)
     assert run(attempt(member_cookie, b"http://testserver")) == (True, 4403)  # signed in, not staff
     assert run(attempt(staff_cookie, b"http://testserver", "/ws/threads/nope/extraction/")) == (True, 4404)
+
+
+def test_a_staff_session_listens_in_the_project_it_names(application, thread):
+    """Thread ids are unique within a project: a staff page names its project with ``?project=<slug>``."""
+    staff = User.objects.create_user("staff", password="x", is_staff=True)
+    AgentMemory(project=Project.objects.create(slug="acme"), llm=None).create_thread(thread_id="only-acme")
+    cookie = session_cookie(staff)
+
+    async def attempt(path):
+        communicator, connected, _ = await connect(application, path,
+                                                   headers=[(b"cookie", cookie), (b"origin", b"http://testserver")])
+        first = await communicator.receive_output(timeout=5)
+        await communicator.disconnect()
+        return first.get("code") if first["type"] == "websocket.close" else json.loads(first["text"])["thread_id"]
+
+    assert run(attempt("/ws/threads/only-acme/extraction/?project=acme")) == "only-acme"
+    assert run(attempt("/ws/threads/only-acme/extraction/")) == 4404  # the default project has no such thread
+    assert run(attempt("/ws/threads/only-acme/extraction/?project=nope")) == 4404
+    assert run(attempt("/ws/threads/t-ws/extraction/?project=default")) == "t-ws"
 
 
 # --- events -------------------------------------------------------------------------------------------

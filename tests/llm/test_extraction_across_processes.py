@@ -131,8 +131,8 @@ def test_a_worker_process_extracts_and_the_websocket_sees_its_events(
     assert names == ["queued", "started", "progress", "memory_created", "memory_created", "finished"], (
         names, log_path.read_text(errors="replace")[-3000:])
     assert events[-1]["memories_created"] == 2 and events[-1]["watermark"] == 2
-    assert {e["memory_id"] for e in events if e["event"] == "memory_created"} == set(
-        Memory.objects.values_list("pk", flat=True))
+    assert {e["memory_id"] for e in events if e["event"] == "memory_created"} == {
+        row.public_id for row in Memory.objects.all()}  # events carry public ids
     assert Memory.objects.get(content="Ann lives in Lisbon.").source_message_ids == [ids[1]]
     job = ExtractionJob.objects.get()
     assert (job.status, job.attempts) == ("done", 1)

@@ -11,6 +11,7 @@ import pytest
 from memory import extraction
 from memory.client import AgentMemory, MemoryExtractionConfig
 from memory.models import MEMORY_TYPES, ExtractionJob, Memory, SearchChunk, Thread
+from tests.ids import key
 
 
 @pytest.mark.slow
@@ -31,8 +32,8 @@ def test_extraction_with_a_real_llm_stores_typed_memories_with_their_sources(
     ])
     job = ExtractionJob.objects.get()
     assert job.status == "done", job.error
-    assert Thread.objects.get(pk="t-real-extract").extracted_through_seq == 3
-    rows = list(Memory.objects.filter(thread_id="t-real-extract"))
+    assert Thread.objects.get(pk=key("t-real-extract")).extracted_through_seq == 3
+    rows = list(Memory.objects.filter(thread_id=key("t-real-extract")))
     assert rows and job.memories_created == len(rows)
     for row in rows:
         assert row.memory_type in MEMORY_TYPES and row.content.strip()

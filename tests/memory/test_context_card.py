@@ -8,6 +8,7 @@ from memory import services
 from memory.client import AgentMemory
 from memory.llm import ScriptedLlm
 from memory.models import ThreadSummary
+from memory.tenancy import get_project
 from memory.types import (
     ContextCard,
     MemoryRecord,
@@ -16,6 +17,7 @@ from memory.types import (
     OracleContextCard,
     SearchResult,
 )
+from tests.ids import key
 
 # --- the value type and its rendering --------------------------------------------------
 
@@ -336,7 +338,7 @@ def summary_reply(summary, topics=()):
 
 def llm_thread(thread_id, llm, **config):
     """A thread whose LLM serves summaries only: extraction off, so no other call takes the scripted replies."""
-    services.thread_create(thread_id=thread_id, user_id="u", agent_id="a", config={"extract_memories": False, **config})
+    services.thread_create(project=get_project(None), thread_id=thread_id, user_id="u", agent_id="a", config={"extract_memories": False, **config})
     return AgentMemory(llm=llm).get_thread(thread_id)
 
 
@@ -350,7 +352,7 @@ def test_card_uses_the_durable_summary_and_its_topics(db):
     card = thread.get_context_card()
     assert card.summary == "The user is planning a trip to Rome." and card.topics == ["travel", "Rome"]
     assert "<topic>travel</topic>" in card.content and "pref" in ids(card)
-    row = ThreadSummary.objects.get(thread_id="t-llm-card")
+    row = ThreadSummary.objects.get(thread_id=key("t-llm-card"))
     assert row.revision == 1 and row.through_seq == 2
     # Up to date: a second card makes no LLM call (ScriptedLlm would raise AssertionError).
     assert thread.get_context_card().summary == "The user is planning a trip to Rome."

@@ -27,6 +27,7 @@ from memory.extraction_config import DEPRECATED_INLINE_PARAMETERS
 from memory.llm import LlmTimeout, LlmUnavailable, ScriptedLlm
 from memory.models import ExtractionJob, Memory, Message, RecordLink, SearchChunk, Thread, ThreadSummary
 from memory.tasks import QUEUE, extract_job
+from tests.ids import key
 
 INLINE = MemoryExtractionConfig(extraction_mode="inline", enable_context_summary=False)
 BACKGROUND = MemoryExtractionConfig(extraction_mode="background", enable_context_summary=False)
@@ -94,7 +95,7 @@ def test_config_is_stored_with_the_thread_and_kept_when_opened_later(db):
                                     memory_extraction_inherit_message_metadata=("channel",),
                                     memory_extraction_custom_instructions="Only food.")
     make_thread(None, config)
-    stored = Thread.objects.get(pk="t-x").config
+    stored = Thread.objects.get(pk=key("t-x")).config
     assert stored["extraction_mode"] == "inline" and stored["memory_extraction_window"] == 4
     assert stored["memory_extraction_inherit_message_metadata"] == ["channel"]
     reopened = AgentMemory(llm=None).get_thread("t-x")
@@ -104,7 +105,7 @@ def test_config_is_stored_with_the_thread_and_kept_when_opened_later(db):
 def test_client_level_config_applies_to_threads_without_their_own(db):
     client = AgentMemory(llm=None, memory_extraction_config=MemoryExtractionConfig(memory_extraction_window=7))
     assert client.create_thread(thread_id="t-c").memory_extraction_config.memory_extraction_window == 7
-    assert Thread.objects.get(pk="t-c").config["memory_extraction_window"] == 7
+    assert Thread.objects.get(pk=key("t-c")).config["memory_extraction_window"] == 7
 
 
 def test_deprecated_inline_parameters_warn_and_still_work(db):
@@ -142,9 +143,9 @@ def test_inline_extraction_stores_typed_memories_linked_to_their_messages(db):
     assert rows["Ann talks to the assistant."].source_message_ids == ids[:2]
     # scope and search chunks like any memory
     for row in rows.values():
-        assert (row.user_id, row.agent_id, row.thread_id) == ("u1", "a1", "t-x")
+        assert (row.user_id, row.agent_id, row.thread_id) == ("u1", "a1", key("t-x"))
         assert SearchChunk.objects.filter(source_kind="memory", record_id=row.pk).exists()
-    assert Thread.objects.get(pk="t-x").extracted_through_seq == 3
+    assert Thread.objects.get(pk=key("t-x")).extracted_through_seq == 3
     job = ExtractionJob.objects.get()
     assert (job.status, job.from_seq, job.to_seq, job.memories_created, job.attempts) == ("done", 1, 3, 3, 1)
     # the prompt: targets with refs, and a schema that only admits those refs
@@ -205,7 +206,7 @@ def test_an_llm_failure_never_loses_the_messages(db):
     job = ExtractionJob.objects.get()
     assert job.status == "failed" and "LlmTimeout" in job.error
     assert not Memory.objects.exists()
-    assert Thread.objects.get(pk="t-x").extracted_through_seq == 3  # failures count as finished
+    assert Thread.objects.get(pk=key("t-x")).extracted_through_seq == 3  # failures count as finished
 
 
 def test_invalid_output_skips_that_call_only(db):
@@ -294,7 +295,7 @@ def test_an_update_or_contradiction_is_stored_with_a_relation(db, verdict, decis
     thread.add_messages([{"role": "user", "content": "I stopped liking hiking"}])
     new = Memory.objects.exclude(pk=old.pk).get()
     note = new.metadata["extraction"]
-    assert note["decision"] == decision and note["related_memory_id"] == old.pk and 0.08 <= note["distance"] < 0.25
+    assert note["decision"] == decision and note["related_memory_id"] == old.public_id and 0.08 <= note["distance"] < 0.25
     link = RecordLink.objects.get()
     assert (link.source_id, link.target_id, link.relation_type) == (new.pk, old.pk, relation)
     assert llm.requests[-1].schema_name == extraction.JUDGE_SCHEMA_NAME
@@ -363,7 +364,7 @@ def test_a_worker_that_lost_its_claim_writes_nothing(db):
     # the first worker comes back with its own result: refused
     candidate = extraction.Candidate("fact", "Ann drinks coffee.", [])
     decision = extraction.Decision(candidate, "new")
-    prepared = services.memory_prepare(thread=Thread.objects.get(pk="t-x"), content=candidate.content,
+    prepared = services.memory_prepare(thread=Thread.objects.get(pk=key("t-x")), content=candidate.content,
                                        retention=extraction.default_retention())
     assert not extraction._commit(job.pk, claimed[2], [(decision, prepared)], extraction.JobResult(),
                                   started=0.0, chain=False)
@@ -380,7 +381,7 @@ def test_jobs_of_a_thread_run_in_order(db):
     assert extraction.job_run(job_id=second.pk, llm=llm) == "skipped"  # not its turn
     assert extraction.job_run(job_id=first.pk, llm=llm) == "done"
     assert extraction.job_run(job_id=second.pk, llm=llm) == "done"
-    assert Thread.objects.get(pk="t-x").extracted_through_seq == 3
+    assert Thread.objects.get(pk=key("t-x")).extracted_through_seq == 3
 
 
 def test_a_transient_error_is_retried_then_fails_for_good(db, settings):
@@ -417,7 +418,7 @@ def test_editing_an_extracted_message_re_extracts_it_without_moving_the_watermar
     thread.update_message(ids[2], content="Actually I love black coffee.")
     edit = ExtractionJob.objects.order_by("id").last()
     assert (edit.trigger, edit.from_seq, edit.to_seq, edit.status) == ("update_message", 3, 3, "done")
-    assert Thread.objects.get(pk="t-x").extracted_through_seq == 3
+    assert Thread.objects.get(pk=key("t-x")).extracted_through_seq == 3
     prompt = llm.requests[-1].messages[-1]["content"]
     assert "[m1] user: Actually I love black coffee." in prompt and "[c1] user: I'm Ann" in prompt
     assert Memory.objects.get(content="Ann loves black coffee.").source_message_ids == [ids[2]]
@@ -478,7 +479,7 @@ def test_wait_times_out_on_unfinished_accepted_work_and_deletes_do_not_wait(
         thread.wait_for_memory_extraction(timeout=0.3)
     # deletes fence running extraction instead of waiting for it (issue #13): they delete at once
     assert thread.delete_message(ids[0]) == 1 and thread.delete_memory(mid) == 1
-    assert not Message.objects.filter(pk=ids[0]).exists() and not Memory.objects.filter(pk=mid).exists()
+    assert not Message.objects.filter(pk=key(ids[0])).exists() and not Memory.objects.filter(pk=key(mid)).exists()
     with pytest.raises(TypeError):
         thread.wait_for_memory_extraction(timeout="soon")
     extract_job.broker.flush_all()
@@ -499,8 +500,8 @@ def test_background_extraction_runs_in_the_embedded_worker(extraction_worker):
     thread.wait_for_memory_extraction(timeout=60)
     assert sorted(Memory.objects.values_list("content", flat=True)) == ["Ann loves green tea.", "Answer Ann in French."]
     assert list(ExtractionJob.objects.values_list("status", flat=True)) == ["done", "done"]
-    assert Thread.objects.get(pk="t-x").extracted_through_seq == 3
-    assert thread.delete_memory(Memory.objects.get(content="Ann loves green tea.").pk) == 1
+    assert Thread.objects.get(pk=key("t-x")).extracted_through_seq == 3
+    assert thread.delete_memory(Memory.objects.get(content="Ann loves green tea.").public_id) == 1
 
 
 def test_async_wait(extraction_worker):
@@ -561,7 +562,7 @@ def test_the_sweep_resends_lost_jobs_in_order(db, no_embedded_worker):
 
 def test_the_sweep_marks_jobs_the_watermark_passed(db, no_embedded_worker):
     make_thread(ScriptedLlm([]), BACKGROUND).add_messages(CHAT)
-    Thread.objects.filter(pk="t-x").update(extracted_through_seq=3)
+    Thread.objects.filter(pk=key("t-x")).update(extracted_through_seq=3)
     assert extraction.sweep(boot=True)["covered"] == 1
     assert ExtractionJob.objects.get().status == "done"
     extract_job.broker.flush_all()
@@ -594,7 +595,7 @@ def test_the_summary_is_refreshed_after_a_due_extraction(db):
                        {"summary": "Ann loves green tea and said bye.", "topics": ["tea"]}])
     thread = make_thread(llm, MemoryExtractionConfig(extraction_mode="inline"))
     thread.add_messages(CHAT)
-    summary = ThreadSummary.objects.get(thread_id="t-x")
+    summary = ThreadSummary.objects.get(thread_id=key("t-x"))
     assert (summary.content, summary.through_seq) == ("Ann loves green tea.", 3)
     # and the next extraction sees the summary of what came before its targets
     thread.add_messages([{"role": "user", "content": "Bye"}])
@@ -607,10 +608,13 @@ def test_the_summary_is_refreshed_after_a_due_extraction(db):
 
 def test_extraction_state(db):
     llm = ScriptedLlm([memories(("preference", "Ann loves green tea.", ["m1"]))])
-    make_thread(llm).add_messages(CHAT)
-    state = extraction.extraction_state(thread_id="t-x")
+    thread = make_thread(llm)
+    thread.add_messages(CHAT)
+    state = extraction.extraction_state(thread=thread.row)
     assert (state["watermark"], state["last_message_seq"], state["pending_messages"]) == (3, 3, 0)
     assert state["last_job"]["memories_created"] == 1 and state["last_job"]["status"] == "done"
     assert state["mode"] == "inline" and state["enabled"] is True
+    assert state["thread_id"] == "t-x"  # the public id
+    AgentMemory().delete_thread("t-x")
     with pytest.raises(KeyError):
-        extraction.extraction_state(thread_id="missing")
+        extraction.extraction_state(thread=thread.row)  # gone

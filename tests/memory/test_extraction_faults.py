@@ -16,6 +16,7 @@ from memory import extraction
 from memory.client import AgentMemory, MemoryExtractionConfig
 from memory.llm import ScriptedLlm
 from memory.models import ExtractionJob, Thread
+from tests.ids import key
 
 BACKGROUND = MemoryExtractionConfig(extraction_mode="background", enable_context_summary=False)
 CHAT = [
@@ -110,7 +111,7 @@ def test_the_sweep_never_acts_on_a_watermark_a_commit_is_moving(transactional_db
     job_c.refresh_from_db()
     assert (job_c.from_seq, job_c.to_seq, job_c.status) == (3, 3, "queued")
     assert extraction.job_run(job_id=job_c.pk, llm=ScriptedLlm([memories()]), background=False) == "done"
-    assert Thread.objects.get(pk="t-f").extracted_through_seq == 3
+    assert Thread.objects.get(pk=key("t-f")).extracted_through_seq == 3
 
 
 # --- a queue that cannot advance: detected, repaired, reported ---------------------------------------
@@ -125,7 +126,7 @@ def test_the_sweep_repairs_a_queue_that_could_not_advance_and_the_state_reports_
     job_b, job_c = ExtractionJob.objects.order_by("id")
     assert extraction.job_run(job_id=job_b.pk, llm=ScriptedLlm([memories()]), background=False) == "done"
     ExtractionJob.objects.filter(pk=job_c.pk).update(from_seq=from_seq)  # the state the race left behind
-    state = extraction.extraction_state(thread_id="t-f")
+    state = extraction.extraction_state(thread=Thread.objects.get(pk=key("t-f")))
     assert state["stalled"]["reason"] == "blocked" and state["stalled"]["job_id"] == job_c.pk
     assert state["last_repair"] is None
 
@@ -133,11 +134,11 @@ def test_the_sweep_repairs_a_queue_that_could_not_advance_and_the_state_reports_
     assert (counts["repaired"], counts["resent"]) == (1, 1)
     job_c.refresh_from_db()
     assert (job_c.from_seq, job_c.to_seq) == (3, 4) and why in job_c.error
-    state = extraction.extraction_state(thread_id="t-f")
+    state = extraction.extraction_state(thread=Thread.objects.get(pk=key("t-f")))
     assert state["stalled"] is None
     assert state["last_repair"]["job_id"] == job_c.pk and f"from_seq {from_seq} -> 3" in state["last_repair"]["detail"]
     assert extraction.job_run(job_id=job_c.pk, llm=ScriptedLlm([memories()]), background=False) == "done"
-    assert Thread.objects.get(pk="t-f").extracted_through_seq == 4
+    assert Thread.objects.get(pk=key("t-f")).extracted_through_seq == 4
     assert extraction.sweep(boot=True)["repaired"] == 0
 
 
@@ -164,12 +165,12 @@ def test_the_state_reports_a_lost_worker_and_a_job_nobody_takes(db, settings):
     settings.OAM_EMBEDDED_WORKER = False
     make_thread(ScriptedLlm([])).add_messages(CHAT)
     job = ExtractionJob.objects.get()
-    assert extraction.extraction_state(thread_id="t-f")["stalled"] is None  # just queued
+    assert extraction.extraction_state(thread=Thread.objects.get(pk=key("t-f")))["stalled"] is None  # just queued
     an_hour_ago = timezone.now() - datetime.timedelta(hours=1)
     ExtractionJob.objects.filter(pk=job.pk).update(created_at=an_hour_ago)
-    assert extraction.extraction_state(thread_id="t-f")["stalled"]["reason"] == "waiting_for_worker"
+    assert extraction.extraction_state(thread=Thread.objects.get(pk=key("t-f")))["stalled"]["reason"] == "waiting_for_worker"
     ExtractionJob.objects.filter(pk=job.pk).update(status="running", started_at=an_hour_ago)
-    assert extraction.extraction_state(thread_id="t-f")["stalled"]["reason"] == "worker_lost"
+    assert extraction.extraction_state(thread=Thread.objects.get(pk=key("t-f")))["stalled"]["reason"] == "worker_lost"
 
 
 # --- broker trouble ------------------------------------------------------------------------------------
@@ -191,7 +192,7 @@ def unreachable_broker():
 def test_a_broker_that_cannot_be_reached_shows_in_the_state(db, unreachable_broker, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         make_thread(ScriptedLlm([])).add_messages(CHAT)
-    state = extraction.extraction_state(thread_id="t-f")
+    state = extraction.extraction_state(thread=Thread.objects.get(pk=key("t-f")))
     assert state["broker"]["kind"] == "redis" and state["broker"]["ok"] is False
     assert "Connection" in state["broker"]["error"]
     assert state["stalled"]["reason"] == "not_queued" and "broker refused it" in state["stalled"]["detail"]

@@ -7,7 +7,9 @@ from memory.client import AgentMemory
 from memory.models import SearchChunk
 from memory.search import fuse, keyword_terms
 from memory.services import embedding_text
+from memory.tenancy import public_id
 from memory.types import MemorySearchConfig
+from tests.ids import key
 
 
 def fts_rowids(match: str) -> set[int]:
@@ -21,20 +23,20 @@ def test_fts_triggers_exist_and_follow_inserts_updates_deletes(thread):
         cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'oam_search_chunks'")
         assert {r[0] for r in cursor.fetchall()} == {f"oam_search_chunks_fts_{s}" for s in ("ai", "ad", "au")}
     mid = thread.add_memory("The zeppelin landed in Lakehurst")
-    chunk = SearchChunk.objects.get(record_id=mid)
+    chunk = SearchChunk.objects.get(record_id=key(mid))
     assert fts_rowids("zeppelin") == {chunk.pk}
     assert fts_rowids("landing") == {chunk.pk}  # porter stemming: landing ~ landed
     thread.update_memory(mid, content="The airship moored at the mast")
     assert fts_rowids("zeppelin") == set()
-    new_chunk = SearchChunk.objects.get(record_id=mid)
+    new_chunk = SearchChunk.objects.get(record_id=key(mid))
     assert fts_rowids("airship") == {new_chunk.pk}
     thread.delete_memory(mid)
     assert fts_rowids("airship") == set()
 
 
 def contexts(thread_id):
-    rows = SearchChunk.objects.filter(source_kind="message", thread_id=thread_id).order_by("record_id")
-    return {c.record_id: c.context.split("\n") for c in rows}
+    rows = SearchChunk.objects.filter(source_kind="message", thread_id=key(thread_id)).order_by("record_id")
+    return {public_id(c.record_id): c.context.split("\n") for c in rows}
 
 
 def test_message_context_holds_two_turns_each_side_and_follows_edits(thread):
@@ -56,7 +58,7 @@ def test_message_context_holds_two_turns_each_side_and_follows_edits(thread):
 
 def test_memory_context_is_its_own_text(thread):
     mid = thread.add_memory("likes jasmine tea")
-    chunk = SearchChunk.objects.get(record_id=mid)
+    chunk = SearchChunk.objects.get(record_id=key(mid))
     assert chunk.context == chunk.text == "likes jasmine tea"
 
 

@@ -20,6 +20,7 @@ from memory.llm import LlmUnavailable, ScriptedLlm
 from memory.models import Image, Message, SearchChunk
 from memory.types import ImageRecord, TextContent, TimeToLiveAnchor
 from tests import image_samples as samples
+from tests.ids import default_project_id, key
 
 NO_EXTRACTION = MemoryExtractionConfig(extract_memories=False)
 
@@ -142,7 +143,7 @@ def test_without_an_llm_the_description_stays_empty_and_the_image_is_not_searche
     image_id = thread.add_image(samples.png())
     [record] = thread.list_images()
     assert record.id == image_id and record.description is None
-    assert not SearchChunk.objects.filter(record_id=image_id).exists()
+    assert not SearchChunk.objects.filter(record_id=key(image_id)).exists()
 
 
 def test_an_llm_captions_an_image_sent_as_an_image_url_data_uri(client):
@@ -229,7 +230,7 @@ def test_ids_metadata_and_timestamps(thread):
     records = {r.id: r for r in thread.list_images()}
     assert records["img-1"].timestamp == "2024-05-01T10:00:00Z" and records["img-1"].metadata == {"source": "chat"}
     assert records[untimed].timestamp == records[untimed].created_at  # NULL event time reads as creation time
-    assert Image.objects.get(pk=untimed).timestamp is None
+    assert Image.objects.get(pk=key(untimed)).timestamp is None
 
 
 def test_ttl_expires_an_image_everywhere(thread):
@@ -258,9 +259,9 @@ def test_update_keeps_what_is_omitted_and_replaces_what_is_given(thread):
     thread.update_image(image_id, image=new, mime_type="image/jpeg", description="a green card", timestamp=None)
     record = thread.list_images(image_id=image_id, include_bytes=True)[0]
     assert (record.bytes, record.mime_type, record.width, record.height) == (new, ImageMimeType.JPEG, 10, 20)
-    assert record.description == "a green card" and Image.objects.get(pk=image_id).timestamp is None
-    assert [c.text for c in SearchChunk.objects.filter(record_id=image_id)] == ["a green card"]
-    assert SearchChunk.objects.get(record_id=image_id).metadata == {"v": 2}
+    assert record.description == "a green card" and Image.objects.get(pk=key(image_id)).timestamp is None
+    assert [c.text for c in SearchChunk.objects.filter(record_id=key(image_id))] == ["a green card"]
+    assert SearchChunk.objects.get(record_id=key(image_id)).metadata == {"v": 2}
 
 
 def test_update_rules(thread):
@@ -312,7 +313,8 @@ def test_list_filters_by_id_and_metadata_and_honours_limit(thread):
 def test_default_limit_is_100_and_none_lifts_it(thread):
     data = samples.png((2, 2))
     Image.objects.bulk_create([
-        Image(id=f"img-{i:03d}", thread_id="t-main", mime_type="image/png", data=data, size_bytes=len(data))
+        Image(id=key(f"img-{i:03d}"), project_id=default_project_id(), thread_id=key("t-main"), mime_type="image/png",
+              data=data, size_bytes=len(data))
         for i in range(101)
     ])
     assert len(thread.list_images()) == 100
@@ -444,9 +446,9 @@ def test_message_ttl_refresh_moves_its_images_expiry_and_image_ttl_changes_are_r
     with pytest.raises(ValueError, match="ttl_anchor"):
         thread.update_image("img-r", ttl_anchor="created_at")
     thread.update_message(mid, ttl_days=2)
-    expiry = Message.objects.get(pk=mid).expires_at
-    assert expiry is not None and Image.objects.get(pk="img-r").expires_at == expiry
-    assert {c.expires_at for c in SearchChunk.objects.filter(record_id="img-r")} == {expiry}
+    expiry = Message.objects.get(pk=key(mid)).expires_at
+    assert expiry is not None and Image.objects.get(pk=key("img-r")).expires_at == expiry
+    assert {c.expires_at for c in SearchChunk.objects.filter(record_id=key("img-r"))} == {expiry}
 
 
 def test_updating_an_attached_image_shows_in_its_message(thread):
@@ -471,12 +473,12 @@ def test_update_message_keeps_referenced_images_and_drops_the_rest(thread):
     assert [p.id for p in parts[1:]] == ["img-keep", "img-new"]
     assert parts[1].bytes == samples.png() and parts[1].description == "a map of Rome"
     assert sorted(r.id for r in thread.list_images()) == ["img-keep", "img-new"]
-    assert not SearchChunk.objects.filter(record_id="img-drop").exists()
+    assert not SearchChunk.objects.filter(record_id=key("img-drop")).exists()
     with pytest.raises(ValueError, match=r"content\[0\]\.bytes: is required: image 'img-other' is not attached"):
         thread.update_message(mid, content=[{"type": "image", "id": "img-other"}])
     thread.update_message(mid, content=[{"type": "image", "id": "img-keep", "description": "a map of Florence"}])
     assert thread.get_message(mid).content[0].description == "a map of Florence"
-    assert [c.text for c in SearchChunk.objects.filter(record_id="img-keep")] == ["a map of Florence"]
+    assert [c.text for c in SearchChunk.objects.filter(record_id=key("img-keep"))] == ["a map of Florence"]
     assert sorted(r.id for r in thread.list_images()) == ["img-keep"]
     thread.update_message(mid, content="just text now")
     assert thread.list_images() == [] and nothing_stored()

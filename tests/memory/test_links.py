@@ -11,6 +11,7 @@ from memory import links
 from memory.client import AgentMemory
 from memory.llm import LlmInvalidOutput, LlmTimeout, ScriptedLlm
 from memory.models import Memory, RecordLink, SearchChunk, Thread as ThreadRow
+from tests.ids import key
 
 BUILTINS = [
     ("supersedes", "is_superseded_by"),
@@ -23,8 +24,8 @@ BUILTINS = [
 
 def status(memory_id):
     """(memory status, status of every chunk of it)."""
-    chunks = set(SearchChunk.objects.filter(source_kind="memory", record_id=memory_id).values_list("status", flat=True))
-    return Memory.objects.get(pk=memory_id).status, chunks
+    chunks = set(SearchChunk.objects.filter(source_kind="memory", record_id=key(memory_id)).values_list("status", flat=True))
+    return Memory.objects.get(pk=key(memory_id)).status, chunks
 
 
 def valid(memory_id):
@@ -51,25 +52,25 @@ def notes(thread):
 @pytest.mark.parametrize("relation_type, reverse", BUILTINS)
 def test_builtin_relation_types_store_their_reverse_label(notes, relation_type, reverse):
     rid = notes.link_records("a", "memory", "f", "fact", relation_type)
-    row = RecordLink.objects.get(pk=rid)
-    assert (row.source_id, row.source_type, row.target_id, row.target_type) == ("a", "memory", "f", "fact")
-    assert (row.relation_type, row.opposite_relation_type, row.thread_id) == (relation_type, reverse, "t-main")
+    row = RecordLink.objects.get(pk=key(rid))
+    assert (row.source_id, row.source_type, row.target_id, row.target_type) == (key("a"), "memory", key("f"), "fact")
+    assert (row.relation_type, row.opposite_relation_type, row.thread_id) == (relation_type, reverse, key("t-main"))
 
 
 def test_custom_relation_types_reverse_defaults_to_the_same_label(notes):
     same = notes.link_records("a", "memory", "b", "memory", "mentions")
     named = notes.link_records("a", "memory", "c", "memory", "teaches", opposite_relation_type="learns_from")
     explicit = notes.link_records("b", "memory", "c", "memory", "supports", opposite_relation_type="backs")
-    assert RecordLink.objects.get(pk=same).opposite_relation_type == "mentions"
-    assert RecordLink.objects.get(pk=named).opposite_relation_type == "learns_from"
-    assert RecordLink.objects.get(pk=explicit).opposite_relation_type == "backs"
+    assert RecordLink.objects.get(pk=key(same)).opposite_relation_type == "mentions"
+    assert RecordLink.objects.get(pk=key(named)).opposite_relation_type == "learns_from"
+    assert RecordLink.objects.get(pk=key(explicit)).opposite_relation_type == "backs"
 
 
 def test_relation_ids_are_caller_chosen_or_generated(notes):
     assert notes.link_records("a", "memory", "b", "memory", "supports", relation_id="rel-1") == "rel-1"
     generated = notes.link_records("a", "memory", "c", "memory", "supports", timestamp="2024-05-01T10:00:00",
                                    metadata={"why": "same family"})
-    row = RecordLink.objects.get(pk=generated)
+    row = RecordLink.objects.get(pk=key(generated))
     assert len(generated) == 36 and row.timestamp == "2024-05-01T10:00:00" and row.metadata == {"why": "same family"}
     with pytest.raises(ValueError, match="relation_id"):
         notes.link_records("b", "memory", "c", "memory", "supports", relation_id="rel-1")
@@ -133,7 +134,7 @@ def test_update_preserves_omitted_values(notes):
     rid = notes.link_records("a", "memory", "b", "memory", "teaches", opposite_relation_type="learns_from",
                              timestamp="2024-01-01T00:00:00", metadata={"k": 1})
     assert notes.update_record_link(rid, metadata={"k": 2}) == 1
-    row = RecordLink.objects.get(pk=rid)
+    row = RecordLink.objects.get(pk=key(rid))
     assert (row.relation_type, row.opposite_relation_type, row.timestamp, row.metadata) == (
         "teaches", "learns_from", "2024-01-01T00:00:00", {"k": 2})
     assert notes.update_record_link(rid, relation_type="mentors") == 1  # custom: reverse label kept
@@ -148,7 +149,7 @@ def test_update_preserves_omitted_values(notes):
 def test_switching_to_a_builtin_type_sets_its_fixed_reverse_label(notes, relation_type, reverse):
     rid = notes.link_records("a", "memory", "b", "memory", "teaches", opposite_relation_type="learns_from")
     assert notes.update_record_link(rid, relation_type=relation_type) == 1
-    assert RecordLink.objects.get(pk=rid).opposite_relation_type == reverse
+    assert RecordLink.objects.get(pk=key(rid)).opposite_relation_type == reverse
 
 
 def test_update_of_an_unknown_or_foreign_relation_returns_zero(client, notes):
@@ -158,7 +159,7 @@ def test_update_of_an_unknown_or_foreign_relation_returns_zero(client, notes):
     theirs = other.link_records("x1", "memory", "x2", "memory", "supports")
     assert notes.update_record_link("nope", relation_type="supports") == 0
     assert notes.update_record_link(theirs, relation_type="supersedes") == 0
-    assert RecordLink.objects.get(pk=theirs).relation_type == "supports" and valid("x2")
+    assert RecordLink.objects.get(pk=key(theirs)).relation_type == "supports" and valid("x2")
 
 
 # --- delete_record_link ----------------------------------------------------------------------
@@ -198,7 +199,7 @@ def test_delete_of_another_threads_relation_returns_zero(client, notes):
     theirs = other.link_records("x1", "memory", "x2", "memory", "supports")
     assert notes.delete_record_link(relation_id=theirs) == 0
     assert notes.delete_record_link("x1", "memory", "x2", "memory", "supports") == 0
-    assert RecordLink.objects.filter(pk=theirs).exists()
+    assert RecordLink.objects.filter(pk=key(theirs)).exists()
 
 
 # --- lifecycle --------------------------------------------------------------------------------
@@ -275,9 +276,9 @@ def test_add_memory_creates_the_memory_and_its_link(notes):
                            link_type="refines", link_id="rel-a2", link_timestamp="2024-06-01T09:00:00",
                            link_metadata={"source": "manual"})
     assert mid == "a2"
-    row = RecordLink.objects.get(pk="rel-a2")
+    row = RecordLink.objects.get(pk=key("rel-a2"))
     assert (row.source_id, row.target_id, row.relation_type, row.opposite_relation_type) == (
-        "a2", "a", "refines", "is_refined_by")
+        key("a2"), key("a"), "refines", "is_refined_by")
     assert (row.timestamp, row.metadata, row.source_type, row.target_type) == (
         "2024-06-01T09:00:00", {"source": "manual"}, "memory", "memory")
     assert invalid("a") and valid("a2")
@@ -286,13 +287,13 @@ def test_add_memory_creates_the_memory_and_its_link(notes):
 def test_add_memory_with_a_link_inherits_omitted_scopes_from_the_target(notes):
     notes.add_memory("Shared across agents", memory_id="shared", user_id=None, agent_id="agent-2")
     notes.add_memory("Shared note, corrected", memory_id="fix", memory_id_to_link="shared", link_type="supersedes")
-    row = Memory.objects.get(pk="fix")
-    assert (row.user_id, row.agent_id, row.thread_id) == (None, "agent-2", "t-main")
-    chunk = SearchChunk.objects.get(record_id="fix")
-    assert (chunk.user_id, chunk.agent_id, chunk.thread_id) == (None, "agent-2", "t-main")
+    row = Memory.objects.get(pk=key("fix"))
+    assert (row.user_id, row.agent_id, row.thread_id) == (None, "agent-2", key("t-main"))
+    chunk = SearchChunk.objects.get(record_id=key("fix"))
+    assert (chunk.user_id, chunk.agent_id, chunk.thread_id) == (None, "agent-2", key("t-main"))
     notes.add_memory("Overrides one scope", memory_id="fix2", memory_id_to_link="shared", link_type="supports",
                      user_id="user-9")
-    row = Memory.objects.get(pk="fix2")
+    row = Memory.objects.get(pk=key("fix2"))
     assert (row.user_id, row.agent_id) == ("user-9", "agent-2")
 
 
@@ -325,15 +326,15 @@ def test_add_memory_and_link_commit_together(notes, monkeypatch):
     original = links.PendingLink.__call__
 
     def target_vanishes(self, memory):
-        Memory.objects.filter(pk=self.target_id).delete()  # deleted between the check and the write
+        Memory.objects.filter(pk=key(self.target_id)).delete()  # deleted between the check and the write
         return original(self, memory)
 
     monkeypatch.setattr(links.PendingLink, "__call__", target_vanishes)
     with pytest.raises(ValueError, match="memory_id_to_link"):
         notes.add_memory("Corrected", memory_id="new", memory_id_to_link="a", link_type="supersedes")
-    assert not Memory.objects.filter(pk="new").exists()
-    assert not SearchChunk.objects.filter(record_id="new").exists()
-    assert Memory.objects.filter(pk="a").exists()  # the delete rolled back with the rest
+    assert not Memory.objects.filter(pk=key("new")).exists()
+    assert not SearchChunk.objects.filter(record_id=key("new")).exists()
+    assert Memory.objects.filter(pk=key("a")).exists()  # the delete rolled back with the rest
 
 
 # --- search num_hops ---------------------------------------------------------------------------
@@ -421,8 +422,8 @@ def test_expansion_hides_invalid_records_when_asked_and_does_not_walk_through_th
 
 def test_expansion_skips_expired_records_and_does_not_walk_through_them(chain):
     past = timezone.now() - datetime.timedelta(days=1)
-    Memory.objects.filter(pk="b").update(expires_at=past)
-    SearchChunk.objects.filter(record_id="b").update(expires_at=past)
+    Memory.objects.filter(pk=key("b")).update(expires_at=past)
+    SearchChunk.objects.filter(record_id=key("b")).update(expires_at=past)
     a = hit(chain.search("apple pie cinnamon", num_hops=3), "a")
     assert a.linked == []
     c = hit(chain.search("oven temperature degrees", num_hops=3), "c")
@@ -484,13 +485,13 @@ def test_scenario_updated_preference_supersedes_the_old_one(db):
     assert valid(coffee) and invalid(tea)
     [row] = RecordLink.objects.all()
     assert (row.source_id, row.target_id, row.relation_type, row.opposite_relation_type) == (
-        coffee, tea, "supersedes", "is_superseded_by")
+        key(coffee), key(tea), "supersedes", "is_superseded_by")
 
     results = thread.search("coffee", num_hops=1)
     assert hit(results, coffee).linked[0].record_id == tea
     assert hit(results, coffee).linked[0].relation_type == "supersedes"
     results = thread.search("tea", num_hops=1)
-    assert linked(hit(results, tea)) == [(coffee, "is_superseded_by", 1, row.pk, tea)]
+    assert linked(hit(results, tea)) == [(coffee, "is_superseded_by", 1, row.public_id, tea)]
     assert hit(results, tea).record.status == "invalid"
     assert tea not in {r.record_id for r in thread.search("tea", include_invalid_results=False)}
 
@@ -534,7 +535,7 @@ def test_llm_failure_leaves_the_memory_stored(db, failure):
     thread = llm_thread(llm)
     thread.add_memory("User likes tea", memory_id="tea")
     assert thread.add_memory("User now prefers coffee", memory_id="coffee") == "coffee"
-    assert Memory.objects.filter(pk="coffee").exists() and not RecordLink.objects.exists()
+    assert Memory.objects.filter(pk=key("coffee")).exists() and not RecordLink.objects.exists()
     assert valid("tea")
 
 
@@ -543,15 +544,15 @@ def test_propose_links_stores_each_proposal_once_and_skips_what_cannot_be_stored
     thread.add_memory("User likes tea", memory_id="tea")
     thread.add_memory("User drinks tea every morning", memory_id="morning")
     thread.add_memory("User now prefers coffee to tea", memory_id="coffee")
-    row = ThreadRow.objects.get(pk="t-llm")
+    row = ThreadRow.objects.get(pk=key("t-llm"))
     llm = ScriptedLlm([{"links": [{"candidate": "M1", "relation_type": "supersedes"},
                                   {"candidate": "M1", "relation_type": "contradicts"},
                                   {"candidate": "M2", "relation_type": "contradicts"}]}])
     created = links.propose_links(row, "coffee", llm)
     assert len(created) == 2
     pairs = set(RecordLink.objects.values_list("source_id", "target_id", "relation_type"))
-    assert len(pairs) == 2 and all(source == "coffee" for source, _, _ in pairs)
-    assert RecordLink.objects.get(pk=created[0]).metadata == {"origin": "autonomous_linking"}
+    assert len(pairs) == 2 and all(source == key("coffee") for source, _, _ in pairs)
+    assert RecordLink.objects.get(pk=key(created[0])).metadata == {"origin": "autonomous_linking"}
     # Everything near is related now or invalid: nothing left to ask about.
     assert links.propose_links(row, "coffee", ScriptedLlm([])) == []
     assert links.propose_links(row, "missing", ScriptedLlm([])) == []
@@ -562,7 +563,7 @@ def test_propose_links_raises_llm_errors_for_its_caller(db):
     thread.add_memory("User likes tea", memory_id="tea")
     thread.add_memory("User now prefers coffee", memory_id="coffee")
     with pytest.raises(LlmInvalidOutput):
-        links.propose_links(ThreadRow.objects.get(pk="t-llm"), "coffee",
+        links.propose_links(ThreadRow.objects.get(pk=key("t-llm")), "coffee",
                             ScriptedLlm([{"links": [{"candidate": "M9", "relation_type": "supersedes"}]}] * 3))
     assert not RecordLink.objects.exists()
 
@@ -592,9 +593,9 @@ def test_autonomous_linking_with_a_real_llm_stores_only_well_formed_relations(db
     tea = thread.add_memory("User likes tea", memory_type="preference")
     coffee = thread.add_memory("User now prefers coffee instead of tea", memory_type="preference")
     assert local_llm.totals.calls == 1
-    assert Memory.objects.filter(pk=coffee).exists()
+    assert Memory.objects.filter(pk=key(coffee)).exists()
     for row in RecordLink.objects.all():
-        assert (row.source_id, row.target_id) == (coffee, tea)
+        assert (row.source_id, row.target_id) == (key(coffee), key(tea))
         assert row.relation_type in links.BUILTIN_RELATIONS
         assert row.opposite_relation_type == links.BUILTIN_RELATIONS[row.relation_type]
         assert invalid(tea) == (row.relation_type in links.INVALIDATING_RELATIONS)

@@ -4,6 +4,7 @@ import pytest
 
 from memory.models import Memory, SearchChunk
 from memory.types import RecordStatus
+from tests.ids import key
 
 
 def test_memory_types_and_default(thread):
@@ -11,7 +12,7 @@ def test_memory_types_and_default(thread):
     fact = thread.add_memory("Paris is in France", memory_type="fact")
     assert thread.get_memory(plain).memory_type == "memory"
     assert thread.get_memory(fact).memory_type == "fact"
-    assert SearchChunk.objects.get(record_id=fact).record_type == "fact"
+    assert SearchChunk.objects.get(record_id=key(fact)).record_type == "fact"
 
 
 def test_invalid_memory_type_names_allowed_values(thread):
@@ -22,11 +23,11 @@ def test_invalid_memory_type_names_allowed_values(thread):
 
 def test_scope_inherits_thread_and_accepts_overrides(thread):
     mid = thread.add_memory("shared across agents", agent_id="agent-2", user_id=None)
-    row = Memory.objects.get(pk=mid)
-    assert (row.user_id, row.agent_id, row.thread_id) == (None, "agent-2", "t-main")
+    row = Memory.objects.get(pk=key(mid))
+    assert (row.user_id, row.agent_id, row.thread_id) == (None, "agent-2", key("t-main"))
     mid2 = thread.add_memory("inherits")
-    row2 = Memory.objects.get(pk=mid2)
-    assert (row2.user_id, row2.agent_id, row2.thread_id) == ("user-1", "agent-1", "t-main")
+    row2 = Memory.objects.get(pk=key(mid2))
+    assert (row2.user_id, row2.agent_id, row2.thread_id) == ("user-1", "agent-1", key("t-main"))
 
 
 def test_status_initial_and_update(thread):
@@ -34,7 +35,7 @@ def test_status_initial_and_update(thread):
     assert thread.get_memory(mid).status == "invalid"
     thread.update_memory(mid, status="valid")
     assert thread.get_memory(mid).status == "valid"
-    assert SearchChunk.objects.get(record_id=mid).status == "valid"
+    assert SearchChunk.objects.get(record_id=key(mid)).status == "valid"
     with pytest.raises(ValueError, match="status"):
         thread.update_memory(mid, status="archived")
 
@@ -57,7 +58,7 @@ def test_memories_of_other_threads_are_untouchable(client, thread):
         thread.update_memory(mid, content="mine now")
     assert thread.delete_memory(mid) == 0
     assert other.delete_memory(mid) == 1
-    assert not SearchChunk.objects.filter(record_id=mid).exists()
+    assert not SearchChunk.objects.filter(record_id=key(mid)).exists()
 
 
 def test_memory_with_thread_override_is_not_owned_by_this_thread(thread):
@@ -89,8 +90,8 @@ def test_delete_thread_removes_messages_memories_and_chunks(client, thread):
     assert client.delete_thread("t-main") == 0
     with pytest.raises(KeyError):
         client.get_thread("t-main")
-    assert list(SearchChunk.objects.values_list("thread_id", flat=True)) == ["t-keep"]
-    assert Memory.objects.filter(thread_id="t-main").count() == 0
+    assert list(SearchChunk.objects.values_list("thread_id", flat=True)) == [key("t-keep")]
+    assert Memory.objects.filter(thread_id=key("t-main")).count() == 0
 
 
 def test_create_thread_ids(client):

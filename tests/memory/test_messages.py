@@ -6,6 +6,7 @@ import pytest
 
 from memory.models import Message, SearchChunk
 from memory.types import Message as MessageValue, TextContent
+from tests.ids import key
 
 
 def test_caller_chosen_and_generated_ids(thread):
@@ -85,7 +86,7 @@ def test_duplicate_id_in_db_or_batch_is_rejected_and_nothing_written(thread):
         thread.add_messages([{"role": "user", "content": "b", "id": "new"}, {"role": "user", "content": "c", "id": "dup"}])
     with pytest.raises(ValueError, match="unique"):
         thread.add_messages([{"role": "user", "content": "b", "id": "x"}, {"role": "user", "content": "c", "id": "x"}])
-    assert list(Message.objects.values_list("id", flat=True)) == ["dup"]
+    assert list(Message.objects.values_list("id", flat=True)) == [key("dup")]
 
 
 def test_unknown_keyword_arguments_raise_type_error(thread):
@@ -107,7 +108,7 @@ def test_get_message_of_other_thread_is_key_error_and_delete_is_zero(client, thr
     assert thread.delete_message(mid) == 0
     assert other.get_message(mid).content == "not yours"
     assert other.delete_message(mid) == 1
-    assert SearchChunk.objects.filter(record_id=mid).count() == 0
+    assert SearchChunk.objects.filter(record_id=key(mid)).count() == 0
 
 
 def test_update_message_keeps_omitted_fields_and_reembeds(thread):
@@ -119,7 +120,7 @@ def test_update_message_keeps_omitted_fields_and_reembeds(thread):
     thread.update_message(mid, content="I adore volcanoes")
     hits = thread.search("volcano", record_types=["message"], max_results=1)
     assert hits[0].record_id == mid and hits[0].content == "I adore volcanoes"
-    assert SearchChunk.objects.get(record_id=mid).metadata == {"k": 2}
+    assert SearchChunk.objects.get(record_id=key(mid)).metadata == {"k": 2}
     thread.update_message(mid, content="")
     assert thread.get_message(mid).content == ""
 

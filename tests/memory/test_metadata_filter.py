@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from memory.errors import InvalidArgument
 from memory.metadata_filter import MAX_DEPTH, compile_filter
 from memory.models import SearchChunk
+from tests.ids import default_project_id
 
 SPEC_EXAMPLE = {"source": "chat", "tags": {"$array_contains": "trip", "$not": {"$array_contains": "archived"}}}
 
@@ -82,8 +83,8 @@ def embedding():
 
 def make_chunks(rows: dict[str, dict]):
     SearchChunk.objects.bulk_create(
-        SearchChunk(source_kind="memory", record_id=record_id, record_type="fact", text=record_id,
-                    embedding=embedding(), metadata=metadata)
+        SearchChunk(project_id=default_project_id(), source_kind="memory", record_id=record_id, record_type="fact",
+                    text=record_id, embedding=embedding(), metadata=metadata)
         for record_id, metadata in rows.items()
     )
 

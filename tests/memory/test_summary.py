@@ -10,7 +10,9 @@ from memory.chunking import estimate_tokens
 from memory.client import AgentMemory
 from memory.llm import LlmTimeout, ScriptedLlm
 from memory.models import ThreadSummary
+from memory.tenancy import get_project
 from memory.types import OracleSummary, Summary
+from tests.ids import key
 
 
 def test_spec_examples_of_the_value_type():
@@ -100,12 +102,12 @@ def reply(summary, topics=()):
 
 def llm_thread(llm, thread_id="t-llm", **config):
     """A thread whose LLM serves summaries only: extraction off, so no other call takes the scripted replies."""
-    services.thread_create(thread_id=thread_id, user_id="u", agent_id="a", config={"extract_memories": False, **config})
+    services.thread_create(project=get_project(None), thread_id=thread_id, user_id="u", agent_id="a", config={"extract_memories": False, **config})
     return AgentMemory(llm=llm).get_thread(thread_id)
 
 
 def durable(thread_id="t-llm"):
-    return ThreadSummary.objects.get(thread_id=thread_id)
+    return ThreadSummary.objects.get(thread_id=key(thread_id))
 
 
 def user_text(request):
@@ -254,10 +256,11 @@ def test_refresh_keeps_a_summary_that_got_further_meanwhile(db):
     llm = ScriptedLlm([reply("Older.")])
     thread = llm_thread(llm)
     thread.add_messages([{"role": "user", "content": "1"}, {"role": "user", "content": "2"}])
-    ThreadSummary.objects.create(thread_id="t-llm", content="Newer.", through_seq=0, revision=0)
+    ThreadSummary.objects.create(thread_id=key("t-llm"), project=get_project(None), content="Newer.", through_seq=0,
+                                 revision=0)
 
     def race(*args, **kwargs):
-        ThreadSummary.objects.filter(thread_id="t-llm").update(content="Newer.", through_seq=2, revision=5)
+        ThreadSummary.objects.filter(thread_id=key("t-llm")).update(content="Newer.", through_seq=2, revision=5)
         return ("Older.", [])
 
     original = context.llm_summarize
@@ -271,7 +274,8 @@ def test_refresh_keeps_a_summary_that_got_further_meanwhile(db):
 
 def test_without_llm_a_covering_durable_summary_is_still_used(db):
     llm_thread(ScriptedLlm([]), thread_id="t-kept")
-    ThreadSummary.objects.create(thread_id="t-kept", content="Stored.", through_seq=1, revision=1)
+    ThreadSummary.objects.create(thread_id=key("t-kept"), project=get_project(None), content="Stored.", through_seq=1,
+                                 revision=1)
     thread = AgentMemory(llm=None).get_thread("t-kept")
     thread.add_messages([{"role": "user", "content": "1"}])
     assert thread.get_summary().content == "Stored."

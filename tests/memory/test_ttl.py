@@ -8,6 +8,7 @@ from django.utils import timezone
 from memory.client import AgentMemory
 from memory.models import Memory, Message
 from memory.types import MemoryRetentionConfig, TimeToLiveAnchor
+from tests.ids import key
 
 
 def _days_from_now(value):
@@ -16,21 +17,21 @@ def _days_from_now(value):
 
 def test_ttl_from_creation_time(thread):
     [mid] = thread.add_messages([{"role": "user", "content": "a"}], ttl_days=7)
-    assert _days_from_now(Message.objects.get(pk=mid).expires_at) == pytest.approx(7, abs=0.01)
+    assert _days_from_now(Message.objects.get(pk=key(mid)).expires_at) == pytest.approx(7, abs=0.01)
     assert thread.get_message(mid).expires_at is not None
 
 
 def test_no_ttl_means_no_expiry_by_default(thread):
     [mid] = thread.add_messages([{"role": "user", "content": "a"}])
-    assert Message.objects.get(pk=mid).expires_at is None
+    assert Message.objects.get(pk=key(mid)).expires_at is None
 
 
 def test_timestamp_anchor_uses_event_time_naive_is_utc(thread):
     mid = thread.add_memory("trip", timestamp="2030-01-01T00:00:00", ttl_days=10,
                             ttl_anchor=TimeToLiveAnchor.TIMESTAMP)
-    assert Memory.objects.get(pk=mid).expires_at == dt.datetime(2030, 1, 11, tzinfo=dt.timezone.utc)
+    assert Memory.objects.get(pk=key(mid)).expires_at == dt.datetime(2030, 1, 11, tzinfo=dt.timezone.utc)
     mid2 = thread.add_memory("zoned", timestamp="2030-01-01T02:00:00+02:00", ttl_days=1, ttl_anchor="timestamp")
-    assert Memory.objects.get(pk=mid2).expires_at == dt.datetime(2030, 1, 2, tzinfo=dt.timezone.utc)
+    assert Memory.objects.get(pk=key(mid2)).expires_at == dt.datetime(2030, 1, 2, tzinfo=dt.timezone.utc)
 
 
 def test_timestamp_anchor_requires_iso_timestamp(thread):
@@ -53,8 +54,8 @@ def test_bad_ttl_values(thread):
 
 def test_per_message_ttl_lists(thread):
     a, b = thread.add_messages([{"role": "u", "content": "a"}, {"role": "u", "content": "b"}], ttl_days=[1, None])
-    assert Message.objects.get(pk=a).expires_at is not None
-    assert Message.objects.get(pk=b).expires_at is None
+    assert Message.objects.get(pk=key(a)).expires_at is not None
+    assert Message.objects.get(pk=key(b)).expires_at is None
 
 
 @pytest.fixture
@@ -65,22 +66,22 @@ def retained(db):
 
 def test_retention_default_cap_and_none(retained):
     omitted = retained.add_memory("default")
-    assert _days_from_now(Memory.objects.get(pk=omitted).expires_at) == pytest.approx(30, abs=0.01)
+    assert _days_from_now(Memory.objects.get(pk=key(omitted)).expires_at) == pytest.approx(30, abs=0.01)
     none = retained.add_memory("none means max", ttl_days=None)
-    assert _days_from_now(Memory.objects.get(pk=none).expires_at) == pytest.approx(90, abs=0.01)
+    assert _days_from_now(Memory.objects.get(pk=key(none)).expires_at) == pytest.approx(90, abs=0.01)
     with pytest.warns(UserWarning, match="clamped"):
         big = retained.add_memory("too long", ttl_days=365)
-    assert _days_from_now(Memory.objects.get(pk=big).expires_at) == pytest.approx(90, abs=0.01)
+    assert _days_from_now(Memory.objects.get(pk=key(big)).expires_at) == pytest.approx(90, abs=0.01)
 
 
 def test_ttl_refresh_on_update(thread):
     mid = thread.add_memory("refresh me", timestamp="2031-06-01T00:00:00")
     thread.update_memory(mid, ttl_days=2)
-    assert _days_from_now(Memory.objects.get(pk=mid).expires_at) == pytest.approx(2, abs=0.01)
+    assert _days_from_now(Memory.objects.get(pk=key(mid)).expires_at) == pytest.approx(2, abs=0.01)
     thread.update_memory(mid, ttl_days=1, ttl_anchor="timestamp")
-    assert Memory.objects.get(pk=mid).expires_at == dt.datetime(2031, 6, 2, tzinfo=dt.timezone.utc)
+    assert Memory.objects.get(pk=key(mid)).expires_at == dt.datetime(2031, 6, 2, tzinfo=dt.timezone.utc)
     thread.update_memory(mid, ttl_days=None)
-    assert Memory.objects.get(pk=mid).expires_at is None
+    assert Memory.objects.get(pk=key(mid)).expires_at is None
 
 
 def test_expired_records_are_invisible_everywhere(thread):
@@ -88,8 +89,8 @@ def test_expired_records_are_invisible_everywhere(thread):
                                         {"role": "user", "content": "volcano museum"}])
     mem = thread.add_memory("volcano facts")
     past = timezone.now() - dt.timedelta(seconds=1)
-    Message.objects.filter(pk=gone).update(expires_at=past)
-    Memory.objects.filter(pk=mem).update(expires_at=past)
+    Message.objects.filter(pk=key(gone)).update(expires_at=past)
+    Memory.objects.filter(pk=key(mem)).update(expires_at=past)
     from memory.models import SearchChunk
     SearchChunk.objects.filter(record_id__in=[gone, mem]).update(expires_at=past)
 

@@ -19,6 +19,7 @@ from memory.models import SearchChunk
 from memory.search import build_request, chunk_queryset, vector_arm
 from memory.types import MemorySearchConfig, SearchScope
 from memory.vector_cache import Snapshot, VectorCache, get_vector_cache
+from tests.ids import default_project_id, key
 
 DIM = 384
 
@@ -42,8 +43,9 @@ def make_chunks(rng, count, *, start=0, user="u1", thread="t1", agent="a1", **ex
     rows = []
     for i in range(count):
         j = start + i
-        fields = dict(source_kind="message", record_id=f"{thread}-m{j}", record_type="message", chunk_index=0,
-                      user_id=user, agent_id=agent, thread_id=thread, status="valid",
+        fields = dict(project_id=default_project_id(), source_kind="message", record_id=f"{thread}-m{j}",
+                      record_type="message", chunk_index=0, user_id=user, agent_id=agent, thread_id=key(thread),
+                      status="valid",
                       metadata={"n": j % 5, "tags": ["even" if j % 2 == 0 else "odd"]},
                       text=f"user: text {j}", context="", embedding=vectors[i], created_at=now)
         fields.update(extra)
@@ -56,7 +58,7 @@ def request(scope=None, **kwargs):
     arguments = dict(scope=scope or SearchScope(user_id="u1"), config=MemorySearchConfig(mode="VECTOR"),
                      record_types=["message", "fact"], max_results=10)
     arguments.update(kwargs)
-    return build_request("query", **arguments)
+    return build_request("query", project_id=default_project_id(), **arguments)
 
 
 def sql_ranking(req, vec, limit):
@@ -118,8 +120,9 @@ def test_new_chunks_are_found_and_deleted_ones_never_returned(store):
     req = request()
     target = unit(store)
     before = vector_arm(req, target, limit=10)
-    SearchChunk.objects.create(source_kind="message", record_id="new", record_type="message", user_id="u1",
-                               agent_id="a1", thread_id="t9", text="user: new", embedding=target)
+    SearchChunk.objects.create(project_id=default_project_id(), source_kind="message", record_id="new",
+                               record_type="message", user_id="u1", agent_id="a1", thread_id=key("t9"),
+                               text="user: new", embedding=target)
     after = vector_arm(req, target, limit=10)
     assert after[0][:2] == ("message", "new") and after[0][2] == pytest.approx(0.0, abs=1e-6)
     assert after[1:] == before[:9]
@@ -147,8 +150,9 @@ def test_rows_written_inside_a_transaction_are_ranked_too(store):
     vec = unit(store)
     vector_arm(req, vec, limit=10)  # loads the cache outside the transaction
     with transaction.atomic():
-        SearchChunk.objects.create(source_kind="memory", record_id="mem-x", record_type="fact", user_id="u1",
-                                   agent_id="a1", thread_id="t1", text="fact", embedding=vec)
+        SearchChunk.objects.create(project_id=default_project_id(), source_kind="memory", record_id="mem-x",
+                                   record_type="fact", user_id="u1", agent_id="a1", thread_id=key("t1"), text="fact",
+                                   embedding=vec)
         got = vector_arm(req, vec, limit=100)
         assert got[0][:2] == ("memory", "mem-x")
         assert_same_ranking(got, sql_ranking(req, vec, 100))

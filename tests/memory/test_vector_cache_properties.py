@@ -31,10 +31,12 @@ from hypothesis import strategies as st
 import memory.search as search_module
 import memory.vector_cache as vector_cache_module
 from memory.backends.sqlite_vec.base import Database
-from memory.models import RECORD_TYPES, SearchChunk
+from memory.models import RECORD_TYPES, Project, SearchChunk
 from memory.search import build_request, vector_arm
+from memory.tenancy import stored_id
 from memory.types import NOTSET, MemorySearchConfig, SearchScope
 from memory.vector_cache import Snapshot, VectorCache, get_vector_cache
+from tests.ids import default_project_id, key
 
 DIM = 384
 #: The SQL ranking every answer is compared with (the module attribute is wrapped to count fallbacks).
@@ -59,9 +61,14 @@ def assert_same_ranking(got, expected, context=""):
 
 
 def chunk(record_id, vector, **fields):
+    """A chunk of the default project unless ``project_id`` is given; ``thread_id`` is public (stored here)."""
     record_type = fields.pop("record_type", "message")
-    values = dict(source_kind=SOURCE_KIND.get(record_type, "memory"), record_id=record_id, record_type=record_type,
-                  user_id="u1", agent_id="a1", thread_id="t1", status="valid", text="text", embedding=vector)
+    project_id = fields.pop("project_id", None) or default_project_id()
+    thread = fields.pop("thread_id", "t1")
+    values = dict(project_id=project_id, source_kind=SOURCE_KIND.get(record_type, "memory"), record_id=record_id,
+                  record_type=record_type, user_id="u1", agent_id="a1",
+                  thread_id=None if thread is None else stored_id(project_id, thread), status="valid", text="text",
+                  embedding=vector)
     values.update(fields)
     return SearchChunk(**values)
 
@@ -69,7 +76,7 @@ def chunk(record_id, vector, **fields):
 def request(**kwargs):
     arguments = dict(scope=SearchScope(user_id="u1"), config=MemorySearchConfig(mode="VECTOR"), max_results=10)
     arguments.update(kwargs)
-    return build_request("query", **arguments)
+    return build_request("query", project_id=arguments.pop("project_id", None) or default_project_id(), **arguments)
 
 
 def sql(req, vec, limit):
@@ -106,6 +113,7 @@ ROW = st.fixed_dictionaries({
     "thread_id": st.sampled_from(["t1", "t2", "t3", None]), "record_type": st.sampled_from(RECORD_TYPES),
     "status": st.sampled_from(["valid", "valid", "invalid"]), "expires": st.sampled_from([None, None, -1, 1]),
     "metadata": METADATA, "second_chunk": st.integers(0, 5),  # 0: a second chunk of the previous record
+    "project": st.sampled_from([0, 0, 1]),  # History.projects: the default one or another (issue #12)
 })
 SEARCH = st.fixed_dictionaries({
     "scope": SCOPES, "record_types": st.one_of(st.none(), st.lists(st.sampled_from(RECORD_TYPES), min_size=1,
@@ -113,6 +121,7 @@ SEARCH = st.fixed_dictionaries({
     "include_invalid": st.booleans(), "metadata_filter": METADATA_FILTERS,
     "limit": st.one_of(st.integers(1, 4), st.integers(1, 25)),
     "query": st.sampled_from(["random", "random", "dup", "near6", "near4", "zero"]), "base": st.integers(0, 2),
+    "project": st.sampled_from([0, 0, 1]),
 })
 #: Rows to insert, and how many more like the last (with fresh vectors) to add: stores past MIN_CANDIDATES.
 INSERT = st.tuples(st.just("insert"), st.lists(ROW, min_size=1, max_size=12), st.sampled_from([0, 0, 30, 240]))
@@ -134,14 +143,15 @@ OPS = st.one_of(
 def row_spec(**fields):
     """A drawn ROW with defaults (for explicit examples)."""
     spec = {"vector": "random", "base": 0, "user_id": "u1", "agent_id": "a1", "thread_id": "t1",
-            "record_type": "message", "status": "valid", "expires": None, "metadata": {}, "second_chunk": 1}
+            "record_type": "message", "status": "valid", "expires": None, "metadata": {}, "second_chunk": 1,
+            "project": 0}
     return {**spec, **fields}
 
 
 def search_spec(**fields):
     """A drawn SEARCH with defaults (for explicit examples): everything, limit 1, a random query."""
     spec = {"scope": SearchScope(user_id=NOTSET), "record_types": None, "include_invalid": True,
-            "metadata_filter": None, "limit": 1, "query": "random", "base": 0}
+            "metadata_filter": None, "limit": 1, "query": "random", "base": 0, "project": 0}
     return {**spec, **fields}
 
 
@@ -155,6 +165,8 @@ class History:
         self.counts = counts
         self.next_record = 0
         self.now = timezone.now()
+        # Two tenants: a search must rank its own project's chunks exactly and never another's.
+        self.projects = [default_project_id(), Project.objects.get_or_create(slug="other")[0].pk]
 
     def vector(self, kind, base):
         if kind == "zero":
@@ -174,10 +186,11 @@ class History:
                 self.next_record += 1
                 record_id, index, record_type = f"r{self.next_record}", 0, spec["record_type"]
             expires = None if spec["expires"] is None else self.now + datetime.timedelta(days=spec["expires"])
+            project_id = objects[-1].project_id if index else self.projects[spec["project"]]
             objects.append(chunk(record_id, self.vector(spec["vector"], spec["base"]), chunk_index=index,
                                  record_type=record_type, user_id=spec["user_id"], agent_id=spec["agent_id"],
                                  thread_id=spec["thread_id"], status=spec["status"], expires_at=expires,
-                                 metadata=spec["metadata"]))
+                                 metadata=spec["metadata"], project_id=project_id))
         SearchChunk.objects.bulk_create(objects)
 
     def delete(self, fraction, newest):
@@ -201,7 +214,9 @@ class History:
         SearchChunk.objects.filter(id__in=chosen).update(**values)
 
     def search(self, spec):
-        req = build_request("query", scope=spec["scope"], config=MemorySearchConfig(mode="VECTOR"),
+        project_id = self.projects[spec["project"]]
+        req = build_request("query", project_id=project_id, scope=spec["scope"],
+                            config=MemorySearchConfig(mode="VECTOR"),
                             record_types=spec["record_types"], include_invalid_results=spec["include_invalid"],
                             metadata_filter=spec["metadata_filter"], max_results=10)
         vec = self.vector(spec["query"], spec["base"])
@@ -211,6 +226,8 @@ class History:
         self.counts["searches"] += 1
         self.counts["in_transaction" if transaction.get_connection().in_atomic_block else "committed"] += 1
         assert_same_ranking(got, expected, f"request={req} limit={limit} query={spec['query']}")
+        others = set(SearchChunk.objects.exclude(project_id=project_id).values_list("source_kind", "record_id"))
+        assert not others & {row[:2] for row in got}, "a search returned another project's chunk"
 
     def flush(self, reload_fixture):
         """Empty the table and reset its id sequence, as a test runner's flush may.
@@ -361,7 +378,7 @@ def test_concurrent_searches_see_some_committed_state(monkeypatch):
     requests = [  # (request, the same filter in Python)
         (request(), lambda c: c["user_id"] == "u1"),
         (request(scope=SearchScope(user_id="u1", thread_id="t2"), include_invalid_results=False),
-         lambda c: c["user_id"] == "u1" and c["thread_id"] == "t2" and c["status"] == "valid"),
+         lambda c: c["user_id"] == "u1" and c["thread_id"] == key("t2") and c["status"] == "valid"),
         (request(scope=SearchScope(), metadata_filter={"n": 1}), lambda c: c["metadata"].get("n") == 1),
     ]
     chunks: dict[int, dict] = {}  # chunk id -> its fields, every chunk ever written

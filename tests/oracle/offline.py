@@ -162,6 +162,29 @@ def migration_plan(loader: MigrationLoader, app_labels) -> list[tuple[str, str]]
     return plan
 
 
+def _created_constraint_names(editor):
+    """A stand-in for ``BaseDatabaseSchemaEditor._constraint_names`` (a data dictionary query).
+
+    For a foreign-key lookup of one column it returns the name Django's
+    ``_create_fk_sql`` gives that foreign key (``_fk_constraint_name``, the
+    ``_fk_<to_table>_<to_column>`` suffix), which is the name a database
+    migrated by Django holds. Any other lookup finds nothing: the migrations
+    compiled here only ask for foreign keys (``AlterField`` of a referenced
+    primary key), and a wrong answer shows in the DDL the tests read.
+    """
+
+    def names(model, column_names=None, unique=None, primary_key=None, index=None, foreign_key=None, check=None,
+              type_=None, exclude=None):
+        if not foreign_key or not column_names or len(column_names) != 1:
+            return []
+        field = next(f for f in model._meta.local_fields if f.column == column_names[0])
+        if field.remote_field is None:
+            return []
+        return [str(editor._fk_constraint_name(model, field, "_fk_%(to_table)s_%(to_column)s")).strip('"')]
+
+    return names
+
+
 def compile_migrations(connection, app_labels, *, backwards: bool = False) -> CompiledPlan:
     """``sqlmigrate`` for every migration of ``app_labels``, without a database.
 
@@ -196,6 +219,10 @@ def compile_migrations(connection, app_labels, *, backwards: bool = False) -> Co
                 # RemoveField asks the data dictionary whether the column is an
                 # identity column (a query); none of our removable columns is.
                 editor._is_identity_column = lambda table_name, column_name: False
+                # Widening a primary key (0006) drops and re-creates the foreign keys
+                # pointing at it, found by name in the data dictionary: answer with
+                # the names Django gave them when it created them.
+                editor._constraint_names = _created_constraint_names(editor)
                 if backwards:
                     migration.unapply(state, editor, collect_sql=True)
                 else:

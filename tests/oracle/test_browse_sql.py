@@ -10,13 +10,16 @@ page is ``OFFSET ... FETCH FIRST``. The SQLite form runs in tests/staff.
 import datetime
 
 from memory.browse import thread_browse
+from memory.models import Project
+
+PROJECT = Project(pk=7, slug="acme")  # offline: never saved
 
 NOW = datetime.datetime(2026, 11, 30, 12, 0, tzinfo=datetime.timezone.utc)
 T = '"OAM_THREADS"'
 
 
 def compiled(oracle, **filters):
-    qs = thread_browse(now=NOW, **filters)[25:50]
+    qs = thread_browse(project=PROJECT, now=NOW, **filters)[25:50]
     return qs.query.get_compiler(connection=oracle).as_sql()
 
 
@@ -35,7 +38,7 @@ def test_last_activity_and_a_total_order_with_oracle_paging(oracle):
     assert (f'GREATEST({T}."UPDATED_AT", COALESCE((SELECT MAX(U0."UPDATED_AT") AS "M" FROM "OAM_MEMORIES" U0 '
             f'WHERE U0."THREAD_ID" = ({T}."ID") GROUP BY U0."THREAD_ID"), {T}."UPDATED_AT")) AS "LAST_ACTIVITY"') in sql
     order = sql.split(" ORDER BY ", 1)[1]
-    assert order == f'12 DESC, {T}."ID" ASC OFFSET 25 ROWS FETCH FIRST 25 ROWS ONLY'  # column 12: LAST_ACTIVITY
+    assert order == f'13 DESC, {T}."ID" ASC OFFSET 25 ROWS FETCH FIRST 25 ROWS ONLY'  # column 13: LAST_ACTIVITY
     select = sql.split(f" FROM {T} ", 1)[0]
     assert select.count(f'{T}."') - select.count(f'({T}."') >= 9 and select.endswith('AS "LAST_ACTIVITY"')
 
@@ -44,16 +47,18 @@ def test_filters_compile_to_oracle_sql(oracle):
     sql, params = compiled(oracle, q="Conv", user_id="u1", agent_id="a1", metadata_filter={"team": "blue"})
     where = sql.split(f' FROM {T} WHERE ', 1)[1].split(" ORDER BY ")[0]
     like = "UPPER({col}) LIKE UPPER(TRANSLATE(%s USING NCHAR_CS)) ESCAPE TRANSLATE('\\' USING NCHAR_CS)"
-    assert where.startswith("((" + " OR ".join(like.format(col=f'{T}."{c}"') for c in ("ID", "USER_ID", "AGENT_ID")))
+    # the project first; ``q`` searches the public id: the stored id after "7:" (memory.tenancy)
+    columns = (f'SUBSTR({T}."ID", %s)', f'{T}."USER_ID"', f'{T}."AGENT_ID"')
+    assert where.startswith(f'({T}."PROJECT_ID" = %s AND (' + " OR ".join(like.format(col=c) for c in columns))
     assert f'{T}."USER_ID" = %s AND {T}."AGENT_ID" = %s AND ' in where
     assert (f'JSON_EXISTS({T}."METADATA", \'$?(@."team".type() == "string" && @."team" == $v0)\' PASSING %s AS "v0" '
             'FALSE ON ERROR)') in where
-    assert list(params[4:]) == ["%Conv%", "%Conv%", "%Conv%", "u1", "a1", "blue"]
+    assert list(params[-8:]) == [7, 3, "%Conv%", "%Conv%", "%Conv%", "u1", "a1", "blue"]
 
 
 def test_the_paginator_count_is_one_statement(oracle_driver):
     """``Paginator.count`` (``QuerySet.count()``) as python-oracledb receives it: no ordering, no paging."""
-    assert thread_browse(now=NOW, q="conv").using("oracle_offline").count() == 0  # the stand-in returns no row
+    assert thread_browse(project=PROJECT, now=NOW, q="conv").using("oracle_offline").count() == 0  # the stand-in returns no row
     [(_, statement, _)] = oracle_driver.executed()
     assert statement.startswith("SELECT COUNT(*)") and " ORDER BY " not in statement and "FETCH" not in statement
     assert 'FROM "OAM_THREADS"' in statement and "UPPER(" in statement

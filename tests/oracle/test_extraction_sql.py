@@ -12,11 +12,11 @@ NOW = datetime.datetime(2026, 11, 30, 12, 0, 0, tzinfo=datetime.UTC)
 
 def test_nearest_memories_rank_by_vector_distance_in_the_users_scope(oracle):
     vector = np.random.default_rng(3).standard_normal(384).astype("f4")
-    qs = nearest_memories_queryset(vector=vector, user_id="u1", agent_id=None, now=NOW, limit=5)
+    qs = nearest_memories_queryset(vector=vector, project_id=7, user_id="u1", agent_id=None, now=NOW, limit=5)
     sql, params = qs.query.get_compiler(connection=oracle).as_sql()
     assert f'VECTOR_DISTANCE({C}."EMBEDDING", %s, COSINE) AS "DISTANCE"' in sql
     where = sql.split(" WHERE ", 1)[1]
-    for fragment in (f'{C}."USER_ID" = %s', f'{C}."AGENT_ID" IS NULL', f'{C}."SOURCE_KIND" = %s',
+    for fragment in (f'{C}."PROJECT_ID" = %s', f'{C}."USER_ID" = %s', f'{C}."AGENT_ID" IS NULL', f'{C}."SOURCE_KIND" = %s',
                      f'{C}."STATUS" = %s', f'({C}."EXPIRES_AT" IS NULL OR {C}."EXPIRES_AT" > %s)'):
         assert fragment in where
     assert '"THREAD_ID"' not in where  # any thread of the user and agent

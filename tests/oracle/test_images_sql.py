@@ -22,7 +22,7 @@ from tests.oracle.test_migrations_ddl import create_table
 
 T = '"OAM_IMAGES"'
 NOW = datetime.datetime(2026, 11, 30, 12, 0, tzinfo=datetime.UTC)
-THREAD = Thread(id="t-main", user_id="user-1", agent_id="agent-1")
+THREAD = Thread(id="7:t-main", project_id=7, user_id="user-1", agent_id="agent-1")  # stored id (memory.tenancy)
 
 
 def compile_qs(qs, oracle):
@@ -77,7 +77,7 @@ def test_listing_leaves_the_blob_out_and_fetches_the_default_limit(oracle):
     assert f'{T}."DATA"' not in select and f'{T}."DESCRIPTION"' in select
     assert rest.startswith(f'WHERE (({T}."EXPIRES_AT" IS NULL OR {T}."EXPIRES_AT" > %s) AND {T}."THREAD_ID" = %s)')
     assert rest.endswith(f'ORDER BY {T}."CREATED_AT" ASC, {T}."ID" ASC FETCH FIRST 100 ROWS ONLY')
-    assert list(params) == [NOW.replace(tzinfo=None), "t-main"]  # Oracle binds naive UTC
+    assert list(params) == [NOW.replace(tzinfo=None), "7:t-main"]  # Oracle binds naive UTC
 
 
 def test_bytes_are_selected_only_for_one_image(oracle):
@@ -85,7 +85,7 @@ def test_bytes_are_selected_only_for_one_image(oracle):
     sql, params = compile_qs(qs, oracle)
     assert f'{T}."DATA"' in sql.split(" FROM ", 1)[0]
     assert f'{T}."ID" = %s' in sql and "FETCH FIRST" not in sql
-    assert "img-1" in params
+    assert "7:img-1" in params
 
 
 def test_metadata_filter_runs_on_the_images_metadata(oracle):
@@ -122,7 +122,7 @@ def test_bytes_are_bound_as_bytes_on_insert(oracle):
 
 def test_search_can_ask_for_image_chunks_only(oracle):
     scope = SearchScope(user_id="user-1", agent_id="agent-1", thread_id="t-main", exact_thread_match=False)
-    request = build_request("boarding pass", scope=scope, config=MemorySearchConfig(), record_types=["image"])
+    request = build_request("boarding pass", project_id=7, scope=scope, config=MemorySearchConfig(), record_types=["image"])
     sql, params = compile_qs(filtered_chunks(request, NOW).values_list("record_id"), oracle)
     assert '"OAM_SEARCH_CHUNKS"."RECORD_TYPE" IN (%s)' in sql
     assert "image" in params

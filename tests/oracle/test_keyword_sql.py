@@ -15,7 +15,7 @@ NOW = datetime.datetime(2026, 11, 30, 12, 0, tzinfo=datetime.timezone.utc)
 @pytest.fixture
 def request_(oracle):
     scope = SearchScope(user_id="user-1", agent_id="agent-1", thread_id="t-main", exact_thread_match=False)
-    return build_request("green tea", scope=scope, config=MemorySearchConfig(), record_types=["message"],
+    return build_request("green tea", project_id=7, scope=scope, config=MemorySearchConfig(), record_types=["message"],
                          metadata_filter={"source": "chat"}, include_invalid_results=False)
 
 

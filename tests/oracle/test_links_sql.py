@@ -29,7 +29,7 @@ SEP = "CHR(31 USING NCHAR_CS)"
 
 def node_filter(include_invalid_results=False):
     scope = SearchScope(user_id="user-1", agent_id="agent-1", thread_id="t-main", exact_thread_match=False)
-    request = build_request("pie", scope=scope, config=MemorySearchConfig(), num_hops=2,
+    request = build_request("pie", project_id=7, scope=scope, config=MemorySearchConfig(), num_hops=2,
                             include_invalid_results=include_invalid_results)
     return linked_filter(request, NOW)
 
@@ -92,7 +92,7 @@ def test_shortest_path_per_record_and_limit_per_root(compiled):
 def test_values_are_bound_in_order(compiled):
     sql, params = compiled
     assert sql.count("%s") == len(params)
-    where = [NOW.replace(tzinfo=None), "user-1", "agent-1", "valid"]
+    where = [NOW.replace(tzinfo=None), 7, "user-1", "agent-1", "valid"]  # the project first
     assert params == ["t-main", "t-main", "m-1", "m-2", *where, 3, *where, 7]
     assert "m-1" not in sql and "user-1" not in sql
 

@@ -192,7 +192,7 @@ def test_the_search_query_carries_the_filter(oracle):
     from memory.search import build_request, chunk_queryset
     from memory.types import MemorySearchConfig, SearchScope
 
-    request = build_request("refund policy", scope=SearchScope(user_id="user-1"), config=MemorySearchConfig(),
+    request = build_request("refund policy", project_id=7, scope=SearchScope(user_id="user-1"), config=MemorySearchConfig(),
                             metadata_filter={"topic": "billing", "extra": {}})
     now = datetime.datetime(2026, 11, 30, 12, 0, 0, tzinfo=datetime.UTC)
     qs = chunk_queryset(request, np.zeros(384, dtype="f4"), now=now)

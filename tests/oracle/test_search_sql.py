@@ -40,7 +40,7 @@ def make_request(**overrides):
         include_invalid_results=False,
     )
     arguments.update(overrides)
-    return build_request("refund policy", **arguments)
+    return build_request("refund policy", project_id=7, **arguments)
 
 
 @pytest.fixture
@@ -65,6 +65,7 @@ def test_scope_status_expiry_and_record_type_filters(compiled_search):
     where = sql.split(" WHERE ", 1)[1].split(" ORDER BY ")[0]
     for fragment in (
         f'({T}."EXPIRES_AT" IS NULL OR {T}."EXPIRES_AT" > %s)',
+        f'{T}."PROJECT_ID" = %s',
         f'{T}."USER_ID" = %s',
         f'{T}."AGENT_ID" = %s',
         f'{T}."THREAD_ID" = %s',
@@ -73,7 +74,8 @@ def test_scope_status_expiry_and_record_type_filters(compiled_search):
     ):
         assert fragment in where
     assert where.count("%s") + 1 == len(params)  # + the vector in the select list
-    assert list(params[1:7]) == [NOW.replace(tzinfo=None), "user-1", "agent-1", "t-main", "message", "fact"]
+    # the thread id compared with stored ids: "<project>:<id>" (memory.tenancy)
+    assert list(params[1:8]) == [NOW.replace(tzinfo=None), 7, "user-1", "agent-1", "7:t-main", "message", "fact"]
     assert params[-1] == "valid"
 
 
@@ -160,7 +162,7 @@ def test_chunk_insert_binds_the_embedding_as_a_vector(oracle, oracle_driver):
 
     from memory.models import SearchChunk
 
-    chunk = SearchChunk(source_kind="memory", record_id="m-1", record_type="fact", text="likes tea",
+    chunk = SearchChunk(project_id=7, source_kind="memory", record_id="7:m-1", record_type="fact", text="likes tea",
                         embedding=np.full(384, 0.5, dtype="f4"), metadata={"topic": "drinks"})
     fields = [f for f in SearchChunk._meta.concrete_fields if not f.primary_key]
     query = InsertQuery(SearchChunk)

@@ -9,6 +9,7 @@ from memory.fields import VectorDistance
 from memory.models import SearchChunk
 from memory.search import build_request, chunk_queryset
 from memory.types import MemorySearchConfig, SearchScope
+from tests.ids import default_project_id
 
 DIM = 384
 
@@ -26,8 +27,8 @@ def cosine_distance(a, b):
 
 
 def chunk(record_id, embedding, **extra):
-    values = dict(source_kind="memory", record_id=record_id, record_type="fact", text=f"text {record_id}",
-                  embedding=embedding)
+    values = dict(project_id=default_project_id(), source_kind="memory", record_id=record_id, record_type="fact",
+                  text=f"text {record_id}", embedding=embedding)
     values.update(extra)
     return SearchChunk(**values)
 
@@ -104,7 +105,7 @@ def test_chunk_queryset_filters_and_ranks_on_sqlite(db):
               source_kind="message", **scope),
     ])
     request = build_request(
-        "q", scope=SearchScope(**scope, exact_thread_match=False), config=MemorySearchConfig(),
+        "q", project_id=default_project_id(), scope=SearchScope(**scope, exact_thread_match=False), config=MemorySearchConfig(),
         record_types=["fact"], metadata_filter={"topic": "billing"}, include_invalid_results=False,
     )
     rows = list(chunk_queryset(request, QUERY, now=now))

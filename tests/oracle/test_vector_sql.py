@@ -30,7 +30,7 @@ def query_vector():
 @pytest.fixture
 def request_(oracle):
     scope = SearchScope(user_id="user-1", agent_id="agent-1", thread_id="t-main", exact_thread_match=True)
-    return build_request("green tea", scope=scope, config=MemorySearchConfig(), record_types=["message", "fact"],
+    return build_request("green tea", project_id=7, scope=scope, config=MemorySearchConfig(), record_types=["message", "fact"],
                          metadata_filter={"source": "chat"}, include_invalid_results=False)
 
 

@@ -6,14 +6,16 @@ import re
 import pytest
 from django.apps import apps
 from django.contrib import admin
+from django.contrib.admin.utils import quote
 from django.contrib.auth import get_user_model
 from django.test import Client
 from PIL import Image as PilImage
 
 from memory.models import Image, Memory, Message, RecordLink, SearchChunk
 from tests import image_samples as samples
+from tests.ids import key
 
-DETAIL = "/staff/threads/t-main/"
+DETAIL = "/staff/projects/default/threads/t-main/"
 
 
 @pytest.fixture
@@ -31,16 +33,16 @@ def pictured(thread):
 def test_the_timeline_shows_image_thumbnails(staff, pictured):
     html = staff.get(DETAIL).content.decode()
     item = html.split(f'data-message-id="{pictured}"')[1].split("</li>\n")[0]
-    assert ('<a href="/staff/threads/t-main/images/img-pass/"><img src="/staff/threads/t-main/images/img-pass/?thumb=1"'
+    assert ('<a href="/staff/projects/default/threads/t-main/images/img-pass/"><img src="/staff/projects/default/threads/t-main/images/img-pass/?thumb=1"'
             ' alt="A boarding pass to Rome."') in item
-    thumb = staff.get("/staff/threads/t-main/images/img-pass/?thumb=1")
+    thumb = staff.get("/staff/projects/default/threads/t-main/images/img-pass/?thumb=1")
     assert thumb["Content-Type"] == "image/png" and thumb["X-Content-Type-Options"] == "nosniff"
     with PilImage.open(io.BytesIO(thumb.content)) as picture:
         assert picture.size == (160, 80)  # longest side 160, aspect kept
-    full = staff.get("/staff/threads/t-main/images/img-pass/")
+    full = staff.get("/staff/projects/default/threads/t-main/images/img-pass/")
     assert full.content == samples.png(size=(640, 320)) and full["Content-Type"] == "image/png"
-    assert staff.get("/staff/threads/t-main/images/nope/").status_code == 404
-    assert Client().get("/staff/threads/t-main/images/img-pass/").status_code == 302  # staff only
+    assert staff.get("/staff/projects/default/threads/t-main/images/nope/").status_code == 404
+    assert Client().get("/staff/projects/default/threads/t-main/images/img-pass/").status_code == 302  # staff only
 
 
 def test_editing_text_parts_keeps_the_images(staff, pictured):
@@ -49,11 +51,11 @@ def test_editing_text_parts_keeps_the_images(staff, pictured):
     response = staff.post(f"{DETAIL}messages/{pictured}/edit/", {"part-0": "Here is my new boarding pass.",
                                                                  "part-2": "Seat 14C.", "metadata": ""})
     assert response.status_code == 302
-    row = Message.objects.get(pk=pictured)
+    row = Message.objects.get(pk=key(pictured))
     assert [p["type"] for p in row.parts] == ["text", "image", "text"]
     assert row.parts[0]["text"] == "Here is my new boarding pass." and row.parts[1]["id"] == "img-pass"
-    assert Image.objects.filter(pk="img-pass", message_id=pictured).exists()
-    assert SearchChunk.objects.get(source_kind="message", record_id=pictured).text.startswith(
+    assert Image.objects.filter(pk=key("img-pass"), message_id=key(pictured)).exists()
+    assert SearchChunk.objects.get(source_kind="message", record_id=key(pictured)).text.startswith(
         "user: Here is my new boarding pass.")
 
 
@@ -100,30 +102,30 @@ def test_admin_memory_edits_retype_chunks_and_relations(superuser_browser, threa
     thread.add_memory("likes Rome", memory_type="preference", memory_id="m-a")
     thread.add_memory("visits Rome in May", memory_type="fact", memory_id="m-b")
     thread.link_records("m-b", "fact", "m-a", "preference", "supersedes", relation_id="r-1")
-    response = superuser_browser.post("/admin/memory/memory/m-b/change/", {
+    response = superuser_browser.post(f"/admin/memory/memory/{quote(key('m-b'))}/change/", {
         "memory_type": "memory", "content": "visits Rome in May", "metadata": "{}", "status": "valid",
         "timestamp": "", "expires_at_0": "", "expires_at_1": "",
     })
     assert response.status_code == 302
-    assert SearchChunk.objects.get(record_id="m-b").record_type == "memory"
-    assert RecordLink.objects.get(pk="r-1").source_type == "memory"
-    assert Memory.objects.get(pk="m-a").status == "invalid"
+    assert SearchChunk.objects.get(record_id=key("m-b")).record_type == "memory"
+    assert RecordLink.objects.get(pk=key("r-1")).source_type == "memory"
+    assert Memory.objects.get(pk=key("m-a")).status == "invalid"
     # deleting the superseding memory in the admin removes the relation and revalidates its target
-    assert superuser_browser.post("/admin/memory/memory/m-b/delete/", {"post": "yes"}).status_code == 302
-    assert not RecordLink.objects.filter(pk="r-1").exists()
-    assert Memory.objects.get(pk="m-a").status == "valid"
+    assert superuser_browser.post(f"/admin/memory/memory/{quote(key('m-b'))}/delete/", {"post": "yes"}).status_code == 302
+    assert not RecordLink.objects.filter(pk=key("r-1")).exists()
+    assert Memory.objects.get(pk=key("m-a")).status == "valid"
 
 
 def test_admin_relation_edits_keep_the_lifecycle(superuser_browser, thread):
     thread.add_memory("likes Rome", memory_type="preference", memory_id="m-a")
     thread.add_memory("visits Rome in May", memory_type="fact", memory_id="m-b")
     thread.link_records("m-b", "fact", "m-a", "preference", "supersedes", relation_id="r-1")
-    assert Memory.objects.get(pk="m-a").status == "invalid"
-    response = superuser_browser.post("/admin/memory/recordlink/r-1/change/", {
+    assert Memory.objects.get(pk=key("m-a")).status == "invalid"
+    response = superuser_browser.post(f"/admin/memory/recordlink/{quote(key('r-1'))}/change/", {
         "relation_type": "supports", "opposite_relation_type": "is_supported_by", "metadata": "{}", "timestamp": ""})
     assert response.status_code == 302, re.findall(r'class="errorlist[^"]*"><li>([^<]+)', response.content.decode())
-    assert RecordLink.objects.get(pk="r-1").relation_type == "supports"
-    assert Memory.objects.get(pk="m-a").status == "valid"
+    assert RecordLink.objects.get(pk=key("r-1")).relation_type == "supports"
+    assert Memory.objects.get(pk=key("m-a")).status == "valid"
 
 
 # --- record URLs ---------------------------------------------------------------------------------------
@@ -138,7 +140,7 @@ def test_record_urls_match_what_reverse_gives(record_id):
     from staff.templatetags.staff_tags import RECORD_ROUTES, record_url
 
     for name in RECORD_ROUTES:
-        url = record_url(name, "conv-26-s1", record_id)
-        assert url == reverse(f"staff:{name}", args=["conv-26-s1", record_id]), name
+        url = record_url(name, "default", "conv-26-s1", record_id)
+        assert url == reverse(f"staff:{name}", args=["default", "conv-26-s1", record_id]), name
         match = resolve(unquote(url))  # the server decodes the path before resolving it
-        assert match.url_name == name and list(match.kwargs.values())[1] == record_id
+        assert match.url_name == name and list(match.kwargs.values()) == ["default", "conv-26-s1", record_id]

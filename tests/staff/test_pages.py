@@ -15,8 +15,10 @@ from django.test import Client
 
 from memory import services
 from memory.models import Memory, Message, RecordLink, SearchChunk, Thread
+from memory.tenancy import get_project
+from tests.ids import key
 
-DETAIL = "/staff/threads/t-main/"
+DETAIL = "/staff/projects/default/threads/t-main/"
 
 
 def ids_in(html: bytes, attribute: str) -> list[str]:
@@ -31,13 +33,13 @@ def region(html: bytes, region_id: str) -> str:
 
 
 def embedding(record_id: str) -> np.ndarray:
-    return SearchChunk.objects.get(record_id=record_id).embedding.copy()
+    return SearchChunk.objects.get(record_id=key(record_id)).embedding.copy()
 
 
 # --- login -------------------------------------------------------------------------------------
 
 
-PAGES = ["/staff/", "/staff/threads/", DETAIL, DETAIL + "context-card/", "/staff/search/", DETAIL + "memories/"]
+PAGES = ["/staff/", "/staff/projects/default/threads/", DETAIL, DETAIL + "context-card/", "/staff/projects/default/search/", DETAIL + "memories/"]
 
 
 @pytest.mark.parametrize("url", PAGES)
@@ -51,14 +53,14 @@ def test_an_htmx_request_without_login_redirects_the_whole_page(thread):
     response = Client(headers={"HX-Request": "true", "HX-Current-URL": "http://testserver" + DETAIL}).get(
         DETAIL + "memories/")
     assert response.status_code == 200
-    assert response["HX-Redirect"] == "/staff/login/?next=%2Fstaff%2Fthreads%2Ft-main%2F"
+    assert response["HX-Redirect"] == "/staff/login/?next=%2Fstaff%2Fprojects%2Fdefault%2Fthreads%2Ft-main%2F"
 
 
 def test_non_staff_users_are_refused(db, thread):
     member = get_user_model().objects.create_user("member", password="pw-for-tests-only")
     browser = Client()
     browser.force_login(member)
-    assert browser.get("/staff/threads/").status_code == 302
+    assert browser.get("/staff/projects/default/threads/").status_code == 302
     response = Client().post("/staff/login/", {"username": "member", "password": "pw-for-tests-only"})
     assert response.status_code == 200
     assert b"staff account" in response.content  # the admin's login form refuses non-staff
@@ -67,12 +69,12 @@ def test_non_staff_users_are_refused(db, thread):
 def test_staff_log_in_and_out(staff_user):
     browser = Client()
     response = browser.post("/staff/login/", {"username": "staffer", "password": "pw-for-tests-only",
-                                              "next": "/staff/search/"})
-    assert (response.status_code, response["Location"]) == (302, "/staff/search/")
-    assert browser.get("/staff/threads/").status_code == 200
+                                              "next": "/staff/projects/default/search/"})
+    assert (response.status_code, response["Location"]) == (302, "/staff/projects/default/search/")
+    assert browser.get("/staff/projects/default/threads/").status_code == 200
     assert browser.get("/staff/logout/").status_code == 405  # logging out is a POST
     assert browser.post("/staff/logout/")["Location"] == "/staff/login/"
-    assert browser.get("/staff/threads/").status_code == 302
+    assert browser.get("/staff/projects/default/threads/").status_code == 302
 
 
 def test_the_site_root_leads_to_the_staff_pages(anon):
@@ -84,10 +86,10 @@ def test_the_site_root_leads_to_the_staff_pages(anon):
 
 def test_every_page_renders_its_regions(staff, filled):
     pages = {
-        "/staff/threads/": ["thread-list"],
+        "/staff/projects/default/threads/": ["thread-list"],
         DETAIL: ["timeline", "memories", "summary", "relations", "extraction-progress"],
         DETAIL + "context-card/": ["context-card"],
-        "/staff/search/?query=lisbon": ["search-results"],
+        "/staff/projects/default/search/?query=lisbon": ["search-results"],
     }
     for url, regions in pages.items():
         response = staff.get(url)
@@ -122,18 +124,19 @@ def test_thread_page_shows_timeline_memories_by_type_relations_and_summary(staff
     assert "user: I moved to Lisbon last spring." in summary
     # extraction state and the socket the page script opens
     progress = region(html, "extraction-progress")
-    assert 'data-socket-path="/ws/threads/t-main/extraction/"' in progress and 'data-state="idle"' in progress
+    assert 'data-socket-path="/ws/threads/t-main/extraction/?project=default"' in progress
+    assert 'data-state="idle"' in progress
     assert "/static/staff/extraction.js" in text
 
 
 def test_unknown_thread_is_404(staff, db):
-    assert staff.get("/staff/threads/nope/").status_code == 404
-    assert staff.get("/staff/threads/nope/context-card/").status_code == 404
+    assert staff.get("/staff/projects/default/threads/nope/").status_code == 404
+    assert staff.get("/staff/projects/default/threads/nope/context-card/").status_code == 404
 
 
 def test_expired_records_are_shown_flagged_without_edit_forms(staff, filled):
     past = datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc)
-    Memory.objects.filter(pk="mem-pref").update(expires_at=past)
+    Memory.objects.filter(pk=key("mem-pref")).update(expires_at=past)
     html = staff.get(DETAIL).content.decode()
     item = html.split('id="memory-mem-pref"')[1].split("</li>")[0]
     assert "badge-expired" in item and "Edit memory" not in item
@@ -151,7 +154,7 @@ def test_static_files_are_found(staff):
 
 def make_threads(n, **fields):
     for i in range(n):
-        services.thread_create(thread_id=f"bulk-{i:03d}", user_id=fields.get("user_id", f"u{i % 3}"),
+        services.thread_create(project=get_project(None), thread_id=f"bulk-{i:03d}", user_id=fields.get("user_id", f"u{i % 3}"),
                                agent_id=fields.get("agent_id", "agent-b"),
                                metadata={"team": "blue" if i % 2 else "red", "tags": ["t", str(i % 5)]})
 
@@ -163,27 +166,27 @@ def walk_pages(staff, url):
         html = staff.get(url).content.decode()
         seen += re.findall(r'<tr data-thread-id="([^"]+)">', html)
         match = re.search(r'<a href="(\?[^"]*)"[^>]*rel="next"', html)
-        url = "/staff/threads/" + match.group(1).replace("&amp;", "&") if match else None
+        url = "/staff/projects/default/threads/" + match.group(1).replace("&amp;", "&") if match else None
         pages += 1
     return seen, pages
 
 
 def test_pagination_reaches_every_thread_once(staff, db):
     make_threads(60)
-    seen, pages = walk_pages(staff, "/staff/threads/")
+    seen, pages = walk_pages(staff, "/staff/projects/default/threads/")
     assert pages == 3  # 25 per page
     assert len(seen) == 60 and set(seen) == {f"bulk-{i:03d}" for i in range(60)}
 
 
 def test_paging_keeps_the_filters(staff, db):
     make_threads(60)
-    seen, pages = walk_pages(staff, '/staff/threads/?metadata={"team":"blue"}')
+    seen, pages = walk_pages(staff, '/staff/projects/default/threads/?metadata={"team":"blue"}')
     assert pages == 2
     assert sorted(seen) == [f"bulk-{i:03d}" for i in range(60) if i % 2]
 
 
 def test_list_shows_counts_and_last_activity(staff, filled):
-    html = staff.get("/staff/threads/").content.decode()
+    html = staff.get("/staff/projects/default/threads/").content.decode()
     row = html.split('<tr data-thread-id="t-main">')[1].split("</tr>")[0]
     assert re.findall(r'<td class="num">(\d+)</td>', row) == ["3", "3"]  # messages, memories
     assert "<time datetime=" in row
@@ -199,7 +202,7 @@ def test_list_shows_counts_and_last_activity(staff, filled):
 ])
 def test_list_filters_by_ids_and_metadata(staff, db, query, expected):
     make_threads(30)
-    seen, _ = walk_pages(staff, f"/staff/threads/?{query}")
+    seen, _ = walk_pages(staff, f"/staff/projects/default/threads/?{query}")
     assert sorted(seen) == expected
 
 
@@ -210,7 +213,7 @@ def test_list_filters_by_ids_and_metadata(staff, db, query, expected):
 ])
 def test_a_bad_metadata_filter_is_shown_next_to_its_field(staff, htmx, db, metadata, message):
     for browser in (staff, htmx):
-        response = browser.get("/staff/threads/", {"metadata": metadata})
+        response = browser.get("/staff/projects/default/threads/", {"metadata": metadata})
         assert response.status_code == 422
         html = response.content.decode()
         field = html.split('id="id_metadata"')[0].rsplit("<label", 1)[1] + html.split('id="id_metadata"')[1][:600]
@@ -218,12 +221,12 @@ def test_a_bad_metadata_filter_is_shown_next_to_its_field(staff, htmx, db, metad
 
 
 def test_htmx_gets_the_list_fragment(htmx, staff, filled):
-    response = htmx.get("/staff/threads/", {"q": "t-main"})
+    response = htmx.get("/staff/projects/default/threads/", {"q": "t-main"})
     html = response.content.decode()
     assert response.status_code == 200 and "<html" not in html
     assert html.lstrip().startswith('<div id="thread-browser">') and 'data-thread-id="t-main"' in html
     assert "HX-Request" in response["Vary"]
-    assert "<html" in staff.get("/staff/threads/").content.decode()
+    assert "<html" in staff.get("/staff/projects/default/threads/").content.decode()
 
 
 # --- messages --------------------------------------------------------------------------------------
@@ -238,9 +241,9 @@ def test_editing_a_message_goes_through_the_service_and_reembeds(staff, filled):
     before = embedding(mid)
     response = edit_message(staff, mid, content="I moved to Reykjavik in winter.", metadata='{"topic": "move"}')
     assert response.status_code == 302 and response["Location"] == f"{DETAIL}#message-1"
-    row = Message.objects.get(pk=mid)
+    row = Message.objects.get(pk=key(mid))
     assert (row.content, row.metadata) == ("I moved to Reykjavik in winter.", {"topic": "move"})
-    chunk = SearchChunk.objects.get(record_id=mid)
+    chunk = SearchChunk.objects.get(record_id=key(mid))
     assert chunk.text == "user: I moved to Reykjavik in winter." and chunk.metadata == {"topic": "move"}
     assert not np.array_equal(chunk.embedding, before)
     hits = filled["thread"].search("Iceland capital", record_types=["message"], max_results=1)
@@ -253,7 +256,7 @@ def test_unchanged_content_is_not_reembedded(staff, filled):
     before = embedding(mid)
     response = edit_message(staff, mid, content="I moved to Lisbon last spring.", metadata='{"topic": "city"}')
     assert response.status_code == 302
-    assert Message.objects.get(pk=mid).metadata == {"topic": "city"}
+    assert Message.objects.get(pk=key(mid)).metadata == {"topic": "city"}
     assert np.array_equal(embedding(mid), before)
 
 
@@ -273,7 +276,7 @@ def test_bad_message_metadata_is_refused_next_to_the_field(htmx, staff, filled):
     assert 'id="msg-1-metadata-errors"' in html and "must be a JSON object" in html
     assert 'aria-invalid="true" aria-describedby="msg-1-metadata-errors"' in html
     assert "<details class=\"edit\" open>" in html and "changed</textarea>" in html  # what was typed stays
-    assert Message.objects.get(pk=mid).content == "I moved to Lisbon last spring."  # nothing written
+    assert Message.objects.get(pk=key(mid)).content == "I moved to Lisbon last spring."  # nothing written
     full = edit_message(staff, mid, content="changed", metadata='{"a": NaN}')
     assert full.status_code == 422 and b'id="timeline"' in full.content  # no JS: the whole page
 
@@ -286,14 +289,14 @@ def test_message_delete_asks_first_then_deletes(staff, htmx, filled):
     assert f'action="{url}"'.encode() in page.content
     fragment = htmx.get(url)
     assert b"<html" not in fragment.content and b'class="confirm card"' in fragment.content
-    assert Message.objects.filter(pk=mid).exists()  # asking deletes nothing
+    assert Message.objects.filter(pk=key(mid)).exists()  # asking deletes nothing
     response = htmx.post(url)
     # nothing replaces the list item; only the header counts come, out of band (issue 7 review)
     body = response.content.decode().strip()
     assert response.status_code == 200 and body.startswith('<dl class="thread-facts" id="thread-counts" '
                                                             'hx-swap-oob="true">') and body.endswith("</dl>")
-    assert not Message.objects.filter(pk=mid).exists()
-    assert not SearchChunk.objects.filter(record_id=mid).exists()
+    assert not Message.objects.filter(pk=key(mid)).exists()
+    assert not SearchChunk.objects.filter(record_id=key(mid)).exists()
     assert staff.post(url).status_code == 404
 
 
@@ -310,14 +313,14 @@ def test_editing_a_memory_persists_and_reembeds(staff, filled):
     response = edit_memory(staff, "mem-new", content="User lives in Reykjavik", memory_type="memory",
                            status="valid", ttl_days="30")
     assert response.status_code == 302 and response["Location"] == f"{DETAIL}#memory-mem-new"
-    row = Memory.objects.get(pk="mem-new")
+    row = Memory.objects.get(pk=key("mem-new"))
     assert (row.content, row.memory_type, row.status) == ("User lives in Reykjavik", "memory", "valid")
     assert row.expires_at - row.created_at == datetime.timedelta(days=30)
-    chunk = SearchChunk.objects.get(record_id="mem-new")
+    chunk = SearchChunk.objects.get(record_id=key("mem-new"))
     assert (chunk.text, chunk.record_type, chunk.expires_at) == ("User lives in Reykjavik", "memory", row.expires_at)
     assert not np.array_equal(chunk.embedding, before)
     # the relation's endpoint type follows the retyped memory
-    link = RecordLink.objects.get(pk="rel-1")
+    link = RecordLink.objects.get(pk=key("rel-1"))
     assert (link.source_type, link.target_type) == ("memory", "fact")
     hits = filled["thread"].search("Iceland", record_types=["memory"], max_results=1)
     assert hits[0].record_id == "mem-new"
@@ -327,12 +330,12 @@ def test_editing_a_memory_persists_and_reembeds(staff, filled):
 def test_memory_status_and_expiry_can_be_cleared(staff, filled):
     assert edit_memory(staff, "mem-pref", content="User likes pastries", memory_type="preference",
                        ttl_days="5").status_code == 302
-    assert Memory.objects.get(pk="mem-pref").expires_at is not None
+    assert Memory.objects.get(pk=key("mem-pref")).expires_at is not None
     assert edit_memory(staff, "mem-pref", content="User likes pastries", memory_type="preference",
                        status="invalid", no_expiry="on").status_code == 302
-    row = Memory.objects.get(pk="mem-pref")
+    row = Memory.objects.get(pk=key("mem-pref"))
     assert (row.status, row.expires_at) == ("invalid", None)
-    assert SearchChunk.objects.get(record_id="mem-pref").status == "invalid"
+    assert SearchChunk.objects.get(record_id=key("mem-pref")).status == "invalid"
 
 
 @pytest.mark.parametrize(("data", "field", "message"), [
@@ -350,7 +353,7 @@ def test_memory_form_errors_show_next_to_the_field(htmx, filled, data, field, me
     assert message in item and '<details class="edit" open>' in item
     if field:
         assert f'id="mem-mem-pref-{field}-errors"' in item
-    row = Memory.objects.get(pk="mem-pref")
+    row = Memory.objects.get(pk=key("mem-pref"))
     assert (row.content, row.expires_at) == ("User likes pastries", None)
 
 
@@ -361,7 +364,7 @@ def test_a_memory_edit_over_htmx_swaps_memories_and_relations(htmx, filled):
     memories, relations = html.split('<section id="relations"')
     assert memories.lstrip().startswith('<section id="memories"') and "hx-swap-oob" not in memories
     assert 'hx-swap-oob="true"' in relations.split(">", 1)[0]
-    assert Memory.objects.get(pk="mem-new").status == "invalid"
+    assert Memory.objects.get(pk=key("mem-new")).status == "invalid"
 
 
 def test_memory_delete_asks_then_removes_relations_and_revalidates(staff, htmx, filled):
@@ -369,13 +372,13 @@ def test_memory_delete_asks_then_removes_relations_and_revalidates(staff, htmx, 
     page = staff.get(url)
     assert page.status_code == 200 and b"User lives in Lisbon" in page.content
     assert b"Its relations go with it" in page.content
-    assert Memory.objects.filter(pk="mem-new").exists()
+    assert Memory.objects.filter(pk=key("mem-new")).exists()
     response = htmx.post(url)
     assert response.status_code == 200 and b'<section id="memories"' in response.content
-    assert not Memory.objects.filter(pk="mem-new").exists()
-    assert not SearchChunk.objects.filter(record_id="mem-new").exists()
-    assert not RecordLink.objects.filter(pk="rel-1").exists()
-    assert Memory.objects.get(pk="mem-old").status == "valid"  # no longer superseded
+    assert not Memory.objects.filter(pk=key("mem-new")).exists()
+    assert not SearchChunk.objects.filter(record_id=key("mem-new")).exists()
+    assert not RecordLink.objects.filter(pk=key("rel-1")).exists()
+    assert Memory.objects.get(pk=key("mem-old")).status == "valid"  # no longer superseded
     assert b'data-relation-id="rel-1"' not in response.content
 
 
@@ -389,11 +392,11 @@ def test_adding_a_manual_memory(staff, filled):
                           metadata='{"source": "staff"}', timestamp="2024-05-01T10:00:00Z", ttl_days="90")
     assert response.status_code == 302
     row = Memory.objects.get(content="User is allergic to peanuts")
-    assert (row.memory_type, row.metadata, row.thread_id, row.user_id) == ("fact", {"source": "staff"}, "t-main",
-                                                                             "user-1")
+    assert (row.memory_type, row.metadata, row.thread_id, row.user_id) == ("fact", {"source": "staff"},
+                                                                             key("t-main"), "user-1")
     assert row.timestamp == "2024-05-01T10:00:00Z" and row.expires_at is not None
     hits = filled["thread"].search("food allergy", record_types=["fact"], max_results=1)
-    assert hits[0].record_id == row.pk
+    assert hits[0].record_id == row.public_id
 
 
 @pytest.mark.parametrize(("data", "field", "message"), [
@@ -426,21 +429,21 @@ def test_relations_can_be_added_and_removed(staff, htmx, filled):
     assert response.status_code == 200
     relations, memories = response.content.decode().split('<section id="memories"')
     assert relations.lstrip().startswith('<section id="relations"') and "supports" in relations
-    link = RecordLink.objects.get(source_id="mem-pref")
-    assert (link.target_id, link.relation_type, link.opposite_relation_type) == ("mem-new", "supports",
+    link = RecordLink.objects.get(source_id=key("mem-pref"))
+    assert (link.target_id, link.relation_type, link.opposite_relation_type) == (key("mem-new"), "supports",
                                                                                   "is_supported_by")
     assert (link.source_type, link.target_type) == ("preference", "fact")
     # a custom relation
     add_relation(staff, source_record_id="mem-pref", relation_type="custom", custom_relation_type="inspired_by",
                  target_record_id="mem-old")
-    assert RecordLink.objects.get(source_id="mem-pref", target_id="mem-old").relation_type == "inspired_by"
+    assert RecordLink.objects.get(source_id=key("mem-pref"), target_id=key("mem-old")).relation_type == "inspired_by"
     # removing the supersedes relation makes the old memory valid again
     url = f"{DETAIL}relations/rel-1/delete/"
     assert b"becomes valid again" in staff.get(url).content
-    assert RecordLink.objects.filter(pk="rel-1").exists()
+    assert RecordLink.objects.filter(pk=key("rel-1")).exists()
     assert staff.post(url).status_code == 302
-    assert not RecordLink.objects.filter(pk="rel-1").exists()
-    assert Memory.objects.get(pk="mem-old").status == "valid"
+    assert not RecordLink.objects.filter(pk=key("rel-1")).exists()
+    assert Memory.objects.get(pk=key("mem-old")).status == "valid"
 
 
 @pytest.mark.parametrize(("data", "field", "message"), [
@@ -481,16 +484,16 @@ def test_extract_now_runs_extraction_through_the_thread(staff, htmx, monkeypatch
     llm = ScriptedLlm([{"memories": [{"memory_type": "fact", "content": "User keeps bees.",
                                       "source_message_ids": ["m1"]}]}])
     monkeypatch.setattr(client_module, "get_llm", lambda: llm)
-    response = htmx.post("/staff/threads/t-x/extract/")
+    response = htmx.post("/staff/projects/default/threads/t-x/extract/")
     html = response.content.decode()
     assert response.status_code == 200 and "Extraction job" in html and "started" in html
     assert "finished</strong>" in html and "1 memory created" in html
-    row = Memory.objects.get(thread_id="t-x")
+    row = Memory.objects.get(thread_id=key("t-x"))
     assert (row.content, row.source_message_ids) == ("User keeps bees.", ids)
-    assert Thread.objects.get(pk="t-x").extracted_through_seq == 1
-    again = staff.post("/staff/threads/t-x/extract/")
+    assert Thread.objects.get(pk=key("t-x")).extracted_through_seq == 1
+    again = staff.post("/staff/projects/default/threads/t-x/extract/")
     assert again.status_code == 302  # nothing pending: a note, no new job
-    assert "Nothing to extract" in staff.get("/staff/threads/t-x/").content.decode()
+    assert "Nothing to extract" in staff.get("/staff/projects/default/threads/t-x/").content.decode()
 
 
 def test_the_timeline_pages_through_long_conversations(staff, htmx, filled, monkeypatch):
@@ -499,7 +502,7 @@ def test_the_timeline_pages_through_long_conversations(staff, htmx, filled, monk
     monkeypatch.setattr(browse, "MESSAGES_PER_PAGE", 2)
     first = staff.get(DETAIL).content.decode()
     assert ids_in(first.encode(), "data-message-id") == filled["messages"][:2]
-    assert 'hx-get="/staff/threads/t-main/timeline/?page=2"' in first and 'href="?page=2"' in first
+    assert 'hx-get="/staff/projects/default/threads/t-main/timeline/?page=2"' in first and 'href="?page=2"' in first
     second = htmx.get(f"{DETAIL}timeline/", {"page": "2"})
     html = second.content.decode()
     assert html.lstrip().startswith('<section id="timeline"') and "<html" not in html

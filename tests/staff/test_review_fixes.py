@@ -11,13 +11,16 @@
 import re
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 
 from memory import services
 from memory.models import Memory, RecordLink, SearchChunk, Thread
+from memory.tenancy import get_project
+from tests.ids import key
 
-DETAIL = "/staff/threads/t-main/"
+DETAIL = "/staff/projects/default/threads/t-main/"
 
 
 def field_errors(html: bytes) -> list[str]:
@@ -43,7 +46,7 @@ def test_static_files_are_served_without_collectstatic(db, tmp_path):
 
 def test_a_ttl_past_year_9999_is_a_field_error_and_nothing_changes(staff, htmx, thread):
     memory_id = thread.add_memory("User lives in Rome", memory_type="fact", memory_id="m-rome")
-    before = SearchChunk.objects.get(record_id=memory_id).text
+    before = SearchChunk.objects.get(record_id=key(memory_id)).text
     for browser in (staff, htmx):
         response = browser.post(f"{DETAIL}memories/{memory_id}/edit/", {
             "content": "User lives in Milan", "memory_type": "fact", "status": "valid",
@@ -51,13 +54,13 @@ def test_a_ttl_past_year_9999_is_a_field_error_and_nothing_changes(staff, htmx, 
         assert response.status_code == 422
         assert any("after year 9999" in e for e in field_errors(response.content)), field_errors(response.content)
         assert f'aria-describedby="mem-{memory_id}-ttl-errors"' in response.content.decode()  # next to the TTL field
-    row = Memory.objects.get(pk=memory_id)
+    row = Memory.objects.get(pk=key(memory_id))
     assert (row.content, row.expires_at) == ("User lives in Rome", None)
-    assert SearchChunk.objects.get(record_id=memory_id).text == before
+    assert SearchChunk.objects.get(record_id=key(memory_id)).text == before
     response = staff.post(f"{DETAIL}memories/add/", {"add-content": "x", "add-memory_type": "memory",
                                                      "add-status": "valid", "add-ttl_days": "3000000"})
     assert response.status_code == 422 and any("after year 9999" in e for e in field_errors(response.content))
-    assert Memory.objects.filter(thread_id="t-main").count() == 1
+    assert Memory.objects.filter(thread_id=key("t-main")).count() == 1
 
 
 def test_the_api_refuses_a_ttl_past_year_9999(thread):
@@ -87,12 +90,12 @@ def test_a_thread_id_with_a_slash_does_not_break_the_list_or_search(staff, clien
     odd = client.create_thread(thread_id="team/alpha", user_id="u-odd", agent_id="a-odd")
     odd.add_messages([{"role": "user", "content": "The zebra crossing is on Alpha street."}])
     client.create_thread(thread_id="plain-thread", user_id="u-odd", agent_id="a-odd")
-    page = staff.get("/staff/threads/")
+    page = staff.get("/staff/projects/default/threads/")
     assert page.status_code == 200
     html = page.content.decode()
-    assert 'href="/admin/memory/thread/team_2Falpha/change/"' in html  # the admin can open it
-    assert '<a href="/staff/threads/plain-thread/">plain-thread</a>' in html
-    found = staff.get("/staff/search/", {"query": "zebra crossing", "include_invalid_results": "on"})
+    assert f'href="/admin/memory/thread/{quote(key("team/alpha"))}/change/"' in html  # the admin can open it
+    assert '<a href="/staff/projects/default/threads/plain-thread/">plain-thread</a>' in html
+    found = staff.get("/staff/projects/default/search/", {"query": "zebra crossing", "include_invalid_results": "on"})
     assert found.status_code == 200
     assert 'data-record-type="message"' in found.content.decode() and "team/alpha" in found.content.decode()
 
@@ -114,40 +117,41 @@ def test_admin_metadata_the_services_refuse_is_a_field_error(root, thread):
     thread.add_memory("visits Rome", memory_type="fact", memory_id="m-b")
     thread.link_records("m-b", "fact", "m-a", "preference", "supports", relation_id="r-1")
     posts = {
-        f"/admin/memory/memory/{memory_id}/change/": {
+        f"/admin/memory/memory/{quote(key(memory_id))}/change/": {
             "memory_type": "preference", "content": "likes Milan", "metadata": "[1, 2]", "status": "valid",
             "timestamp": "", "expires_at_0": "", "expires_at_1": ""},
-        f"/admin/memory/message/{message_id}/change/": {
+        f"/admin/memory/message/{quote(key(message_id))}/change/": {
             "content": "hello again", "metadata": '"text"', "status": "valid", "expires_at_0": "", "expires_at_1": ""},
-        "/admin/memory/recordlink/r-1/change/": {
+        f"/admin/memory/recordlink/{quote(key('r-1'))}/change/": {
             "relation_type": "supports", "opposite_relation_type": "is_supported_by", "metadata": "[]",
             "timestamp": ""},
-        "/admin/memory/thread/t-main/change/": {
+        f"/admin/memory/thread/{quote(key('t-main'))}/change/": {
             "metadata": "[1]", "messages-TOTAL_FORMS": "0", "messages-INITIAL_FORMS": "0"},
     }
     for url, data in posts.items():
         response = root.post(url, data)
         assert response.status_code == 200, url  # the form again, not a redirect or a 500
         assert any(e.startswith("must be a dict or None") for e in field_errors(response.content)), url
-    assert Memory.objects.get(pk=memory_id).content == "likes Rome"
-    assert Memory.objects.get(pk=memory_id).metadata == {}
-    assert RecordLink.objects.get(pk="r-1").metadata == {}
-    assert Thread.objects.get(pk="t-main").metadata == {}
+    assert Memory.objects.get(pk=key(memory_id)).content == "likes Rome"
+    assert Memory.objects.get(pk=key(memory_id)).metadata == {}
+    assert RecordLink.objects.get(pk=key("r-1")).metadata == {}
+    assert Thread.objects.get(pk=key("t-main")).metadata == {}
 
 
 def test_admin_keeps_a_threads_ids_and_edits_metadata_through_the_services(root, thread, monkeypatch):
-    page = root.get("/admin/memory/thread/t-main/change/").content.decode()
+    page = root.get(f"/admin/memory/thread/{quote(key('t-main'))}/change/").content.decode()
     for name in ("id", "user_id", "agent_id", "config"):
         assert f'name="{name}"' not in page, name  # shown, not editable: the thread's records carry them
     calls = []
     update = services.thread_update
     monkeypatch.setattr(services, "thread_update", lambda **kw: calls.append(kw) or update(**kw))
-    response = root.post("/admin/memory/thread/t-main/change/", {
+    response = root.post(f"/admin/memory/thread/{quote(key('t-main'))}/change/", {
         "id": "t-renamed", "user_id": "someone-else", "metadata": '{"team": "blue"}',
         "messages-TOTAL_FORMS": "0", "messages-INITIAL_FORMS": "0"})
     assert response.status_code == 302
-    assert calls == [{"thread_id": "t-main", "metadata": {"team": "blue"}}]
-    assert list(Thread.objects.values_list("id", "user_id", "metadata")) == [("t-main", "user-1", {"team": "blue"})]
+    assert [(kw["thread"].public_id, kw["metadata"]) for kw in calls] == [("t-main", {"team": "blue"})]
+    assert list(Thread.objects.values_list("id", "user_id", "metadata")) == [(key("t-main"), "user-1",
+                                                                               {"team": "blue"})]
 
 
 def test_admin_creates_threads_through_the_services(root, db):
@@ -155,8 +159,8 @@ def test_admin_creates_threads_through_the_services(root, db):
                                                     "messages-INITIAL_FORMS": "0"})
     assert blank.status_code == 200 and not Thread.objects.exists()
     response = root.post("/admin/memory/thread/add/", {
-        "id": "t-admin", "user_id": "u-admin", "agent_id": "", "metadata": '{"k": 1}', "config": '{"x": 1}',
+        "id": "t-admin", "project": get_project(None).pk, "user_id": "u-admin", "agent_id": "", "metadata": '{"k": 1}', "config": '{"x": 1}',
         "messages-TOTAL_FORMS": "0", "messages-INITIAL_FORMS": "0"})
     assert response.status_code == 302
-    row = Thread.objects.get(pk="t-admin")
+    row = Thread.objects.get(pk=key("t-admin"))
     assert (row.user_id, row.agent_id, row.metadata, row.config) == ("u-admin", None, {"k": 1}, {})

@@ -24,8 +24,9 @@ from django.utils import timezone
 from memory import services
 from memory.models import Image, Memory, RecordLink, SearchChunk
 from tests import image_samples as samples
+from tests.ids import key
 
-DETAIL = "/staff/threads/t-main/"
+DETAIL = "/staff/projects/default/threads/t-main/"
 
 
 def section(html: str, region_id: str) -> str:
@@ -56,7 +57,7 @@ def imaged(thread):
         {"type": "image", "bytes": samples.png(size=(64, 64)), "description": "A tram ticket.", "id": "img-ticket"},
     ]}])
     thread.add_image(samples.jpeg(), description="An old photo.", image_id="img-old")
-    Image.objects.filter(pk="img-old").update(expires_at=timezone.now() - datetime.timedelta(days=1))
+    Image.objects.filter(pk=key("img-old")).update(expires_at=timezone.now() - datetime.timedelta(days=1))
     return thread
 
 
@@ -68,10 +69,10 @@ def test_the_thread_page_lists_standalone_images(staff, imaged):
     images = section(html, "images")
     assert '<h2 id="images-heading">Images (2)</h2>' in images
     item = images.split('data-image-id="img-map"')[1].split("</li>")[0]
-    assert '<img src="/staff/threads/t-main/images/img-map/?thumb=1" alt="A tram map of Lisbon."' in item
+    assert '<img src="/staff/projects/default/threads/t-main/images/img-map/?thumb=1" alt="A tram map of Lisbon."' in item
     assert "image/png" in item and re.search(r"\d+ bytes, 320×160 px", item.replace("\xa0", " "))
     assert "<code>{&quot;source&quot;: &quot;upload&quot;}</code>" in item
-    expires = Image.objects.get(pk="img-map").expires_at
+    expires = Image.objects.get(pk=key("img-map")).expires_at
     assert f'TTL: expires <time datetime="{expires.isoformat()}' in item
     assert 'name="description"' in item and "Delete image…" in item
     old = images.split('data-image-id="img-old"')[1].split("</li>")[0]
@@ -80,21 +81,21 @@ def test_the_thread_page_lists_standalone_images(staff, imaged):
     assert 'data-image-id="img-ticket"' not in images
     assert "/images/img-ticket/?thumb=1" in section(html, "timeline")
     assert counts(html)["images"] == "1"  # live standalone images
-    assert staff.get("/staff/threads/t-main/images/img-map/?thumb=1")["Content-Type"] == "image/png"
+    assert staff.get("/staff/projects/default/threads/t-main/images/img-map/?thumb=1")["Content-Type"] == "image/png"
 
 
 def test_editing_an_image_goes_through_update_image_and_re_embeds(staff, htmx, imaged, monkeypatch):
     calls = []
     update = services.image_update
     monkeypatch.setattr(services, "image_update", lambda **kw: calls.append(kw) or update(**kw))
-    before = SearchChunk.objects.get(record_id="img-map").embedding.copy()
+    before = SearchChunk.objects.get(record_id=key("img-map")).embedding.copy()
     url = f"{DETAIL}images/img-map/edit/"
     response = htmx.post(url, {"description": "A metro map of Lisbon.", "metadata": '{"source": "scan"}'})
     assert response.status_code == 200
     assert [(c["description"], c["metadata"]) for c in calls] == [("A metro map of Lisbon.", {"source": "scan"})]
-    row = Image.objects.get(pk="img-map")
+    row = Image.objects.get(pk=key("img-map"))
     assert (row.description, row.metadata) == ("A metro map of Lisbon.", {"source": "scan"})
-    chunk = SearchChunk.objects.get(record_id="img-map")
+    chunk = SearchChunk.objects.get(record_id=key("img-map"))
     assert chunk.text == "A metro map of Lisbon." and chunk.metadata == {"source": "scan"}
     assert not np.allclose(chunk.embedding, before)  # re-embedded
     html = response.content.decode()
@@ -106,8 +107,8 @@ def test_editing_an_image_goes_through_update_image_and_re_embeds(staff, htmx, i
     assert (again.status_code, again["Location"]) == (302, DETAIL + "#image-img-map") and calls == []
     # a blank description is sent as "": the image leaves search
     assert staff.post(url, {"description": "", "metadata": '{"source": "scan"}'}).status_code == 302
-    assert Image.objects.get(pk="img-map").description == ""
-    assert not SearchChunk.objects.filter(record_id="img-map").exists()
+    assert Image.objects.get(pk=key("img-map")).description == ""
+    assert not SearchChunk.objects.filter(record_id=key("img-map")).exists()
 
 
 @pytest.mark.parametrize("metadata", ["[1, 2]", "{"])
@@ -119,7 +120,7 @@ def test_image_edit_errors_show_next_to_the_field_and_change_nothing(staff, htmx
         assert 'aria-describedby="img-img-map-metadata-errors"' in item and "<details class=\"edit\" open>" in item
         assert 'id="img-img-map-metadata-errors"' in item
     assert focus_of(response) == "image-img-map"
-    row = Image.objects.get(pk="img-map")
+    row = Image.objects.get(pk=key("img-map"))
     assert (row.description, row.metadata) == ("A tram map of Lisbon.", {"source": "upload"})
 
 
@@ -129,30 +130,30 @@ def test_deleting_an_image_asks_first_then_goes_through_delete_image(staff, htmx
     assert page.status_code == 200 and b"A tram map of Lisbon." in page.content and b"<html" in page.content
     fragment = htmx.get(url).content.decode()
     assert 'class="confirm card"' in fragment and 'hx-target="#images"' in fragment
-    assert 'src="/staff/threads/t-main/images/img-map/?thumb=1"' in fragment
-    assert Image.objects.filter(pk="img-map").exists()  # asking deletes nothing
+    assert 'src="/staff/projects/default/threads/t-main/images/img-map/?thumb=1"' in fragment
+    assert Image.objects.filter(pk=key("img-map")).exists()  # asking deletes nothing
     response = htmx.post(url)
     assert response.status_code == 200
     html = response.content.decode()
     assert 'data-image-id="img-map"' not in section(html, "images")
     assert counts(html)["images"] == "0" and focus_of(response) == "images-heading"
-    assert not Image.objects.filter(pk="img-map").exists()
-    assert not SearchChunk.objects.filter(record_id="img-map").exists()
+    assert not Image.objects.filter(pk=key("img-map")).exists()
+    assert not SearchChunk.objects.filter(record_id=key("img-map")).exists()
     assert staff.post(url).status_code == 404
 
 
 def test_images_in_messages_and_expired_images_are_not_edited_here(staff, imaged):
     for url in (f"{DETAIL}images/img-ticket/edit/", f"{DETAIL}images/img-ticket/delete/"):
         assert staff.post(url, {"description": "x"}).status_code == 404
-    assert Image.objects.get(pk="img-ticket").description == "A tram ticket."
+    assert Image.objects.get(pk=key("img-ticket")).description == "A tram ticket."
     assert staff.post(f"{DETAIL}images/img-old/delete/").status_code == 404  # the spec's delete: live ones only
-    assert Image.objects.filter(pk="img-old").exists()
+    assert Image.objects.filter(pk=key("img-old")).exists()
 
 
 def test_image_writes_need_a_staff_login(anon, imaged):
     assert anon.post(f"{DETAIL}images/img-map/delete/").status_code == 302
     assert anon.post(f"{DETAIL}images/img-map/edit/", {"description": "x"}).status_code == 302
-    assert Image.objects.get(pk="img-map").description == "A tram map of Lisbon."
+    assert Image.objects.get(pk=key("img-map")).description == "A tram map of Lisbon."
 
 
 # --- 2. HEAD ---------------------------------------------------------------------------------------
@@ -160,7 +161,7 @@ def test_image_writes_need_a_staff_login(anon, imaged):
 
 def test_every_page_answers_head_like_get(staff, filled):
     filled["thread"].add_image(samples.png(), description="x", image_id="img-x")
-    urls = ["/staff/", "/staff/threads/", DETAIL, DETAIL + "context-card/", "/staff/search/",
+    urls = ["/staff/", "/staff/projects/default/threads/", DETAIL, DETAIL + "context-card/", "/staff/projects/default/search/",
             DETAIL + "memories/", DETAIL + "extraction/", DETAIL + "timeline/", DETAIL + "images/img-x/",
             DETAIL + "memories/mem-new/delete/", DETAIL + "relations/rel-1/delete/", DETAIL + "images/img-x/delete/",
             f"{DETAIL}messages/{filled['messages'][0]}/delete/"]
@@ -168,8 +169,8 @@ def test_every_page_answers_head_like_get(staff, filled):
         get, head = staff.get(url), staff.head(url)
         assert head.status_code == get.status_code != 405, url
         assert head.content == b"", url
-    assert staff.head("/staff/threads/nope/").status_code == 404
-    assert Memory.objects.filter(pk="mem-new").exists() and RecordLink.objects.filter(pk="rel-1").exists()
+    assert staff.head("/staff/projects/default/threads/nope/").status_code == 404
+    assert Memory.objects.filter(pk=key("mem-new")).exists() and RecordLink.objects.filter(pk=key("rel-1")).exists()
 
 
 # --- 3 and 4. header counts and focus after htmx writes ------------------------------------------------
@@ -183,12 +184,12 @@ def test_htmx_writes_refresh_the_header_counts_and_name_the_focus(staff, htmx, f
                                                  "add-status": "valid"})
     html = added.content.decode()
     assert 'id="thread-counts" hx-swap-oob="true"' in html and counts(html)["memories"] == "4"
-    new_id = Memory.objects.get(content="User takes the tram").pk
+    new_id = Memory.objects.get(content="User takes the tram").public_id
     assert focus_of(added) == f"memory-{new_id}" and f'id="memory-{new_id}"' in html
 
     linked = htmx.post(f"{DETAIL}relations/add/", {"rel-source_record_id": new_id, "rel-relation_type": "supports",
                                                    "rel-target_record_id": "mem-new"})
-    relation_id = RecordLink.objects.get(source_id=new_id).pk
+    relation_id = RecordLink.objects.get(source_id=key(new_id)).public_id
     assert counts(linked.content.decode())["relations"] == "2"
     assert focus_of(linked) == f"relation-{relation_id}" and f'id="relation-{relation_id}"' in linked.content.decode()
 
@@ -221,7 +222,7 @@ def test_a_failed_htmx_write_names_the_form_to_focus(htmx, filled):
 
 
 def test_the_focus_script_is_on_every_page(staff, thread):
-    for url in ("/staff/threads/", DETAIL, "/staff/search/"):
+    for url in ("/staff/projects/default/threads/", DETAIL, "/staff/projects/default/search/"):
         assert b'<script src="/static/staff/staff.js" defer></script>' in staff.get(url).content
     script = b"".join(staff.get("/static/staff/staff.js").streaming_content).decode()
     assert 'addEventListener("staff-focus"' in script and ".focus()" in script
@@ -237,7 +238,7 @@ def test_the_relation_delete_confirmation_names_both_memories_and_the_type(staff
         assert re.search(r"<q>User lives in Lisbon</q>\s*<strong class=\"rel\">supersedes</strong>\s*"
                          r"<q>User lives in Porto</q>", quote), quote
         assert "RecordLink" not in html and "mem-new" not in quote
-    assert RecordLink.objects.filter(pk="rel-1").exists()
+    assert RecordLink.objects.filter(pk=key("rel-1")).exists()
 
 
 # --- 7. invalid thread-list filter -------------------------------------------------------------------
@@ -246,10 +247,10 @@ def test_the_relation_delete_confirmation_names_both_memories_and_the_type(staff
 @pytest.mark.parametrize("browser_name", ["staff", "htmx"])
 def test_an_invalid_thread_filter_shows_only_its_error(request, thread, browser_name):
     browser = request.getfixturevalue(browser_name)
-    response = browser.get("/staff/threads/", {"metadata": '{"$nope": 1}'})
+    response = browser.get("/staff/projects/default/threads/", {"metadata": '{"$nope": 1}'})
     html = response.content.decode()
     assert response.status_code == 422
     assert 'id="id_metadata_error"' in html and 'aria-invalid="true"' in html
     assert "0 threads" not in html and "No thread matches" not in html and 'id="thread-list"' not in html
-    valid = browser.get("/staff/threads/", {"metadata": '{"no_such_key": 1}'}).content.decode()
+    valid = browser.get("/staff/projects/default/threads/", {"metadata": '{"no_such_key": 1}'}).content.decode()
     assert "0 threads" in valid and "No thread matches." in valid  # a valid filter matching nothing still says so

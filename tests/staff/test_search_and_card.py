@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-SEARCH = "/staff/search/"
-CARD = "/staff/threads/t-main/context-card/"
+SEARCH = "/staff/projects/default/search/"
+CARD = "/staff/projects/default/threads/t-main/context-card/"
 
 
 def results(html: str) -> list[tuple[str, str]]:
@@ -36,7 +36,7 @@ def test_results_are_ranked_with_scores_and_where_they_came_from(staff, filled):
     first = html.split('<li class="result"')[1]
     assert f"score <strong>{expected[0].score:.4f}</strong>" in first
     assert f"distance {expected[0].distance:.4f}" in first
-    assert 'thread <a href="/staff/threads/t-main/' in first and "user user-1" in first
+    assert 'thread <a href="/staff/projects/default/threads/t-main/' in first and "user user-1" in first
 
 
 def test_record_types_metadata_filter_and_invalid_records(staff, filled):
@@ -83,7 +83,7 @@ def test_htmx_gets_the_search_panel(htmx, filled):
 
 
 def test_the_thread_page_links_a_scoped_search(staff, filled):
-    html = staff.get("/staff/search/?thread_id=t-main").content.decode()
+    html = staff.get("/staff/projects/default/search/?thread_id=t-main").content.decode()
     assert 'name="thread_id" value="t-main"' in html
 
 

@@ -1,0 +1,18 @@
+"""Stored ids for tests that read tables directly (issue #12).
+
+Records are stored under ``"<project pk>:<public id>"`` (``memory.tenancy``);
+these helpers give the stored form of a public id in a project (default: the
+``default`` project, which ``AgentMemory()`` uses).
+"""
+
+from memory.tenancy import get_project, stored_id
+
+
+def default_project_id() -> int:
+    """The pk of the default project (created on first use in a flushed test database)."""
+    return get_project(None).pk
+
+
+def key(public: str, project=None) -> str:
+    """The stored id of ``public`` in ``project`` (a ``Project``, a slug, or None for the default project)."""
+    return stored_id(get_project(project).pk, public)
