@@ -23,7 +23,8 @@ from django.conf import settings
 
 from memory import context, extraction, links, selectors, services
 from memory import search as search_engine
-from memory.tenancy import get_project, stored_id
+from memory.errors import NotFound, OutOfScope
+from memory.tenancy import Tenant, get_project, stored_id
 from memory.extraction_config import (  # noqa: F401  (re-exported: the spec's public names)
     DEPRECATED_INLINE_PARAMETERS,
     BackgroundExtractionQueueFullBehavior,
@@ -98,8 +99,9 @@ class Thread(_WithAsyncTwins):
     def __init__(self, row: ThreadRow, client: "AgentMemory", *, llm: Any = NOTSET):
         self._row = row
         self._client = client
-        if row.project_id != client.project.pk:
-            raise ValueError(f"thread {row.public_id!r} is not in project {client.project.slug!r} of this client")
+        if row.project_id != client.project.pk or not client.tenant.allows(row):
+            raise ValueError(f"thread {row.public_id!r} is not in project {client.project.slug!r} of this client "
+                             "or not within its tenant")
         self._llm = client.llm if llm is NOTSET else llm
         self.project = client.project
         self.thread_id: str = row.public_id
@@ -281,6 +283,13 @@ class Thread(_WithAsyncTwins):
                                   link_id=link_id, link_timestamp=link_timestamp, link_metadata=link_metadata)
         if link is not None:
             user_id, agent_id, thread_id = link.inherit_scope(user_id, agent_id, thread_id)
+        tenant = self._client.tenant
+        user_id, agent_id = tenant.fill("user_id", user_id), tenant.fill("agent_id", agent_id)
+        if tenant.restricted and thread_id is not NOTSET and thread_id is not None and thread_id != self.thread_id:
+            try:  # another thread, which must be one of the restricted client's own
+                self._client.thread_row(services.check_id(thread_id, "thread_id"))
+            except NotFound:
+                raise OutOfScope("thread_id", "a restricted client can give only the ids of its own threads") from None
         memory_id = services.memory_add(
             thread=self._row, content=content, memory_type=memory_type, user_id=user_id, agent_id=agent_id,
             thread_id=thread_id, memory_id=memory_id, metadata=metadata, timestamp=timestamp, ttl_days=ttl_days,
@@ -458,7 +467,7 @@ class Thread(_WithAsyncTwins):
         """
         services.reject_unknown(kwargs, "search")
         return search_engine.run_search(
-            query, project_id=self.project.pk, defaults=self.default_scope, config=self.search_config, scope=scope,
+            query, tenant=self._client.tenant, defaults=self.default_scope, config=self.search_config, scope=scope,
             user_id=user_id, agent_id=agent_id, thread_id=thread_id, exact_user_match=exact_user_match,
             exact_agent_match=exact_agent_match, exact_thread_match=exact_thread_match, max_results=max_results,
             token_budget=token_budget, soft_token_budget=soft_token_budget, record_types=record_types,
@@ -509,6 +518,10 @@ class AgentMemory(_WithAsyncTwins):
     the ``default`` project (``memory.tenancy.get_project``; KeyError for an
     unknown slug). Every thread, record and search of this client and of the
     handles it makes is in that project, and ids are unique within it only.
+    ``tenant`` (instead of ``project``): a ``memory.tenancy.Tenant``, a project
+    with an optional fixed user and agent; such a client sees, writes and
+    searches only that user's and agent's threads and records (others are not
+    found; naming them raises ``OutOfScope``, a ValueError).
     ``retention_config`` defaults to the settings ``OAM_DEFAULT_TTL_DAYS`` and
     ``OAM_MAX_TTL_DAYS``; ``search_config`` to ``MemorySearchConfig()``; ``llm``
     (extraction, summaries, context cards) to ``memory.llm.get_llm()``, and None
@@ -519,13 +532,17 @@ class AgentMemory(_WithAsyncTwins):
 
     _ASYNC = ("create_thread", "get_thread", "update_thread", "delete_thread", "search")
 
-    def __init__(self, *, project: Any = None, retention_config: MemoryRetentionConfig | None = None,
+    def __init__(self, *, project: Any = None, tenant: Tenant | None = None,
+                 retention_config: MemoryRetentionConfig | None = None,
                  search_config: MemorySearchConfig | None = None, llm: Any = NOTSET,
                  memory_extraction_config: MemoryExtractionConfig | None = None,
                  image_input_limit_config: ImageInputLimitConfig | None = None):
         if project is not None and not isinstance(project, (str, ProjectRow)):
             raise TypeError("project: must be a Project, a project slug or None")
-        self._project = project  # resolved on first use: a client may be made in async code
+        if tenant is not None and (project is not None or not isinstance(tenant, Tenant)):
+            raise TypeError("tenant: must be a Tenant, and comes without project")
+        self._tenant = tenant
+        self._project = tenant.project if tenant is not None else project  # resolved on first use (async callers)
         self.llm = llm  # omitted: get_llm() when needed; None: no LLM
         if image_input_limit_config is not None and not isinstance(image_input_limit_config, ImageInputLimitConfig):
             raise TypeError("image_input_limit_config: must be an ImageInputLimitConfig or None")
@@ -544,6 +561,25 @@ class AgentMemory(_WithAsyncTwins):
         if not isinstance(self._project, ProjectRow):
             self._project = get_project(self._project)
         return self._project
+
+    @property
+    def tenant(self) -> Tenant:
+        """Who this client acts for: its project, with the fixed user and agent of a restricted client."""
+        if self._tenant is None:
+            self._tenant = Tenant(project=self.project)
+        return self._tenant
+
+    def thread_row(self, thread_id: Any, *, field: str = "thread_id") -> ThreadRow:
+        """The stored thread ``thread_id`` of this client's project, within its tenant's restriction.
+
+        Raises KeyError (``NotFound``, naming ``field``) when there is none or
+        it is another user's or agent's than a restricted client's: a
+        restricted client cannot tell another user's thread from none.
+        """
+        row = selectors.thread_get(project=self.project, thread_id=thread_id)
+        if not self.tenant.allows(row):
+            raise NotFound(field, thread_id)
+        return row
 
     def create_thread(self, thread_id: Any = NOTSET, user_id: Any = NOTSET, agent_id: Any = NOTSET,
                       metadata: dict[str, Any] | None = None, llm: Any = NOTSET,
@@ -572,13 +608,14 @@ class AgentMemory(_WithAsyncTwins):
         stored = config.to_thread_config() if config else None
         if image_input_limit_config is not None:
             stored = {**(stored or {}), IMAGE_LIMITS_KEY: image_input_limit_config.to_thread_config()}
+        user_id, agent_id = self.tenant.fill("user_id", user_id), self.tenant.fill("agent_id", agent_id)
         row = services.thread_create(project=self.project, thread_id=thread_id, user_id=user_id, agent_id=agent_id,
                                      metadata=metadata, config=stored)
         return Thread(row, self, llm=llm)
 
     def get_thread(self, thread_id: str) -> Thread:
-        """Return a handle on a stored thread of this client's project; KeyError when there is none."""
-        return Thread(selectors.thread_get(project=self.project, thread_id=thread_id), self)
+        """Return a handle on a stored thread of this client's project (and tenant); KeyError when there is none."""
+        return Thread(self.thread_row(thread_id), self)
 
     def update_thread(self, thread_id: str, metadata: Any = NOTSET) -> Thread:
         """Replace a thread's metadata (omitted: unchanged; None: cleared); return a fresh handle.
@@ -587,8 +624,7 @@ class AgentMemory(_WithAsyncTwins):
         is the one thing a stored thread lets change. KeyError when the thread
         is not in this project; TypeError/ValueError for bad metadata.
         """
-        row = selectors.thread_get(project=self.project, thread_id=thread_id)
-        return Thread(services.thread_update(thread=row, metadata=metadata), self)
+        return Thread(services.thread_update(thread=self.thread_row(thread_id), metadata=metadata), self)
 
     def delete_thread(self, thread_id: str) -> int:
         """Delete a thread with its messages and memories; return 1, or 0 when absent.
@@ -597,6 +633,10 @@ class AgentMemory(_WithAsyncTwins):
         rows gone at its commit and writes nothing (``services.thread_delete``).
         """
         key = stored_id(self.project.pk, services.check_id(thread_id, "thread_id"))
+        try:
+            self.thread_row(thread_id)  # a user-restricted client may only delete its user's threads
+        except NotFound:
+            return 0
         deleted = services.thread_delete(project=self.project, thread_id=thread_id)
         extraction.detach(key)
         return deleted
@@ -612,7 +652,7 @@ class AgentMemory(_WithAsyncTwins):
         """
         services.reject_unknown(kwargs, "search")
         return search_engine.run_search(
-            query, project_id=self.project.pk, defaults=SearchScope(), config=self.search_config, scope=scope,
+            query, tenant=self.tenant, defaults=SearchScope(), config=self.search_config, scope=scope,
             user_id=user_id, agent_id=agent_id, thread_id=thread_id, exact_user_match=exact_user_match,
             exact_agent_match=exact_agent_match, exact_thread_match=exact_thread_match, max_results=max_results,
             token_budget=token_budget, soft_token_budget=soft_token_budget, record_types=record_types,

@@ -138,3 +138,9 @@ class Conflict(ValueError):
         self.field = field
         self.value = value
         self.message = f"{field} {value!r} already exists"
+
+
+class OutOfScope(InvalidArgument):
+    """A value reaches outside what the caller may touch: another end user or agent than the one a
+    restricted client acts for (``memory.tenancy.Tenant``; issue #12). A ``ValueError`` in Python,
+    HTTP 403 naming the field."""

@@ -50,7 +50,7 @@ from memory.links import attach_linked, check_max_linked_results, check_num_hops
 from memory.metadata_filter import compile_filter
 from memory.models import RECORD_TYPES, Image, Memory, Message, SearchChunk
 from memory.selectors import image_dto, live_q, memory_dto, message_dto
-from memory.tenancy import stored_id
+from memory.tenancy import Tenant, stored_id
 from memory.types import NOTSET, MemorySearchConfig, SearchResult, SearchScope
 from memory.vector_cache import get_vector_cache, in_transaction_now, rounding_bound
 
@@ -297,18 +297,20 @@ def build_request(
 SCOPE_ARGUMENTS = ("user_id", "agent_id", "thread_id", "exact_user_match", "exact_agent_match", "exact_thread_match")
 
 
-def run_search(query: Any, *, project_id: int, defaults: SearchScope, config: MemorySearchConfig,
+def run_search(query: Any, *, tenant: Tenant, defaults: SearchScope, config: MemorySearchConfig,
                scope: Any = None, **arguments: Any) -> list[SearchResult]:
-    """Resolve the scope against ``defaults``, validate, and search project ``project_id``: the body of
-    every public search.
+    """Resolve the scope against ``defaults``, keep it within ``tenant``, validate, and search the tenant's
+    project: the body of every public search.
 
     ``arguments`` are the spec's search arguments (``NOTSET`` when omitted):
     the scope ones go to ``resolve_scope``, the rest to ``build_request``.
-    Errors as those two raise them.
+    Errors as those two raise them; ``Tenant.limit_scope`` raises
+    ``OutOfScope`` (ValueError) for a scope beyond a restricted tenant's user or agent.
     """
     scope_arguments = {name: arguments.pop(name) for name in SCOPE_ARGUMENTS if name in arguments}
-    resolved = resolve_scope(defaults, scope=scope, **scope_arguments)
-    return search_records(build_request(query, project_id=project_id, scope=resolved, config=config, **arguments))
+    resolved = tenant.limit_scope(resolve_scope(defaults, scope=scope, **scope_arguments))
+    return search_records(build_request(query, project_id=tenant.project.pk, scope=resolved, config=config,
+                                        **arguments))
 
 
 def filtered_chunks(request: SearchRequest, now=None):

@@ -18,7 +18,7 @@ from django.utils import timezone
 from memory.errors import InvalidArgument, InvalidType, NotFound, check_sql_count
 from memory.metadata_filter import compile_filter
 from memory.models import Image, Memory, Message, Project, Thread
-from memory.tenancy import public_id, stored_id, stored_ids
+from memory.tenancy import Tenant, public_id, stored_id, stored_ids
 from memory.types import (
     NOTSET,
     ImageContent,
@@ -136,9 +136,14 @@ def thread_get(*, project: Project, thread_id: Any) -> Thread:
     return thread
 
 
-def thread_list(*, project: Project, user_id: Any = NOTSET, agent_id: Any = NOTSET) -> QuerySet[Thread]:
-    """Threads of ``project``, most recently active first, optionally filtered by user and agent."""
-    qs = Thread.objects.filter(project=project).order_by("-updated_at", "id")
+def thread_list(*, tenant: Tenant, user_id: Any = NOTSET, agent_id: Any = NOTSET) -> QuerySet[Thread]:
+    """Threads of the tenant's project, most recently active first, optionally filtered by user and agent.
+
+    A restricted tenant lists its own user's and agent's threads only; a
+    filter naming another raises ``OutOfScope`` (``Tenant.fill``).
+    """
+    user_id, agent_id = tenant.fill("user_id", user_id), tenant.fill("agent_id", agent_id)
+    qs = Thread.objects.filter(project=tenant.project).order_by("-updated_at", "id")
     if user_id is not NOTSET:
         qs = qs.filter(user_id=user_id)
     if agent_id is not NOTSET:

@@ -28,9 +28,11 @@ the exact inverse of ``stored_id`` for any public id (which may contain ``:``).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from typing import Any
 
-from memory.errors import InvalidArgument, InvalidType
+from memory.errors import InvalidArgument, InvalidType, OutOfScope
+from memory.types import NOTSET, SearchScope
 
 SEPARATOR = ":"
 #: Slug of the project that holds everything stored before projects existed
@@ -68,6 +70,32 @@ def project_of(stored: str) -> int:
     return int(stored.partition(SEPARATOR)[0])
 
 
+def project_create(*, slug: Any, name: Any = "") -> Any:
+    """Create a project (a new tenant); return the row. ``slug``: letters, digits, ``-`` and ``_``, at most 50
+    characters, not taken (ValueError naming ``slug`` otherwise); ``name``: a label."""
+    from django.core.validators import validate_slug
+    from django.db import IntegrityError, transaction
+
+    from memory.errors import Conflict
+    from memory.models import Project
+
+    if not isinstance(slug, str):
+        raise InvalidType("slug", "must be a string")
+    if not isinstance(name, str):
+        raise InvalidType("name", "must be a string")
+    try:
+        validate_slug(slug)
+    except Exception:
+        raise InvalidArgument("slug", "must be letters, digits, - or _") from None
+    if len(slug) > 50 or len(name) > 200:
+        raise InvalidArgument("slug" if len(slug) > 50 else "name", "is too long (slug 50, name 200 characters)")
+    try:
+        with transaction.atomic():
+            return Project.objects.create(slug=slug, name=name)
+    except IntegrityError:
+        raise Conflict("slug", slug) from None
+
+
 def get_project(project: Any = None):
     """The ``Project`` row for ``project``: a row (returned as is), a slug, or None for the default project.
 
@@ -91,3 +119,58 @@ def get_project(project: Any = None):
     if row is None:
         raise NotFound("project", project)
     return row
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """Who a client acts for: a project, and optionally one end user and/or one agent of it (issue #12).
+
+    ``user_id``/``agent_id`` None: any user/agent of the project; a string:
+    only that one (an API key with a fixed ``user_id`` makes such a client,
+    ``threads.auth``). A restricted client sees only the threads of its user
+    and agent (others are "not found"), writes only records of them, and
+    searches only them; a value naming another raises ``OutOfScope``
+    (ValueError; HTTP 403) naming the argument.
+    """
+
+    project: Any  # memory.models.Project
+    user_id: str | None = None
+    agent_id: str | None = None
+
+    @property
+    def restricted(self) -> bool:
+        """Whether a fixed user or agent applies."""
+        return self.user_id is not None or self.agent_id is not None
+
+    def fill(self, field: str, value: Any) -> Any:
+        """An omitted ``user_id``/``agent_id`` becomes the fixed one; a given one must equal it (``OutOfScope``)."""
+        fixed = getattr(self, field)
+        if fixed is None:
+            return value
+        if value is NOTSET:
+            return fixed
+        if value != fixed:
+            raise OutOfScope(field, f"this client acts for {field} {fixed!r} only, not {value!r}")
+        return value
+
+    def allows(self, row: Any) -> bool:
+        """Whether a stored row (a thread, or anything with ``user_id``/``agent_id``) is within the restriction."""
+        return ((self.user_id is None or row.user_id == self.user_id)
+                and (self.agent_id is None or row.agent_id == self.agent_id))
+
+    def limit_scope(self, scope: SearchScope) -> SearchScope:
+        """A resolved search scope within the restriction: an open dimension is pinned to the fixed id; one
+        naming another id (or ``exact_*_match=False`` over it) raises ``OutOfScope``."""
+        for dimension in ("user", "agent"):
+            fixed = getattr(self, f"{dimension}_id")
+            if fixed is None:
+                continue
+            field, exact = f"{dimension}_id", f"exact_{dimension}_match"
+            value = getattr(scope, field)
+            if value is NOTSET:
+                scope = replace(scope, **{field: fixed, exact: True})
+            elif value != fixed:
+                raise OutOfScope(field, f"this client acts for {field} {fixed!r} only, not {value!r}")
+            elif not getattr(scope, exact):
+                raise OutOfScope(exact, f"this client acts for {field} {fixed!r} only: matching must be exact")
+        return scope

@@ -6,6 +6,9 @@
 * ``InvalidArgument``/``InvalidType`` -> 422 in ninja's own shape,
   ``{"detail": [{"loc": [source, field], "msg": ..., "type": ...}]}``;
 * ``NotFound`` -> 404 ``{"detail": ..., "field": ...}``;
+* a key whose permission is too weak (``threads.auth.KeyForbidden``) -> 403
+  ``{"detail": ..., "field": null}``; a value beyond a restricted key's user or
+  agent (``memory.errors.OutOfScope``) -> 403 naming the field;
 * ``Conflict`` -> 409 ``{"detail": ..., "field": ...}``;
 * ``memory.llm.LlmError`` raised by a request that needs the LLM (an image
   caption) -> 503 when the LLM is unreachable, 502 when it answered badly;
@@ -21,9 +24,10 @@ Schema errors name the field as the docs show it: ``loc`` is
 ``[source, field, ...]``, without the name of the view's body parameter
 that ninja puts after ``"body"`` (``OamNinjaAPI.validation_error_from_error_contexts``).
 
-The OpenAPI schema documents, besides each route's own responses, 401 on
-every operation (all need a key) and 413 on those with a body
-(``OamNinjaAPI.get_openapi_schema``).
+The OpenAPI schema documents, besides each route's own responses, 401 and 403
+on every operation (all need a key, with a permission) and 413 on those with a
+body (``OamNinjaAPI.get_openapi_schema``). Routes need ``write`` unless they
+say otherwise (``threads.api``: ``READ``, ``ADMIN``).
 
 Docs (Swagger UI, served with its assets by the app itself) are at ``/api/docs`` and the schema at
 ``/api/openapi.json``; both answer without a key.
@@ -42,12 +46,12 @@ from ninja import NinjaAPI, Swagger
 from ninja.errors import HttpError, Throttled, ValidationError, ValidationErrorContext
 from ninja.parser import Parser
 
-from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound
+from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound, OutOfScope
 from memory.llm import LlmError, LlmUnavailable
 from threads.api import router as threads_router
-from threads.auth import ApiKeyAuth
-from threads.throttling import ApiKeyRateThrottle, seconds_to_next_window
+from threads.auth import ApiKeyAuth, KeyForbidden
 from threads.json_body import InvalidJsonBody, parse_json_body
+from threads.throttling import ApiKeyRateThrottle, seconds_to_next_window
 
 
 class JsonParser(Parser):
@@ -107,15 +111,18 @@ class OamNinjaAPI(NinjaAPI):
         return error
 
     def get_openapi_schema(self, *, path_prefix=None, path_params=None):
-        """ninja's schema, plus 401 (``ErrorOut``) on each operation with ``security`` and 413 on each with
-        a ``requestBody``; a response a route declares itself is kept."""
+        """ninja's schema, plus 401 and 403 (``ErrorOut``) on each operation with ``security`` and 413 on each
+        with a ``requestBody``; a response a route declares itself is kept."""
         schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
         error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
         for operations in schema.get("paths", {}).values():
             for operation in operations.values():
                 responses = operation.setdefault("responses", {})
                 if operation.get("security"):
-                    responses.setdefault(401, {"description": "No, or no active, API key", "content": error})
+                    responses.setdefault(401, {"description": "No usable API key (missing, wrong, revoked or "
+                                                             "expired)", "content": error})
+                    responses.setdefault(403, {"description": "The key's permission or its fixed user or agent "
+                                                             "does not allow this", "content": error})
                 if "requestBody" in operation:
                     responses.setdefault(413, {"description": "Request body too large", "content": error})
         return schema
@@ -125,8 +132,10 @@ api = OamNinjaAPI(
     title="OAM Site API",
     version="1",
     description="Durable, searchable memory for AI agents (OracleThread API over HTTP). "
-    "Send `Authorization: Bearer <key>`; keys come from `manage.py create_api_key <name>`.",
-    auth=ApiKeyAuth(),
+    "Send `Authorization: Bearer <key>`; keys come from `manage.py create_api_key <name>` or `POST /api/keys`. "
+    "A key works in one project, with a permission (read, write, admin) and, when it has them, for one end "
+    "user and agent only.",
+    auth=ApiKeyAuth("write"),
     urls_namespace="api",
     # Swagger UI from ninja's own static files ("ninja" in INSTALLED_APPS), not a CDN; "none": no spec
     # validation badge fetched from validator.swagger.io. The page works with no Internet access.
@@ -161,6 +170,18 @@ def invalid_argument(request: HttpRequest, exc: InvalidArgument) -> HttpResponse
 def invalid_type(request: HttpRequest, exc: InvalidType) -> HttpResponse:
     """A value has the wrong type: 422, like a schema error."""
     return _invalid(request, exc, "type_error")
+
+
+@api.exception_handler(OutOfScope)
+def out_of_scope(request: HttpRequest, exc: OutOfScope) -> HttpResponse:
+    """A value names another end user or agent than the key's fixed ones: 403 naming the field."""
+    return api.create_response(request, {"detail": exc.message, "field": exc.field}, status=403)
+
+
+@api.exception_handler(KeyForbidden)
+def key_forbidden(request: HttpRequest, exc: KeyForbidden) -> HttpResponse:
+    """The key is usable but its permission does not cover the operation: 403."""
+    return api.create_response(request, {"detail": exc.message, "field": None}, status=403)
 
 
 @api.exception_handler(NotFound)

@@ -27,6 +27,16 @@ from memory.images import decode_image_base64
 from memory.types import ImageMimeType, ImageRecord, MemoryRecord, Message
 
 from threads.json_body import parse_json_body
+from threads.auth import (
+    ApiKeyAuth,
+    KeyForbidden,
+    api_key_create,
+    api_key_get,
+    api_key_list,
+    api_key_revoke,
+    api_key_rotate,
+    api_key_tenant,
+)
 from threads.schemas import (
     ContextCardIn,
     ContextCardOut,
@@ -38,6 +48,9 @@ from threads.schemas import (
     ImageListQuery,
     ImageOut,
     ImagePatchIn,
+    KeyCreatedOut,
+    KeyIn,
+    KeyOut,
     LinkIn,
     LinkListQuery,
     LinkPatchIn,
@@ -66,6 +79,10 @@ from threads.schemas import (
 
 router = Router(tags=["threads"])
 
+#: Route permissions (issue #12). A route without ``auth=`` needs ``write``, the
+#: API's default (``oam_site.api``): forgetting it refuses a read key, never the reverse.
+READ, WRITE, ADMIN = ApiKeyAuth("read"), ApiKeyAuth("write"), ApiKeyAuth("admin")
+
 NOT_FOUND = {404: ErrorOut}
 INVALID = {422: ValidationErrorOut}
 
@@ -88,9 +105,9 @@ class Pagination(LimitOffsetPagination):
 
 
 def _memory(request: HttpRequest) -> AgentMemory:
-    """A client of the request's project with the configured retention (cheap; built per request so settings
-    stay live)."""
-    return AgentMemory()
+    """A client acting for the request's key: its project, fixed user and agent (``threads.auth.api_key_tenant``),
+    with the configured retention (cheap; built per request so settings stay live)."""
+    return AgentMemory(tenant=api_key_tenant(request.auth))
 
 
 def _thread(request: HttpRequest, thread_id: str) -> Thread:
@@ -138,7 +155,7 @@ def thread_create(request: HttpRequest, payload: ThreadIn):
     return Status(201, _memory(request).create_thread(**data))
 
 
-@router.get("/threads", response={200: list[ThreadOut], **INVALID})
+@router.get("/threads", auth=READ, response={200: list[ThreadOut], **INVALID})
 @paginate(Pagination)
 def thread_list(request: HttpRequest, user_id: str | None = None, agent_id: str | None = None):
     """List threads, oldest first, optionally for one user and/or agent.
@@ -147,10 +164,10 @@ def thread_list(request: HttpRequest, user_id: str | None = None, agent_id: str 
     the pages reaches every thread even while threads receive messages.
     """
     filters = {name: value for name, value in (("user_id", user_id), ("agent_id", agent_id)) if value is not None}
-    return selectors.thread_list(project=_memory(request).project, **filters).order_by("created_at", "id")
+    return selectors.thread_list(tenant=_memory(request).tenant, **filters).order_by("created_at", "id")
 
 
-@router.get("/threads/{thread_id}", response={200: ThreadOut, **NOT_FOUND})
+@router.get("/threads/{thread_id}", auth=READ, response={200: ThreadOut, **NOT_FOUND})
 def thread_get(request: HttpRequest, thread_id: str):
     """Return one thread."""
     return _thread(request, thread_id)
@@ -182,7 +199,7 @@ def messages_add(request: HttpRequest, thread_id: str, payload: MessagesIn):
     return Status(201, {"ids": _thread(request, thread_id).add_messages(data.pop("messages"), **data)})
 
 
-@router.get("/threads/{thread_id}/messages", response={200: PagedMessageOut, **NOT_FOUND, **INVALID})
+@router.get("/threads/{thread_id}/messages", auth=READ, response={200: PagedMessageOut, **NOT_FOUND, **INVALID})
 def message_list(request: HttpRequest, thread_id: str, params: Query[MessageListQuery]):
     """Live messages in order, as ``{"items": [...], "count": N}`` (``count``: all live messages).
 
@@ -202,7 +219,7 @@ def message_list(request: HttpRequest, thread_id: str, params: Query[MessageList
                                   **args)
 
 
-@router.get("/threads/{thread_id}/messages/{message_id}", response={200: MessageOut, **NOT_FOUND, **INVALID})
+@router.get("/threads/{thread_id}/messages/{message_id}", auth=READ, response={200: MessageOut, **NOT_FOUND, **INVALID})
 def message_get(request: HttpRequest, thread_id: str, message_id: str, params: Query[MessageGetQuery]):
     """Return one live message of this thread (404 for another thread's). Image parts carry base64 ``data``
     only for the ids in ``included_image_ids``."""
@@ -238,14 +255,14 @@ def memory_add(request: HttpRequest, thread_id: str, payload: MemoryIn):
     return Status(201, _written_memory(thread, thread.add_memory(data.pop("content"), **data)))
 
 
-@router.get("/threads/{thread_id}/memories", response={200: list[MemoryOut], **NOT_FOUND, **INVALID})
+@router.get("/threads/{thread_id}/memories", auth=READ, response={200: list[MemoryOut], **NOT_FOUND, **INVALID})
 @paginate(Pagination)
 def memory_list(request: HttpRequest, thread_id: str, filters: Query[MemoryListQuery]):
     """This thread's live memories, oldest first, optionally of one type."""
     return selectors.memory_records(thread=_thread(request, thread_id)._row, memory_type=filters.memory_type)
 
 
-@router.get("/threads/{thread_id}/memories/{memory_id}", response={200: MemoryOut, **NOT_FOUND})
+@router.get("/threads/{thread_id}/memories/{memory_id}", auth=READ, response={200: MemoryOut, **NOT_FOUND})
 def memory_get(request: HttpRequest, thread_id: str, memory_id: str):
     """Return one live memory owned by this thread."""
     return _thread(request, thread_id).get_memory(memory_id)
@@ -421,7 +438,7 @@ def image_add(request: HttpRequest, thread_id: str):
     return Status(201, _written_image(thread, image_id))
 
 
-@router.get("/threads/{thread_id}/images", response={200: list[ImageOut], **NOT_FOUND, **INVALID})
+@router.get("/threads/{thread_id}/images", auth=READ, response={200: list[ImageOut], **NOT_FOUND, **INVALID})
 @paginate(Pagination)
 def image_list(request: HttpRequest, thread_id: str, params: Query[ImageListQuery]):
     """This thread's images in store order (spec: list_images), paged by ``limit`` (default 100) and
@@ -433,14 +450,14 @@ def image_list(request: HttpRequest, thread_id: str, params: Query[ImageListQuer
     return selectors.image_records(thread=_thread(request, thread_id)._row, **args)
 
 
-@router.get("/threads/{thread_id}/images/{image_id}", response={200: ImageOut, **NOT_FOUND, **INVALID})
+@router.get("/threads/{thread_id}/images/{image_id}", auth=READ, response={200: ImageOut, **NOT_FOUND, **INVALID})
 def image_get(request: HttpRequest, thread_id: str, image_id: str, params: Query[ImageGetQuery]):
     """One live image of this thread; ``include_bytes=true`` adds base64 ``data``."""
     return _thread(request, thread_id).get_image(image_id, include_bytes=params.include_bytes)
 
 
 @router.get(
-    "/threads/{thread_id}/images/{image_id}/content", response={**NOT_FOUND}, url_name="image_content",
+    "/threads/{thread_id}/images/{image_id}/content", auth=READ, response={**NOT_FOUND}, url_name="image_content",
     openapi_extra={"responses": {200: {
         "description": "The image bytes, with their MIME type as Content-Type.",
         "content": {m.value: {"schema": {"type": "string", "format": "binary"}} for m in ImageMimeType},
@@ -493,7 +510,7 @@ def link_create(request: HttpRequest, thread_id: str, payload: LinkIn):
     return Status(201, links.link_get(thread=thread.row, relation_id=relation_id))
 
 
-@router.get("/threads/{thread_id}/links", response={200: list[RelationOut], **NOT_FOUND, **INVALID})
+@router.get("/threads/{thread_id}/links", auth=READ, response={200: list[RelationOut], **NOT_FOUND, **INVALID})
 @paginate(Pagination)
 def link_list(request: HttpRequest, thread_id: str, filters: Query[LinkListQuery]):
     """This thread's relations, oldest first; ``record_id`` keeps those touching that record."""
@@ -529,7 +546,7 @@ def link_delete_by_endpoints(request: HttpRequest, thread_id: str, endpoints: Qu
 # --- search -------------------------------------------------------------------------
 
 
-@router.post("/threads/{thread_id}/search", response={200: list[SearchResultOut], **NOT_FOUND, **INVALID})
+@router.post("/threads/{thread_id}/search", auth=READ, response={200: list[SearchResultOut], **NOT_FOUND, **INVALID})
 def thread_search(request: HttpRequest, thread_id: str, payload: SearchIn):
     """Search from a thread: omitted scope fields inherit the thread's (exact user and agent,
     ``exact_thread_match=false``)."""
@@ -537,7 +554,7 @@ def thread_search(request: HttpRequest, thread_id: str, payload: SearchIn):
     return _thread(request, thread_id).search(data.pop("query"), **data)
 
 
-@router.post("/search", response={200: list[SearchResultOut], **INVALID})
+@router.post("/search", auth=READ, response={200: list[SearchResultOut], **INVALID})
 def search(request: HttpRequest, payload: SearchIn):
     """Search across threads: an omitted id leaves its dimension open."""
     data = payload.model_dump(exclude_unset=True)
@@ -547,14 +564,14 @@ def search(request: HttpRequest, payload: SearchIn):
 # --- summaries and context cards ----------------------------------------------------
 
 
-@router.get("/threads/{thread_id}/summary", response={200: SummaryOut, **NOT_FOUND, **INVALID})
+@router.get("/threads/{thread_id}/summary", auth=READ, response={200: SummaryOut, **NOT_FOUND, **INVALID})
 def thread_summary(request: HttpRequest, thread_id: str, params: Query[SummaryQuery]):
     """Summary of the thread (or of all but its last ``except_last`` messages): the durable LLM summary,
     refreshed when behind, or without an LLM a transcript of the latest messages (at most 4000 characters)."""
     return _thread(request, thread_id).get_summary(**params.model_dump(exclude_unset=True))
 
 
-@router.post("/threads/{thread_id}/context-card", response={200: ContextCardOut, **NOT_FOUND, **INVALID})
+@router.post("/threads/{thread_id}/context-card", auth=READ, response={200: ContextCardOut, **NOT_FOUND, **INVALID})
 def thread_context_card(request: HttpRequest, thread_id: str, payload: ContextCardIn):
     """Build a context card: summary, topics, relevant records (the thread's default scope,
     ``exact_thread_match=false``) and recent messages, with its rendered XML-like ``content``."""
@@ -564,8 +581,57 @@ def thread_context_card(request: HttpRequest, thread_id: str, payload: ContextCa
 # --- extraction ----------------------------------------------------------------------
 
 
-@router.get("/threads/{thread_id}/extraction", response={200: ExtractionStateOut, **NOT_FOUND})
+@router.get("/threads/{thread_id}/extraction", auth=READ, response={200: ExtractionStateOut, **NOT_FOUND})
 def thread_extraction(request: HttpRequest, thread_id: str):
     """The thread's extraction state: watermark, last message seq, pending messages and jobs, the last
     job (counts, seconds, error) and the stored config. Live progress: ``/ws/threads/{thread_id}/extraction/``."""
     return extraction.extraction_state(thread=_thread(request, thread_id).row)
+
+
+# --- API keys (admin) ------------------------------------------------------------------
+
+
+def _key_manager(request: HttpRequest):
+    """The calling key, when it may manage its project's keys: ``admin`` (the route's auth) and no fixed user
+    or agent (such a key acts for one user; managing keys would let it act for others)."""
+    manager = request.auth
+    if manager.user_id is not None or manager.agent_id is not None:
+        raise KeyForbidden("a key restricted to a user or an agent cannot manage keys")
+    return manager
+
+
+def _with_raw(row, raw: str):
+    row.key = raw  # KeyCreatedOut shows it this once
+    return row
+
+
+@router.get("/keys", auth=ADMIN, response={200: list[KeyOut]}, tags=["keys"])
+@paginate(Pagination)
+def key_list(request: HttpRequest):
+    """The project's API keys, newest first, revoked ones included (never the keys themselves), as
+    ``{"items": [...], "count": N}`` paged by ``limit``/``offset`` like every list."""
+    return api_key_list(project=_key_manager(request).project)
+
+
+@router.post("/keys", auth=ADMIN, response={201: KeyCreatedOut, **INVALID}, tags=["keys"])
+def key_create(request: HttpRequest, payload: KeyIn):
+    """Create a key in the project; the answer holds the key itself, shown this once."""
+    manager = _key_manager(request)
+    row, raw = api_key_create(project=manager.project, created_by=f"api-key:{manager.pk}",
+                              **payload.model_dump(exclude_unset=True))
+    return Status(201, _with_raw(row, raw))
+
+
+@router.post("/keys/{key_id}/rotate", auth=ADMIN, response={200: KeyCreatedOut, **NOT_FOUND, **INVALID},
+             tags=["keys"])
+def key_rotate(request: HttpRequest, key_id: int):
+    """Give a key a new secret (the old one stops working at once); the answer holds it, shown this once."""
+    row, raw = api_key_rotate(key=api_key_get(project=_key_manager(request).project, key_id=key_id))
+    return _with_raw(row, raw)
+
+
+@router.delete("/keys/{key_id}", auth=ADMIN, response={204: None, **NOT_FOUND}, tags=["keys"])
+def key_revoke(request: HttpRequest, key_id: int):
+    """Revoke a key of the project for good; revoking twice is harmless."""
+    api_key_revoke(key=api_key_get(project=_key_manager(request).project, key_id=key_id))
+    return Status(204, None)

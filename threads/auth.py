@@ -1,21 +1,50 @@
-"""API-key authentication for the JSON API (``Authorization: Bearer <key>``) and the WebSockets.
+"""API keys: creating, rotating, revoking and checking them, for the JSON API and the WebSockets (issue #12).
 
 A key is ``secrets.token_urlsafe(32)``; the database keeps its SHA-256 digest
-and a short prefix, so a leaked table does not leak usable keys.
+and a short prefix, so a leaked table does not leak usable keys. The raw key
+is returned once, by ``api_key_create`` and ``api_key_rotate``, and never
+stored. Every way of managing keys (``manage.py`` commands, the admin, the
+``/api/keys`` endpoints) calls the functions here.
+
+A key acts for its project, with its permission (``threads.models.PERMISSIONS``:
+read < write < admin) and, when it has them, for its fixed user and agent
+only: ``api_key_tenant`` turns it into the ``memory.tenancy.Tenant`` the
+engine enforces. ``ApiKeyAuth(permission)`` is the ninja auth of a route: no
+usable key (missing, wrong, revoked, expired) is a 401, too weak a permission
+a 403 (``KeyForbidden``).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import secrets
+from typing import Any
 
+from django.db import transaction
 from django.http import HttpRequest
+from django.utils import timezone
 from ninja.security import HttpBearer
 
-from threads.models import ApiKey
+from memory.errors import InvalidArgument, InvalidType, NotFound, check_text
+from memory.models import Project
+from memory.services import check_scope_id
+from memory.tenancy import Tenant
+from threads.models import PERMISSIONS, ApiKey
 from threads.throttling import check_failed_keys, note_failed_key
 
 PREFIX_LENGTH = 8
+#: ``last_used_at`` is written at most this often per key (seconds): not one write per request.
+TOUCH_SECONDS = 60
+NAME_LENGTH = ApiKey._meta.get_field("name").max_length
+
+
+class KeyForbidden(Exception):
+    """A usable key whose permission or restriction does not allow the operation (HTTP 403)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
 
 
 def hash_key(key: str) -> str:
@@ -23,36 +52,166 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
-def api_key_create(*, name: str) -> tuple[ApiKey, str]:
-    """Create an active key named ``name``; return the row and the raw key (shown once, never stored)."""
+def check_permission(value: Any, field: str = "permission") -> str:
+    """One of ``read``, ``write``, ``admin`` (ValueError naming ``field`` otherwise)."""
+    if value not in PERMISSIONS:
+        raise InvalidArgument(field, f"must be one of: {', '.join(PERMISSIONS)}")
+    return value
+
+
+def permits(granted: str, needed: str) -> bool:
+    """Whether permission ``granted`` includes ``needed`` (read < write < admin)."""
+    return PERMISSIONS.index(granted) >= PERMISSIONS.index(needed)
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str):
+        raise InvalidType("name", "must be a string")
+    if not name.strip():
+        raise InvalidArgument("name", "must not be empty")
+    if len(name) > NAME_LENGTH:
+        raise InvalidArgument("name", f"must be at most {NAME_LENGTH} characters")
+    return check_text(name, "name")
+
+
+def _check_expiry(value: Any, now: dt.datetime) -> dt.datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, dt.datetime):
+        raise InvalidType("expires_at", "must be a datetime or None")
+    if timezone.is_naive(value):
+        raise InvalidArgument("expires_at", "must carry a time zone")
+    if value <= now:
+        raise InvalidArgument("expires_at", "must be in the future")
+    return value
+
+
+def _new_secret() -> tuple[str, str, str]:
+    """(raw key, its prefix, its digest)."""
     raw = secrets.token_urlsafe(32)
-    row = ApiKey(name=name, prefix=raw[:PREFIX_LENGTH], key_hash=hash_key(raw))
-    row.full_clean()
+    return raw, raw[:PREFIX_LENGTH], hash_key(raw)
+
+
+def api_key_create(*, name: Any, project: Project | None = None, permission: Any = "write", user_id: Any = None,
+                   agent_id: Any = None, expires_at: Any = None, created_by: str = "") -> tuple[ApiKey, str]:
+    """Create an active key; return the row and the raw key (shown once, never stored).
+
+    ``project``: a ``Project`` (None: the default project). ``permission``:
+    read, write (default) or admin. ``user_id``/``agent_id``: None, or the one
+    end user/agent the key acts for. ``expires_at``: None (never) or an aware
+    datetime in the future. ``created_by`` says who asked (for the audit
+    trail). Raises ValueError/TypeError naming the field.
+    """
+    from memory.tenancy import get_project
+
+    now = timezone.now()
+    row = ApiKey(
+        name=_check_name(name), project=get_project(project), permission=check_permission(permission),
+        user_id=check_scope_id(user_id, "user_id"), agent_id=check_scope_id(agent_id, "agent_id"),
+        expires_at=_check_expiry(expires_at, now), created_by=created_by[:200], created_at=now,
+    )
+    raw, row.prefix, row.key_hash = _new_secret()
     row.save()
     return row, raw
 
 
-def api_key_lookup(raw: str | None) -> ApiKey | None:
-    """Return the active key whose digest matches the raw key ``raw``, or None (also for empty input)."""
+def api_key_lookup(raw: str | None, *, now: dt.datetime | None = None) -> ApiKey | None:
+    """The usable key whose digest matches ``raw`` (active, not expired), with its project; None otherwise
+    (also for empty input)."""
     if not raw:
         return None
-    return ApiKey.objects.filter(key_hash=hash_key(raw), is_active=True).first()
+    row = ApiKey.objects.select_related("project").filter(key_hash=hash_key(raw), is_active=True).first()
+    if row is None or (row.expires_at is not None and row.expires_at <= (now or timezone.now())):
+        return None
+    return row
+
+
+def api_key_touch(row: ApiKey, *, now: dt.datetime | None = None) -> None:
+    """Record that ``row`` was used, at most once every ``TOUCH_SECONDS`` (one UPDATE of that row)."""
+    now = now or timezone.now()
+    if row.last_used_at is None or (now - row.last_used_at).total_seconds() >= TOUCH_SECONDS:
+        ApiKey.objects.filter(pk=row.pk).update(last_used_at=now)
+        row.last_used_at = now
+
+
+def api_key_get(*, project: Project, key_id: Any) -> ApiKey:
+    """The key ``key_id`` of ``project`` (revoked ones included); KeyError (``NotFound``) otherwise."""
+    if not isinstance(key_id, int) or isinstance(key_id, bool):
+        raise InvalidType("key_id", "must be an int")
+    row = ApiKey.objects.select_related("project").filter(pk=key_id, project=project).first()
+    if row is None:
+        raise NotFound("key_id", str(key_id))
+    return row
+
+
+def api_key_list(*, project: Project | None = None, include_revoked: bool = True) -> list[ApiKey]:
+    """Keys, newest first: of ``project`` (None: every project), revoked ones too unless ``include_revoked`` is False."""
+    qs = ApiKey.objects.select_related("project").order_by("-created_at", "-id")
+    if project is not None:
+        qs = qs.filter(project=project)
+    if not include_revoked:
+        qs = qs.filter(is_active=True)
+    return list(qs)
+
+
+def api_key_rotate(*, key: ApiKey) -> tuple[ApiKey, str]:
+    """Give an active key a new secret; return the row and the new raw key. The old raw key stops working at
+    once; the key keeps its id, project, permission, restriction and expiry. ValueError for a revoked key."""
+    with transaction.atomic():
+        row = ApiKey.objects.select_for_update().get(pk=key.pk)
+        if not row.is_active:
+            raise InvalidArgument("key_id", f"key {row.pk} is revoked; create a new one")
+        raw, row.prefix, row.key_hash = _new_secret()
+        row.rotated_at = timezone.now()
+        row.save(update_fields=["prefix", "key_hash", "rotated_at"])
+    return row, raw
+
+
+def api_key_revoke(*, key: ApiKey) -> ApiKey:
+    """Revoke a key for good (idempotent): it is refused from now on. The row stays, for the audit trail.
+
+    Returns the row.
+    """
+    with transaction.atomic():
+        row = ApiKey.objects.select_for_update().get(pk=key.pk)
+        if row.is_active:
+            row.is_active, row.revoked_at = False, timezone.now()
+            row.save(update_fields=["is_active", "revoked_at"])
+    return row
+
+
+def api_key_tenant(row: ApiKey) -> Tenant:
+    """What the engine enforces for a key: its project, fixed user and fixed agent."""
+    return Tenant(project=row.project, user_id=row.user_id, agent_id=row.agent_id)
 
 
 class ApiKeyAuth(HttpBearer):
-    """Bearer-token auth: ``request.auth`` is the active ``ApiKey``; None (HTTP 401) otherwise."""
+    """Bearer-token auth of a route needing ``permission``: ``request.auth`` is the usable ``ApiKey``.
+
+    No usable key: None (HTTP 401). A key with a weaker permission: ``KeyForbidden`` (HTTP 403).
+    """
+
+    def __init__(self, permission: str = "read"):
+        super().__init__()
+        self.permission = check_permission(permission)
 
     def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
-        """Return the active key whose digest matches ``token``, or None.
+        """Return the usable key whose digest matches ``token`` (recording its use), or None.
 
         An address that sent too many wrong keys this minute gets 429 before the
-        key is even looked up (``threads.throttling``).
+        key is even looked up (``threads.throttling``); a missing, wrong, revoked
+        or expired key counts against it.
         """
         check_failed_keys(request)
-        key = api_key_lookup(token)
-        if key is None:
+        row = api_key_lookup(token)
+        if row is None:
             note_failed_key(request)
-        return key
+            return None
+        if not permits(row.permission, self.permission):
+            raise KeyForbidden(f"this key's permission is {row.permission!r}; this operation needs "
+                               f"{self.permission!r}")
+        api_key_touch(row)
+        return row
 
     def __call__(self, request: HttpRequest):
         """ninja's bearer check; a request with no bearer key at all also counts as a failed key."""

@@ -2,8 +2,11 @@
 
 ``/ws/threads/<thread_id>/extraction/`` streams a thread's extraction
 progress. Authentication: a staff session (``scope["user"]`` from
-``AuthMiddlewareStack``) or an active API key, sent as ``Authorization: Bearer
-<key>`` or ``?api_key=<key>`` (browsers cannot set headers on a WebSocket).
+``AuthMiddlewareStack``), listening in the project named by ``?project=<slug>``
+(default: the default project), or a usable API key, sent as
+``Authorization: Bearer <key>`` or ``?api_key=<key>`` (browsers cannot set
+headers on a WebSocket), listening in its project and, for a key with a fixed
+user or agent, to that user's and agent's threads only (issue #12).
 
 Refusals carry an application close code: 4401 no valid credentials (no
 session, or a wrong or inactive API key), 4403 a signed-in user who is not
@@ -29,6 +32,7 @@ Frames sent, all JSON:
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
@@ -37,8 +41,8 @@ from channels.security.websocket import AllowedHostsOriginValidator
 
 from memory import extraction, progress, selectors
 from memory.errors import NotFound
-from memory.tenancy import get_project
-from threads.auth import api_key_lookup
+from memory.tenancy import Tenant, get_project
+from threads.auth import api_key_lookup, api_key_tenant
 
 
 def scope_api_key(scope) -> str | None:
@@ -74,29 +78,59 @@ class OriginValidatorUnlessApiKey:
 NOT_AUTHENTICATED, FORBIDDEN, NO_SUCH_THREAD = 4401, 4403, 4404
 
 
-def _refusal(scope) -> int | None:
-    """None when the scope may listen, else the close code: 4401 (no valid key or session), 4403 (not staff)."""
-    key = scope_api_key(scope)
-    if key is not None:
-        return None if api_key_lookup(key) is not None else NOT_AUTHENTICATED
+def _named_project(scope) -> str | None:
+    """The ``?project=<slug>`` of the handshake, or None."""
+    values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("project")
+    return values[0] if values and values[0] else None
+
+
+@dataclass
+class Listener:
+    """Who may listen: the tenant whose threads it may open, and the API key it used (None: a staff session)."""
+
+    tenant: Tenant
+    key_id: int | None = None
+
+
+def _authorize(scope) -> Listener | int:
+    """The ``Listener`` of a handshake, or its refusal's close code.
+
+    An API key (any permission: listening is reading) acts for its tenant
+    (``threads.auth.api_key_tenant``: its project, fixed user and agent); a
+    ``?project=`` naming another project is refused (4403). A staff session
+    listens in the project it names (default: the default project). 4401: no
+    valid key or session; 4403: signed in but not active staff; 4404: no such project.
+    """
+    raw = scope_api_key(scope)
+    named = _named_project(scope)
+    if raw is not None:
+        row = api_key_lookup(raw)
+        if row is None:
+            return NOT_AUTHENTICATED
+        if named is not None and named != row.project.slug:
+            return FORBIDDEN
+        return Listener(tenant=api_key_tenant(row), key_id=row.pk)
     user = scope.get("user")
     if user is None or not user.is_authenticated:
         return NOT_AUTHENTICATED
-    return None if user.is_active and user.is_staff else FORBIDDEN
-
-
-def _project(scope):
-    """The project a connection listens in: a staff session names it with ``?project=<slug>`` (default: the
-    default project). Raises ``NotFound`` for an unknown slug."""
-    values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("project")
-    return get_project(values[0] if values and values[0] else None)
-
-
-def _state(scope, thread_id: str) -> tuple[str, dict] | None:
-    """(the thread's stored id, its extraction state) in the connection's project, or None when it has no such
-    thread (or no such project)."""
+    if not (user.is_active and user.is_staff):
+        return FORBIDDEN
     try:
-        row = selectors.thread_get(project=_project(scope), thread_id=thread_id)
+        return Listener(tenant=Tenant(project=get_project(named)))
+    except NotFound:
+        return NO_SUCH_THREAD
+
+
+def _state(listener: Listener, thread_id: str) -> tuple[str, dict] | None:
+    """(the thread's stored id, its extraction state), or None when the listener's tenant has no such thread
+    (another user's or agent's thread of a restricted key counts as none)."""
+    try:
+        row = selectors.thread_get(project=listener.tenant.project, thread_id=thread_id)
+    except NotFound:
+        return None
+    if not listener.tenant.allows(row):
+        return None
+    try:
         return row.pk, extraction.extraction_state(thread=row)
     except NotFound:
         return None
@@ -106,11 +140,11 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
     """Relays one thread's extraction events to the client; the client sends nothing."""
 
     async def connect(self):
-        refusal = await database_sync_to_async(_refusal)(self.scope)
+        listener = await database_sync_to_async(_authorize)(self.scope)
         thread_id = self.scope["url_route"]["kwargs"]["thread_id"]
-        found = None
+        found, refusal = None, listener if isinstance(listener, int) else None
         if refusal is None:
-            found = await database_sync_to_async(_state)(self.scope, thread_id)
+            found = await database_sync_to_async(_state)(listener, thread_id)
             if found is None:
                 refusal = NO_SUCH_THREAD
         if refusal is not None:

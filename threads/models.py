@@ -3,12 +3,24 @@
 Keys are never stored: only the SHA-256 of the key (``key_hash``) and a short
 ``prefix`` to recognise it in the admin. Explicit short table and index names,
 because Django's Oracle backend truncates identifiers to 30 characters.
+
+A key belongs to one project and acts with one permission (issue #12):
+``read`` < ``write`` < ``admin``; with ``user_id``/``agent_id`` it acts for that
+end user/agent only (``memory.tenancy.Tenant``). It may expire, is revoked
+rather than deleted (``is_active`` False, ``revoked_at`` set), and records
+when it was last used. ``threads.auth`` holds the functions that create,
+rotate, revoke and check keys.
 """
 
 from __future__ import annotations
 
 from django.db import models
 from django.utils import timezone
+
+from memory.models import Project
+
+#: Permissions, weakest first: each includes the ones before it.
+PERMISSIONS = ("read", "write", "admin")
 
 
 class ApiKey(models.Model):
@@ -17,7 +29,22 @@ class ApiKey(models.Model):
     name = models.CharField(max_length=100)
     prefix = models.CharField(max_length=12, help_text="First characters of the key, for display only.")
     key_hash = models.CharField(max_length=64, help_text="SHA-256 hex digest of the key (unique).")
-    is_active = models.BooleanField(default=True)
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="api_keys")
+    permission = models.CharField(
+        max_length=8, choices=[(p, p) for p in PERMISSIONS], default="write",
+        help_text="read: reads and searches; write: also creates, changes and deletes records; "
+                  "admin: also manages the project's keys and erases users and agents.")
+    user_id = models.CharField(max_length=255, null=True, blank=True,
+                               help_text="When set, the key acts for this end user only.")
+    agent_id = models.CharField(max_length=255, null=True, blank=True,
+                                help_text="When set, the key acts for this agent only.")
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Refused from this moment on (empty: never).")
+    is_active = models.BooleanField(default=True, help_text="False once revoked.")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, help_text="Updated at most once a minute.")
+    rotated_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.CharField(max_length=200, blank=True, default="",
+                                  help_text='Who created it: "manage.py", "admin:<username>" or "api-key:<id>".')
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

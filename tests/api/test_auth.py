@@ -1,6 +1,7 @@
 """API keys: every operation needs ``Authorization: Bearer <key>``; keys are stored hashed."""
 
 import hashlib
+import re
 from io import StringIO
 
 import pytest
@@ -154,13 +155,22 @@ def test_create_api_key_command_rejects_an_empty_name(db):
     assert not ApiKey.objects.exists()
 
 
-def test_admin_lists_keys_by_prefix_and_cannot_add_them(admin_client, db):
+def test_admin_lists_keys_by_prefix_and_shows_a_new_key_once(admin_client, db):
     row, raw = api_key_create(name="listed-key")
     resp = admin_client.get("/admin/threads/apikey/")
     assert resp.status_code == 200
     assert b"listed-key" in resp.content and row.prefix.encode() in resp.content
     assert raw.encode() not in resp.content
-    assert admin_client.get("/admin/threads/apikey/add/").status_code == 403
+    added = admin_client.post("/admin/threads/apikey/add/", {
+        "name": "from-admin", "project": row.project_id, "permission": "read", "user_id": "u7", "agent_id": "",
+        "expires_at_0": "", "expires_at_1": ""})
+    assert added.status_code == 200, added.content[:1000]
+    shown = re.search(rb'id="raw-key" readonly size="60" value="([^"]+)"', added.content).group(1).decode()
+    made = ApiKey.objects.get(name="from-admin")
+    assert made.key_hash == hashlib.sha256(shown.encode()).hexdigest() and shown not in (made.key_hash, made.prefix)
+    assert (made.permission, made.user_id, made.agent_id, made.created_by) == ("read", "u7", None, "admin:admin")
+    assert shown.encode() not in admin_client.get(f"/admin/threads/apikey/{made.pk}/change/").content
+    assert admin_client.get(f"/admin/threads/apikey/{made.pk}/delete/").status_code == 403  # revoked, not deleted
 
 
 def test_writes_need_no_csrf_token(db, api_key):

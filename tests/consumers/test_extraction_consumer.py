@@ -183,6 +183,27 @@ def test_a_staff_session_listens_in_the_project_it_names(application, thread):
     assert run(attempt("/ws/threads/t-ws/extraction/?project=default")) == "t-ws"
 
 
+def test_a_key_listens_to_its_projects_and_its_users_threads_only(application, thread):
+    """A key opens the sockets of threads it could read over HTTP; any other is a thread that does not exist."""
+    AgentMemory(llm=None).create_thread(thread_id="t-u2", user_id="u2", agent_id="a1")
+    beta = Project.objects.create(slug="beta")
+    AgentMemory(project=beta, llm=None).create_thread(thread_id="t-ws", user_id="u1", agent_id="a1")
+    u1 = api_key_create(name="u1", user_id="u1", permission="read")[1]
+    theirs = api_key_create(name="beta", project=beta)[1]
+
+    async def attempt(path):
+        communicator, connected, code = await connect(application, path)
+        state = await communicator.receive_json_from(timeout=10) if connected else None
+        await communicator.disconnect()
+        return code if not connected else (state["thread_id"], state["watermark"])
+
+    assert run(attempt(f"{PATH}?api_key={u1}")) == ("t-ws", 0)  # u1's thread, any permission may listen
+    assert run(attempt(f"/ws/threads/t-u2/extraction/?api_key={u1}")) == 4404  # another user's: none
+    assert run(attempt(f"{PATH}?api_key={theirs}")) == ("t-ws", 0)  # beta's own t-ws
+    assert run(attempt(f"/ws/threads/t-u2/extraction/?api_key={theirs}")) == 4404
+    assert run(attempt(f"{PATH}?api_key={theirs}&project=default")) == 4403  # a key cannot name another project
+
+
 # --- events -------------------------------------------------------------------------------------------
 
 

@@ -13,7 +13,9 @@ from memory import links, progress
 from memory.client import AgentMemory, Thread as ThreadHandle
 from memory.extraction import nearest_memories_queryset
 from memory.models import Image, Memory, Message, Project, RecordLink, SearchChunk, Thread
-from memory.tenancy import get_project, public_id, stored_id
+from memory.errors import OutOfScope
+from memory.tenancy import Tenant, get_project, public_id, stored_id
+from memory.types import NOTSET, SearchScope
 from memory.vector_cache import get_vector_cache
 from tests import image_samples as samples
 
@@ -156,3 +158,28 @@ def test_clients_and_handles_refuse_what_is_not_theirs(two):
     with pytest.raises(ValueError, match="not in project"):
         ThreadHandle(beta.get_thread("c4").row, acme)
     assert AgentMemory().project == get_project(None) and get_project(None).slug == "default"
+
+
+def test_a_restricted_tenant_keeps_scopes_and_writes_to_its_user(two):
+    acme, _ = two
+    tenant = Tenant(project=acme.project, user_id="u1")
+    assert tenant.limit_scope(SearchScope()) == SearchScope(user_id="u1", exact_user_match=True)
+    assert tenant.limit_scope(SearchScope(user_id="u1")).user_id == "u1"
+    with pytest.raises(OutOfScope, match="user_id"):
+        tenant.limit_scope(SearchScope(user_id="u2"))
+    with pytest.raises(OutOfScope, match="exact_user_match"):
+        tenant.limit_scope(SearchScope(user_id="u1", exact_user_match=False))
+    assert tenant.fill("user_id", NOTSET) == "u1" and tenant.fill("agent_id", "any") == "any"
+    with pytest.raises(ValueError, match="user_id"):  # OutOfScope is a ValueError, as the spec's errors are
+        tenant.fill("user_id", "u2")
+    u1 = AgentMemory(tenant=tenant, llm=None)
+    assert u1.create_thread(thread_id="mine").user_id == "u1"
+    acme.create_thread(thread_id="theirs", user_id="u2")
+    with pytest.raises(KeyError):
+        u1.get_thread("theirs")
+    assert u1.delete_thread("theirs") == 0 and acme.get_thread("theirs")
+    acme.get_thread("theirs").add_memory("u2 also loves ramen", memory_type="preference")
+    results = u1.search("ramen", max_results=50, record_types=["memory", "preference"])
+    assert results and {r.record.user_id for r in results} == {"u1"}
+    with pytest.raises(TypeError, match="tenant"):
+        AgentMemory(tenant=tenant, project="acme")

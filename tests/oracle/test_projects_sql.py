@@ -88,3 +88,12 @@ def test_the_graph_walk_passes_through_the_projects_memories_only(oracle, reques
                              node_filter=linked_filter(request_), connection=oracle)
     assert sql.count('"OAM_MEMORIES"."PROJECT_ID" = %s') == 2  # anchor and recursive member
     assert params.count(7) == 2
+
+
+def test_api_keys_get_their_project_and_scope_columns(compiled):
+    ddl = compiled.for_migration("threads", "0002").statements
+    [add] = [s for s in ddl if s.startswith('ALTER TABLE "OAM_API_KEYS" ADD "PROJECT_ID"')]
+    assert 'NUMBER(19) DEFAULT 1 NOT NULL' in add and 'REFERENCES "OAM_PROJECTS"("ID")' in add
+    for column, kind in (("PERMISSION", "NVARCHAR2(8)"), ("USER_ID", "NVARCHAR2(255)"), ("AGENT_ID", "NVARCHAR2(255)"),
+                         ("EXPIRES_AT", "TIMESTAMP"), ("REVOKED_AT", "TIMESTAMP"), ("LAST_USED_AT", "TIMESTAMP")):
+        assert any(s.startswith(f'ALTER TABLE "OAM_API_KEYS" ADD "{column}" {kind}') for s in ddl), column
