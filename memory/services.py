@@ -818,42 +818,24 @@ def memory_insert(prepared: PreparedMemory, *, link: Callable[[Memory], Any] | N
     return memory.public_id
 
 
-def memory_add(
-    *,
-    thread: Thread,
-    content: Any,
-    memory_type: Any = NOTSET,
-    user_id: Any = NOTSET,
-    agent_id: Any = NOTSET,
-    thread_id: Any = NOTSET,
-    memory_id: Any = NOTSET,
-    metadata: Any = None,
-    timestamp: Any = None,
-    ttl_days: Any = NOTSET,
-    ttl_anchor: Any = NOTSET,
-    status: Any = NOTSET,
-    source_message_ids: Sequence[str] = (),
-    retention: MemoryRetentionConfig,
-    link: Callable[[Memory], Any] | None = None,
-) -> str:
+def memory_add(*, link: Callable[[Memory], Any] | None = None, **fields: Any) -> str:
     """Store a memory-like record and index it; return its id.
 
-    Omitted scope values inherit the thread's user, agent and thread ids; a
-    given ``thread_id`` names a thread of the same project (it need not
-    exist; None: owned by no thread). ``memory_type`` defaults to "memory";
-    ``status`` to valid. ``source_message_ids`` are public message ids. ``link`` (a
-    ``memory.links.PendingLink``) is called with the saved memory inside the
-    same transaction, so the memory and its explicit relation commit together.
-    Raises ValueError for an unknown type or status, a taken ``memory_id`` or an
-    empty content; TypeError for a non-string content. Embeds before the
-    transaction (``memory_prepare``, then ``memory_insert``).
+    ``fields`` are ``memory_prepare``'s: ``thread``, ``content``, ``retention``
+    and optionally ``memory_type``, ``user_id``, ``agent_id``, ``thread_id``,
+    ``memory_id``, ``metadata``, ``timestamp``, ``ttl_days``, ``ttl_anchor``,
+    ``status``, ``source_message_ids``. Omitted scope values inherit the
+    thread's user, agent and thread ids; a given ``thread_id`` names a thread of
+    the same project (it need not exist; None: owned by no thread).
+    ``source_message_ids`` are public message ids. ``memory_type`` defaults to "memory";
+    ``status`` to valid. ``link`` (a ``memory.links.PendingLink``) is called
+    with the saved memory inside the same transaction, so the memory and its
+    explicit relation commit together. Raises ValueError for an unknown type or
+    status, a taken ``memory_id`` or an empty content; TypeError for a
+    non-string content. Embeds before the transaction (``memory_prepare``,
+    then ``memory_insert``).
     """
-    prepared = memory_prepare(
-        thread=thread, content=content, memory_type=memory_type, user_id=user_id, agent_id=agent_id,
-        thread_id=thread_id, memory_id=memory_id, metadata=metadata, timestamp=timestamp, ttl_days=ttl_days,
-        ttl_anchor=ttl_anchor, status=status, source_message_ids=source_message_ids, retention=retention,
-    )
-    return memory_insert(prepared, link=link)
+    return memory_insert(memory_prepare(**fields), link=link)
 
 
 def memory_update(

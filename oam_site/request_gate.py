@@ -78,15 +78,23 @@ def decide(*, path: bytes, length: int | None, chunked: bool, authorization: byt
 
 
 def _key_is_active(token: str) -> bool:
-    from django.db import close_old_connections
+    """Whether ``token`` is an active API key; runs in Twisted's thread pool.
+
+    Each pool thread keeps its database connection open (closed only after an
+    error): opening and closing SQLite connections in several threads at a
+    high rate deadlocked SQLite 3.51.1 (one thread in ``findReusableFd``
+    opening, another in ``unixIsSharingShmNode`` closing a WAL connection),
+    which froze the whole server under a schemathesis run.
+    """
+    from django.db import connection
 
     from threads.auth import api_key_lookup
 
-    close_old_connections()
     try:
         return api_key_lookup(token) is not None
-    finally:
-        close_old_connections()
+    except Exception:
+        connection.close()
+        raise
 
 
 _REASONS = {401: "Unauthorized", 413: "Content Too Large"}

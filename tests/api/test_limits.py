@@ -12,16 +12,7 @@ from memory.errors import MAX_BATCH_MESSAGES, MAX_CONTENT_CHARS, MAX_METADATA_DE
 from memory.models import Image, Message
 from tests import image_samples as samples
 from tests.api.helpers import add_messages
-
-#: The issue's bound for a 1 MB query.
-QUERY_SECONDS = 1.0
-
-
-def nested(depth: int) -> dict:
-    value: dict = {}
-    for _ in range(depth - 1):
-        value = {"k": value}
-    return value
+from tests.memory.test_limits import QUERY_SECONDS, nested
 
 
 def field_of(resp) -> list:

@@ -1,0 +1,93 @@
+"""The supervised production recipe (``deploy/systemd``): units systemd accepts, restarting what dies.
+
+systemd does not run inside the test machines, so the units are checked with
+``systemd-analyze verify`` (with the repository and this virtualenv in place of
+``/opt/oam-site``), and the worker unit's command is run for real on the Redis
+broker at 127.0.0.1: when its Dramatiq worker process is killed with SIGKILL,
+the unit's main process exits non-zero, which is what ``Restart=always``
+restarts (``bench/extraction_soak.py`` does that restart loop under load).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+ROOT = Path(__file__).resolve().parents[1]
+UNITS = ROOT / "deploy" / "systemd"
+#: Generous bound for a worker to start (Django, Dramatiq and the embedder's imports on a busy machine).
+START_SECONDS = 120
+
+
+def _rendered(tmp_path: Path) -> Path:
+    env_file = tmp_path / "env"
+    env_file.write_text((UNITS / "env.example").read_text())
+    out = tmp_path / "units"
+    out.mkdir()
+    venv_bin = str(Path(sys.executable).parent)
+    for unit in UNITS.glob("oam-*"):
+        text = (unit.read_text().replace("/opt/oam-site/.venv/bin", venv_bin).replace("/opt/oam-site", str(ROOT))
+                .replace("/etc/oam-site/env", str(env_file)))
+        (out / unit.name).write_text(text)
+    return out
+
+
+def _service(unit: str) -> dict[str, str]:
+    values = {}
+    for line in (UNITS / unit).read_text().splitlines():
+        if "=" in line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            values[key.strip()] = value.strip()
+    return values
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
+def test_the_units_verify(tmp_path):
+    out = _rendered(tmp_path)
+    for name in ("oam-web.service", "oam-worker@1.service", "oam-workers.target"):
+        proc = subprocess.run(["systemd-analyze", "verify", str(out / name)], capture_output=True, text=True,
+                              cwd=out, timeout=60)
+        complaints = [line for line in (proc.stdout + proc.stderr).splitlines() if str(out) in line]
+        assert proc.returncode == 0 and complaints == [], proc.stdout + proc.stderr
+    for unit in ("oam-web.service", "oam-worker@.service"):
+        assert _service(unit)["Restart"] == "always"
+
+
+def test_the_worker_unit_exits_when_its_worker_process_is_killed(tmp_path):
+    command = shlex.split(_service("oam-worker@.service")["ExecStart"])
+    command[0] = sys.executable
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OAM_")}
+    env.update({"DJANGO_SETTINGS_MODULE": "oam_site.settings", "OAM_SQLITE_PATH": str(tmp_path / "db.sqlite3"),
+                "OAM_DRAMATIQ_BROKER_URL": "redis://127.0.0.1:6379/0",
+                "OAM_DRAMATIQ_NAMESPACE": f"oam-test-deploy-{os.getpid()}", "OAM_EXTRACTION_SWEEP_SECONDS": "0"})
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=300)
+    log = tmp_path / "worker.log"
+    with open(log, "wb") as out:
+        unit = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + START_SECONDS
+        broker = redis.Redis(host="127.0.0.1", port=6379)
+        while not any(broker.scan_iter(f"{env['OAM_DRAMATIQ_NAMESPACE']}*heartbeats*")):  # consuming: ready
+            assert unit.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        children = [int(p.parent.name) for p in Path("/proc").glob("[0-9]*/stat")
+                    if p.read_text().rsplit(")", 1)[1].split()[1] == str(unit.pid)]
+        assert children, "no Dramatiq worker process under the unit"
+        os.kill(children[0], signal.SIGKILL)
+        assert unit.wait(timeout=60) != 0  # the unit stops, non-zero: systemd's Restart=always starts it again
+    finally:
+        if unit.poll() is None:
+            os.killpg(unit.pid, signal.SIGKILL)
+            unit.wait(timeout=10)
+        for key in redis.Redis(host="127.0.0.1", port=6379).scan_iter(f"{env['OAM_DRAMATIQ_NAMESPACE']}*"):
+            redis.Redis(host="127.0.0.1", port=6379).delete(key)
