@@ -53,6 +53,10 @@ from memory.types import (  # noqa: F401  (ImageContent, ImageMimeType, TextCont
 
 logger = logging.getLogger(__name__)
 
+#: The search arguments besides the query and scope (spec: search).
+_SEARCH_ARGUMENTS = ("max_results", "token_budget", "soft_token_budget", "record_types", "metadata_filter",
+                     "include_invalid_results", "num_hops", "max_linked_results")
+
 
 def _async_twin(method):
     """Make ``<name>_async`` for a sync method: same arguments, awaited in a worker thread."""
@@ -530,7 +534,7 @@ class AgentMemory(_WithAsyncTwins):
     ``image_input_limit_config`` likewise for image limits (``ImageInputLimitConfig()``).
     """
 
-    _ASYNC = ("create_thread", "get_thread", "update_thread", "delete_thread", "search")
+    _ASYNC = ("create_thread", "get_thread", "update_thread", "delete_thread", "search", "search_project")
 
     def __init__(self, *, project: Any = None, tenant: Tenant | None = None,
                  retention_config: MemoryRetentionConfig | None = None,
@@ -647,15 +651,41 @@ class AgentMemory(_WithAsyncTwins):
                record_types: Any = NOTSET, metadata_filter: dict[str, Any] | None = None,
                include_invalid_results: bool = True, scope: SearchScope | None = None,
                num_hops: Any = NOTSET, max_linked_results: Any = NOTSET, **kwargs: Any) -> list[SearchResult]:
-        """Search across threads. Omitted ids leave their dimension open; given ids match exactly
-        unless their ``exact_*_match`` is False. Same arguments and errors as ``Thread.search``.
+        """Search one user's records across threads (SDK: ``OracleAgentMemory.search``); same arguments as
+        ``Thread.search``.
+
+        The user must be given (``user_id=...``, ``user_id=None`` for records
+        with no user, or ``scope=SearchScope(user_id=...)``) and matched
+        exactly: ValueError otherwise. An omitted agent or thread is
+        unconstrained; a given agent matches exactly unless
+        ``exact_agent_match=False``, a given thread only with
+        ``exact_thread_match=True``. See ``memory.search.resolve_scope``.
         """
         services.reject_unknown(kwargs, "search")
         return search_engine.run_search(
-            query, tenant=self.tenant, defaults=SearchScope(), config=self.search_config, scope=scope,
+            query, tenant=self.tenant, defaults=search_engine.CLIENT_SCOPE, client=True, config=self.search_config,
+            scope=scope,
             user_id=user_id, agent_id=agent_id, thread_id=thread_id, exact_user_match=exact_user_match,
             exact_agent_match=exact_agent_match, exact_thread_match=exact_thread_match, max_results=max_results,
             token_budget=token_budget, soft_token_budget=soft_token_budget, record_types=record_types,
             metadata_filter=metadata_filter, include_invalid_results=include_invalid_results, num_hops=num_hops,
             max_linked_results=max_linked_results,
+        )
+
+    def search_project(self, query: str, user_id: Any = NOTSET, agent_id: Any = NOTSET, thread_id: Any = NOTSET,
+                       exact_user_match: Any = NOTSET, exact_agent_match: Any = NOTSET,
+                       exact_thread_match: Any = NOTSET, scope: SearchScope | None = None,
+                       **arguments: Any) -> list[SearchResult]:
+        """Not in the SDK: an operator's search across every user, agent and thread of the project (staff pages).
+
+        An omitted id leaves its dimension open; a given one matches exactly
+        unless its ``exact_*_match`` is False. Other arguments and errors as
+        ``search``. A client restricted to one user or agent (``Tenant``) is
+        held to it (``OutOfScope``), as in every search.
+        """
+        services.reject_unknown({k: v for k, v in arguments.items() if k not in _SEARCH_ARGUMENTS}, "search_project")
+        return search_engine.run_search(
+            query, tenant=self.tenant, defaults=search_engine.OPERATOR_SCOPE, config=self.search_config, scope=scope,
+            user_id=user_id, agent_id=agent_id, thread_id=thread_id, exact_user_match=exact_user_match,
+            exact_agent_match=exact_agent_match, exact_thread_match=exact_thread_match, **arguments,
         )

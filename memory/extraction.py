@@ -1027,7 +1027,8 @@ def nearest_memories_queryset(*, vector, project_id: int, user_id: str | None, a
     ranked in SQL (``VectorDistance``, cosine) against the stored,
     date-prefixed embeddings.
     """
-    scope = SearchScope(user_id=user_id, agent_id=agent_id, exact_thread_match=False)
+    scope = SearchScope(user_id=user_id, agent_id=agent_id, exact_user_match=True, exact_agent_match=True,
+                        exact_thread_match=False)
     return (SearchChunk.objects.filter(live_q(now), scope_q(scope, project_id), source_kind="memory",
                                        status=RecordStatus.VALID.value)
             .annotate(distance=VectorDistance("embedding", vector))

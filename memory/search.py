@@ -82,9 +82,31 @@ MAX_KEYWORD_TERMS = 32
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
+#: A client search's defaults (SDK ``OracleAgentMemory._default_search_scope``): no ids, exact user and agent,
+#: ``exact_thread_match=False``; an omitted agent or thread is unconstrained (``_resolve_scope_exact``).
+CLIENT_SCOPE = SearchScope(user_id=None, agent_id=None, thread_id=None, exact_user_match=True,
+                           exact_agent_match=True, exact_thread_match=False)
+#: An operator's project-wide search (``AgentMemory.search_project``, not in the SDK): an omitted id stays open,
+#: a given one matches exactly unless its flag says otherwise.
+OPERATOR_SCOPE = SearchScope(exact_user_match=True, exact_agent_match=True, exact_thread_match=True)
+_DIMENSIONS = ("user", "agent", "thread")
+
+
+def _check_scope_values(values: dict[str, Any]) -> None:
+    """The given ids are strings or None, the given exact flags bools (TypeError naming the field)."""
+    for name, value in values.items():
+        if value is NOTSET:
+            continue
+        if name.startswith("exact_") and not isinstance(value, bool):
+            raise InvalidType(name, "must be a bool")
+        if name.endswith("_id") and value is not None and not isinstance(value, str):
+            raise InvalidType(name, "must be a string or None")
+
+
 def resolve_scope(
     defaults: SearchScope,
     *,
+    client: bool = False,
     user_id: Any = NOTSET,
     agent_id: Any = NOTSET,
     thread_id: Any = NOTSET,
@@ -93,32 +115,53 @@ def resolve_scope(
     exact_thread_match: Any = NOTSET,
     scope: Any = None,
 ) -> SearchScope:
-    """Apply the spec's scope rules (search: Notes).
+    """Apply the spec's and the SDK's scope rules (spec: search Notes; SDK ``oracleagentmemory`` 26.8.0).
 
     ``scope`` is exclusive with the explicit identifier and exact-match
-    arguments (ValueError). Omitted arguments inherit ``defaults``: for a
-    thread, its user, agent and thread ids with exact user and agent matching
-    and ``exact_thread_match=False``.
+    arguments (ValueError). Either way, every field left unset (``NOTSET``,
+    in ``scope`` too) takes its value from ``defaults``:
+
+    * a thread's search (``client=False``): the thread's user, agent and id
+      with exact user and agent matching and ``exact_thread_match=False``
+      (SDK ``OracleThread._prepare_scope``).
+    * a client search (``client=True``, ``defaults`` = ``CLIENT_SCOPE``): the
+      user must be given (``user_id=...``, None for records with no user, or
+      in ``scope``), else ValueError "client searches require explicit user
+      scoping"; an omitted agent or thread is unconstrained; a given one
+      takes its exact flag, else the default (agent exact, thread not);
+      ``exact_user_match`` resolving to False is a ValueError (SDK
+      ``OracleAgentMemory._validate_search_scope``, ``_resolve_scope_exact``).
+
+    Returns a scope with every exact flag a bool.
     """
     explicit = {
         "user_id": user_id, "agent_id": agent_id, "thread_id": thread_id,
         "exact_user_match": exact_user_match, "exact_agent_match": exact_agent_match,
         "exact_thread_match": exact_thread_match,
     }
-    given = {k: v for k, v in explicit.items() if v is not NOTSET}
     if scope is not None:
-        if given:
+        if any(v is not NOTSET for v in explicit.values()):
             raise InvalidArgument("scope", "give either scope or the explicit identifier and exact-match arguments, not both")
         if not isinstance(scope, SearchScope):
             raise InvalidType("scope", "must be a SearchScope")
-        return scope
-    for name in ("exact_user_match", "exact_agent_match", "exact_thread_match"):
-        if name in given and not isinstance(given[name], bool):
-            raise InvalidType(name, "must be a bool")
-    for name in ("user_id", "agent_id", "thread_id"):
-        if name in given and given[name] is not None and not isinstance(given[name], str):
-            raise InvalidType(name, "must be a string or None")
-    return SearchScope(**{**defaults.__dict__, **given})
+        explicit = {name: getattr(scope, name) for name in explicit}
+    _check_scope_values(explicit)
+    if client and explicit["user_id"] is NOTSET:
+        raise InvalidArgument("user_id", "client searches require explicit user scoping: pass user_id=..., "
+                                         "user_id=None, or scope=SearchScope(user_id=...)")
+    resolved: dict[str, Any] = {}
+    for dimension in _DIMENSIONS:
+        field, exact = f"{dimension}_id", f"exact_{dimension}_match"
+        value, flag = explicit[field], explicit[exact]
+        resolved[field] = getattr(defaults, field) if value is NOTSET else value
+        if client and value is NOTSET and getattr(defaults, field) is None:
+            resolved[exact] = False  # an omitted dimension stays open on a client search
+        else:
+            resolved[exact] = getattr(defaults, exact) if flag is NOTSET else flag
+    if client and not resolved["exact_user_match"]:
+        raise InvalidArgument("exact_user_match", "client searches require exact user scoping: do not set "
+                                                  "exact_user_match=False")
+    return SearchScope(**resolved)
 
 
 def scope_q(scope: SearchScope, project_id: int) -> Q:
@@ -126,13 +169,15 @@ def scope_q(scope: SearchScope, project_id: int) -> Q:
 
     The project always applies. Within it, an exact dimension with a value
     (None included) must match; ``scope.thread_id`` is a public id, compared
-    with the stored one (``memory.tenancy.stored_id``).
+    with the stored one (``memory.tenancy.stored_id``). ``scope`` is normally
+    resolved (``resolve_scope``); an exact flag left unset counts as True for
+    a given value, as the spec's defaults have it.
     """
     q = Q(project_id=project_id)
     for column, exact in (("user_id", scope.exact_user_match), ("agent_id", scope.exact_agent_match),
                           ("thread_id", scope.exact_thread_match)):
         value = getattr(scope, column)
-        if value is NOTSET or not exact:
+        if value is NOTSET or exact is False:
             continue
         if value is None:
             q &= Q(**{f"{column}__isnull": True})
@@ -155,15 +200,22 @@ def check_record_types(record_types: Any) -> list[str]:
     return list(record_types)
 
 
+#: Most results one search returns (the SDK's ``_MAX_SEARCH_RESULTS``): a caller cannot page a store out.
+MAX_SEARCH_RESULTS = 1000
+
+
 def check_max_results(max_results: Any, default: int) -> int:
-    """``max_results``: omitted gives the default (10); given must be an int of at least 1."""
+    """``max_results``: omitted gives the default (10); given must be an int from 1 to ``MAX_SEARCH_RESULTS``."""
     if max_results is NOTSET:
         return default
     if not isinstance(max_results, int) or isinstance(max_results, bool):
         raise InvalidType("max_results", "must be an int")
     if max_results < 1:
         raise InvalidArgument("max_results", "must be at least 1")
-    return check_sql_count(max_results, "max_results")
+    if max_results > MAX_SEARCH_RESULTS:
+        raise InvalidArgument("max_results", f"must be at most {MAX_SEARCH_RESULTS} (the maximum allowed search "
+                                             "result count)")
+    return max_results
 
 
 def _check_budget(value: Any, default: int | None, field: str) -> int | None:
@@ -298,17 +350,17 @@ SCOPE_ARGUMENTS = ("user_id", "agent_id", "thread_id", "exact_user_match", "exac
 
 
 def run_search(query: Any, *, tenant: Tenant, defaults: SearchScope, config: MemorySearchConfig,
-               scope: Any = None, **arguments: Any) -> list[SearchResult]:
+               scope: Any = None, client: bool = False, **arguments: Any) -> list[SearchResult]:
     """Resolve the scope against ``defaults``, keep it within ``tenant``, validate, and search the tenant's
     project: the body of every public search.
 
     ``arguments`` are the spec's search arguments (``NOTSET`` when omitted):
-    the scope ones go to ``resolve_scope``, the rest to ``build_request``.
+    the scope ones go to ``resolve_scope`` (``client``: the client-search rules), the rest to ``build_request``.
     Errors as those two raise them; ``Tenant.limit_scope`` raises
     ``OutOfScope`` (ValueError) for a scope beyond a restricted tenant's user or agent.
     """
     scope_arguments = {name: arguments.pop(name) for name in SCOPE_ARGUMENTS if name in arguments}
-    resolved = tenant.limit_scope(resolve_scope(defaults, scope=scope, **scope_arguments))
+    resolved = tenant.limit_scope(resolve_scope(defaults, client=client, scope=scope, **scope_arguments))
     return search_records(build_request(query, project_id=tenant.project.pk, scope=resolved, config=config,
                                         **arguments))
 

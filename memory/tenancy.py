@@ -159,8 +159,8 @@ class Tenant:
                 and (self.agent_id is None or row.agent_id == self.agent_id))
 
     def limit_scope(self, scope: SearchScope) -> SearchScope:
-        """A resolved search scope within the restriction: an open dimension is pinned to the fixed id; one
-        naming another id (or ``exact_*_match=False`` over it) raises ``OutOfScope``."""
+        """A search scope within the restriction: an open dimension is pinned to the fixed id; one naming
+        another id (or ``exact_*_match=False`` over it) raises ``OutOfScope``."""
         for dimension in ("user", "agent"):
             fixed = getattr(self, f"{dimension}_id")
             if fixed is None:
@@ -171,6 +171,6 @@ class Tenant:
                 scope = replace(scope, **{field: fixed, exact: True})
             elif value != fixed:
                 raise OutOfScope(field, f"this client acts for {field} {fixed!r} only, not {value!r}")
-            elif not getattr(scope, exact):
+            elif getattr(scope, exact) is False:  # unset counts as exact for a given id (memory.search.scope_q)
                 raise OutOfScope(exact, f"this client acts for {field} {fixed!r} only: matching must be exact")
         return scope

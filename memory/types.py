@@ -197,7 +197,9 @@ class MemoryRetentionConfig:
 class SearchScope:
     """A prebuilt search scope (spec: SearchScope).
 
-    An id left as ``NOTSET`` leaves that dimension unconstrained. With
+    Every field defaults to ``NOTSET``, which the search using the scope
+    replaces with its own default (SDK 26.8.0; ``memory.search.resolve_scope``):
+    a thread's search fills in the thread's user, agent and id. With
     ``exact_*_match=True`` a given id (``None`` included) must equal the stored
     value; with ``False`` the dimension is unconstrained.
     """
@@ -205,9 +207,9 @@ class SearchScope:
     user_id: Any = NOTSET
     agent_id: Any = NOTSET
     thread_id: Any = NOTSET
-    exact_user_match: bool = True
-    exact_agent_match: bool = True
-    exact_thread_match: bool = True
+    exact_user_match: Any = NOTSET
+    exact_agent_match: Any = NOTSET
+    exact_thread_match: Any = NOTSET
 
 
 @dataclass(frozen=True)

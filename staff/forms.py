@@ -299,7 +299,7 @@ class RelationForm(StaffForm):
 
 
 class SearchForm(StaffForm):
-    """The search playground (spec: search on ``AgentMemory``: an omitted id leaves its dimension open)."""
+    """The search playground (``AgentMemory.search_project``: an omitted id leaves its dimension open)."""
 
     query = forms.CharField(label="Query", max_length=2000)
     user_id = forms.CharField(required=False, label="User id", max_length=255)
@@ -314,7 +314,7 @@ class SearchForm(StaffForm):
     include_invalid_results = forms.BooleanField(required=False, initial=True, label="Include invalid records")
 
     def arguments(self) -> dict[str, Any]:
-        """``AgentMemory.search`` keywords (query first)."""
+        """``AgentMemory.search_project`` keywords (query first)."""
         data = self.cleaned_data
         out = {"query": data["query"], "include_invalid_results": data["include_invalid_results"]}
         out.update(given(data, "user_id", "agent_id", "thread_id", "metadata_filter", "max_results", "num_hops"))

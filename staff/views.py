@@ -671,8 +671,8 @@ def context_card(request: HttpRequest, project: str, thread_id: str) -> HttpResp
 @staff_required
 @vary_on_headers("HX-Request")
 def search(request: HttpRequest, project: str) -> HttpResponse:
-    """Search playground: ``AgentMemory.search`` across the threads of a project (omitted ids leave their
-    dimension open).
+    """Search playground: ``AgentMemory.search_project``, an operator's search across the threads of a project
+    (omitted ids leave their dimension open; given ones match exactly).
 
     Results show rank, score, distance, type, where each record came from
     (thread, user, agent; a memory's source messages) and linked memories.
@@ -685,7 +685,7 @@ def search(request: HttpRequest, project: str) -> HttpResponse:
     if form.is_bound and form.is_valid():
         try:
             arguments = form.arguments()
-            results = client.search(arguments.pop("query"), **arguments)
+            results = client.search_project(arguments.pop("query"), **arguments)
         except SERVICE_ERRORS as exc:
             add_service_error(form, exc)
             results = None

@@ -556,7 +556,8 @@ def thread_search(request: HttpRequest, thread_id: str, payload: SearchIn):
 
 @router.post("/search", auth=READ, response={200: list[SearchResultOut], **INVALID})
 def search(request: HttpRequest, payload: SearchIn):
-    """Search across threads: an omitted id leaves its dimension open."""
+    """Search one user's records across threads (SDK ``OracleAgentMemory.search``): ``user_id`` is required and
+    exact (422 otherwise); an omitted agent or thread is open."""
     data = payload.model_dump(exclude_unset=True)
     return _memory(request).search(data.pop("query"), **data)
 

@@ -470,10 +470,12 @@ class ImageOut(Schema):
 
 
 class SearchIn(_In):
-    """Search arguments (spec: search). Omitted scope fields keep the caller's defaults.
+    """Search arguments (spec: search). Omitted scope fields keep the caller's defaults (SDK 26.8.0).
 
     On a thread: exact user and agent, this thread's id, ``exact_thread_match=false``.
-    On ``/api/search``: an omitted id leaves its dimension open.
+    On ``/api/search``: ``user_id`` is required (null: records with no user) and matched exactly; an
+    omitted agent or thread is open; a given agent is exact unless ``exact_agent_match=false``, a given
+    thread only with ``exact_thread_match=true``.
     """
 
     query: str
@@ -483,7 +485,7 @@ class SearchIn(_In):
     exact_user_match: StrictBool = Field(None, description="Omit to keep the default.")
     exact_agent_match: StrictBool = Field(None, description="Omit to keep the default.")
     exact_thread_match: StrictBool = Field(None, description="Omit to keep the default.")
-    max_results: StrictInt = Field(None, ge=1, description="At least 1; omit for the default (10).")
+    max_results: StrictInt = Field(None, ge=1, description="1 to 1000; omit for the default (10).")
     token_budget: StrictInt | None = Field(
         None, description="Hard token limit; omit for the default; <= 0 or null disables."
     )

@@ -100,11 +100,13 @@ def test_a_user_key_creates_threads_and_memories_for_its_user_only(two_users):
 
 def test_a_user_keys_searches_stay_with_its_user(two_users):
     mine, _ = client_for(user_id="u1")
-    everyone = mine.post("/api/search", {"query": "pet iguana", "max_results": 50})
-    assert everyone.status_code == 200 and {r["record"]["user_id"] for r in everyone.json()} == {"u1"}
+    own = mine.post("/api/search", {"query": "pet iguana", "user_id": "u1", "max_results": 50})
+    assert own.status_code == 200 and {r["record"]["user_id"] for r in own.json()} == {"u1"}
+    unscoped = mine.post("/api/search", {"query": "pet iguana"})  # the SDK's rule holds for every key
+    assert unscoped.status_code == 422 and unscoped.json()["detail"][0]["loc"] == ["body", "user_id"]
+    loose = mine.post("/api/search", {"query": "iguana", "user_id": "u1", "exact_user_match": False})
+    assert loose.status_code == 422  # the SDK refuses it for every client search (test_search_scope)
     for path, body, field in (("/api/search", {"query": "iguana", "user_id": "u2"}, "user_id"),
-                              ("/api/search", {"query": "iguana", "user_id": "u1", "exact_user_match": False},
-                               "exact_user_match"),
                               ("/api/threads/t-u1/search", {"query": "iguana", "user_id": "u2"}, "user_id"),
                               ("/api/threads/t-u1/search", {"query": "iguana", "exact_user_match": False},
                                "exact_user_match")):

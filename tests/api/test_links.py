@@ -142,7 +142,8 @@ def test_add_memory_with_a_link(api, notes):
 @pytest.mark.parametrize("path", ["/api/threads/t-main/search", "/api/search"])
 def test_search_num_hops_attaches_linked_memories(api, notes, path):
     link(api, relation_id="rel-1")
-    resp = api.post(path, {"query": "coffee", "num_hops": 1, "record_types": ["preference"]})
+    user = {"user_id": "user-1"} if path == "/api/search" else {}  # a client search names its user (SDK)
+    resp = api.post(path, {"query": "coffee", "num_hops": 1, "record_types": ["preference"], **user})
     assert resp.status_code == 200, resp.content
     [coffee] = [hit for hit in resp.json() if hit["record_id"] == "coffee"]
     [tea] = coffee["linked"]
@@ -151,10 +152,10 @@ def test_search_num_hops_attaches_linked_memories(api, notes, path):
         "record_id": "tea", "record_type": "preference", "relation_type": "supersedes", "relation_id": "rel-1",
         "hops": 1, "from_record_id": "coffee"}
     assert tea["record"]["status"] == "invalid" and tea["record"]["content"] == "User likes tea"
-    resp = api.post(path, {"query": "coffee", "record_types": ["preference"]})
-    assert all(hit["linked"] == [] for hit in resp.json())
-    resp = api.post(path, {"query": "coffee", "num_hops": 1, "max_linked_results": 0})
-    assert all(hit["linked"] == [] for hit in resp.json())
+    resp = api.post(path, {"query": "coffee", "record_types": ["preference"], **user})
+    assert resp.status_code == 200 and all(hit["linked"] == [] for hit in resp.json())
+    resp = api.post(path, {"query": "coffee", "num_hops": 1, "max_linked_results": 0, **user})
+    assert resp.status_code == 200 and all(hit["linked"] == [] for hit in resp.json())
 
 
 @pytest.mark.parametrize("body, field", [({"num_hops": 6}, "num_hops"), ({"num_hops": -1}, "num_hops"),

@@ -44,12 +44,13 @@ def test_thread_search_overrides_only_the_given_dimension(api, world):
     assert ids(resp) == []  # explicit null with exact matching: only stored nulls
 
 
-def test_client_search_leaves_omitted_dimensions_open(api, world):
-    assert ids(api.post("/api/search", {"query": "bicycle"})) == ["mem-t-a", "mem-t-b", "mem-t-c", "msg-a"]
+def test_client_search_is_one_users_with_agent_and_thread_open(api, world):
     assert ids(api.post("/api/search", {"query": "bicycle", "user_id": "u1"})) == ["mem-t-a", "mem-t-b", "msg-a"]
-    assert ids(api.post("/api/search", {"query": "bicycle", "thread_id": "t-c"})) == ["mem-t-c"]
-    resp = api.post("/api/search", {"query": "bicycle", "thread_id": "t-c", "exact_thread_match": False})
-    assert ids(resp) == ["mem-t-a", "mem-t-b", "mem-t-c", "msg-a"]
+    assert ids(api.post("/api/search", {"query": "bicycle", "user_id": "u2"})) == ["mem-t-c"]
+    resp = api.post("/api/search", {"query": "bicycle", "user_id": "u1", "thread_id": "t-b"})
+    assert ids(resp) == ["mem-t-a", "mem-t-b", "msg-a"]  # a given thread is open unless exact_thread_match
+    resp = api.post("/api/search", {"query": "bicycle", "user_id": "u1", "thread_id": "t-b", "exact_thread_match": True})
+    assert ids(resp) == ["mem-t-b"]
 
 
 def test_result_shape(api, world):
@@ -120,3 +121,16 @@ def test_search_schema_errors(api, world, body, field):
     resp = api.post("/api/threads/t-a/search", body)
     assert resp.status_code == 422
     assert field in error_fields(resp)
+
+
+def test_a_search_across_threads_needs_a_user_and_exact_matching(api, thread):
+    """The SDK's client-search rules over HTTP (tests/memory/test_search_scope.py): 422 naming the field."""
+    thread.add_memory("user-1 keeps a pet iguana", memory_id="pet")
+    response = api.post("/api/search", {"query": "iguana"})
+    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["body", "user_id"]
+    response = api.post("/api/search", {"query": "iguana", "user_id": "user-1", "exact_user_match": False})
+    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["body", "exact_user_match"]
+    response = api.post("/api/search", {"query": "iguana", "user_id": "user-1", "max_results": 1001})
+    assert response.status_code == 422 and response.json()["detail"][0]["loc"][-1] == "max_results"
+    found = api.post("/api/search", {"query": "pet iguana", "user_id": "user-1", "record_types": ["memory"]})
+    assert [r["record_id"] for r in found.json()] == ["pet"]

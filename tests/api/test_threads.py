@@ -96,8 +96,8 @@ def test_delete_removes_the_thread_with_messages_memories_and_chunks(api, make_t
     assert api.get("/api/threads/t1").status_code == 404
     assert not Message.objects.filter(thread_id=key("t1")).exists()
     assert not Memory.objects.filter(pk=key("mem1")).exists()
-    assert not SearchChunk.objects.filter(thread_id="t1").exists()
-    hits = api.post("/api/search", {"query": "bicycle"}).json()
+    assert not SearchChunk.objects.filter(thread_id=key("t1")).exists()
+    hits = api.post("/api/search", {"query": "bicycle", "user_id": "u1"}).json()
     assert [h["record"]["thread_id"] for h in hits] == ["t2"]
     assert api.delete("/api/threads/t1").status_code == 404
     assert len(items(api.get("/api/threads/t2/messages"))) == 1

@@ -179,7 +179,9 @@ def test_a_restricted_tenant_keeps_scopes_and_writes_to_its_user(two):
         u1.get_thread("theirs")
     assert u1.delete_thread("theirs") == 0 and acme.get_thread("theirs")
     acme.get_thread("theirs").add_memory("u2 also loves ramen", memory_type="preference")
-    results = u1.search("ramen", max_results=50, record_types=["memory", "preference"])
-    assert results and {r.record.user_id for r in results} == {"u1"}
+    results = u1.search_project("ramen", max_results=50, record_types=["memory", "preference"])
+    assert results and {r.record.user_id for r in results} == {"u1"}  # an operator's search, held to u1
+    with pytest.raises(OutOfScope, match="user_id"):
+        u1.search("ramen", user_id="u2")
     with pytest.raises(TypeError, match="tenant"):
         AgentMemory(tenant=tenant, project="acme")

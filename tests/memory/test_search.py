@@ -50,10 +50,15 @@ def test_scope_object_is_exclusive_with_explicit_arguments(world):
     assert ids(mine.search("tea", scope=SearchScope(user_id="bob"))) == {"m-bob"}
 
 
-def test_client_search_leaves_omitted_dimensions_open(world, client):
-    assert ids(client.search("tea")) == {"m-mine", "m-sibling", "m-bob", "msg-mine"}
+def test_client_search_is_one_users_with_agent_and_thread_open(world, client):
+    """SDK rules (tests/memory/test_search_scope.py): the user is required and exact; the rest open unless given."""
+    with pytest.raises(ValueError, match="explicit user scoping"):
+        client.search("tea")
+    assert ids(client.search("tea", user_id="alice")) == {"m-mine", "m-sibling", "msg-mine"}
     assert ids(client.search("tea", user_id="bob")) == {"m-bob"}
-    assert ids(client.search("tea", thread_id="sibling")) == {"m-sibling"}
+    assert ids(client.search("tea", user_id="alice", thread_id="sibling", exact_thread_match=True)) == {"m-sibling"}
+    assert ids(client.search_project("tea")) == {"m-mine", "m-sibling", "m-bob", "msg-mine"}  # an operator's view
+    assert ids(client.search_project("tea", thread_id="sibling")) == {"m-sibling"}
 
 
 def test_record_types_filter(world):
