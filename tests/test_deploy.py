@@ -86,8 +86,10 @@ def test_the_worker_unit_exits_when_its_worker_process_is_killed(tmp_path):
         os.kill(children[0], signal.SIGKILL)
         assert unit.wait(timeout=60) != 0  # the unit stops, non-zero: systemd's Restart=always starts it again
     finally:
-        if unit.poll() is None:
-            os.killpg(unit.pid, signal.SIGKILL)
-            unit.wait(timeout=10)
+        try:
+            os.killpg(unit.pid, signal.SIGKILL)  # whatever of the unit is left
+        except ProcessLookupError:
+            pass
+        unit.wait(timeout=10)
         for key in redis.Redis(host="127.0.0.1", port=6379).scan_iter(f"{env['OAM_DRAMATIQ_NAMESPACE']}*"):
             redis.Redis(host="127.0.0.1", port=6379).delete(key)
