@@ -22,6 +22,7 @@ import datetime
 import decimal
 import os
 import sqlite3 as _stdlib_sqlite3
+import threading
 from collections.abc import Mapping
 from itertools import tee
 from pathlib import Path
@@ -113,6 +114,13 @@ def ensure_database_folder(name) -> None:
         raise ImproperlyConfigured(f"{folder} (the SQLite database's folder) is not writable. {advice}")
 
 
+#: Opening and closing SQLite connections happen one at a time per process. Under load (a
+#: schemathesis run against daphne, each request opening and closing its connection in its own
+#: thread) SQLite 3.51.1 from pysqlite3-binary deadlocked with one thread in open and another in
+#: the close of a WAL connection (py-spy, issue #13); queries themselves are not serialised.
+CONNECT_CLOSE_LOCK = threading.Lock()
+
+
 class DatabaseWrapper(sqlite_base.DatabaseWrapper):
     """Django's SQLite wrapper on an extension-capable driver with sqlite-vec."""
 
@@ -126,7 +134,8 @@ class DatabaseWrapper(sqlite_base.DatabaseWrapper):
     @async_unsafe
     def get_new_connection(self, conn_params):
         ensure_database_folder(conn_params["database"])
-        conn = Database.connect(**conn_params)
+        with CONNECT_CLOSE_LOCK:
+            conn = Database.connect(**conn_params)
         conn.enable_load_extension(True)
         sqlite_vec.load(conn)
         conn.enable_load_extension(False)
@@ -142,6 +151,10 @@ class DatabaseWrapper(sqlite_base.DatabaseWrapper):
         # scope index and read every chunk.
         conn.execute("PRAGMA optimize=0x10002")
         return conn
+
+    def _close(self):
+        with CONNECT_CLOSE_LOCK:
+            super()._close()
 
     def create_cursor(self, name=None):
         return self.connection.cursor(factory=SQLiteCursorWrapper)
