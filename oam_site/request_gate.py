@@ -13,7 +13,9 @@ of the body, and answers there:
 * ``401`` for a body sent to ``/api/`` without ``Authorization: Bearer <key>``;
   with a key, reading stops (the socket is paused) while the key is looked up
   in a worker thread (``threads.auth.api_key_lookup``), and a key that is not
-  active is a 401: the body is never read.
+  active is a 401: the body is never read. Wrong keys count against the
+  client's address like the API's own (``threads.throttling``): past
+  ``OAM_API_AUTH_FAILURE_LIMIT`` a minute the answer is 429 with ``Retry-After``.
 
 The answer is JSON like the API's (``{"detail": ..., "field": null}``) with
 ``Connection: close``; the connection closes once it is written, so a client
@@ -77,27 +79,35 @@ def decide(*, path: bytes, length: int | None, chunked: bool, authorization: byt
     return Decision(key=token)
 
 
-def _key_is_active(token: str) -> bool:
-    """Whether ``token`` is an active API key; runs in Twisted's thread pool.
+def _key_check(token: str, address: str) -> int | None:
+    """None when ``token`` is an active API key, else the status to refuse with; runs in Twisted's thread pool.
 
-    Each pool thread keeps its database connection open (closed only after an
-    error): opening and closing SQLite connections in several threads at a
-    high rate deadlocked SQLite 3.51.1 (one thread in ``findReusableFd``
-    opening, another in ``unixIsSharingShmNode`` closing a WAL connection),
-    which froze the whole server under a schemathesis run.
+    401 for a key that is not active (counted against ``address``: the API's
+    wrong-key cap, ``threads.throttling``), 429 when ``address`` is over that
+    cap already (the key is not even looked up). Each pool thread keeps its
+    database connection open (closed only after an error): opening and closing
+    SQLite connections in several threads at a high rate deadlocked SQLite
+    3.51.1 (one thread in ``findReusableFd`` opening, another in
+    ``unixIsSharingShmNode`` closing a WAL connection), which froze the whole
+    server under a schemathesis run.
     """
     from django.db import connection
 
     from threads.auth import api_key_lookup
+    from threads.throttling import count_failed_key, failed_keys_exhausted
 
+    if failed_keys_exhausted(address):
+        return 429
     try:
-        return api_key_lookup(token) is not None
+        if api_key_lookup(token) is not None:
+            return None
     except Exception:
         connection.close()
         raise
+    return 429 if count_failed_key(address) else 401
 
 
-_REASONS = {401: "Unauthorized", 413: "Content Too Large"}
+_REASONS = {401: "Unauthorized", 413: "Content Too Large", 429: "Too Many Requests"}
 _installed = False
 
 
@@ -112,6 +122,8 @@ def install() -> None:
         return
     from twisted.internet.threads import deferToThread
 
+    from threads.throttling import seconds_to_next_window
+
     got_length = WebRequest.gotLength
     content_chunk = WebRequest.handleContentChunk
     request_received = WebRequest.requestReceived
@@ -123,7 +135,8 @@ def install() -> None:
         if transport is None:
             return
         body = json.dumps({"detail": detail, "field": None}).encode()
-        transport.write(f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: application/json\r\n"
+        retry = f"Retry-After: {seconds_to_next_window()}\r\n" if status == 429 else ""
+        transport.write(f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: application/json\r\n{retry}"
                         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
         transport.loseConnection()
 
@@ -144,12 +157,15 @@ def install() -> None:
         transport = self.channel.transport
         transport.pauseProducing()
 
-        def checked(active: bool) -> None:
+        def checked(status: int | None) -> None:
             self._oam_pending = False
             if self.channel is None:
                 return  # the client went away meanwhile
-            if not active:
+            if status == 401:
                 refuse(self, 401, "Unauthorized: the key is not an active API key (the body was not read)")
+                return
+            if status == 429:
+                refuse(self, 429, "Too many requests: too many wrong keys from this address (the body was not read)")
                 return
             transport.resumeProducing()
             if self._oam_received is not None:
@@ -157,9 +173,10 @@ def install() -> None:
 
         def failed(failure) -> None:
             logger.warning("API key check before the body failed: %s", failure.getErrorMessage())
-            checked(True)  # let the request through: the API checks the key again
+            checked(None)  # let the request through: the API checks the key again
 
-        deferToThread(_key_is_active, decision.key).addCallbacks(checked, failed)
+        address = getattr(self.getClientAddress(), "host", None) or "unknown"
+        deferToThread(_key_check, decision.key, address).addCallbacks(checked, failed)
 
     def gated_content_chunk(self, data):
         if getattr(self, "_oam_refused", False):

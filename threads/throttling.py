@@ -12,7 +12,8 @@ window, RFC 9110 section 10.2.3).
 * ``note_failed_key``/``check_failed_keys``: at most ``OAM_API_AUTH_FAILURE_LIMIT``
   requests with a missing or wrong key a minute per client address; past it,
   even a right key from that address is refused until the window ends, so
-  guessing keys costs a minute per batch.
+  guessing keys costs a minute per batch. Under daphne a body sent with a
+  wrong key is counted by ``oam_site.request_gate`` before it is read.
 """
 
 from __future__ import annotations
@@ -57,17 +58,27 @@ def client_address(request: HttpRequest) -> str:
     return request.META.get("REMOTE_ADDR") or "unknown"
 
 
+def failed_keys_exhausted(address: str) -> bool:
+    """True when ``address`` sent ``OAM_API_AUTH_FAILURE_LIMIT`` wrong keys or more in the current window."""
+    limit = settings.OAM_API_AUTH_FAILURE_LIMIT
+    return bool(limit) and _peek(f"authfail:{address}") >= limit
+
+
+def count_failed_key(address: str) -> bool:
+    """Count one missing, wrong, revoked or expired key from ``address``; True once it is over the limit."""
+    limit = settings.OAM_API_AUTH_FAILURE_LIMIT
+    return bool(limit) and _count(f"authfail:{address}") > limit
+
+
 def check_failed_keys(request: HttpRequest) -> None:
     """Raise ``Throttled`` when this address sent too many wrong keys in the current window."""
-    limit = settings.OAM_API_AUTH_FAILURE_LIMIT
-    if limit and _peek(f"authfail:{client_address(request)}") >= limit:
+    if failed_keys_exhausted(client_address(request)):
         raise Throttled(wait=seconds_to_next_window())
 
 
 def note_failed_key(request: HttpRequest) -> None:
     """Count a request whose key was missing, wrong, revoked or expired; ``Throttled`` once over the limit."""
-    limit = settings.OAM_API_AUTH_FAILURE_LIMIT
-    if limit and _count(f"authfail:{client_address(request)}") > limit:
+    if count_failed_key(client_address(request)):
         raise Throttled(wait=seconds_to_next_window())
 
 

@@ -129,3 +129,24 @@ def test_requests_with_a_valid_key_pass_the_gate(live):
     assert status == 201 and len(thread["metadata"]["note"]) == 2 * MB
     status, body = upload(port, 25 * MB, key=key)  # over the thread's 20 MiB image limit: the API answers
     assert status == 422 and b"image" in body
+
+
+def test_bodies_with_wrong_keys_count_against_the_address_and_end_in_429(tmp_path):
+    """The gate answers wrong keys itself (the body is never read), so it must count them too
+    (``threads.throttling``): past ``OAM_API_AUTH_FAILURE_LIMIT`` the address gets 429 with Retry-After,
+    before the key is even looked up, a right key included."""
+    env = server_env(tmp_path)
+    env.update({"OAM_EMBEDDED_WORKER": "false", "OAM_API_AUTH_FAILURE_LIMIT": "3"})
+    for args in (["migrate", "-v0"], ["create_api_key", "gate"]):
+        out = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
+                             text=True, check=True, timeout=300).stdout
+    key = re.search(r"[A-Za-z0-9_-]{40,}", out)[0]
+    process, url = start_daphne(env, tmp_path / "daphne.log")
+    try:
+        port = int(url.rsplit(":", 1)[1])
+        statuses = [upload(port, 1000, key=f"wrong-key-{i}", expect=True)[0] for i in range(4)]
+        assert statuses == [401, 401, 401, 429]
+        status, reply = upload(port, 1000, key=key, expect=True)
+        assert status == 429 and re.search(rb"Retry-After: \d+", reply)
+    finally:
+        stop_process(process)
