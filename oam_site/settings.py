@@ -224,6 +224,8 @@ OAM_EXTRACTION_TIME_LIMIT = env.int("OAM_EXTRACTION_TIME_LIMIT", default=1200)  
 OAM_EXTRACTION_STALE_SECONDS = env.int("OAM_EXTRACTION_STALE_SECONDS", default=1500)  # running: worker lost
 OAM_EXTRACTION_RESEND_SECONDS = env.int("OAM_EXTRACTION_RESEND_SECONDS", default=300)  # queued: message lost
 OAM_EXTRACTION_SWEEP_SECONDS = env.int("OAM_EXTRACTION_SWEEP_SECONDS", default=60)  # 0: at worker boot only
+# Expired records are deleted (not only hidden) at worker boot and then at most this often (memory.erasure).
+OAM_PURGE_EXPIRED_SECONDS = env.int("OAM_PURGE_EXPIRED_SECONDS", default=3600)  # 0: never
 OAM_EXTRACTION_INLINE_WAIT = env.int("OAM_EXTRACTION_INLINE_WAIT", default=300)  # INLINE waits for earlier jobs
 
 LOGGING = {
