@@ -59,7 +59,8 @@ from memory.models import (
     Thread,
     ThreadSummary,
 )
-from memory.tenancy import Tenant
+from memory.signals import subject_erased
+from memory.tenancy import Tenant, public_ids
 
 logger = logging.getLogger(__name__)
 
@@ -210,7 +211,9 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
     ``subject_digest``. A restricted tenant may erase only its own user (and
     not while restricted to an agent), or its own agent (not while
     restricted to a user): ``OutOfScope`` otherwise. ValueError/TypeError for
-    a bad id or subject. Callers wait for background extraction first (the
+    a bad id or subject. ``memory.signals.subject_erased`` goes out in the
+    same transaction, so that other layers drop what they keep about the
+    erased threads (access records). Callers wait for background extraction first (the
     client does, ``AgentMemory.delete_user``).
     """
     from memory.services import check_id
@@ -232,7 +235,9 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
     if cascade:
         with transaction.atomic():
             scoped = {"project": tenant.project, field_name: value}
-            counts += threads_erase(subject_threads(tenant, subject, value))
+            threads = subject_threads(tenant, subject, value)
+            counts += threads_erase(threads)
+            subject_erased.send(sender=ErasureReceipt, project=tenant.project, thread_ids=public_ids(threads))
             counts += memories_erase(Memory.objects.filter(**scoped).values_list("pk", flat=True))
             counts += images_erase(Image.objects.filter(**scoped).values_list("pk", flat=True))
             counts["chunks"] += chunks_erase(SearchChunk.objects.filter(**scoped))
