@@ -3,6 +3,9 @@
 Threads, messages, memories, images and relations are edited and deleted
 through the same services the API uses (``save_model``/``delete_model``), so
 an edited memory is re-embedded and its chunks and relations stay in step.
+Single and bulk ("Delete selected") deletes of messages, memories and images
+go through ``memory.erasure`` (issue #12): their search text, embeddings,
+relations and attached images go with them, expired records included.
 Derived rows (search chunks, summaries, extraction jobs) are read-only here:
 the engine writes them. Each list has filters and a search box. Values the
 services would refuse (``checked_form``) are errors next to their field.
@@ -14,10 +17,12 @@ caller's (public) ids; the admin's own URLs use the stored ids
 
 from django import forms
 from django.contrib import admin
+from django.db import transaction
 
-from memory import links, services
+from memory import erasure, links, services
 from memory.client import AgentMemory, Thread as ThreadHandle
 from memory.models import (
+    ErasureReceipt,
     ExtractionJob,
     Image,
     Memory,
@@ -94,6 +99,20 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+class ErasingAdmin(admin.ModelAdmin):
+    """Deletes, single and bulk, through an erase function of ``memory.erasure`` (stored ids -> counts)."""
+
+    erase = None  # a staticmethod: memory.erasure.messages_erase, memories_erase ...
+
+    def delete_model(self, request, obj):
+        with transaction.atomic():
+            type(self).erase([obj.pk])
+
+    def delete_queryset(self, request, queryset):
+        with transaction.atomic():
+            type(self).erase(list(queryset.values_list("pk", flat=True)))
+
+
 class MessageInline(admin.TabularInline):
     model = Message
     fields = ("seq", "role", "content", "timestamp", "status", "expires_at")
@@ -140,7 +159,7 @@ class ThreadAdmin(admin.ModelAdmin):
 
 
 @admin.register(Message)
-class MessageAdmin(admin.ModelAdmin):
+class MessageAdmin(ErasingAdmin):
     list_display = (shown_id, "project", "thread", "seq", "role", "short_content", "timestamp", "status",
                     "expires_at")
     list_filter = ("project", "status", "role", "created_at")
@@ -170,12 +189,11 @@ class MessageAdmin(admin.ModelAdmin):
             SearchChunk.objects.filter(source_kind="message", record_id=obj.pk).update(
                 status=obj.status, expires_at=obj.expires_at)
 
-    def delete_model(self, request, obj):
-        services.message_delete(thread=obj.thread, message_id=obj.public_id)
+    erase = staticmethod(erasure.messages_erase)
 
 
 @admin.register(Memory)
-class MemoryAdmin(admin.ModelAdmin):
+class MemoryAdmin(ErasingAdmin):
     list_display = (shown_id, "project", "memory_type", "short_content", "user_id", "thread_id", "status",
                     "expires_at")
     list_filter = ("project", "memory_type", "status", "created_at")
@@ -203,18 +221,11 @@ class MemoryAdmin(admin.ModelAdmin):
             Memory.objects.filter(pk=obj.pk).update(expires_at=obj.expires_at)
             SearchChunk.objects.filter(source_kind="memory", record_id=obj.pk).update(expires_at=obj.expires_at)
 
-    def delete_model(self, request, obj):
-        if obj.thread_id and Thread.objects.filter(pk=obj.thread_id).exists():
-            # Relations go with the memory and the records it invalidated are valid again.
-            services.memory_delete(thread=Thread.objects.get(pk=obj.thread_id), memory_id=obj.public_id)
-        if Memory.objects.filter(pk=obj.pk).exists():  # expired, or owned by no thread
-            Memory.objects.filter(pk=obj.pk).delete()
-            SearchChunk.objects.filter(source_kind="memory", record_id=obj.pk).delete()
-            links.links_detach(memory_ids=[obj.pk])
+    erase = staticmethod(erasure.memories_erase)  # relations go, the records they invalidated revalidate
 
 
 @admin.register(Image)
-class ImageAdmin(admin.ModelAdmin):
+class ImageAdmin(ErasingAdmin):
     """Images (issue 5): description and metadata edited through ``Thread.update_image`` (re-embeds)."""
 
     list_display = (shown_id, "project", "thread", "message", "mime_type", "width", "height", "size_bytes",
@@ -239,12 +250,19 @@ class ImageAdmin(admin.ModelAdmin):
         if changed:
             _handle(obj.thread).update_image(obj.public_id, **changed)
 
+    erase = staticmethod(erasure.images_erase)
+    PART_OF_A_MESSAGE = "An image part of a message goes with its message: delete or edit the message instead."
+
     def delete_model(self, request, obj):
         if obj.message_id:  # spec: delete_image refuses message parts
-            self.message_user(request, "An image part of a message goes with its message: delete or edit the "
-                                       "message instead.", level="error")
+            self.message_user(request, self.PART_OF_A_MESSAGE, level="error")
             return
-        _handle(obj.thread).delete_image(obj.public_id)
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        if queryset.filter(message__isnull=False).exists():
+            self.message_user(request, f"{self.PART_OF_A_MESSAGE} Those were left.", level="warning")
+        super().delete_queryset(request, queryset.filter(message__isnull=True))
 
 
 @admin.register(RecordLink)
@@ -309,3 +327,12 @@ class ExtractionJobAdmin(ReadOnlyAdmin):
                     "memories_created", "memories_linked", "seconds", "created_at")
     list_filter = ("project", "status", "trigger", "created_at")
     search_fields = ("thread__id", "error")
+
+
+@admin.register(ErasureReceipt)
+class ErasureReceiptAdmin(ReadOnlyAdmin):
+    """Receipts of user and agent erasures (``memory.erasure``): the subject only as a keyed digest."""
+
+    list_display = ("id", "project", "subject", "cascade", "requested_by", "requested_at", "completed_at")
+    list_filter = ("project", "subject", "requested_at")
+    search_fields = ("subject_digest", "requested_by")

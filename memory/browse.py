@@ -83,6 +83,14 @@ def thread_browse(*, project: Project, q: str = "", user_id: str = "", agent_id:
     ).order_by("-last_activity", "id")
 
 
+def project_browse() -> QuerySet[Project]:
+    """Every project, by slug, each with its ``thread_count`` (the staff project list)."""
+    threads = (Thread.objects.filter(project=OuterRef("pk")).order_by().values("project")
+               .annotate(n=Count("pk")).values("n"))
+    return Project.objects.annotate(thread_count=Coalesce(Subquery(threads, output_field=IntegerField()), 0)
+                                    ).order_by("slug")
+
+
 @dataclass
 class ThreadOverview:
     """What the thread page shows above its regions: the row and its counts."""

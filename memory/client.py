@@ -16,12 +16,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import time
 from typing import Any, Sequence
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from memory import context, extraction, links, selectors, services
+from memory import context, erasure, extraction, links, selectors, services
 from memory import search as search_engine
 from memory.errors import NotFound, OutOfScope
 from memory.tenancy import Tenant, get_project, stored_id
@@ -34,7 +35,7 @@ from memory.extraction_config import (  # noqa: F401  (re-exported: the spec's p
 )
 from memory.images import THREAD_CONFIG_KEY as IMAGE_LIMITS_KEY, ImageInputLimitConfig
 from memory.llm import Llm, LlmError, get_llm
-from memory.models import Project as ProjectRow, Thread as ThreadRow
+from memory.models import Memory as MemoryRow, Project as ProjectRow, Thread as ThreadRow
 from memory.types import (  # noqa: F401  (ImageContent, ImageMimeType, TextContent re-exported)
     NOTSET,
     ContextCard,
@@ -534,7 +535,8 @@ class AgentMemory(_WithAsyncTwins):
     ``image_input_limit_config`` likewise for image limits (``ImageInputLimitConfig()``).
     """
 
-    _ASYNC = ("create_thread", "get_thread", "update_thread", "delete_thread", "search", "search_project")
+    _ASYNC = ("create_thread", "get_thread", "update_thread", "delete_thread", "search", "search_project",
+              "delete_memory", "delete_user", "delete_agent", "erase_user", "erase_agent")
 
     def __init__(self, *, project: Any = None, tenant: Tenant | None = None,
                  retention_config: MemoryRetentionConfig | None = None,
@@ -644,6 +646,65 @@ class AgentMemory(_WithAsyncTwins):
         deleted = services.thread_delete(project=self.project, thread_id=thread_id)
         extraction.detach(key)
         return deleted
+
+    def delete_memory(self, memory_id: str) -> int:
+        """Delete a memory-like record of this project by id, whatever thread owns it or none (SDK:
+        ``OracleAgentMemory.delete_memory``); return 1, or 0 when there is none.
+
+        Waits first, up to 300 s, for background extraction this process
+        accepted for its thread (``TimeoutError`` then, nothing deleted). An
+        expired record is deleted too; a restricted client deletes only its
+        own user's and agent's (another counts as none). See
+        ``services.memory_delete_by_id``.
+        """
+        key = stored_id(self.project.pk, services.check_id(memory_id, "memory_id"))
+        owner = MemoryRow.objects.filter(pk=key).values_list("thread_id", flat=True).first()
+        if owner is not None:
+            extraction.wait_for_extraction(thread_id=owner, timeout=300)
+        return services.memory_delete_by_id(project=self.project, memory_id=memory_id, allows=self.tenant.allows)
+
+    def erase_user(self, user_id: str, cascade: bool = True, *, requested_by: str = "python") -> erasure.Erasure:
+        """Erase everything this project holds about one end user and return the receipt (GDPR Art. 17).
+
+        Not in the SDK, which returns a count (``delete_user``). Waits first,
+        up to 300 s in all, for background extraction this process accepted
+        for the user's threads (``TimeoutError`` then, nothing erased); then
+        ``memory.erasure.subject_erase``: the user's threads with all they
+        hold, every record still scoped to the user, the storage scrubbed, a
+        stored ``ErasureReceipt``. ``cascade=False`` erases nothing (the SDK
+        then deletes only a profile row; there are none here). A restricted
+        client may erase only its own user (``OutOfScope``).
+        """
+        return self._erase("user", user_id, cascade, requested_by)
+
+    def erase_agent(self, agent_id: str, cascade: bool = True, *, requested_by: str = "python") -> erasure.Erasure:
+        """``erase_user`` for an agent: its threads and every record scoped to it (not in the SDK)."""
+        return self._erase("agent", agent_id, cascade, requested_by)
+
+    def delete_user(self, user_id: str, cascade: bool = True) -> int:
+        """Delete everything held about a user (SDK: ``OracleAgentMemory.delete_user``); return 1 or 0.
+
+        The SDK returns the number of user-profile rows deleted; this service
+        keeps no profile rows, a user exists through the records scoped to
+        it: 1 when anything was erased, else 0. The receipt: ``erase_user``.
+        Raises ``TimeoutError`` as ``erase_user``; ValueError/TypeError for a bad id.
+        """
+        return int(self.erase_user(user_id, cascade).found)
+
+    def delete_agent(self, agent_id: str, cascade: bool = True) -> int:
+        """Delete everything held about an agent (SDK: ``OracleAgentMemory.delete_agent``); return 1 or 0
+        (see ``delete_user``)."""
+        return int(self.erase_agent(agent_id, cascade).found)
+
+    def _erase(self, subject: str, value: Any, cascade: Any, requested_by: str) -> erasure.Erasure:
+        field = f"{subject}_id"
+        value = services.check_id(value, field)
+        if cascade:
+            deadline = time.monotonic() + 300
+            for key in erasure.subject_threads(self.tenant, subject, value):
+                extraction.wait_for_extraction(thread_id=key, timeout=max(0.0, deadline - time.monotonic()))
+        return erasure.subject_erase(tenant=self.tenant, subject=subject, value=value, cascade=cascade,
+                                     requested_by=requested_by)
 
     def search(self, query: str, user_id: Any = NOTSET, agent_id: Any = NOTSET, thread_id: Any = NOTSET,
                exact_user_match: Any = NOTSET, exact_agent_match: Any = NOTSET, exact_thread_match: Any = NOTSET,

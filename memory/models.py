@@ -13,6 +13,8 @@ caller's ids are unique within a project only.
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -385,3 +387,33 @@ class Image(models.Model):
     def public_id(self) -> str:
         """The image id the caller chose (``memory.tenancy.public_id``)."""
         return public_id(self.pk)
+
+
+class ErasureReceipt(models.Model):
+    """A record that everything about one user or agent of a project was erased (issue #12; GDPR Art. 17).
+
+    The subject is kept only as ``subject_digest``, an HMAC of its id
+    (``memory.erasure.subject_digest``): the receipt proves the erasure to
+    whoever knows the id without keeping the id. ``counts`` are the rows
+    deleted per kind, ``storage`` what was done to the storage afterwards
+    (``memory.erasure.storage_scrub``), ``requested_by`` who asked
+    (``api-key:<id>``, ``staff:<username>``, ``manage.py``, ``python``).
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = _project_field()
+    subject = models.CharField(max_length=8, choices=_choices(("user", "agent")))
+    subject_digest = models.CharField(max_length=64, db_index=True)
+    cascade = models.BooleanField(default=True)
+    counts = models.JSONField(default=dict, blank=True)
+    storage = models.JSONField(default=dict, blank=True)
+    requested_by = models.CharField(max_length=200, blank=True, default="")
+    requested_at = models.DateTimeField(default=timezone.now, db_index=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "oam_erasure_receipts"
+        ordering = ["-requested_at"]
+
+    def __str__(self) -> str:
+        return f"erasure of a {self.subject} of {self.project_id} at {self.requested_at:%Y-%m-%d %H:%M}"

@@ -93,6 +93,12 @@ def _deliver(group: str, message: dict[str, Any]) -> None:
         logger.warning("could not send %s to %s", message.get("type"), group, exc_info=True)
 
 
+def publish(group: str, message: dict[str, Any]) -> None:
+    """Queue ``message`` (a channel-layer event: ``{"type": ..., ...}``, JSON values) for ``group``, sent when
+    the current transaction commits (at once outside one). Never raises; same delivery rules as ``send``."""
+    transaction.on_commit(partial(_deliver, group, message))
+
+
 def send(thread_id: str, event: str, **fields: Any) -> None:
     """Queue ``extraction.<event>`` for the thread's group, sent when the current transaction commits.
 
@@ -102,5 +108,4 @@ def send(thread_id: str, event: str, **fields: Any) -> None:
     """
     if event not in EVENTS:
         raise ValueError(f"unknown extraction event {event!r}")
-    message = {"type": f"extraction.{event}", "thread_id": public_id(thread_id), **fields}
-    transaction.on_commit(partial(_deliver, group_name(thread_id), message))
+    publish(group_name(thread_id), {"type": f"extraction.{event}", "thread_id": public_id(thread_id), **fields})

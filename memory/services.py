@@ -29,6 +29,7 @@ from django.utils import timezone
 from memory import ttl as ttl_rules
 from memory.chunking import chunk_text
 from memory.embedders import get_embedder
+from memory.erasure import chunks_erase, images_erase, memories_erase, messages_erase, threads_erase
 from memory.errors import (
     MAX_BATCH_CHARS,
     MAX_BATCH_MESSAGES,
@@ -657,7 +658,7 @@ def message_update(
             refresh_message_contexts(thread.pk, msg.seq, msg.seq)
             kept_keys = set(stored_ids(thread.project_id, kept))
             stale = set(Image.objects.filter(message_id=msg.pk).values_list("pk", flat=True)) - kept_keys
-            _delete_images(stale)
+            images_erase(stale)
             rows = _message_image_rows(thread, msg.pk, new_images, msg.expires_at, timezone.now())
             _insert_images(rows, "content[].id")
             reindex = rows + [Image.objects.filter(pk=stored_id(thread.project_id, k)).first()
@@ -666,7 +667,7 @@ def message_update(
                 if row.pk in kept_keys:
                     row.description = kept[row.public_id].part["description"]
                     row.save(update_fields=["description", "updated_at"])
-                    SearchChunk.objects.filter(source_kind="image", record_id=row.pk).delete()
+                    chunks_erase(SearchChunk.objects.filter(source_kind="image", record_id=row.pk))
                 SearchChunk.objects.bulk_create(_image_chunk_rows(row, texts, vectors[offset : offset + len(texts)]))
                 offset += len(texts)
         else:
@@ -687,7 +688,7 @@ def _sync_chunks(record, source_kind: str, record_type: str, chunks, vectors, *,
         return
     # Messages take their thread's scope; memories carry their own.
     scope = record if source_kind == "memory" else thread
-    qs.delete()
+    chunks_erase(qs)
     SearchChunk.objects.bulk_create(
         _chunk_rows(
             project_id=record.project_id, source_kind=source_kind, record_id=record.pk, record_type=record_type,
@@ -699,26 +700,23 @@ def _sync_chunks(record, source_kind: str, record_type: str, chunks, vectors, *,
 
 
 def message_delete(*, thread: Thread, message_id: Any) -> int:
-    """Delete one message of this exact thread with its chunks and its images; return 1, or 0 when absent.
+    """Delete one live message of this exact thread with its chunks and its images; return 1, or 0 when absent.
 
-    Does not wait for the thread's running extraction: it is fenced in the
-    same transaction (``memory.extraction.jobs_fence``), so its commit writes
-    nothing and its next run no longer sees the message.
+    The deletion itself is ``memory.erasure.messages_erase`` (which also closes
+    the gap in the neighbours' keyword context). Does not wait for the thread's
+    running extraction: it is fenced in the same transaction
+    (``memory.extraction.jobs_fence``), so its commit writes nothing and its
+    next run no longer sees the message.
     """
     from memory.extraction import jobs_fence  # memory.extraction imports this module
 
     key = stored_id(thread.project_id, check_id(message_id, "message_id"))
     with transaction.atomic():
         _lock_thread(thread.pk)
-        seq = (Message.objects.filter(live_q(timezone.now()), pk=key, thread_id=thread.pk)
-               .values_list("seq", flat=True).first())
-        if seq is None:
+        if not Message.objects.filter(live_q(timezone.now()), pk=key, thread_id=thread.pk).exists():
             return 0
         jobs_fence(thread_id=thread.pk, reason=f"message {message_id} deleted")
-        _delete_images(Image.objects.filter(message_id=key).values_list("pk", flat=True))
-        Message.objects.filter(pk=key).delete()
-        SearchChunk.objects.filter(source_kind="message", record_id=key).delete()
-        refresh_message_contexts(thread.pk, seq, seq)  # the neighbours' windows closed the gap
+        messages_erase([key])
     return 1
 
 
@@ -914,21 +912,43 @@ def memory_delete(*, thread: Thread, memory_id: Any) -> int:
 
     Its relations go with it, and records it superseded, refined or
     duplicated are valid again unless another such relation remains
-    (``memory.links.links_detach``). The thread's running extraction is
+    (``memory.erasure.memories_erase``). The thread's running extraction is
     fenced, not waited for (see ``message_delete``).
     """
     from memory.extraction import jobs_fence  # memory.extraction imports this module
-    from memory.links import links_detach  # memory.links imports this module
 
     key = stored_id(thread.project_id, check_id(memory_id, "memory_id"))
     with transaction.atomic():
         _lock_thread(thread.pk)
-        deleted, _ = Memory.objects.filter(live_q(timezone.now()), pk=key, thread_id=thread.pk).delete()
-        if deleted:
-            jobs_fence(thread_id=thread.pk, reason=f"memory {memory_id} deleted")
-            SearchChunk.objects.filter(source_kind="memory", record_id=key).delete()
-            links_detach(memory_ids=[key])
-    return 1 if deleted else 0
+        if not Memory.objects.filter(live_q(timezone.now()), pk=key, thread_id=thread.pk).exists():
+            return 0
+        jobs_fence(thread_id=thread.pk, reason=f"memory {memory_id} deleted")
+        memories_erase([key])
+    return 1
+
+
+def memory_delete_by_id(*, project: Project, memory_id: Any, allows: Callable[[Memory], bool] = lambda row: True
+                        ) -> int:
+    """Delete a memory-like record of ``project`` by id, whatever thread owns it (or none); return 1 or 0.
+
+    SDK ``OracleAgentMemory.delete_memory``: the way to delete a memory stored
+    with another ``thread_id`` or none, which no thread handle reaches. An
+    expired record is deleted too (it is stored data). ``allows`` (a
+    restricted client's ``Tenant.allows``) decides whether the caller may see
+    the row; one it may not counts as absent. The owning thread's running
+    extraction, if any, is fenced (see ``message_delete``).
+    """
+    from memory.extraction import jobs_fence  # memory.extraction imports this module
+
+    key = stored_id(project.pk, check_id(memory_id, "memory_id"))
+    with transaction.atomic():
+        row = lock_first(Memory.objects.filter(pk=key))
+        if row is None or not allows(row):
+            return 0
+        if row.thread_id and lock_first(Thread.objects.filter(pk=row.thread_id)) is not None:
+            jobs_fence(thread_id=row.thread_id, reason=f"memory {memory_id} deleted")
+        memories_erase([key])
+    return 1
 
 
 # --- threads ----------------------------------------------------------------------------
@@ -985,12 +1005,7 @@ def thread_delete(*, project: Project, thread_id: Any) -> int:
     with transaction.atomic():
         if lock_first(Thread.objects.filter(pk=key)) is None:
             return 0
-        # Chunks carry the thread scope of their record: this takes the
-        # messages' chunks and those of memories owned by the thread.
-        SearchChunk.objects.filter(thread_id=key).delete()
-        Memory.objects.filter(thread_id=key).delete()
-        RecordLink.objects.filter(thread_id=key).delete()
-        Thread.objects.filter(pk=key).delete()
+        threads_erase([key])
     return 1
 
 
@@ -1078,14 +1093,6 @@ def _insert_images(rows: list[Image], field: str) -> None:
     except IntegrityError:
         taken = Image.objects.filter(pk__in=[r.pk for r in rows]).values_list("pk", flat=True).first()
         raise Conflict(field, public_id(taken or rows[0].pk)) from None
-
-
-def _delete_images(image_ids: Sequence[str]) -> None:
-    """Delete image rows (stored ids) and their search chunks (inside the caller's transaction)."""
-    image_ids = list(image_ids)
-    if image_ids:
-        Image.objects.filter(pk__in=image_ids).delete()
-        SearchChunk.objects.filter(source_kind="image", record_id__in=image_ids).delete()
 
 
 def _check_scope_assertion(value: Any, expected: str | None, field: str) -> None:
@@ -1277,7 +1284,7 @@ def image_update(
         if chunks is None:
             qs.update(expires_at=row.expires_at, metadata=row.metadata)
         else:
-            qs.delete()
+            chunks_erase(qs)
             SearchChunk.objects.bulk_create(_image_chunk_rows(row, chunks, vectors))
         if row.message_id is not None and {"mime_type", "description", "timestamp"} & set(fields):
             _sync_message_part(row)
@@ -1298,5 +1305,5 @@ def image_delete(*, thread: Thread, image_id: Any) -> int:
             raise InvalidArgument("image_id", f"image {image_id!r} is attached to message "
                                               f"{public_id(row.message_id)!r}; delete or update the parent message "
                                               "instead")
-        _delete_images([row.pk])
+        images_erase([row.pk])
     return 1

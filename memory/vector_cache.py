@@ -196,6 +196,20 @@ class VectorCache:
                     return None  # inside a transaction the copy is never reloaded: rank in SQL
             return None if self._too_big else self._snapshot
 
+    def forget(self, chunk_ids) -> None:
+        """Drop deleted chunks for good: zero their vectors in memory and mark them dead (erasure, issue #12).
+
+        ``mark_dead`` only hides a row; an erased record's embedding must not
+        stay in this process's memory either. Ids not held are ignored.
+        """
+        ids = np.asarray(list(chunk_ids), dtype=np.int64)
+        if ids.size == 0:
+            return
+        with self._lock:
+            rows = np.flatnonzero(np.isin(self._ids[: self._n], ids))
+            self._matrix[rows] = 0.0
+            self._alive[rows] = False
+
     def mark_dead(self, snapshot: Snapshot, chunk_ids) -> None:
         """Mark rows of ``snapshot`` whose chunks no longer exist, so later searches skip them."""
         ids = np.asarray(list(chunk_ids), dtype=np.int64)

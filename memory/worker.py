@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+import time
 
 import dramatiq
 from django.conf import settings
@@ -110,7 +111,9 @@ def broker_status() -> dict[str, object]:
 
 
 class ExtractionSweepMiddleware(dramatiq.Middleware):
-    """Run ``memory.extraction.sweep`` when a worker boots and then on a timer, in a daemon thread.
+    """Run ``memory.extraction.sweep`` when a worker boots and then on a timer, in a daemon thread; on the same
+    thread, purge expired records (``memory.erasure.expired_purge``) at boot and then at the first sweep
+    after each ``OAM_PURGE_EXPIRED_SECONDS`` (default 3600; 0 or less: never).
 
     ``interval`` seconds between sweeps (default ``OAM_EXTRACTION_SWEEP_SECONDS``,
     60; 0 or less: only at boot).
@@ -137,6 +140,8 @@ class ExtractionSweepMiddleware(dramatiq.Middleware):
         from django.db import close_old_connections, connection
 
         boot = True
+        purge_every = float(getattr(settings, "OAM_PURGE_EXPIRED_SECONDS", 3600))
+        next_purge = time.monotonic()
         while not stop.is_set():
             try:
                 from memory.extraction import sweep
@@ -144,8 +149,15 @@ class ExtractionSweepMiddleware(dramatiq.Middleware):
                 counts = sweep(boot=boot)
                 if any(counts.values()):
                     logger.info("extraction sweep%s: %s", " at boot" if boot else "", counts)
+                if purge_every > 0 and time.monotonic() >= next_purge:
+                    from memory.erasure import expired_purge
+
+                    next_purge = time.monotonic() + purge_every
+                    purged = expired_purge()
+                    if purged:
+                        logger.info("purged expired records: %s", dict(purged))
             except Exception:  # noqa: BLE001 - a failed sweep is retried on the next tick
-                logger.warning("extraction sweep failed", exc_info=True)
+                logger.warning("extraction sweep or expiry purge failed", exc_info=True)
             finally:
                 close_old_connections()
                 connection.close()

@@ -60,6 +60,7 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "oam_site.middleware.PrivateApiResponsesMiddleware",
     "oam_site.middleware.ApiJsonErrorsMiddleware",
+    "threads.audit.AuditMiddleware",  # access records: API writes and refusals, staff writes (issue #12)
     "axes.middleware.AxesMiddleware",  # last: it turns a locked-out login into its 429 page
 ]
 
@@ -299,6 +300,10 @@ OAM_EXTRACTION_TIME_LIMIT = env.int("OAM_EXTRACTION_TIME_LIMIT", default=1200)  
 OAM_EXTRACTION_STALE_SECONDS = env.int("OAM_EXTRACTION_STALE_SECONDS", default=1500)  # running: worker lost
 OAM_EXTRACTION_RESEND_SECONDS = env.int("OAM_EXTRACTION_RESEND_SECONDS", default=300)  # queued: message lost
 OAM_EXTRACTION_SWEEP_SECONDS = env.int("OAM_EXTRACTION_SWEEP_SECONDS", default=60)  # 0: at worker boot only
+# Access records of API reads too (writes, refusals and staff writes are always recorded; threads.audit).
+OAM_AUDIT_READS = env.bool("OAM_AUDIT_READS", default=False)
+# Expired records are deleted (not only hidden) at worker boot and then at most this often (memory.erasure).
+OAM_PURGE_EXPIRED_SECONDS = env.int("OAM_PURGE_EXPIRED_SECONDS", default=3600)  # 0: never
 OAM_EXTRACTION_INLINE_WAIT = env.int("OAM_EXTRACTION_INLINE_WAIT", default=300)  # INLINE waits for earlier jobs
 
 LOGGING = {

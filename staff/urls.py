@@ -23,6 +23,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(template_name="staff/login.html",
                                                 authentication_form=AdminAuthenticationForm), name="login"),
     path("logout/", auth_views.LogoutView.as_view(next_page="staff:login"), name="logout"),
+    path("projects/", views.project_list, name="project_list"),
     path("threads/", views.default_thread_list, name="default_thread_list"),
     path(P + "threads/", views.thread_list, name="thread_list"),
     path(T, views.thread_detail, name="thread_detail"),

@@ -176,6 +176,13 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @require_safe
 @staff_required
+def project_list(request: HttpRequest) -> HttpResponse:
+    """``/staff/projects/``: every project with its thread count, each linking to its threads."""
+    return render(request, "staff/project_list.html", {"projects": browse.project_browse(), "nav": "projects"})
+
+
+@require_safe
+@staff_required
 def default_thread_list(request: HttpRequest) -> HttpResponse:
     """``/staff/threads/`` (the address before projects): the default project's thread list, same query."""
     return _redirect_keeping_query(request, reverse("staff:thread_list", args=[get_project(None).slug]))

@@ -10,8 +10,9 @@ from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from memory.admin import ReadOnlyAdmin
 from threads.auth import api_key_create, api_key_revoke, api_key_rotate
-from threads.models import ApiKey
+from threads.models import AccessRecord, ApiKey
 
 EDITABLE_ON_ADD = ("name", "project", "permission", "user_id", "agent_id", "expires_at")
 SHOWN = ("prefix", "is_active", "revoked_at", "last_used_at", "rotated_at", "created_by", "created_at")
@@ -73,3 +74,14 @@ class ApiKeyAdmin(admin.ModelAdmin):
             self.message_user(request, str(exc), messages.ERROR)
             return None
         return self._show_key(request, row, raw, "API key rotated")
+
+
+@admin.register(AccessRecord)
+class AccessRecordAdmin(ReadOnlyAdmin):
+    """Access records (``threads.audit``): read-only, filtered by project, door, key and status."""
+
+    list_display = ("at", "project", "channel", "api_key", "staff_user", "method", "route", "thread_id", "record_id",
+                    "status")
+    list_filter = ("project", "channel", "status", "method")
+    search_fields = ("route", "thread_id", "record_id", "staff_user", "api_key__name", "api_key__prefix")
+    list_select_related = ("project", "api_key")

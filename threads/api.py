@@ -19,7 +19,7 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.responses import Status
 
-from memory import extraction, links, selectors
+from memory import erasure, extraction, links, selectors
 from memory.client import AgentMemory, Thread
 from memory.errors import MAX_SQL_COUNT, InvalidArgument, NotFound
 from memory.extraction_config import MemoryExtractionConfig
@@ -40,6 +40,7 @@ from threads.auth import (
 from threads.schemas import (
     ContextCardIn,
     ContextCardOut,
+    ErasureOut,
     ErrorOut,
     ExtractionStateOut,
     ImageFormIn,
@@ -592,12 +593,12 @@ def thread_extraction(request: HttpRequest, thread_id: str):
 # --- API keys (admin) ------------------------------------------------------------------
 
 
-def _key_manager(request: HttpRequest):
-    """The calling key, when it may manage its project's keys: ``admin`` (the route's auth) and no fixed user
-    or agent (such a key acts for one user; managing keys would let it act for others)."""
+def _project_admin(request: HttpRequest):
+    """The calling key, when it may manage its project (keys, erasure receipts): ``admin`` (the route's auth)
+    and no fixed user or agent (such a key acts for one user; this would reach the others)."""
     manager = request.auth
     if manager.user_id is not None or manager.agent_id is not None:
-        raise KeyForbidden("a key restricted to a user or an agent cannot manage keys")
+        raise KeyForbidden("a key restricted to a user or an agent cannot manage keys or read erasure receipts")
     return manager
 
 
@@ -611,13 +612,13 @@ def _with_raw(row, raw: str):
 def key_list(request: HttpRequest):
     """The project's API keys, newest first, revoked ones included (never the keys themselves), as
     ``{"items": [...], "count": N}`` paged by ``limit``/``offset`` like every list."""
-    return api_key_list(project=_key_manager(request).project)
+    return api_key_list(project=_project_admin(request).project)
 
 
 @router.post("/keys", auth=ADMIN, response={201: KeyCreatedOut, **INVALID}, tags=["keys"])
 def key_create(request: HttpRequest, payload: KeyIn):
     """Create a key in the project; the answer holds the key itself, shown this once."""
-    manager = _key_manager(request)
+    manager = _project_admin(request)
     row, raw = api_key_create(project=manager.project, created_by=f"api-key:{manager.pk}",
                               **payload.model_dump(exclude_unset=True))
     return Status(201, _with_raw(row, raw))
@@ -627,12 +628,52 @@ def key_create(request: HttpRequest, payload: KeyIn):
              tags=["keys"])
 def key_rotate(request: HttpRequest, key_id: int):
     """Give a key a new secret (the old one stops working at once); the answer holds it, shown this once."""
-    row, raw = api_key_rotate(key=api_key_get(project=_key_manager(request).project, key_id=key_id))
+    row, raw = api_key_rotate(key=api_key_get(project=_project_admin(request).project, key_id=key_id))
     return _with_raw(row, raw)
 
 
 @router.delete("/keys/{key_id}", auth=ADMIN, response={204: None, **NOT_FOUND}, tags=["keys"])
 def key_revoke(request: HttpRequest, key_id: int):
     """Revoke a key of the project for good; revoking twice is harmless."""
-    api_key_revoke(key=api_key_get(project=_key_manager(request).project, key_id=key_id))
+    api_key_revoke(key=api_key_get(project=_project_admin(request).project, key_id=key_id))
     return Status(204, None)
+
+
+# --- erasure ---------------------------------------------------------------------------
+
+
+@router.delete("/memories/{memory_id}", response={204: None, **NOT_FOUND, **INVALID})
+def memory_delete_any(request: HttpRequest, memory_id: str):
+    """Delete a memory-like record by id, whatever thread owns it or none (SDK: ``delete_memory``); 404 when there
+    is none. The way to remove a memory stored with another ``thread_id`` or none."""
+    if not _memory(request).delete_memory(memory_id):
+        raise NotFound("memory_id", memory_id)
+    return Status(204, None)
+
+
+@router.delete("/users/{user_id}", auth=ADMIN, response={200: ErasureOut, **INVALID}, tags=["erasure"])
+def user_erase(request: HttpRequest, user_id: str, cascade: bool = True):
+    """Erase everything the project holds about one end user (GDPR Art. 17; SDK ``delete_user``): their
+    threads with all they hold and every record scoped to them; answers the stored receipt. 503 (nothing
+    erased) when earlier background extraction of their threads does not finish within 300 s."""
+    return _memory(request).erase_user(user_id, cascade, requested_by=f"api-key:{request.auth.pk}")
+
+
+@router.delete("/agents/{agent_id}", auth=ADMIN, response={200: ErasureOut, **INVALID}, tags=["erasure"])
+def agent_erase(request: HttpRequest, agent_id: str, cascade: bool = True):
+    """Erase everything the project holds about one agent (SDK ``delete_agent``); answers the stored receipt."""
+    return _memory(request).erase_agent(agent_id, cascade, requested_by=f"api-key:{request.auth.pk}")
+
+
+@router.get("/erasures", auth=ADMIN, response={200: list[ErasureOut]}, tags=["erasure"])
+@paginate(Pagination)
+def erasure_list(request: HttpRequest):
+    """The project's erasure receipts, newest first (subjects named by digest only: ``subject_id`` is empty)."""
+    return erasure.receipt_list(project=_project_admin(request).project)
+
+
+@router.get("/erasures/{receipt_id}", auth=ADMIN, response={200: ErasureOut, **NOT_FOUND, **INVALID},
+            tags=["erasure"])
+def erasure_get(request: HttpRequest, receipt_id: str):
+    """One erasure receipt of the project."""
+    return erasure.receipt_get(project=_project_admin(request).project, receipt_id=receipt_id)

@@ -26,6 +26,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja.security import HttpBearer
 
+from memory import progress
 from memory.errors import InvalidArgument, InvalidType, NotFound, check_text
 from memory.models import Project
 from memory.services import check_scope_id
@@ -164,20 +165,32 @@ def api_key_rotate(*, key: ApiKey) -> tuple[ApiKey, str]:
         raw, row.prefix, row.key_hash = _new_secret()
         row.rotated_at = timezone.now()
         row.save(update_fields=["prefix", "key_hash", "rotated_at"])
+        close_key_sockets(row.pk)  # they were opened with the old secret
     return row, raw
 
 
 def api_key_revoke(*, key: ApiKey) -> ApiKey:
-    """Revoke a key for good (idempotent): it is refused from now on. The row stays, for the audit trail.
-
-    Returns the row.
+    """Revoke a key for good (idempotent): it is refused from now on and the WebSockets it opened close
+    (``close_key_sockets``). The row stays, for the audit trail. Returns the row.
     """
     with transaction.atomic():
         row = ApiKey.objects.select_for_update().get(pk=key.pk)
         if row.is_active:
             row.is_active, row.revoked_at = False, timezone.now()
             row.save(update_fields=["is_active", "revoked_at"])
+        close_key_sockets(row.pk)
     return row
+
+
+def key_group(key_id: int) -> str:
+    """The channel-layer group of the WebSockets opened with key ``key_id`` (``threads.consumers``)."""
+    return f"apikey.{int(key_id)}"
+
+
+def close_key_sockets(key_id: int) -> None:
+    """After commit, tell every WebSocket opened with key ``key_id`` to close (code 4401), in every process
+    the channel layer reaches (``memory.progress.publish``)."""
+    progress.publish(key_group(key_id), {"type": "key.revoked", "key_id": int(key_id)})
 
 
 def api_key_tenant(row: ApiKey) -> Tenant:
@@ -207,6 +220,7 @@ class ApiKeyAuth(HttpBearer):
         if row is None:
             note_failed_key(request)
             return None
+        request.auth = row  # the refusal below is recorded against the key (threads.audit)
         if not permits(row.permission, self.permission):
             raise KeyForbidden(f"this key's permission is {row.permission!r}; this operation needs "
                                f"{self.permission!r}")

@@ -10,7 +10,8 @@ user or agent, to that user's and agent's threads only (issue #12).
 
 Refusals carry an application close code: 4401 no valid credentials (no
 session, or a wrong or inactive API key), 4403 a signed-in user who is not
-active staff, 4404 no such thread. A browser (no API key) is accepted first
+active staff, 4404 no such thread. A socket opened with an API key closes
+with 4401 when that key is revoked or rotated (``threads.auth.close_key_sockets``). A browser (no API key) is accepted first
 and then closed with that code, because a browser only sees the code of a
 close after ``accept`` (a refused handshake is 1006 to it); the staff page
 (``static/staff/extraction.js``) shows the reason and stops reconnecting. A
@@ -42,7 +43,9 @@ from channels.security.websocket import AllowedHostsOriginValidator
 from memory import extraction, progress, selectors
 from memory.errors import NotFound
 from memory.tenancy import Tenant, get_project
-from threads.auth import api_key_lookup, api_key_tenant
+from threads.audit import record_access
+from threads.auth import api_key_lookup, api_key_tenant, key_group
+from threads.models import ApiKey
 
 
 def scope_api_key(scope) -> str | None:
@@ -76,6 +79,9 @@ class OriginValidatorUnlessApiKey:
 
 #: Close codes of a refused connection: 4000 plus the HTTP status each mirrors.
 NOT_AUTHENTICATED, FORBIDDEN, NO_SUCH_THREAD = 4401, 4403, 4404
+#: The status an accepted connection is recorded with (``threads.audit``): HTTP 101, Switching Protocols.
+ACCEPTED = 101
+ROUTE = "/ws/threads/{thread_id}/extraction/"
 
 
 def _named_project(scope) -> str | None:
@@ -86,10 +92,16 @@ def _named_project(scope) -> str | None:
 
 @dataclass
 class Listener:
-    """Who may listen: the tenant whose threads it may open, and the API key it used (None: a staff session)."""
+    """Who may listen: the tenant whose threads it may open, and the API key it used (None: a staff session,
+    whose username is ``staff_user``)."""
 
     tenant: Tenant
-    key_id: int | None = None
+    key: ApiKey | None = None
+    staff_user: str = ""
+
+    @property
+    def key_id(self) -> int | None:
+        return self.key.pk if self.key is not None else None
 
 
 def _authorize(scope) -> Listener | int:
@@ -109,14 +121,14 @@ def _authorize(scope) -> Listener | int:
             return NOT_AUTHENTICATED
         if named is not None and named != row.project.slug:
             return FORBIDDEN
-        return Listener(tenant=api_key_tenant(row), key_id=row.pk)
+        return Listener(tenant=api_key_tenant(row), key=row)
     user = scope.get("user")
     if user is None or not user.is_authenticated:
         return NOT_AUTHENTICATED
     if not (user.is_active and user.is_staff):
         return FORBIDDEN
     try:
-        return Listener(tenant=Tenant(project=get_project(named)))
+        return Listener(tenant=Tenant(project=get_project(named)), staff_user=user.get_username())
     except NotFound:
         return NO_SUCH_THREAD
 
@@ -136,6 +148,14 @@ def _state(listener: Listener, thread_id: str) -> tuple[str, dict] | None:
         return None
 
 
+def _record(listener: Listener | int, thread_id: str, status: int) -> None:
+    """An access record of a connection attempt: accepted (101) or refused with ``status`` (its close code)."""
+    known = listener if isinstance(listener, Listener) else None
+    record_access(channel="websocket", method="GET", route=ROUTE, status=status,
+                  project=known.tenant.project if known else None, api_key=known.key if known else None,
+                  staff_user=known.staff_user if known else "", thread_id=thread_id)
+
+
 class ExtractionConsumer(AsyncJsonWebsocketConsumer):
     """Relays one thread's extraction events to the client; the client sends nothing."""
 
@@ -147,6 +167,7 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
             found = await database_sync_to_async(_state)(listener, thread_id)
             if found is None:
                 refusal = NO_SUCH_THREAD
+        await database_sync_to_async(_record)(listener, thread_id, refusal or ACCEPTED)
         if refusal is not None:
             await self._refuse(refusal)
             return
@@ -154,6 +175,9 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
         progress.bind_event_loop(asyncio.get_running_loop())
         self.group = progress.group_name(key)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        if listener.key_id is not None:  # revoking or rotating the key closes this socket
+            self.key_group = key_group(listener.key_id)
+            await self.channel_layer.group_add(self.key_group, self.channel_name)
         await self.accept()
         await self.send_json({"event": "state", **state})
 
@@ -164,8 +188,13 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
         await self.close(code=code)
 
     async def disconnect(self, code):
-        if getattr(self, "group", None):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+        for group in (getattr(self, "group", None), getattr(self, "key_group", None)):
+            if group:
+                await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def key_revoked(self, event):
+        """The key this socket was opened with was revoked or rotated: close with 4401."""
+        await self.close(code=NOT_AUTHENTICATED)
 
     async def receive_json(self, content, **kwargs):
         """Clients only listen; anything they send is ignored."""

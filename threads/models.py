@@ -56,3 +56,35 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class AccessRecord(models.Model):
+    """Who did what through which door (issue #12): one row per API write, refused request, WebSocket
+    connection and staff write (``threads.audit``).
+
+    ``route`` is the route's template (``/api/threads/{thread_id}/messages``),
+    ``thread_id`` and ``record_id`` the public ids the path named (never a
+    user or agent id: an erasure would have to find them). An erasure clears
+    them for the erased threads (``threads.audit.scrub_erased``).
+    """
+
+    CHANNELS = ("api", "websocket", "staff")
+
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    api_key = models.ForeignKey(ApiKey, on_delete=models.SET_NULL, null=True, blank=True, related_name="accesses")
+    staff_user = models.CharField(max_length=150, blank=True, default="")
+    channel = models.CharField(max_length=16, choices=[(c, c) for c in CHANNELS])
+    method = models.CharField(max_length=10)
+    route = models.CharField(max_length=200)
+    thread_id = models.CharField(max_length=255, null=True, blank=True, db_index=True)
+    record_id = models.CharField(max_length=255, null=True, blank=True)
+    status = models.IntegerField(help_text="HTTP status; a WebSocket's 101 (accepted) or close code.")
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        db_table = "oam_access_log"
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["project", "at"], name="oam_access_project_ix")]
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.route} {self.status}"

@@ -802,3 +802,36 @@ class KeyCreatedOut(KeyOut):
     """A key just created or rotated, with the raw key: shown this once, never stored."""
 
     key: str = Field(description="Send as `Authorization: Bearer <key>`. It cannot be shown again.")
+
+
+# --- erasure --------------------------------------------------------------------------
+
+
+class ErasureOut(Schema):
+    """A receipt of an erasure (``memory.erasure``): what was deleted about one user or agent, and when.
+
+    The stored receipt names the subject only by a keyed digest; ``subject_id``
+    is echoed in the answer to the erasure itself and empty when a receipt is read back.
+    """
+
+    receipt_id: str
+    project: str
+    subject: str = Field(description="user or agent")
+    subject_id: str
+    cascade: bool
+    found: bool = Field(description="Whether the project held anything about the subject.")
+    counts: dict[str, int] = Field(description="Rows deleted per kind: threads, messages, memories, images, "
+                                               "relations, chunks, summaries, extraction_jobs.")
+    storage: dict[str, Any] = Field(description="What was done to the storage afterwards (WAL truncated, "
+                                                "Oracle Text optimized ...).")
+    requested_by: str
+    requested_at: str
+    completed_at: str | None
+
+    @staticmethod
+    def resolve_requested_at(obj) -> str:
+        return obj.requested_at.isoformat()
+
+    @staticmethod
+    def resolve_completed_at(obj) -> str | None:
+        return obj.completed_at.isoformat() if obj.completed_at else None

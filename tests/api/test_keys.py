@@ -225,6 +225,7 @@ def test_key_management_stays_in_the_project_and_refuses_bad_input(db):
     restricted, _ = client_for(permission="admin", user_id="u1")
     response = restricted.post("/api/keys", {"name": "escalate"})
     assert response.status_code == 403 and "restricted" in response.json()["detail"]
+    assert restricted.get("/api/erasures").status_code == 403  # nor read the project's erasure receipts
     assert not ApiKey.objects.filter(name__in=["x", "escalate"]).exists()
 
 

@@ -7,8 +7,9 @@ production"). It is Django's own SQLite backend with two changes:
   interpreter's ``sqlite3`` was built without extension loading, as on these
   machines' pyenv Python. Otherwise the standard library module is used.
 * Every new connection loads sqlite-vec (``vec_distance_cosine``,
-  ``vec_distance_l2`` and ``vec0`` tables) and applies the ``init_command``
-  pragmas from settings (WAL journal, busy timeout).
+  ``vec_distance_l2`` and ``vec0`` tables), turns ``secure_delete`` on (a
+  deleted record's text does not stay in the file: ``memory.erasure``) and
+  applies the ``init_command`` pragmas from settings (WAL journal, busy timeout).
 * The database file's folder is created on the first connection (a fresh
   clone has no ``var/``), or ``ImproperlyConfigured`` names ``OAM_VAR_DIR`` /
   ``OAM_SQLITE_PATH`` when it cannot be.
@@ -142,6 +143,8 @@ class DatabaseWrapper(sqlite_base.DatabaseWrapper):
         register_functions(conn)
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA legacy_alter_table = OFF")
+        # Deleted content is overwritten with zeros, not left in free pages (issue #12, memory.erasure).
+        conn.execute("PRAGMA secure_delete = ON")
         for init_command in self.init_commands:
             if init_command := init_command.strip():
                 conn.execute(init_command)

@@ -1,0 +1,359 @@
+"""Erasure (issue #12): deleting records for good, one end user or agent at a time, and what has expired.
+
+Every delete of the engine ends here, whichever door it came through (the
+spec's ``delete_*`` methods, ``AgentMemory.delete_user``/``delete_agent``/
+``delete_memory``, ``DELETE`` routes, the staff pages, the admin's single and
+bulk deletes, the expiry purge):
+
+* ``images_erase``, ``messages_erase``, ``memories_erase``, ``threads_erase``
+  delete rows by stored id (``memory.tenancy``) with everything derived from
+  them: search chunks (``chunks_erase``, which also drops the embeddings from
+  this process's vector cache), attached images, relations (re-validating
+  what they invalidated), summaries and extraction jobs, and the keyword
+  context of the neighbouring messages. Each returns a ``Counter`` of rows.
+* ``subject_erase`` erases everything held about one user or agent of a
+  project (GDPR Art. 17; SDK ``delete_user``/``delete_agent`` with
+  ``cascade=True``): their threads with all they hold, then every record
+  still scoped to them in other threads or in none, and stores an
+  ``ErasureReceipt`` that names the subject only by a keyed digest.
+* ``expired_purge`` deletes records whose ``expires_at`` has passed (until
+  now they were only hidden), in batches; the worker runs it on a timer
+  (``memory.worker``) and ``manage.py purge_expired`` on demand.
+
+Deleting rows is not enough for a file database: SQLite keeps deleted text in
+free pages and in the WAL, and FTS5 keeps deleted terms in its segments. So
+every SQLite connection sets ``PRAGMA secure_delete = ON`` (freed content is
+overwritten with zeros; ``memory.backends.sqlite_vec``), the keyword index has
+FTS5's ``secure-delete`` option on (migration 0007: a delete removes its
+terms at once), and ``storage_scrub`` checkpoints the WAL into the file and
+truncates it after an erasure. On Oracle, ``storage_scrub`` optimizes the
+Oracle Text indexes (``CTX_DDL.OPTIMIZE_INDEX ... 'FULL'``), which drops the
+deleted rows' tokens; undo, redo and flashback retention are the DBA's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import connection as default_connection, transaction
+from django.db.models import Max, Min, QuerySet
+from django.utils import timezone
+
+from memory.errors import InvalidArgument, OutOfScope
+from memory.models import (
+    ErasureReceipt,
+    ExtractionJob,
+    Image,
+    Memory,
+    Message,
+    RecordLink,
+    SearchChunk,
+    Thread,
+    ThreadSummary,
+)
+from memory.signals import subject_erased
+from memory.tenancy import Tenant, public_ids
+
+logger = logging.getLogger(__name__)
+
+#: Rows deleted per transaction by ``expired_purge``.
+PURGE_BATCH = 500
+#: Name of the keyword index (migration 0003): FTS5 table on SQLite, ``<name>_1``/``_2`` Oracle Text indexes.
+KEYWORD_INDEX = "oam_search_chunks_fts"
+SUBJECTS = ("user", "agent")
+
+
+# --- rows and what is derived from them --------------------------------------------------------
+
+
+def chunks_erase(qs: QuerySet) -> int:
+    """Delete the search chunks of ``qs``; return how many.
+
+    After commit, their embeddings are dropped from this process's vector
+    cache (``VectorCache.forget``; other processes skip them as deleted when
+    a search meets them).
+    """
+    ids = list(qs.values_list("id", flat=True))
+    if not ids:
+        return 0
+    SearchChunk.objects.filter(id__in=ids).delete()
+    transaction.on_commit(lambda: _forget_vectors(ids))
+    return len(ids)
+
+
+def _forget_vectors(ids: list[int]) -> None:
+    from memory.vector_cache import get_vector_cache
+
+    cache = get_vector_cache()
+    if cache is not None:
+        cache.forget(ids)
+
+
+def images_erase(keys: Iterable[str]) -> Counter:
+    """Delete images (stored ids) and their chunks. Call inside a transaction."""
+    keys = list(keys)
+    counts: Counter = Counter()
+    if keys:
+        counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="image", record_id__in=keys))
+        counts["images"] += Image.objects.filter(pk__in=keys).delete()[0]
+    return counts
+
+
+def messages_erase(keys: Iterable[str]) -> Counter:
+    """Delete messages (stored ids) with their chunks and attached images, then refresh the keyword context of
+    the neighbours in each thread that remains. Call inside a transaction."""
+    from memory.services import refresh_message_contexts
+
+    keys = list(keys)
+    counts: Counter = Counter()
+    if not keys:
+        return counts
+    spans = list(Message.objects.filter(pk__in=keys).values("thread_id").annotate(lo=Min("seq"), hi=Max("seq")))
+    counts += images_erase(Image.objects.filter(message_id__in=keys).values_list("pk", flat=True))
+    counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="message", record_id__in=keys))
+    counts["messages"] += Message.objects.filter(pk__in=keys).delete()[0]
+    for span in spans:
+        refresh_message_contexts(span["thread_id"], span["lo"], span["hi"])
+    return counts
+
+
+def memories_erase(keys: Iterable[str]) -> Counter:
+    """Delete memory-like records (stored ids) with their chunks and relations; what their relations
+    invalidated is valid again unless another relation holds it (``memory.links.links_detach``). Call inside
+    a transaction."""
+    from memory.links import links_detach  # memory.links imports memory.services, which imports this module
+
+    keys = list(keys)
+    counts: Counter = Counter()
+    if keys:
+        counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="memory", record_id__in=keys))
+        counts["relations"] += links_detach(memory_ids=keys)
+        counts["memories"] += Memory.objects.filter(pk__in=keys).delete()[0]
+    return counts
+
+
+def threads_erase(keys: Iterable[str]) -> Counter:
+    """Delete threads (stored ids) with everything they hold: messages, images, the memories they own,
+    relations, summaries, extraction jobs and every chunk scoped to them. Call inside a transaction."""
+    keys = list(keys)
+    counts: Counter = Counter()
+    if not keys:
+        return counts
+    counts += memories_erase(Memory.objects.filter(thread_id__in=keys).values_list("pk", flat=True))
+    counts += images_erase(Image.objects.filter(thread_id__in=keys).values_list("pk", flat=True))
+    counts["chunks"] += chunks_erase(SearchChunk.objects.filter(thread_id__in=keys))
+    counts["relations"] += RecordLink.objects.filter(thread_id__in=keys).delete()[0]
+    counts["summaries"] += ThreadSummary.objects.filter(thread_id__in=keys).count()
+    counts["extraction_jobs"] += ExtractionJob.objects.filter(thread_id__in=keys).count()
+    counts["messages"] += Message.objects.filter(thread_id__in=keys).count()
+    Thread.objects.filter(pk__in=keys).delete()  # cascades to messages, summaries and jobs
+    counts["threads"] += len(keys)
+    return counts
+
+
+# --- one user or agent ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Erasure:
+    """What ``subject_erase`` did (the stored ``ErasureReceipt`` plus the subject's id, which is not stored).
+
+    ``counts``: rows deleted per kind (threads, messages, memories, images,
+    relations, chunks, summaries, extraction_jobs); ``found``: whether the
+    project held anything about the subject; ``storage``: what was done to
+    the storage afterwards (``storage_scrub``).
+    """
+
+    receipt_id: str
+    project: str
+    subject: str
+    subject_id: str
+    cascade: bool
+    counts: dict[str, int]
+    storage: dict[str, Any]
+    requested_by: str
+    requested_at: datetime
+    completed_at: datetime | None
+    found: bool = field(default=False)
+
+
+def subject_digest(project_id: int, subject: str, value: str) -> str:
+    """HMAC-SHA256 (keyed by ``SECRET_KEY``) of ``"<project pk>:<subject>:<id>"``: a receipt can be matched to
+    an id later by whoever holds both, and reveals nothing by itself."""
+    message = f"{project_id}:{subject}:{value}".encode("utf-8")
+    return hmac.new(settings.SECRET_KEY.encode("utf-8"), message, hashlib.sha256).hexdigest()
+
+
+def subject_threads(tenant: Tenant, subject: str, value: str) -> list[str]:
+    """Stored ids of the threads of ``tenant``'s project owned by this user or agent."""
+    return list(Thread.objects.filter(project=tenant.project, **{f"{subject}_id": value})
+                .values_list("pk", flat=True))
+
+
+def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = True,
+                  requested_by: str = "") -> Erasure:
+    """Erase everything ``tenant``'s project holds about one user (``subject="user"``) or agent; return the receipt.
+
+    With ``cascade`` (the SDK's default): in one transaction, the threads
+    owned by ``value`` (``threads_erase``), then every memory, image and
+    chunk still scoped to it in other threads or in none; then the storage is
+    scrubbed (``storage_scrub``). Without ``cascade`` nothing is deleted:
+    the SDK then removes only a profile row, which this service does not keep.
+    An ``ErasureReceipt`` is stored either way, naming the subject only by
+    ``subject_digest``. A restricted tenant may erase only its own user (and
+    not while restricted to an agent), or its own agent (not while
+    restricted to a user): ``OutOfScope`` otherwise. ValueError/TypeError for
+    a bad id or subject. ``memory.signals.subject_erased`` goes out in the
+    same transaction, so that other layers drop what they keep about the
+    erased threads (access records). Callers wait for background extraction first (the
+    client does, ``AgentMemory.delete_user``).
+    """
+    from memory.services import check_id
+
+    if subject not in SUBJECTS:
+        raise InvalidArgument("subject", f"must be one of: {', '.join(SUBJECTS)}")
+    field_name = f"{subject}_id"
+    value = check_id(value, field_name)
+    other = "agent" if subject == "user" else "user"
+    if getattr(tenant, f"{other}_id") is not None:
+        raise OutOfScope(field_name, f"a client restricted to one {other} cannot erase a whole {subject}")
+    value = tenant.fill(field_name, value)
+    if not isinstance(cascade, bool):
+        raise InvalidArgument("cascade", "must be a bool")
+    receipt = ErasureReceipt(project=tenant.project, subject=subject, cascade=cascade,
+                             subject_digest=subject_digest(tenant.project.pk, subject, value),
+                             requested_by=requested_by[:200], requested_at=timezone.now())
+    counts: Counter = Counter()
+    if cascade:
+        with transaction.atomic():
+            scoped = {"project": tenant.project, field_name: value}
+            threads = subject_threads(tenant, subject, value)
+            counts += threads_erase(threads)
+            subject_erased.send(sender=ErasureReceipt, project=tenant.project, thread_ids=public_ids(threads))
+            counts += memories_erase(Memory.objects.filter(**scoped).values_list("pk", flat=True))
+            counts += images_erase(Image.objects.filter(**scoped).values_list("pk", flat=True))
+            counts["chunks"] += chunks_erase(SearchChunk.objects.filter(**scoped))
+    receipt.counts = {name: counts.get(name, 0) for name in (
+        "threads", "messages", "memories", "images", "relations", "chunks", "summaries", "extraction_jobs")}
+    receipt.storage = storage_scrub() if cascade else {}
+    receipt.completed_at = timezone.now()
+    receipt.save()
+    return receipt_dto(receipt, subject_id=value)
+
+
+# --- expired records ----------------------------------------------------------------------------
+
+
+def expired_purge(*, now: datetime | None = None, batch: int = PURGE_BATCH) -> Counter:
+    """Delete every message, memory and standalone image whose ``expires_at`` has passed; return the counts.
+
+    Expired records were only hidden from reads; this deletes them with what
+    is derived from them (``messages_erase``/``memories_erase``/``images_erase``),
+    ``batch`` rows per transaction, every project. Threads do not expire.
+    Safe to run anywhere, any number of times, concurrently. The storage is
+    scrubbed afterwards when anything was deleted (``storage_scrub``).
+    """
+    now = now or timezone.now()
+    counts: Counter = Counter()
+    sources = (
+        (Message.objects.filter(expires_at__lte=now), messages_erase),
+        (Memory.objects.filter(expires_at__lte=now), memories_erase),
+        (Image.objects.filter(expires_at__lte=now, message__isnull=True), images_erase),
+    )
+    for qs, erase in sources:
+        while keys := list(qs.order_by("pk").values_list("pk", flat=True)[:batch]):
+            with transaction.atomic():
+                counts += erase(keys)
+    if any(counts.values()):
+        storage_scrub()
+    return counts
+
+
+# --- the storage -----------------------------------------------------------------------------------
+
+
+def oracle_text_optimize_sql(connection=None) -> list[str]:
+    """The PL/SQL blocks that remove deleted rows' tokens from the Oracle Text indexes of the keyword index."""
+    connection = connection or default_connection
+    quote = connection.ops.quote_name
+    return [f"BEGIN CTX_DDL.OPTIMIZE_INDEX('{quote(f'{KEYWORD_INDEX}_{i}')}', 'FULL'); END;" for i in (1, 2)]
+
+
+def storage_scrub(connection=None) -> dict[str, Any]:
+    """Make committed deletes final in the storage; return what was done.
+
+    SQLite: ``PRAGMA secure_delete`` and FTS5 ``secure-delete`` already
+    overwrote the deleted content in the pages written; the planner's index
+    samples (``sqlite_stat4``, kept by ``ANALYZE`` and ``PRAGMA optimize``
+    when SQLite has them) may still hold indexed values such as user and
+    thread ids, so the rows of this service's tables go (``sqlite_stat1``'s
+    counts stay; a later ``ANALYZE`` samples what is left); ``wal_checkpoint(TRUNCATE)``
+    copies those pages into the database file and empties the WAL, which
+    still held the old page images. ``wal_truncated`` is False when a reader
+    kept the checkpoint from finishing (a later scrub or checkpoint completes
+    it). Oracle: ``CTX_DDL.OPTIMIZE_INDEX(..., 'FULL')`` on both keyword
+    indexes. Errors are logged, not raised: the rows are deleted already.
+    """
+    connection = connection or default_connection
+    done: dict[str, Any] = {"vendor": connection.vendor}
+    try:
+        with connection.cursor() as cursor:
+            if connection.vendor == "sqlite":
+                cursor.execute("PRAGMA secure_delete")
+                done["secure_delete"] = bool(cursor.fetchone()[0])
+                cursor.execute("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_stat4'")
+                if cursor.fetchone():  # ANALYZE's samples of index keys: ids, user ids
+                    cursor.execute("DELETE FROM sqlite_stat4 WHERE tbl LIKE 'oam\\_%' ESCAPE '\\'")
+                    done["index_samples_cleared"] = True
+                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                busy, _, _ = cursor.fetchone()
+                done["wal_truncated"] = busy == 0
+            elif connection.vendor == "oracle":
+                for statement in oracle_text_optimize_sql(connection):
+                    cursor.execute(statement)
+                done["text_index_optimized"] = True
+    except Exception:  # noqa: BLE001 - the delete committed; the scrub is best effort and reported
+        logger.warning("storage scrub after an erasure failed", exc_info=True)
+        done["error"] = True
+    return done
+
+
+def receipt_dto(row: ErasureReceipt, *, subject_id: str = "") -> Erasure:
+    """An ``Erasure`` value from a stored receipt (``subject_id`` is not stored: the caller's, else "")."""
+    return Erasure(
+        receipt_id=str(row.pk), project=row.project.slug, subject=row.subject, subject_id=subject_id,
+        cascade=row.cascade, counts=dict(row.counts), storage=dict(row.storage), requested_by=row.requested_by,
+        requested_at=row.requested_at, completed_at=row.completed_at, found=any(row.counts.values()),
+    )
+
+
+def receipt_list(*, project: Any) -> list[Erasure]:
+    """The erasure receipts of ``project``, newest first."""
+    return [receipt_dto(row) for row in ErasureReceipt.objects.select_related("project").filter(project=project)
+            .order_by("-requested_at", "pk")]
+
+
+def receipt_get(*, project: Any, receipt_id: Any) -> Erasure:
+    """One receipt of ``project``; KeyError (``NotFound``) otherwise, ValueError for an id that is not a UUID."""
+    import uuid
+
+    from memory.errors import NotFound
+
+    if not isinstance(receipt_id, str):
+        raise InvalidArgument("receipt_id", "must be a string")
+    try:
+        key = uuid.UUID(receipt_id)
+    except ValueError:
+        raise InvalidArgument("receipt_id", "must be a UUID") from None
+    row = ErasureReceipt.objects.select_related("project").filter(pk=key, project=project).first()
+    if row is None:
+        raise NotFound("receipt_id", receipt_id)
+    return receipt_dto(row)

@@ -1,0 +1,138 @@
+"""Access records and key revocation on open sockets (issue #12, step e).
+
+"Nothing records which key created or changed a record": every API write,
+every refused request, every staff write and every WebSocket connection is an
+``AccessRecord`` naming its key (or staff member), project, route and the
+public ids in its path; an erasure clears the erased threads' ids from them.
+Revoking or rotating a key closes the WebSockets it opened.
+"""
+
+import asyncio
+
+import pytest
+from channels.testing import WebsocketCommunicator
+from channels.db import database_sync_to_async
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from memory.client import AgentMemory
+from memory.models import Project
+from tests.api.helpers import JsonClient
+from threads.auth import api_key_create, api_key_revoke, api_key_rotate
+from threads.models import AccessRecord
+
+
+def keyed(**options):
+    row, raw = api_key_create(name=options.pop("name", "k"), **options)
+    return JsonClient(headers={"Authorization": f"Bearer {raw}"}), row, raw
+
+
+def test_writes_and_refusals_are_recorded_with_their_key(db, settings):
+    writer, row, _ = keyed()
+    reader, reader_row, _ = keyed(permission="read")
+    assert writer.post("/api/threads", {"thread_id": "c4", "user_id": "u1"}).status_code == 201
+    assert writer.post("/api/threads/c4/memories", {"content": "likes tea", "memory_id": "m1"}).status_code == 201
+    assert writer.delete("/api/threads/c4/memories/m1").status_code == 204
+    assert writer.get("/api/threads/c4").status_code == 200  # a read: not recorded by default
+    assert reader.post("/api/threads", {"thread_id": "nope"}).status_code == 403
+    assert JsonClient(headers={"Authorization": "Bearer wrong"}).delete("/api/threads/c4").status_code == 401
+    records = list(AccessRecord.objects.order_by("id").values_list(
+        "api_key_id", "project__slug", "channel", "method", "route", "thread_id", "record_id", "status"))
+    assert records == [
+        (row.pk, "default", "api", "POST", "/api/threads", None, None, 201),
+        (row.pk, "default", "api", "POST", "/api/threads/{thread_id}/memories", "c4", None, 201),
+        (row.pk, "default", "api", "DELETE", "/api/threads/{thread_id}/memories/{memory_id}", "c4", "m1", 204),
+        (reader_row.pk, "default", "api", "POST", "/api/threads", None, None, 403),
+        (None, None, "api", "DELETE", "/api/threads/{thread_id}", "c4", None, 401),
+    ]
+    settings.OAM_AUDIT_READS = True
+    writer.get("/api/threads/c4")
+    assert AccessRecord.objects.order_by("-id").values_list("method", "route").first() == (
+        "GET", "/api/threads/{thread_id}")
+
+
+def test_an_erasure_leaves_no_user_or_thread_id_in_the_records(db):
+    admin, admin_row, _ = keyed(permission="admin")
+    client = AgentMemory(llm=None)
+    client.create_thread(thread_id="t-ann", user_id="ann@example.com")
+    client.create_thread(thread_id="t-bob", user_id="bob")
+    for thread_id in ("t-ann", "t-bob"):
+        response = admin.post(f"/api/threads/{thread_id}/memories", {"content": "x", "memory_id": f"m-{thread_id}"})
+        assert response.status_code == 201
+    assert admin.delete("/api/users/ann@example.com").json()["counts"]["threads"] == 1
+    assert set(AccessRecord.objects.values_list("thread_id", flat=True)) == {None, "t-bob"}
+    assert not any("ann" in str(value) for row in AccessRecord.objects.values() for value in row.values())
+    erasure = AccessRecord.objects.get(route="/api/users/{user_id}")
+    assert (erasure.api_key_id, erasure.status, erasure.record_id) == (admin_row.pk, 200, None)
+
+
+def test_staff_writes_are_recorded_with_the_staff_member(db, thread):
+    staff = Client()
+    staff.force_login(get_user_model().objects.create_user("eve", password="pw-for-tests-only", is_staff=True))
+    thread.add_memory("likes tea", memory_id="m1")
+    response = staff.post("/staff/projects/default/threads/t-main/memories/m1/delete/")
+    assert response.status_code == 302
+    record = AccessRecord.objects.get()
+    assert (record.channel, record.staff_user, record.project.slug, record.method, record.thread_id,
+            record.record_id, record.status) == ("staff", "eve", "default", "POST", "t-main", "m1", 302)
+    assert record.route == "/staff/projects/{project}/threads/{thread_id}/memories/{memory_id}/delete/"
+
+
+# --- WebSockets -------------------------------------------------------------------------------------
+
+
+async def _open(path):
+    from oam_site.asgi import application
+
+    communicator = WebsocketCommunicator(application, path)
+    connected, code = await communicator.connect(timeout=10)
+    if connected:
+        await communicator.receive_json_from(timeout=10)  # the state frame
+    return communicator, connected, code
+
+
+async def _closed_with(communicator):
+    """The close code the server sends next (it must send something within 5 s)."""
+    output = await communicator.receive_output(timeout=5)
+    return output.get("code") if output["type"] == "websocket.close" else output["type"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_revoking_or_rotating_a_key_closes_its_sockets_and_only_its(settings, fresh_extraction_tracker):
+    settings.OAM_EMBEDDED_WORKER = False
+    AgentMemory(llm=None).create_thread(thread_id="t-ws", user_id="u1")
+    revoked, rotated, kept = (api_key_create(name=n) for n in ("revoked", "rotated", "kept"))
+    path = "/ws/threads/t-ws/extraction/?api_key="
+
+    async def scenario():
+        sockets = [(await _open(path + raw))[0] for _, raw in (revoked, rotated, kept)]
+        await database_sync_to_async(api_key_revoke)(key=revoked[0])
+        first = await _closed_with(sockets[0])
+        others = [await s.receive_nothing(timeout=0.5) for s in sockets[1:]]  # True: still open, silent
+        await database_sync_to_async(api_key_rotate)(key=rotated[0])
+        second = await _closed_with(sockets[1])
+        third = await sockets[2].receive_nothing(timeout=0.5)
+        _, connected, code = await _open(path + revoked[1])  # and it cannot come back
+        for s in sockets:
+            await s.disconnect()
+        return first, others, second, third, (connected, code)
+
+    first, others, second, third, again = asyncio.run(scenario())
+    assert first == 4401 and others == [True, True]
+    assert second == 4401 and third is True
+    assert again == (False, 4401)
+    attempts = list(AccessRecord.objects.filter(channel="websocket").order_by("id").values_list("api_key_id", "status"))
+    assert attempts == [(revoked[0].pk, 101), (rotated[0].pk, 101), (kept[0].pk, 101), (None, 4401)]
+    assert AccessRecord.objects.filter(channel="websocket", project__slug="default").count() == 3
+
+
+def test_the_staff_project_list_counts_threads(db):
+    staff = Client()
+    staff.force_login(get_user_model().objects.create_user("eve", password="pw-for-tests-only", is_staff=True))
+    acme = AgentMemory(project=Project.objects.create(slug="acme"), llm=None)
+    for tid in ("a", "b"):
+        acme.create_thread(thread_id=tid)
+    html = staff.get("/staff/projects/").content.decode()
+    assert '<a href="/staff/projects/acme/threads/">acme</a>' in html
+    row = html.split('data-project="acme"')[1].split("</tr>")[0]
+    assert '<td class="num">2</td>' in row

@@ -1,0 +1,264 @@
+"""Erasure (issue #12, step d): one user or agent at a time, every delete path, and the bytes of the file.
+
+The canary test writes a unique word into every place a user's data lands
+(message text and metadata, memory text and metadata, an image's description
+and the PNG's own text chunk, thread metadata, the user id itself), checks
+that the word is in the SQLite file (database, WAL), erases the user, and
+checks that no byte of it is left: not in the tables, not in free pages
+(``secure_delete``), not in FTS5 segments (``secure-delete``), not in the WAL
+(``storage_scrub``), not in the planner's statistics.
+"""
+
+import datetime as dt
+import io
+import uuid
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.utils import timezone
+from PIL import Image as PillowImage, PngImagePlugin
+
+from memory import erasure
+from memory.client import AgentMemory
+from memory.errors import OutOfScope
+from memory.models import (
+    ErasureReceipt,
+    ExtractionJob,
+    Image,
+    Memory,
+    Message,
+    Project,
+    RecordLink,
+    SearchChunk,
+    Thread,
+    ThreadSummary,
+)
+from memory.tenancy import Tenant
+from tests import image_samples as samples
+from tests.ids import key
+
+
+def png_with_text(text: str) -> bytes:
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Comment", text)
+    buf = io.BytesIO()
+    PillowImage.new("RGB", (24, 24), (10, 200, 90)).save(buf, "PNG", pnginfo=info)
+    return buf.getvalue()
+
+
+def file_bytes() -> bytes:
+    """The database file, its WAL and shared-memory index, as they are on disk."""
+    path = Path(connection.settings_dict["NAME"])
+    return b"".join(p.read_bytes() for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists())
+
+
+def checkpoint() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def fill(client: AgentMemory, user: str, word: str) -> None:
+    """A user's thread with the ``word`` in every field that takes text."""
+    thread = client.create_thread(thread_id=f"t-{user}", user_id=user, agent_id="a1", metadata={"note": word})
+    thread.add_messages([
+        {"role": "user", "content": f"My secret word is {word} and I live in Lisbon", "metadata": {"w": word}},
+        {"role": "assistant", "content": "Noted."},
+    ])
+    first = thread.add_memory(f"The user's secret word is {word}", memory_type="fact", metadata={"w": word})
+    second = thread.add_memory(f"The user repeats {word} often")
+    thread.link_records(second, "memory", first, "fact", "supports")
+    thread.add_image(png_with_text(word), description=f"A note that reads {word}")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_erased_users_words_are_gone_from_the_file():
+    client = AgentMemory(llm=None)
+    canary = f"qzcanary{uuid.uuid4().hex[:16]}"
+    keeper = f"qzkeeper{uuid.uuid4().hex[:16]}"
+    user = f"user-{canary}"
+    fill(client, user, canary)
+    fill(client, "someone-else", keeper)
+    busy = client.get_thread("t-someone-else")
+    for i in range(12):  # more FTS5 segments, merged over the canary's: it sits in an older, larger one
+        busy.add_messages([{"role": "user", "content": f"{keeper} small talk number {i}"}])
+    # a memory of the user filed in another user's thread, and one in no thread
+    client.get_thread("t-someone-else").add_memory(f"{canary} was mentioned here", user_id=user)
+    client.get_thread("t-someone-else").add_memory(f"{canary} floats", user_id=user, thread_id=None)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")  # planner statistics may sample indexed values (the user id)
+    checkpoint()
+    tail = canary[4:].encode()  # FTS5 stores a term after the prefix it shares with the term before it
+    before = file_bytes()
+    assert tail in before and keeper[4:].encode() in before  # the check can see the words: it can fail
+
+    receipt = client.erase_user(user)
+
+    assert receipt.found and receipt.counts["threads"] == 1 and receipt.counts["messages"] == 2
+    assert receipt.counts["memories"] == 4 and receipt.counts["images"] == 1 and receipt.counts["relations"] == 1
+    assert receipt.storage["secure_delete"] is True and receipt.storage["wal_truncated"] is True
+    after = file_bytes()
+    assert tail not in after and user[:-4].encode() not in after
+    assert keeper[4:].encode() in after  # someone else's words stay
+    with connection.cursor() as cursor:  # the keyword index holds no entry for it either
+        cursor.execute("SELECT count(*) FROM oam_search_chunks_fts WHERE oam_search_chunks_fts MATCH %s", [canary])
+        assert cursor.fetchone()[0] == 0
+    stored = ErasureReceipt.objects.get(pk=receipt.receipt_id)
+    assert stored.subject_digest == erasure.subject_digest(client.project.pk, "user", user)
+    assert user not in str(stored.__dict__)  # the receipt names the user only by digest
+
+
+# --- what an erasure takes, and what it leaves ---------------------------------------------------
+
+
+@pytest.fixture
+def world(db):
+    """Project default: users u1 (threads t1, t1b) and u2 (t2); u1 memories in t2 and in no thread; a
+    relation in t2 from u2's memory to u1's; a project beta with its own u1."""
+    client = AgentMemory(llm=None)
+    t1 = client.create_thread(thread_id="t1", user_id="u1", agent_id="a1")
+    client.create_thread(thread_id="t1b", user_id="u1", agent_id="a2").add_memory("u1 in t1b")
+    t2 = client.create_thread(thread_id="t2", user_id="u2", agent_id="a1")
+    t1.add_messages([{"role": "user", "content": "u1 speaks"}])
+    t1.add_memory("u1 in t1")
+    mine = t2.add_memory("u1 noted in t2", user_id="u1", memory_type="fact", memory_id="u1-in-t2")
+    theirs = t2.add_memory("u2 own note", memory_id="u2-note")
+    t2.link_records(mine, "fact", theirs, "memory", "supersedes")
+    t2.add_memory("u1 floating", user_id="u1", thread_id=None, memory_id="u1-float")
+    ThreadSummary.objects.create(thread_id=key("t1"), project=client.project, content="u1 summary")
+    ExtractionJob.objects.create(thread_id=key("t1"), project=client.project, from_seq=1, to_seq=1, status="done")
+    beta = AgentMemory(project=Project.objects.create(slug="beta"), llm=None)
+    beta.create_thread(thread_id="t1", user_id="u1").add_memory("beta's u1")
+    return client, beta
+
+
+def test_erasing_a_user_takes_their_threads_and_every_record_scoped_to_them(world):
+    client, beta = world
+    assert Memory.objects.get(pk=key("u2-note")).status == "invalid"  # superseded by u1's memory
+    receipt = client.erase_user("u1")
+    assert receipt.counts == {"threads": 2, "messages": 1, "memories": 4, "images": 0, "relations": 1,
+                              "chunks": receipt.counts["chunks"], "summaries": 1, "extraction_jobs": 1}
+    assert receipt.counts["chunks"] == 5 and receipt.found and receipt.subject_id == "u1"
+    assert set(Thread.objects.values_list("pk", flat=True)) == {key("t2"), key("t1", "beta")}
+    assert not Memory.objects.filter(project=client.project, user_id="u1").exists()
+    assert not SearchChunk.objects.filter(project=client.project, user_id="u1").exists()
+    assert not RecordLink.objects.exists() and Memory.objects.get(pk=key("u2-note")).status == "valid"
+    assert beta.get_thread("t1").list_memories()[0].content == "beta's u1"  # another project's u1 is another user
+    again = client.erase_user("u1")
+    assert not again.found and sum(again.counts.values()) == 0
+    assert ErasureReceipt.objects.filter(project=client.project).count() == 2
+
+
+def test_the_sdk_methods_return_counts_and_cascade_false_erases_nothing(world):
+    client, _ = world
+    assert client.delete_user("u1", cascade=False) == 0
+    assert Thread.objects.filter(pk=key("t1")).exists()
+    assert client.delete_agent("a2") == 1  # t1b
+    assert not Thread.objects.filter(pk=key("t1b")).exists() and Thread.objects.filter(pk=key("t1")).exists()
+    assert client.delete_user("u1") == 1 and client.delete_user("u1") == 0
+    with pytest.raises(ValueError, match="user_id"):
+        client.delete_user("  ")
+    with pytest.raises(TypeError, match="user_id"):
+        client.delete_user(7)
+
+
+def test_a_restricted_client_erases_only_itself(world):
+    client, _ = world
+    u1 = AgentMemory(tenant=Tenant(project=client.project, user_id="u1"), llm=None)
+    with pytest.raises(OutOfScope, match="user_id"):
+        u1.erase_user("u2")
+    with pytest.raises(OutOfScope, match="agent_id"):
+        u1.erase_agent("a1")  # would erase other users' threads
+    assert u1.erase_user("u1").found and client.get_thread("t2")
+
+
+def test_a_memory_in_no_thread_can_be_deleted_by_id(world):
+    client, _ = world
+    assert client.get_thread("t1").delete_memory("u1-float") == 0  # no thread reaches it
+    assert client.delete_memory("u1-float") == 1 and client.delete_memory("u1-float") == 0
+    assert not SearchChunk.objects.filter(record_id=key("u1-float")).exists()
+    restricted = AgentMemory(tenant=Tenant(project=client.project, user_id="u2"), llm=None)
+    assert restricted.delete_memory("u1-in-t2") == 0 and Memory.objects.filter(pk=key("u1-in-t2")).exists()
+
+
+# --- expired records --------------------------------------------------------------------------------
+
+
+def test_expired_records_are_purged_with_their_search_data(thread):
+    ids = thread.add_messages([{"role": "user", "content": f"turn {i}", "id": f"m{i}"} for i in range(5)])
+    old = thread.add_memory("short-lived fact", memory_id="old")
+    keep = thread.add_memory("lasting fact", memory_id="keep")
+    image = thread.add_image(samples.png(), description="a short-lived picture", image_id="pic")
+    past = timezone.now() - dt.timedelta(seconds=1)
+    for model, pks in ((Message, ["m1", "m2"]), (Memory, [old]), (Image, [image])):
+        model.objects.filter(pk__in=[key(p) for p in pks]).update(expires_at=past)
+    SearchChunk.objects.filter(record_id__in=[key(p) for p in ("m1", "m2", old, image)]).update(expires_at=past)
+    out = io.StringIO()
+    call_command("purge_expired", stdout=out)
+    assert out.getvalue().strip() == "chunks: 4, images: 1, memories: 1, messages: 2"
+    assert sorted(Message.objects.values_list("pk", flat=True)) == [key(i) for i in ("m0", "m3", "m4")]
+    assert list(Memory.objects.values_list("pk", flat=True)) == [key(keep)]
+    assert not Image.objects.exists()
+    assert not SearchChunk.objects.filter(record_id__in=[key(p) for p in ("m1", "m2", old, image)]).exists()
+    context = SearchChunk.objects.get(record_id=key("m3")).context.split("\n")
+    assert context == ["user: turn 0", "user: turn 3", "user: turn 4"]  # the gap closed in the neighbours
+    assert erasure.expired_purge() == {} and ids
+
+
+# --- every other delete path ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def root(db):
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    browser = Client()
+    browser.force_login(get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests-only"))
+    return browser
+
+
+def test_the_admins_bulk_delete_takes_search_data_and_relations_too(root, thread):
+    messages = thread.add_messages([{"role": "user", "content": "hello there"},
+                                    {"role": "user", "content": [{"type": "text", "text": "see"},
+                                                                 {"type": "image", "bytes": samples.png(),
+                                                                  "description": "attached"}]}])
+    a = thread.add_memory("keeps bees", memory_id="a")
+    b = thread.add_memory("keeps bees now in Porto", memory_id="b")
+    thread.link_records(b, "memory", a, "memory", "supersedes")
+    standalone = thread.add_image(samples.png(), description="a beehive", image_id="hive")
+    changelist = "/admin/memory/{}/"
+    for model, pks in (("message", [messages[0]]), ("memory", [b]), ("image", [standalone, "attached-missing"])):
+        response = root.post(changelist.format(model), {"action": "delete_selected", "post": "yes",
+                                                         "_selected_action": [key(p) for p in pks]})
+        assert response.status_code == 302, model
+    assert not Message.objects.filter(pk=key(messages[0])).exists()
+    assert not Memory.objects.filter(pk=key(b)).exists() and not RecordLink.objects.exists()
+    assert Memory.objects.get(pk=key(a)).status == "valid"  # the supersedes relation went: valid again
+    assert not Image.objects.filter(pk=key(standalone)).exists()
+    gone = [key(messages[0]), key(b), key(standalone)]
+    assert not SearchChunk.objects.filter(record_id__in=gone).exists()
+    assert Image.objects.filter(message_id=key(messages[1])).exists()  # an image part goes with its message
+
+
+def test_an_erasure_over_http_answers_the_receipt(world):
+    from tests.api.helpers import JsonClient
+    from threads.auth import api_key_create
+
+    admin_row, raw = api_key_create(name="ops", permission="admin")
+    admin = JsonClient(headers={"Authorization": f"Bearer {raw}"})
+    writer = JsonClient(headers={"Authorization": f"Bearer {api_key_create(name='w')[1]}"})
+    assert writer.delete("/api/users/u1").status_code == 403
+    response = admin.delete("/api/users/u1")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["subject"], body["subject_id"], body["found"], body["counts"]["threads"]) == ("user", "u1", True, 2)
+    assert body["requested_by"] == f"api-key:{admin_row.pk}"
+    listed = admin.get("/api/erasures").json()["items"]
+    assert [r["receipt_id"] for r in listed] == [body["receipt_id"]] and listed[0]["subject_id"] == ""
+    assert admin.get(f"/api/erasures/{body['receipt_id']}").json()["counts"] == body["counts"]
+    assert admin.get(f"/api/erasures/{uuid.uuid4()}").status_code == 404
+    assert admin.get("/api/erasures/not-a-uuid").status_code == 422
+    assert admin.delete("/api/agents/a1").json()["counts"]["threads"] == 1  # t2
+    assert writer.delete("/api/memories/u1-float").status_code == 404  # erased with u1

@@ -1,0 +1,104 @@
+"""Access records (issue #12): which key, or which staff member, did what, through which door.
+
+``record_access`` writes one ``threads.models.AccessRecord``. ``AuditMiddleware``
+records, for the JSON API, every request that may change something (any
+method but GET/HEAD/OPTIONS: creations, edits, deletes, erasures, key
+management, searches) and every refused one (401, 403), plus reads when
+``OAM_AUDIT_READS`` is on; for the staff pages, every POST. The WebSocket
+consumer records each connection, accepted (101) or refused (its close code).
+A record keeps the route's template and the public thread and record ids its
+path named, never a user or agent id; erasing a user clears the thread and
+record ids of the erased threads (``scrub_erased``, on ``memory.signals.subject_erased``).
+Recording never breaks the request: a failure is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+
+from threads.models import AccessRecord, ApiKey
+
+logger = logging.getLogger(__name__)
+
+#: Path parameters kept as ``record_id``, in this order (user and agent ids are never kept).
+RECORD_PARAMETERS = ("message_id", "memory_id", "image_id", "relation_id", "key_id", "receipt_id")
+READ_METHODS = ("GET", "HEAD", "OPTIONS")
+_CONVERTER = re.compile(r"<(?:\w+:)?(\w+)>")
+
+
+def record_access(*, channel: str, method: str, route: str, status: int, project: Any = None,
+                  api_key: ApiKey | None = None, staff_user: str = "", thread_id: str | None = None,
+                  record_id: str | None = None) -> AccessRecord | None:
+    """Store one access record; return it, or None when it could not be written (logged, never raised)."""
+    try:
+        return AccessRecord.objects.create(
+            channel=channel, method=method[:10], route=route[:200], status=status, project=project, api_key=api_key,
+            staff_user=staff_user[:150], thread_id=(thread_id or None) and thread_id[:255],
+            record_id=(record_id or None) and str(record_id)[:255],
+        )
+    except Exception:  # noqa: BLE001 - an audit failure must not fail the request it describes
+        logger.warning("could not record %s %s", method, route, exc_info=True)
+        return None
+
+
+def route_template(request: HttpRequest) -> str:
+    """The matched route with ``{name}`` placeholders (``/api/threads/{thread_id}``), else the path."""
+    match = getattr(request, "resolver_match", None)
+    if match is None or not match.route:
+        return request.path
+    return "/" + _CONVERTER.sub(r"{\1}", match.route)
+
+
+def _ids(request: HttpRequest) -> tuple[str | None, str | None]:
+    kwargs = getattr(getattr(request, "resolver_match", None), "kwargs", None) or {}
+    record = next((kwargs[name] for name in RECORD_PARAMETERS if name in kwargs), None)
+    return kwargs.get("thread_id"), record
+
+
+class AuditMiddleware:
+    """Records API and staff accesses after the response is made (see the module docstring)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        path = request.path
+        if path.startswith("/api/") and not path.startswith(("/api/docs", "/api/openapi.json")):
+            if (request.method not in READ_METHODS or response.status_code in (401, 403)
+                    or getattr(settings, "OAM_AUDIT_READS", False)):
+                self._api(request, response)
+        elif path.startswith("/staff/") and request.method == "POST" and request.user.is_authenticated:
+            self._staff(request, response)
+        return response
+
+    @staticmethod
+    def _api(request: HttpRequest, response: HttpResponse) -> None:
+        key = getattr(request, "auth", None)
+        key = key if isinstance(key, ApiKey) else None
+        thread_id, record_id = _ids(request)
+        record_access(channel="api", method=request.method, route=route_template(request),
+                      status=response.status_code, project=key.project if key else None, api_key=key,
+                      thread_id=thread_id, record_id=record_id)
+
+    @staticmethod
+    def _staff(request: HttpRequest, response: HttpResponse) -> None:
+        from memory.models import Project
+
+        kwargs = getattr(getattr(request, "resolver_match", None), "kwargs", None) or {}
+        project = Project.objects.filter(slug=kwargs["project"]).first() if "project" in kwargs else None
+        thread_id, record_id = _ids(request)
+        record_access(channel="staff", method=request.method, route=route_template(request),
+                      status=response.status_code, project=project, staff_user=request.user.get_username(),
+                      thread_id=thread_id, record_id=record_id)
+
+
+def scrub_erased(sender, *, project, thread_ids: list[str], **kwargs) -> None:
+    """``memory.signals.subject_erased``: the access records of the erased threads forget their ids."""
+    if thread_ids:
+        AccessRecord.objects.filter(project=project, thread_id__in=thread_ids).update(thread_id=None, record_id=None)
