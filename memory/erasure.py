@@ -299,7 +299,8 @@ def storage_scrub(connection=None) -> dict[str, Any]:
     copies those pages into the database file and empties the WAL, which
     still held the old page images. ``wal_truncated`` is False when a reader
     kept the checkpoint from finishing (a later scrub or checkpoint completes
-    it). Oracle: ``CTX_DDL.OPTIMIZE_INDEX(..., 'FULL')`` on both keyword
+    it), ``"at commit"`` when the scrub ran inside the caller's transaction
+    (the checkpoint runs when it commits). Oracle: ``CTX_DDL.OPTIMIZE_INDEX(..., 'FULL')`` on both keyword
     indexes. Errors are logged, not raised: the rows are deleted already.
     """
     connection = connection or default_connection
@@ -313,9 +314,11 @@ def storage_scrub(connection=None) -> dict[str, Any]:
                 if cursor.fetchone():  # ANALYZE's samples of index keys: ids, user ids
                     cursor.execute("DELETE FROM sqlite_stat4 WHERE tbl LIKE 'oam\\_%' ESCAPE '\\'")
                     done["index_samples_cleared"] = True
-                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                busy, _, _ = cursor.fetchone()
-                done["wal_truncated"] = busy == 0
+                if connection.in_atomic_block:  # a checkpoint cannot run inside the caller's transaction
+                    transaction.on_commit(lambda: _wal_checkpoint(connection), using=connection.alias)
+                    done["wal_truncated"] = "at commit"
+                else:
+                    done["wal_truncated"] = _wal_checkpoint(connection)
             elif connection.vendor == "oracle":
                 for statement in oracle_text_optimize_sql(connection):
                     cursor.execute(statement)
@@ -324,6 +327,14 @@ def storage_scrub(connection=None) -> dict[str, Any]:
         logger.warning("storage scrub after an erasure failed", exc_info=True)
         done["error"] = True
     return done
+
+
+def _wal_checkpoint(connection) -> bool:
+    """``PRAGMA wal_checkpoint(TRUNCATE)``: True when the WAL was copied into the file and emptied."""
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        busy, _, _ = cursor.fetchone()
+    return busy == 0
 
 
 def receipt_dto(row: ErasureReceipt, *, subject_id: str = "") -> Erasure:

@@ -104,6 +104,7 @@ class Opened:
 
     @property
     def project(self) -> Project:
+        """The project the thread (and the URL) belongs to."""
         return self.client.project
 
 

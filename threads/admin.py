@@ -29,6 +29,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     actions = ["revoke_keys", "rotate_key"]
 
     def get_fields(self, request, obj=None):
+        """A new key: its settings; a stored one: its settings and history, all read-only."""
         return EDITABLE_ON_ADD if obj is None else EDITABLE_ON_ADD + SHOWN
 
     def get_readonly_fields(self, request, obj=None):
@@ -49,6 +50,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         request._oam_raw_key = (row, raw)
 
     def response_add(self, request, obj, post_url_continue=None):
+        """The page that shows the new key, once (it is stored hashed)."""
         row, raw = request._oam_raw_key
         return self._show_key(request, row, raw, "API key created")
 
@@ -59,12 +61,14 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected API keys")
     def revoke_keys(self, request, queryset):
+        """``api_key_revoke`` each selected key (their WebSockets close)."""
         for row in queryset:
             api_key_revoke(key=row)
         self.message_user(request, f"Revoked {queryset.count()} API key(s).", messages.SUCCESS)
 
     @admin.action(description="Rotate the selected API key (shows its new secret once)")
     def rotate_key(self, request, queryset):
+        """``api_key_rotate`` the one selected key and show its new secret once."""
         if queryset.count() != 1:
             self.message_user(request, "Select exactly one key to rotate.", messages.ERROR)
             return None

@@ -101,6 +101,7 @@ class Listener:
 
     @property
     def key_id(self) -> int | None:
+        """The id of the API key used, None for a staff session."""
         return self.key.pk if self.key is not None else None
 
 
