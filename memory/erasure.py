@@ -258,8 +258,11 @@ def expired_purge(*, now: datetime | None = None, batch: int = PURGE_BATCH) -> C
     Expired records were only hidden from reads; this deletes them with what
     is derived from them (``messages_erase``/``memories_erase``/``images_erase``),
     ``batch`` rows per transaction, every project. Threads do not expire.
-    Safe to run anywhere, any number of times, concurrently. The storage is
-    scrubbed afterwards when anything was deleted (``storage_scrub``).
+    Safe to run anywhere, any number of times, concurrently. Then
+    ``memory.signals.purge_ran`` lets other layers purge what they keep for a
+    bounded time (access records older than ``OAM_ACCESS_LOG_DAYS``, counted as
+    ``access_records``). The storage is scrubbed afterwards when anything was
+    deleted (``storage_scrub``).
     """
     now = now or timezone.now()
     counts: Counter = Counter()
@@ -272,6 +275,11 @@ def expired_purge(*, now: datetime | None = None, batch: int = PURGE_BATCH) -> C
         while keys := list(qs.order_by("pk").values_list("pk", flat=True)[:batch]):
             with transaction.atomic():
                 counts += erase(keys)
+    from memory.signals import purge_ran
+
+    for _receiver, result in purge_ran.send_robust(sender=expired_purge, now=now):
+        if isinstance(result, int) and result:
+            counts["access_records"] += result
     if any(counts.values()):
         storage_scrub()
     return counts

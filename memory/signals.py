@@ -6,3 +6,8 @@ from django.dispatch import Signal
 #: ``thread_ids`` (the erased threads' public ids): what other layers keep about those threads must go too
 #: (``threads.audit.scrub_erased``).
 subject_erased = Signal()
+
+#: Sent by ``memory.erasure.expired_purge`` (the workers' periodic purge and ``manage.py purge_expired``)
+#: with ``now`` (an aware datetime) after the expired records are gone: other layers purge what they keep
+#: for a bounded time (``threads.audit.access_records_purge``).
+purge_ran = Signal()

@@ -302,6 +302,8 @@ OAM_EXTRACTION_RESEND_SECONDS = env.int("OAM_EXTRACTION_RESEND_SECONDS", default
 OAM_EXTRACTION_SWEEP_SECONDS = env.int("OAM_EXTRACTION_SWEEP_SECONDS", default=60)  # 0: at worker boot only
 # Access records of API reads too (writes, refusals and staff writes are always recorded; threads.audit).
 OAM_AUDIT_READS = env.bool("OAM_AUDIT_READS", default=False)
+# Access records older than this many days are deleted by the periodic purge (0: kept forever).
+OAM_ACCESS_LOG_DAYS = env.int("OAM_ACCESS_LOG_DAYS", default=90)
 # Expired records are deleted (not only hidden) at worker boot and then at most this often (memory.erasure).
 OAM_PURGE_EXPIRED_SECONDS = env.int("OAM_PURGE_EXPIRED_SECONDS", default=3600)  # 0: never
 OAM_EXTRACTION_INLINE_WAIT = env.int("OAM_EXTRACTION_INLINE_WAIT", default=300)  # INLINE waits for earlier jobs

@@ -6,8 +6,10 @@ class ThreadsConfig(AppConfig):
     name = 'threads'
 
     def ready(self):
-        """An erasure also clears the erased threads' ids from the access records (``threads.audit``)."""
-        from memory.signals import subject_erased
-        from threads.audit import scrub_erased
+        """An erasure also clears the erased threads' ids from the access records, and the periodic purge
+        deletes access records past their retention (``threads.audit``)."""
+        from memory.signals import purge_ran, subject_erased
+        from threads.audit import access_records_purge, scrub_erased
 
         subject_erased.connect(scrub_erased, dispatch_uid="threads.audit.scrub_erased")
+        purge_ran.connect(access_records_purge, dispatch_uid="threads.audit.access_records_purge")

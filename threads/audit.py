@@ -102,3 +102,20 @@ def scrub_erased(sender, *, project, thread_ids: list[str], **kwargs) -> None:
     """``memory.signals.subject_erased``: the access records of the erased threads forget their ids."""
     if thread_ids:
         AccessRecord.objects.filter(project=project, thread_id__in=thread_ids).update(thread_id=None, record_id=None)
+
+
+def access_records_purge(sender=None, *, now, **kwargs) -> int:
+    """``memory.signals.purge_ran``: delete access records older than ``OAM_ACCESS_LOG_DAYS``; return how many.
+
+    Keeps the log bounded (issue #12: "kept bounded (retention setting)"); 0 or
+    less keeps them forever.
+    """
+    from datetime import timedelta
+
+    from django.conf import settings
+
+    days = settings.OAM_ACCESS_LOG_DAYS
+    if days <= 0:
+        return 0
+    deleted, _ = AccessRecord.objects.filter(at__lt=now - timedelta(days=days)).delete()
+    return deleted

@@ -136,3 +136,28 @@ def test_the_staff_project_list_counts_threads(db):
     assert '<a href="/staff/projects/acme/threads/">acme</a>' in html
     row = html.split('data-project="acme"')[1].split("</tr>")[0]
     assert '<td class="num">2</td>' in row
+
+
+def test_the_periodic_purge_deletes_access_records_past_their_retention(db, settings):
+    """The log stays bounded: ``expired_purge`` (workers, ``manage.py purge_expired``) drops old records."""
+    from datetime import timedelta
+
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    from memory.erasure import expired_purge
+    from threads.models import AccessRecord
+
+    settings.OAM_ACCESS_LOG_DAYS = 30
+    now = timezone.now()
+    for days in (31, 29, 1):
+        AccessRecord.objects.create(channel="api", method="POST", route="/api/threads", status=201,
+                                    at=now - timedelta(days=days))
+    counts = expired_purge(now=now)
+    assert counts["access_records"] == 1
+    assert sorted((now - r.at).days for r in AccessRecord.objects.all()) == [1, 29]
+    settings.OAM_ACCESS_LOG_DAYS = 0  # kept forever
+    assert expired_purge(now=now + timedelta(days=400))["access_records"] == 0 and AccessRecord.objects.count() == 2
+    settings.OAM_ACCESS_LOG_DAYS = 2
+    call_command("purge_expired", verbosity=0)
+    assert AccessRecord.objects.count() == 1
