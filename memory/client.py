@@ -315,6 +315,8 @@ class Thread(_WithAsyncTwins):
         Raises KeyError when absent, expired or another thread's.
         """
         services.reject_unknown(kwargs, "update_memory")
+        if self._client.tenant.restricted:
+            self.get_memory(memory_id)  # another user's/agent's record in this thread is "not found"
         return services.memory_update(thread=self._row, memory_id=memory_id, content=content, metadata=metadata,
                                       timestamp=timestamp, ttl_days=ttl_days, ttl_anchor=ttl_anchor, status=status,
                                       retention=self._client.retention_config)
@@ -325,15 +327,30 @@ class Thread(_WithAsyncTwins):
         Fences the thread's running extraction instead of waiting for it, as
         ``delete_message`` does (``services.memory_delete``).
         """
+        if self._client.tenant.restricted:
+            try:
+                self.get_memory(memory_id)
+            except NotFound:
+                return 0  # absent, or another user's/agent's record in this thread
         return services.memory_delete(thread=self._row, memory_id=memory_id)
 
     def get_memory(self, memory_id: str) -> MemoryRecord:
-        """Return one memory-like record of this exact thread (KeyError otherwise). Not in the spec."""
-        return selectors.memory_get(thread=self._row, memory_id=memory_id)
+        """Return one memory-like record of this exact thread (KeyError otherwise). Not in the spec.
+
+        A restricted client (``Tenant``) does not see records of another user or
+        agent stored in its thread: KeyError, as for an absent one.
+        """
+        return selectors.memory_get(thread=self._row, memory_id=memory_id, restrict=self._client.tenant.row_filter())
+
+    def memory_records(self, memory_type: str | None = None):
+        """This thread's live memory-like records, oldest first, read lazily (``selectors.Records``, for
+        paging); a restricted client's as ``get_memory`` says. Not in the spec."""
+        return selectors.memory_records(thread=self._row, memory_type=memory_type,
+                                        restrict=self._client.tenant.row_filter())
 
     def list_memories(self, memory_type: str | None = None) -> list[MemoryRecord]:
-        """Return this thread's live memory-like records, oldest first. Not in the spec."""
-        return selectors.memory_list(thread=self._row, memory_type=memory_type)
+        """Return this thread's live memory-like records, oldest first (see ``memory_records``). Not in the spec."""
+        return list(self.memory_records(memory_type))
 
     # --- images -------------------------------------------------------------------
 

@@ -250,12 +250,16 @@ def hydrate_images(messages: list[MessageDTO], image_ids: set[str] | None, *, pr
     return messages
 
 
-def memory_get(*, thread: Thread, memory_id: Any) -> MemoryRecord:
-    """One live memory-like record of this exact thread; KeyError otherwise."""
+def memory_get(*, thread: Thread, memory_id: Any, restrict: dict[str, str] | None = None) -> MemoryRecord:
+    """One live memory-like record of this exact thread; KeyError otherwise.
+
+    ``restrict`` (``Tenant.row_filter``) hides records of other users/agents
+    stored in the thread from a restricted client: they are "not found".
+    """
     if not isinstance(memory_id, str):
         raise InvalidType("memory_id", "must be a string")
     row = Memory.objects.filter(live_q(timezone.now()), pk=stored_id(thread.project_id, memory_id),
-                                thread_id=thread.pk).first()
+                                thread_id=thread.pk, **(restrict or {})).first()
     if row is None:
         raise NotFound("memory_id", memory_id)
     return memory_dto(row)
@@ -277,17 +281,21 @@ def memory_stored(*, project: Project, memory_id: str) -> MemoryRecord:
     return memory_dto(row)
 
 
-def memory_records(*, thread: Thread, memory_type: str | None = None) -> Records[MemoryRecord]:
-    """The live memories owned by this exact thread, oldest first, optionally of one type (read lazily)."""
-    qs = Memory.objects.filter(live_q(timezone.now()), thread_id=thread.pk).order_by("created_at", "id")
+def memory_records(*, thread: Thread, memory_type: str | None = None,
+                   restrict: dict[str, str] | None = None) -> Records[MemoryRecord]:
+    """The live memories owned by this exact thread, oldest first, optionally of one type (read lazily);
+    ``restrict`` as in ``memory_get``."""
+    qs = (Memory.objects.filter(live_q(timezone.now()), thread_id=thread.pk, **(restrict or {}))
+          .order_by("created_at", "id"))
     if memory_type:
         qs = qs.filter(memory_type=memory_type)
     return Records(qs, memory_dto)
 
 
-def memory_list(*, thread: Thread, memory_type: str | None = None) -> list[MemoryRecord]:
-    """The live memories owned by this exact thread, oldest first."""
-    return list(memory_records(thread=thread, memory_type=memory_type))
+def memory_list(*, thread: Thread, memory_type: str | None = None,
+                restrict: dict[str, str] | None = None) -> list[MemoryRecord]:
+    """The live memories owned by this exact thread, oldest first (``restrict`` as in ``memory_get``)."""
+    return list(memory_records(thread=thread, memory_type=memory_type, restrict=restrict))
 
 
 # --- images -------------------------------------------------------------------------------

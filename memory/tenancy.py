@@ -153,6 +153,10 @@ class Tenant:
             raise OutOfScope(field, f"this client acts for {field} {fixed!r} only, not {value!r}")
         return value
 
+    def row_filter(self) -> dict[str, str]:
+        """ORM filters for rows with ``user_id``/``agent_id`` columns within the restriction (``{}``: none)."""
+        return {f: getattr(self, f) for f in ("user_id", "agent_id") if getattr(self, f) is not None}
+
     def allows(self, row: Any) -> bool:
         """Whether a stored row (a thread, or anything with ``user_id``/``agent_id``) is within the restriction."""
         return ((self.user_id is None or row.user_id == self.user_id)

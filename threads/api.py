@@ -260,7 +260,7 @@ def memory_add(request: HttpRequest, thread_id: str, payload: MemoryIn):
 @paginate(Pagination)
 def memory_list(request: HttpRequest, thread_id: str, filters: Query[MemoryListQuery]):
     """This thread's live memories, oldest first, optionally of one type."""
-    return selectors.memory_records(thread=_thread(request, thread_id)._row, memory_type=filters.memory_type)
+    return _thread(request, thread_id).memory_records(memory_type=filters.memory_type)
 
 
 @router.get("/threads/{thread_id}/memories/{memory_id}", auth=READ, response={200: MemoryOut, **NOT_FOUND})

@@ -17,6 +17,7 @@ from memory.client import AgentMemory
 from memory.models import Memory, Project, Thread
 from memory.tenancy import get_project
 from tests.api.helpers import JsonClient
+from tests.ids import key
 from threads.auth import TOUCH_SECONDS, api_key_create, api_key_lookup, api_key_revoke
 from threads.models import ApiKey
 
@@ -259,3 +260,28 @@ def test_commands_create_list_rotate_and_revoke_scoped_keys(db):
                  ["revoke_api_key", "999999"], ["create_project", "acme"], ["create_project", "not a slug"]):
         with pytest.raises(CommandError):
             call_command(*args, stdout=StringIO(), stderr=StringIO())
+
+
+def test_a_user_restricted_key_does_not_see_another_users_memory_stored_in_its_thread(db):
+    """Found by an attacker of #12: an admin stored user u1's memory in user u2's thread; u2's key read and
+    edited it. Now it is "not found" for u2's key everywhere (get, list, PATCH, DELETE), as for the SDK's
+    restricted client, and untouched; the project's unrestricted key still sees it."""
+    client = AgentMemory()
+    thread = client.create_thread(thread_id="t2", user_id="u2", agent_id="a1")
+    own = thread.add_memory("u2 likes tea", memory_id="own")
+    other = thread.add_memory("u1 secret: passport 1234", memory_id="other", user_id="u1")
+    u2, _ = client_for(user_id="u2", permission="write")
+    admin, _ = client_for(permission="write", name="unrestricted")
+
+    assert u2.get(f"/api/threads/t2/memories/{other}").status_code == 404
+    listed = u2.get("/api/threads/t2/memories").json()
+    assert [m["id"] for m in listed["items"]] == [own] and listed["count"] == 1
+    assert u2.patch(f"/api/threads/t2/memories/{other}", {"content": "tampered"}).status_code == 404
+    assert u2.delete(f"/api/threads/t2/memories/{other}").status_code == 404
+    assert "passport" not in u2.get("/api/threads/t2/memories").content.decode()
+    assert Memory.objects.get(pk=key("other")).content == "u1 secret: passport 1234"
+
+    assert admin.get(f"/api/threads/t2/memories/{other}").status_code == 200
+    assert admin.get("/api/threads/t2/memories").json()["count"] == 2
+    assert u2.get(f"/api/threads/t2/memories/{own}").status_code == 200
+    assert u2.patch(f"/api/threads/t2/memories/{own}", {"content": "u2 likes green tea"}).status_code == 200
