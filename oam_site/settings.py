@@ -302,6 +302,9 @@ OAM_EXTRACTION_RESEND_SECONDS = env.int("OAM_EXTRACTION_RESEND_SECONDS", default
 OAM_EXTRACTION_SWEEP_SECONDS = env.int("OAM_EXTRACTION_SWEEP_SECONDS", default=60)  # 0: at worker boot only
 # Access records of API reads too (writes, refusals and staff writes are always recorded; threads.audit).
 OAM_AUDIT_READS = env.bool("OAM_AUDIT_READS", default=False)
+# An API key's open WebSockets re-check the key this often (seconds) and close (4401) once it is revoked
+# or expired; revoking through the API closes them at once.
+OAM_WS_KEY_RECHECK_SECONDS = env.float("OAM_WS_KEY_RECHECK_SECONDS", default=30.0)
 # Access records older than this many days are deleted by the periodic purge (0: kept forever).
 OAM_ACCESS_LOG_DAYS = env.int("OAM_ACCESS_LOG_DAYS", default=90)
 # Expired records are deleted (not only hidden) at worker boot and then at most this often (memory.erasure).

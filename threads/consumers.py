@@ -11,7 +11,8 @@ user or agent, to that user's and agent's threads only (issue #12).
 Refusals carry an application close code: 4401 no valid credentials (no
 session, or a wrong or inactive API key), 4403 a signed-in user who is not
 active staff, 4404 no such thread. A socket opened with an API key closes
-with 4401 when that key is revoked or rotated (``threads.auth.close_key_sockets``). A browser (no API key) is accepted first
+with 4401 when that key is revoked or rotated (``threads.auth.close_key_sockets``), and at the
+latest ``OAM_WS_KEY_RECHECK_SECONDS`` after it expired or was revoked by another process. A browser (no API key) is accepted first
 and then closed with that code, because a browser only sees the code of a
 close after ``accept`` (a refused handshake is 1006 to it); the staff page
 (``static/staff/extraction.js``) shows the reason and stops reconnecting. A
@@ -181,6 +182,24 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_add(self.key_group, self.channel_name)
         await self.accept()
         await self.send_json({"event": "state", **state})
+        if listener.key_id is not None:
+            self.key_watch = asyncio.create_task(self._watch_key(scope_api_key(self.scope)))
+
+    async def _watch_key(self, raw: str) -> None:
+        """Close with 4401 once the key is no longer usable: checked every ``OAM_WS_KEY_RECHECK_SECONDS``.
+
+        Revoking or rotating through the API closes the socket at once (the
+        channel layer); this also catches a key that expired, or was revoked by
+        ``manage.py revoke_api_key`` in another process whose message cannot
+        reach this one (the in-memory channel layer), found by an attacker of #12.
+        """
+        from django.conf import settings
+
+        while True:
+            await asyncio.sleep(settings.OAM_WS_KEY_RECHECK_SECONDS)
+            if await database_sync_to_async(api_key_lookup)(raw) is None:
+                await self.close(code=NOT_AUTHENTICATED)
+                return
 
     async def _refuse(self, code: int) -> None:
         """Close with ``code``: after ``accept`` for a browser (so it sees the code), before for an API-key client."""
@@ -189,6 +208,9 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
         await self.close(code=code)
 
     async def disconnect(self, code):
+        watch = getattr(self, "key_watch", None)
+        if watch is not None and watch is not asyncio.current_task():
+            watch.cancel()
         for group in (getattr(self, "group", None), getattr(self, "key_group", None)):
             if group:
                 await self.channel_layer.group_discard(group, self.channel_name)

@@ -161,3 +161,35 @@ def test_the_periodic_purge_deletes_access_records_past_their_retention(db, sett
     settings.OAM_ACCESS_LOG_DAYS = 2
     call_command("purge_expired", verbosity=0)
     assert AccessRecord.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_socket_closes_when_its_key_expires_or_is_revoked_by_another_process(settings, fresh_extraction_tracker):
+    """Found by an attacker of #12: ``manage.py revoke_api_key`` runs in another process, whose message the
+    in-memory channel layer cannot carry, and an expiry sends nothing. The socket re-checks its key."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from threads.models import ApiKey
+
+    settings.OAM_EMBEDDED_WORKER = False
+    settings.OAM_WS_KEY_RECHECK_SECONDS = 0.2
+    AgentMemory(llm=None).create_thread(thread_id="t-ws", user_id="u1")
+    revoked, expiring, kept = (api_key_create(name=n) for n in ("cli-revoked", "expiring", "kept"))
+    path = "/ws/threads/t-ws/extraction/?api_key="
+
+    async def scenario():
+        sockets = [(await _open(path + raw))[0] for _, raw in (revoked, expiring, kept)]
+        # what another process does: change the row, publish nothing this process hears
+        await database_sync_to_async(ApiKey.objects.filter(pk=revoked[0].pk).update)(is_active=False)
+        await database_sync_to_async(ApiKey.objects.filter(pk=expiring[0].pk).update)(
+            expires_at=timezone.now() - timedelta(seconds=1))
+        codes = [await _closed_with(sockets[0]), await _closed_with(sockets[1])]
+        still_open = await sockets[2].receive_nothing(timeout=0.6)
+        for s in sockets:
+            await s.disconnect()
+        return codes, still_open
+
+    codes, still_open = asyncio.run(scenario())
+    assert codes == [4401, 4401] and still_open is True
