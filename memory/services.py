@@ -708,15 +708,21 @@ def message_delete(*, thread: Thread, message_id: Any) -> int:
     (``memory.extraction.jobs_fence``), so its commit writes nothing and its
     next run no longer sees the message.
     """
+    key = stored_id(thread.project_id, check_id(message_id, "message_id"))
+    return _erase_fenced(thread, Message, key, messages_erase, f"message {message_id}")
+
+
+def _erase_fenced(thread: Thread, model, key: str, erase: Callable[[list[str]], Any], what: str) -> int:
+    """Erase the live ``model`` row ``key`` of this exact thread with ``erase``, fencing the thread's running
+    extraction in the same transaction (``memory.extraction.jobs_fence``); return 1, or 0 when absent."""
     from memory.extraction import jobs_fence  # memory.extraction imports this module
 
-    key = stored_id(thread.project_id, check_id(message_id, "message_id"))
     with transaction.atomic():
         _lock_thread(thread.pk)
-        if not Message.objects.filter(live_q(timezone.now()), pk=key, thread_id=thread.pk).exists():
+        if not model.objects.filter(live_q(timezone.now()), pk=key, thread_id=thread.pk).exists():
             return 0
-        jobs_fence(thread_id=thread.pk, reason=f"message {message_id} deleted")
-        messages_erase([key])
+        jobs_fence(thread_id=thread.pk, reason=f"{what} deleted")
+        erase([key])
     return 1
 
 
@@ -915,16 +921,8 @@ def memory_delete(*, thread: Thread, memory_id: Any) -> int:
     (``memory.erasure.memories_erase``). The thread's running extraction is
     fenced, not waited for (see ``message_delete``).
     """
-    from memory.extraction import jobs_fence  # memory.extraction imports this module
-
     key = stored_id(thread.project_id, check_id(memory_id, "memory_id"))
-    with transaction.atomic():
-        _lock_thread(thread.pk)
-        if not Memory.objects.filter(live_q(timezone.now()), pk=key, thread_id=thread.pk).exists():
-            return 0
-        jobs_fence(thread_id=thread.pk, reason=f"memory {memory_id} deleted")
-        memories_erase([key])
-    return 1
+    return _erase_fenced(thread, Memory, key, memories_erase, f"memory {memory_id}")
 
 
 def memory_delete_by_id(*, project: Project, memory_id: Any, allows: Callable[[Memory], bool] = lambda row: True
