@@ -17,6 +17,7 @@ from django.test import Client
 
 from memory.client import AgentMemory
 from memory.models import Project
+from memory.tenancy import get_project
 from tests.api.helpers import JsonClient
 from threads.auth import api_key_create, api_key_revoke, api_key_rotate
 from threads.models import AccessRecord
@@ -68,7 +69,9 @@ def test_an_erasure_leaves_no_user_or_thread_id_in_the_records(db):
 
 def test_staff_writes_are_recorded_with_the_staff_member(db, thread):
     staff = Client()
-    staff.force_login(get_user_model().objects.create_user("eve", password="pw-for-tests-only", is_staff=True))
+    eve = get_user_model().objects.create_user("eve", password="pw-for-tests-only", is_staff=True)
+    get_project(None).members.add(eve)
+    staff.force_login(eve)
     thread.add_memory("likes tea", memory_id="m1")
     response = staff.post("/staff/projects/default/threads/t-main/memories/m1/delete/")
     assert response.status_code == 302
@@ -128,8 +131,10 @@ def test_revoking_or_rotating_a_key_closes_its_sockets_and_only_its(settings, fr
 
 def test_the_staff_project_list_counts_threads(db):
     staff = Client()
-    staff.force_login(get_user_model().objects.create_user("eve", password="pw-for-tests-only", is_staff=True))
+    eve = get_user_model().objects.create_user("eve", password="pw-for-tests-only", is_staff=True)
+    staff.force_login(eve)
     acme = AgentMemory(project=Project.objects.create(slug="acme"), llm=None)
+    acme.project.members.add(eve)
     for tid in ("a", "b"):
         acme.create_thread(thread_id=tid)
     html = staff.get("/staff/projects/").content.decode()
