@@ -192,15 +192,18 @@ def revalidate(memory_ids: Iterable[str]) -> list[str]:
     return set_memory_status(ids - still, RecordStatus.VALID.value)
 
 
-def links_detach(*, memory_ids: Iterable[str]) -> int:
+def links_detach(*, memory_ids: Iterable[str], erased: set[str] | None = None) -> int:
     """Delete every relation touching the given memories (stored ids), re-validating the other endpoints.
 
     ``services.memory_delete`` calls this inside its transaction (relations
-    cascade with their records). Returns the number of relations deleted.
+    cascade with their records). Returns the number of relations deleted;
+    ``erased`` (a set) gets their stored ids (``memory.erasure``).
     """
     ids = list(memory_ids)
     rows = list(RecordLink.objects.filter(Q(source_id__in=ids) | Q(target_id__in=ids))
                 .values_list("pk", "target_id", "relation_type"))
+    if erased is not None:
+        erased.update(pk for pk, _, _ in rows)
     if not rows:
         return 0
     RecordLink.objects.filter(pk__in=[pk for pk, _, _ in rows]).delete()
