@@ -5,6 +5,7 @@ Every request acts for its key: the key's project, and for a key with a fixed
 Managing keys (``/api/keys``, commands, admin) goes through ``threads.auth``.
 """
 
+import base64
 import datetime as dt
 import hashlib
 import json
@@ -18,6 +19,7 @@ from django.utils import timezone
 from memory.client import AgentMemory
 from memory.models import Memory, Project, RecordLink, Thread
 from memory.tenancy import get_project
+from tests import image_samples as samples
 from tests.api.helpers import JsonClient
 from tests.ids import key
 from threads.auth import TOUCH_SECONDS, api_key_create, api_key_lookup, api_key_revoke
@@ -349,3 +351,38 @@ def test_the_python_client_of_a_restricted_tenant_sees_the_same_relations(shared
     assert own.update_record_link("r-mixed", metadata={"x": 1}) == 0
     assert own.delete_record_link(relation_id="r-mixed") == 0
     assert [r.relation_id for r in shared_thread.record_links()] == ["r-own", "r-mixed"]
+
+
+@pytest.mark.parametrize("kind", ["thread", "memory", "message", "image", "relation"])
+def test_a_taken_id_is_a_409_that_names_nothing_but_the_id(two_users, kind):
+    """Ids are unique per project (issue #12), so a user-restricted key learns that an id it asks for is taken by
+    someone in its project: a deliberate, documented limit (README, "API keys"). The answer says only that: no
+    owner, no user, agent or thread of the record that holds the id."""
+    thread = two_users.get_thread("t-u1")
+    two_users.create_thread(thread_id="taken-thread", user_id="u1", agent_id="a1")
+    thread.add_messages([{"role": "user", "content": "u1 here", "id": "taken-msg"}])
+    thread.add_image(samples.png(), description="u1's photo", image_id="taken-img")
+    thread.add_memory("u1 also keeps a cat", memory_id="taken-mem")
+    thread.link_records("taken-mem", "memory", "pet-u1", "memory", "supports", relation_id="taken-rel")
+    u2_thread = two_users.get_thread("t-u2")
+    u2_thread.add_memory("u2 keeps a dog", memory_id="dog-u2")
+    u2, _ = client_for(user_id="u2", permission="write")
+    request = {
+        "thread": ("/api/threads", {"thread_id": "taken-thread"}, "thread_id", "taken-thread"),
+        "memory": ("/api/threads/t-u2/memories", {"content": "x", "memory_id": "taken-mem"}, "memory_id",
+                   "taken-mem"),
+        "message": ("/api/threads/t-u2/messages", {"messages": [{"role": "user", "content": "x", "id": "taken-msg"}]},
+                    "messages[].id", "taken-msg"),
+        "image": ("/api/threads/t-u2/images", {"data": base64.b64encode(samples.png()).decode(),
+                                               "image_id": "taken-img"}, "image_id", "taken-img"),
+        "relation": ("/api/threads/t-u2/links", {"source_record_id": "dog-u2", "source_record_type": "memory",
+                                                 "target_record_id": "pet-u2", "target_record_type": "memory",
+                                                 "relation_type": "supports", "relation_id": "taken-rel"},
+                     "relation_id", "taken-rel"),
+    }
+    path, body, field, value = request[kind]
+    response = u2.post(path, body)
+    assert response.status_code == 409, response.content
+    assert response.json() == {"detail": f"{field} {value!r} already exists", "field": field}
+    for secret in ("u1", "a1", "cat", "photo"):
+        assert secret not in response.content.decode(), secret
