@@ -23,6 +23,11 @@ with the project column.
 
 The project pk is an integer and ends at the first ``:``, so ``public_id`` is
 the exact inverse of ``stored_id`` for any public id (which may contain ``:``).
+
+Staff (people, not API keys) reach projects through ``staff_projects``: a
+superuser every project, another staff user the projects they are a member
+of (``Project.members``); every staff door asks it (``staff_project`` for one
+named in a URL or a WebSocket query, the admin's ``ProjectScopedAdmin``).
 """
 
 from __future__ import annotations
