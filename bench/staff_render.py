@@ -106,6 +106,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     # No setup_test_environment(): it would instrument template rendering and slow every request.
     user = get_user_model().objects.create_user("bench", password="bench-only", is_staff=True)
+    thread.project.members.add(user)  # staff who are not superusers see their projects only
     browser = Client()
     browser.force_login(user)
     url = f"/staff/projects/{thread.project.slug}/threads/{thread_id}/"

@@ -13,6 +13,14 @@ services would refuse (``checked_form``) are errors next to their field.
 Every list shows and filters by project (issue #12). Ids are shown as the
 caller's (public) ids; the admin's own URLs use the stored ids
 (``memory.tenancy``), which are the primary keys.
+
+Staff by project (issue #12 item 4): every admin here (and in ``threads.admin``)
+is a ``ProjectScopedAdmin``: a superuser sees every row; another staff user
+only rows of the projects they are a member of (``memory.tenancy.staff_projects``):
+lists, change pages, actions and deletes, the project filter and the project
+choices of a form alike. A row of another project is "not there" (the
+admin's "doesn't exist" redirect, as for a deleted row). Only superusers add
+projects and edit their members.
 """
 
 from django import forms
@@ -34,7 +42,7 @@ from memory.models import (
     ThreadSummary,
 )
 from memory.services import check_id, check_metadata, check_scope_id
-from memory.tenancy import get_project, public_id
+from memory.tenancy import DEFAULT_PROJECT, get_project, public_id, staff_projects
 from memory.types import NOTSET
 
 
@@ -49,18 +57,72 @@ def shown_id(obj) -> str:
     return obj.public_id
 
 
-@admin.register(Project)
-class ProjectAdmin(admin.ModelAdmin):
-    """Projects (tenants). A project with records cannot be deleted (``on_delete=PROTECT``)."""
+class MemberProjectFilter(admin.RelatedFieldListFilter):
+    """A list's project filter offering only the projects the user may see (``staff_projects``)."""
 
+    def field_choices(self, field, request, model_admin):
+        return [(row.pk, str(row)) for row in staff_projects(request.user)]
+
+
+class ProjectScopedAdmin(admin.ModelAdmin):
+    """Rows of the projects the signed-in user may see (``memory.tenancy.staff_projects``; issue #12 item 4).
+
+    ``project_path`` is the lookup from a row to its ``Project`` (``"pk"`` for
+    projects themselves). A superuser sees every row; another staff user the
+    rows of their projects only, in lists, change pages, actions and bulk
+    deletes (all read ``get_queryset``); a ``project`` list filter and a
+    foreign key to ``Project`` in a form offer only those projects.
+    """
+
+    project_path = "project"
+
+    def get_queryset(self, request):
+        qs = super().get_queryset(request)
+        if request.user.is_superuser:
+            return qs
+        return qs.filter(**{f"{self.project_path}__in": staff_projects(request.user)})
+
+    def get_list_filter(self, request):
+        return [(name, MemberProjectFilter) if name == "project" else name
+                for name in super().get_list_filter(request)]
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.related_model is Project:
+            kwargs["queryset"] = staff_projects(request.user)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+@admin.register(Project)
+class ProjectAdmin(ProjectScopedAdmin):
+    """Projects (tenants). A project with records cannot be deleted (``on_delete=PROTECT``).
+
+    Only superusers add projects and edit ``members`` (who may see a project);
+    other staff see and rename the projects they are members of, without their
+    member list.
+    """
+
+    project_path = "pk"
     list_display = ("slug", "name", "created_at")
     list_filter = ("created_at",)
     search_fields = ("slug", "name")
     readonly_fields = ("created_at",)
+    filter_horizontal = ("members",)
 
     def get_readonly_fields(self, request, obj=None):
         """The slug names the project in URLs and API keys: fixed once created."""
         return (("slug",) if obj is not None else ()) + self.readonly_fields
+
+    def get_exclude(self, request, obj=None):
+        """``members`` only for superusers: nobody else can grant themselves (or anyone) a project."""
+        return None if request.user.is_superuser else ("members",)
+
+    def has_add_permission(self, request):
+        return request.user.is_superuser
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        if db_field.name == "members":  # membership matters for staff users only
+            kwargs["queryset"] = db_field.related_model._default_manager.filter(is_staff=True)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
 
 
 def checked_form(**checks):
@@ -86,7 +148,7 @@ def checked_form(**checks):
     return CheckedForm
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(ProjectScopedAdmin):
     """Rows the engine derives and keeps in step itself: listed and shown, never edited here."""
 
     def has_add_permission(self, request):
@@ -99,7 +161,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class ErasingAdmin(admin.ModelAdmin):
+class ErasingAdmin(ProjectScopedAdmin):
     """Deletes, single and bulk, through an erase function of ``memory.erasure`` (stored ids -> counts)."""
 
     erase = None  # a staticmethod: memory.erasure.messages_erase, memories_erase ...
@@ -124,7 +186,7 @@ class MessageInline(admin.TabularInline):
 
 
 @admin.register(Thread)
-class ThreadAdmin(admin.ModelAdmin):
+class ThreadAdmin(ProjectScopedAdmin):
     """Threads. A new thread's ``id`` is the caller's id in the chosen project (``services.thread_create``)."""
 
     list_display = (shown_id, "project", "user_id", "agent_id", "created_at", "updated_at")
@@ -135,8 +197,11 @@ class ThreadAdmin(admin.ModelAdmin):
     form = checked_form(id=check_id, user_id=check_scope_id, agent_id=check_scope_id, metadata=check_metadata)
 
     def get_changeform_initial_data(self, request):
-        """A new thread goes to the default project unless another is chosen."""
-        return {"project": get_project(None).pk, **super().get_changeform_initial_data(request)}
+        """A new thread goes to the default project (else the user's first) unless another is chosen."""
+        get_project(None)  # created on first use
+        mine = staff_projects(request.user)
+        first = mine.filter(slug=DEFAULT_PROJECT).first() or mine.first()
+        return {**({"project": first.pk} if first else {}), **super().get_changeform_initial_data(request)}
 
     def get_readonly_fields(self, request, obj=None):
         """A stored thread's ids are fixed (its records carry them): only metadata changes (``thread_update``)."""
@@ -266,7 +331,7 @@ class ImageAdmin(ErasingAdmin):
 
 
 @admin.register(RecordLink)
-class RecordLinkAdmin(admin.ModelAdmin):
+class RecordLinkAdmin(ProjectScopedAdmin):
     """Relations (spec: link_records): edited and deleted through ``memory.links`` (status lifecycle kept)."""
 
     list_display = (shown_id, "project", "thread_id", "source_id", "relation_type", "target_id",

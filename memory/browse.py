@@ -83,11 +83,12 @@ def thread_browse(*, project: Project, q: str = "", user_id: str = "", agent_id:
     ).order_by("-last_activity", "id")
 
 
-def project_browse() -> QuerySet[Project]:
-    """Every project, by slug, each with its ``thread_count`` (the staff project list)."""
+def project_browse(*, projects: QuerySet[Project]) -> QuerySet[Project]:
+    """``projects`` (the ones a staff user may see: ``memory.tenancy.staff_projects``), by slug, each with its
+    ``thread_count`` (the staff project list)."""
     threads = (Thread.objects.filter(project=OuterRef("pk")).order_by().values("project")
                .annotate(n=Count("pk")).values("n"))
-    return Project.objects.annotate(thread_count=Coalesce(Subquery(threads, output_field=IntegerField()), 0)
+    return projects.annotate(thread_count=Coalesce(Subquery(threads, output_field=IntegerField()), 0)
                                     ).order_by("slug")
 
 

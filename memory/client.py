@@ -46,6 +46,7 @@ from memory.types import (  # noqa: F401  (ImageContent, ImageMimeType, TextCont
     MemoryRetentionConfig,
     MemorySearchConfig,
     Message,
+    RecordRelation,
     SearchResult,
     SearchScope,
     Summary,
@@ -97,7 +98,7 @@ class Thread(_WithAsyncTwins):
         "add_messages", "get_messages", "get_message", "update_message", "delete_message",
         "add_memory", "update_memory", "delete_memory", "get_memory", "list_memories", "search",
         "get_summary", "get_context_card",
-        "link_records", "update_record_link", "delete_record_link",
+        "link_records", "update_record_link", "delete_record_link", "get_record_link",
         "add_image", "update_image", "delete_image", "list_images", "get_image",
     )
 
@@ -284,11 +285,12 @@ class Thread(_WithAsyncTwins):
         services.reject_unknown(store_kwargs, "add_memory")
         if autonomous_linking is not NOTSET and not isinstance(autonomous_linking, bool):
             raise TypeError("autonomous_linking: must be a bool")
+        tenant = self._client.tenant
         link = links.pending_link(thread=self._row, memory_id_to_link=memory_id_to_link, link_type=link_type,
-                                  link_id=link_id, link_timestamp=link_timestamp, link_metadata=link_metadata)
+                                  link_id=link_id, link_timestamp=link_timestamp, link_metadata=link_metadata,
+                                  restrict=tenant.row_filter())
         if link is not None:
             user_id, agent_id, thread_id = link.inherit_scope(user_id, agent_id, thread_id)
-        tenant = self._client.tenant
         user_id, agent_id = tenant.fill("user_id", user_id), tenant.fill("agent_id", agent_id)
         if tenant.restricted and thread_id is not NOTSET and thread_id is not None and thread_id != self.thread_id:
             try:  # another thread, which must be one of the restricted client's own
@@ -303,7 +305,7 @@ class Thread(_WithAsyncTwins):
         llm = self.llm if autonomous_linking is not False else None
         if llm is not None:
             try:
-                links.propose_links(self._row, memory_id, llm)
+                links.propose_links(self._row, memory_id, llm, restrict=tenant.row_filter())
             except LlmError as exc:  # spec: "Failure leaves the memory stored."
                 logger.warning("autonomous linking of memory %s failed: %s", memory_id, exc)
         return memory_id
@@ -440,7 +442,7 @@ class Thread(_WithAsyncTwins):
             thread=self._row, source_record_id=source_record_id, source_record_type=source_record_type,
             target_record_id=target_record_id, target_record_type=target_record_type, relation_type=relation_type,
             opposite_relation_type=opposite_relation_type, relation_id=relation_id, timestamp=timestamp,
-            metadata=metadata,
+            metadata=metadata, restrict=self._client.tenant.row_filter(),
         )
 
     def update_record_link(self, relation_id: str, relation_type: Any = NOTSET, opposite_relation_type: Any = NOTSET,
@@ -453,7 +455,7 @@ class Thread(_WithAsyncTwins):
         services.reject_unknown(kwargs, "update_record_link")
         return links.link_update(thread=self._row, relation_id=relation_id, relation_type=relation_type,
                                  opposite_relation_type=opposite_relation_type, timestamp=timestamp,
-                                 metadata=metadata)
+                                 metadata=metadata, restrict=self._client.tenant.row_filter())
 
     def delete_record_link(self, source_record_id: Any = NOTSET, source_record_type: Any = NOTSET,
                            target_record_id: Any = NOTSET, target_record_type: Any = NOTSET,
@@ -467,7 +469,22 @@ class Thread(_WithAsyncTwins):
         return links.link_delete(thread=self._row, source_record_id=source_record_id,
                                  source_record_type=source_record_type, target_record_id=target_record_id,
                                  target_record_type=target_record_type, relation_type=relation_type,
-                                 relation_id=relation_id)
+                                 relation_id=relation_id, restrict=self._client.tenant.row_filter())
+
+    def get_record_link(self, relation_id: str) -> RecordRelation:
+        """Return one relation of this thread (KeyError otherwise). Not in the spec.
+
+        A restricted client does not see a relation to a record of another user
+        or agent stored in its thread (``memory.links.visible``): KeyError, as
+        for an absent one; ``update_record_link``/``delete_record_link`` then
+        answer 0 and ``link_records`` refuses such an endpoint as unknown.
+        """
+        return links.link_get(thread=self._row, relation_id=relation_id, restrict=self._client.tenant.row_filter())
+
+    def record_links(self, record_id: str | None = None):
+        """This thread's relations, oldest first, read lazily (``selectors.Records``, for paging); with
+        ``record_id``, those touching it; a restricted client's as ``get_record_link`` says. Not in the spec."""
+        return links.link_list(thread=self._row, record_id=record_id, restrict=self._client.tenant.row_filter())
 
     # --- search -------------------------------------------------------------------
 

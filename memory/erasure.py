@@ -97,10 +97,13 @@ def _forget_vectors(ids: list[int]) -> None:
         cache.forget(ids)
 
 
-def images_erase(keys: Iterable[str]) -> Counter:
-    """Delete images (stored ids) and their chunks. Call inside a transaction."""
+def images_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Counter:
+    """Delete images (stored ids) and their chunks. Call inside a transaction. ``erased``: a set that gets the
+    stored ids of the records deleted (here and in the functions below)."""
     keys = list(keys)
     counts: Counter = Counter()
+    if erased is not None:
+        erased.update(keys)
     if keys:
         counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="image", record_id__in=keys))
         counts["images"] += Image.objects.filter(pk__in=keys).delete()[0]
@@ -125,32 +128,39 @@ def messages_erase(keys: Iterable[str]) -> Counter:
     return counts
 
 
-def memories_erase(keys: Iterable[str]) -> Counter:
+def memories_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Counter:
     """Delete memory-like records (stored ids) with their chunks and relations; what their relations
     invalidated is valid again unless another relation holds it (``memory.links.links_detach``). Call inside
-    a transaction."""
+    a transaction. ``erased`` as in ``images_erase`` (the relations' ids too)."""
     from memory.links import links_detach  # memory.links imports memory.services, which imports this module
 
     keys = list(keys)
     counts: Counter = Counter()
+    if erased is not None:
+        erased.update(keys)
     if keys:
         counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="memory", record_id__in=keys))
-        counts["relations"] += links_detach(memory_ids=keys)
+        counts["relations"] += links_detach(memory_ids=keys, erased=erased)
         counts["memories"] += Memory.objects.filter(pk__in=keys).delete()[0]
     return counts
 
 
-def threads_erase(keys: Iterable[str]) -> Counter:
+def threads_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Counter:
     """Delete threads (stored ids) with everything they hold: messages, images, the memories they own,
-    relations, summaries, extraction jobs and every chunk scoped to them. Call inside a transaction."""
+    relations, summaries, extraction jobs and every chunk scoped to them. Call inside a transaction.
+    ``erased`` as in ``images_erase``: the threads' memories, images and relations (their messages are not
+    listed: they are only ever named together with their thread)."""
     keys = list(keys)
     counts: Counter = Counter()
     if not keys:
         return counts
-    counts += memories_erase(Memory.objects.filter(thread_id__in=keys).values_list("pk", flat=True))
-    counts += images_erase(Image.objects.filter(thread_id__in=keys).values_list("pk", flat=True))
+    counts += memories_erase(Memory.objects.filter(thread_id__in=keys).values_list("pk", flat=True), erased=erased)
+    counts += images_erase(Image.objects.filter(thread_id__in=keys).values_list("pk", flat=True), erased=erased)
     counts["chunks"] += chunks_erase(SearchChunk.objects.filter(thread_id__in=keys))
-    counts["relations"] += RecordLink.objects.filter(thread_id__in=keys).delete()[0]
+    relations = RecordLink.objects.filter(thread_id__in=keys)
+    if erased is not None:
+        erased.update(relations.values_list("pk", flat=True))
+    counts["relations"] += relations.delete()[0]
     counts["summaries"] += ThreadSummary.objects.filter(thread_id__in=keys).count()
     counts["extraction_jobs"] += ExtractionJob.objects.filter(thread_id__in=keys).count()
     counts["messages"] += Message.objects.filter(thread_id__in=keys).count()
@@ -213,8 +223,10 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
     restricted to a user): ``OutOfScope`` otherwise. ValueError/TypeError for
     a bad id or subject. ``memory.signals.subject_erased`` goes out in the
     same transaction, so that other layers drop what they keep about the
-    erased threads (access records). Callers wait for background extraction first (the
-    client does, ``AgentMemory.delete_user``).
+    erased threads and records (access records: ``thread_ids`` of the erased
+    threads, ``record_ids`` of every memory, image and relation erased,
+    wherever it lived, found by an attacker of #12). Callers wait for
+    background extraction first (the client does, ``AgentMemory.delete_user``).
     """
     from memory.services import check_id
 
@@ -236,11 +248,13 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
         with transaction.atomic():
             scoped = {"project": tenant.project, field_name: value}
             threads = subject_threads(tenant, subject, value)
-            counts += threads_erase(threads)
-            subject_erased.send(sender=ErasureReceipt, project=tenant.project, thread_ids=public_ids(threads))
-            counts += memories_erase(Memory.objects.filter(**scoped).values_list("pk", flat=True))
-            counts += images_erase(Image.objects.filter(**scoped).values_list("pk", flat=True))
+            erased: set[str] = set()
+            counts += threads_erase(threads, erased=erased)
+            counts += memories_erase(Memory.objects.filter(**scoped).values_list("pk", flat=True), erased=erased)
+            counts += images_erase(Image.objects.filter(**scoped).values_list("pk", flat=True), erased=erased)
             counts["chunks"] += chunks_erase(SearchChunk.objects.filter(**scoped))
+            subject_erased.send(sender=ErasureReceipt, project=tenant.project, thread_ids=public_ids(threads),
+                                record_ids=public_ids(sorted(erased)))
     receipt.counts = {name: counts.get(name, 0) for name in (
         "threads", "messages", "memories", "images", "relations", "chunks", "summaries", "extraction_jobs")}
     receipt.storage = storage_scrub() if cascade else {}

@@ -192,15 +192,18 @@ def revalidate(memory_ids: Iterable[str]) -> list[str]:
     return set_memory_status(ids - still, RecordStatus.VALID.value)
 
 
-def links_detach(*, memory_ids: Iterable[str]) -> int:
+def links_detach(*, memory_ids: Iterable[str], erased: set[str] | None = None) -> int:
     """Delete every relation touching the given memories (stored ids), re-validating the other endpoints.
 
     ``services.memory_delete`` calls this inside its transaction (relations
-    cascade with their records). Returns the number of relations deleted.
+    cascade with their records). Returns the number of relations deleted;
+    ``erased`` (a set) gets their stored ids (``memory.erasure``).
     """
     ids = list(memory_ids)
     rows = list(RecordLink.objects.filter(Q(source_id__in=ids) | Q(target_id__in=ids))
                 .values_list("pk", "target_id", "relation_type"))
+    if erased is not None:
+        erased.update(pk for pk, _, _ in rows)
     if not rows:
         return 0
     RecordLink.objects.filter(pk__in=[pk for pk, _, _ in rows]).delete()
@@ -211,11 +214,14 @@ def links_detach(*, memory_ids: Iterable[str]) -> int:
 # --- writes -----------------------------------------------------------------------------------
 
 
-def _endpoint(thread: Thread, record_id: Any, record_type: Any, prefix: str, *, now) -> Memory:
-    """The live memory-like record of this exact thread named by an endpoint (public id), locked; else ValueError."""
+def _endpoint(thread: Thread, record_id: Any, record_type: Any, prefix: str, *, now,
+              restrict: dict[str, str] | None = None) -> Memory:
+    """The live memory-like record of this exact thread named by an endpoint (public id), locked; else ValueError
+    (also for another user's or agent's record when ``restrict``, ``Tenant.row_filter``, excludes it)."""
     rid = check_id(record_id, f"{prefix}_record_id")
     rtype = check_record_type(record_type, f"{prefix}_record_type")
-    row = lock_first(Memory.objects.filter(live_q(now), pk=stored_id(thread.project_id, rid), thread_id=thread.pk))
+    row = lock_first(Memory.objects.filter(live_q(now), pk=stored_id(thread.project_id, rid), thread_id=thread.pk,
+                                           **(restrict or {})))
     if row is None:
         raise InvalidArgument(f"{prefix}_record_id",
                               f"no memory-like record {rid!r} owned by thread {thread.public_id!r}")
@@ -274,6 +280,7 @@ def link_create(
     relation_id: Any = NOTSET,
     timestamp: Any = None,
     metadata: Any = None,
+    restrict: dict[str, str] | None = None,
 ) -> str:
     """Create a directed relation between two records of this exact thread; return its id.
 
@@ -283,7 +290,8 @@ def link_create(
     the same label. ``relation_id`` is generated when omitted. Raises
     ValueError for a self-link, an unknown endpoint, a pair that is already
     related (either orientation; ``LinkExists``) or a taken ``relation_id``
-    (``Conflict``); TypeError for non-string values.
+    (``Conflict``); TypeError for non-string values. ``restrict``
+    (``Tenant.row_filter``): an endpoint of another user or agent is unknown.
     """
     label = check_relation_type(relation_type)
     opposite = opposite_label(label, opposite_relation_type)
@@ -292,8 +300,8 @@ def link_create(
     meta = check_metadata(metadata)
     now = timezone.now()
     with transaction.atomic():
-        source = _endpoint(thread, source_record_id, source_record_type, "source", now=now)
-        target = _endpoint(thread, target_record_id, target_record_type, "target", now=now)
+        source = _endpoint(thread, source_record_id, source_record_type, "source", now=now, restrict=restrict)
+        target = _endpoint(thread, target_record_id, target_record_type, "target", now=now, restrict=restrict)
         return _insert(thread=thread, source=source, target=target, relation_type=label, opposite=opposite,
                        relation_id=rid, timestamp=stamp, metadata=meta)
 
@@ -306,8 +314,9 @@ def link_update(
     opposite_relation_type: Any = NOTSET,
     timestamp: Any = NOTSET,
     metadata: Any = NOTSET,
+    restrict: dict[str, str] | None = None,
 ) -> int:
-    """Update a relation of this thread; return 1, or 0 when there is none.
+    """Update a relation of this thread; return 1, or 0 when there is none (or ``restrict`` hides it: ``visible``).
 
     Spec: update_record_link. Omitted values are preserved; ``timestamp=None``
     clears it; ``metadata`` replaces the stored object. A new built-in
@@ -323,7 +332,8 @@ def link_update(
     stamp = ttl_rules.check_timestamp(timestamp) if timestamp is not NOTSET else NOTSET
     meta = check_metadata(metadata) if metadata is not NOTSET else NOTSET
     with transaction.atomic():
-        row = lock_first(RecordLink.objects.filter(pk=stored_id(thread.project_id, rid), thread_id=thread.pk))
+        row = lock_first(visible(RecordLink.objects.filter(pk=stored_id(thread.project_id, rid), thread_id=thread.pk),
+                                 thread, restrict))
         if row is None:
             return 0
         was_invalidating = row.relation_type in INVALIDATING_RELATIONS
@@ -355,8 +365,10 @@ def link_delete(
     target_record_type: Any = NOTSET,
     relation_type: Any = NOTSET,
     relation_id: Any = NOTSET,
+    restrict: dict[str, str] | None = None,
 ) -> int:
-    """Delete a relation of this thread by id alone or by its complete endpoint tuple; return 0 or 1.
+    """Delete a relation of this thread by id alone or by its complete endpoint tuple; return 0 or 1 (0 also
+    when ``restrict`` hides it: ``visible``).
 
     Spec: delete_record_link. The tuple is source id and type, target id and
     type and ``relation_type``, in the stored source-to-target orientation (the
@@ -383,7 +395,7 @@ def link_delete(
                    "target_id": stored_id(thread.project_id, target_record_id), "target_type": target_record_type,
                    "relation_type": relation_type}
     with transaction.atomic():
-        row = lock_first(RecordLink.objects.filter(thread_id=thread.pk, **filters))
+        row = lock_first(visible(RecordLink.objects.filter(thread_id=thread.pk, **filters), thread, restrict))
         if row is None:
             return 0
         row.delete()
@@ -392,19 +404,35 @@ def link_delete(
     return 1
 
 
-def link_get(*, thread: Thread, relation_id: Any) -> RecordRelation:
-    """One relation of this thread; KeyError (``NotFound``) otherwise. Not in the spec (HTTP read-back)."""
+def visible(qs, thread: Thread, restrict: dict[str, str] | None):
+    """The relations of ``qs`` (of ``thread``) a client restricted by ``restrict`` (``Tenant.row_filter``) may see:
+    both endpoints are memories of its user/agent. A relation to another user's or agent's record stored in
+    the thread does not exist for it (found by an attacker of #12). ``restrict`` empty or None: all of ``qs``.
+
+    Endpoints are always memories of the relation's own thread (``link_create``), hence the subquery's filter.
+    """
+    if not restrict:
+        return qs
+    mine = Memory.objects.filter(thread_id=thread.pk, **restrict).values("pk")
+    return qs.filter(source_id__in=mine, target_id__in=mine)
+
+
+def link_get(*, thread: Thread, relation_id: Any, restrict: dict[str, str] | None = None) -> RecordRelation:
+    """One relation of this thread (``visible`` within ``restrict``); KeyError (``NotFound``) otherwise. Not in
+    the spec (HTTP read-back)."""
     rid = check_id(relation_id, "relation_id")
-    row = RecordLink.objects.filter(pk=stored_id(thread.project_id, rid), thread_id=thread.pk).first()
+    row = visible(RecordLink.objects.filter(pk=stored_id(thread.project_id, rid), thread_id=thread.pk),
+                  thread, restrict).first()
     if row is None:
         raise NotFound("relation_id", rid)
     return relation_dto(row)
 
 
-def link_list(*, thread: Thread, record_id: Any = None) -> Records[RecordRelation]:
-    """This thread's relations, oldest first, read lazily (the API pages them); with ``record_id``, those
-    touching that record. Not in the spec."""
-    qs = RecordLink.objects.filter(thread_id=thread.pk).order_by("created_at", "id")
+def link_list(*, thread: Thread, record_id: Any = None,
+              restrict: dict[str, str] | None = None) -> Records[RecordRelation]:
+    """This thread's relations (``visible`` within ``restrict``), oldest first, read lazily (the API pages
+    them); with ``record_id``, those touching that record. Not in the spec."""
+    qs = visible(RecordLink.objects.filter(thread_id=thread.pk), thread, restrict).order_by("created_at", "id")
     if record_id is not None:
         rid = stored_id(thread.project_id, check_id(record_id, "record_id"))
         qs = qs.filter(Q(source_id=rid) | Q(target_id=rid))
@@ -463,13 +491,15 @@ def pending_link(
     link_id: Any = NOTSET,
     link_timestamp: Any = NOTSET,
     link_metadata: Any = NOTSET,
+    restrict: dict[str, str] | None = None,
 ) -> PendingLink | None:
     """Check ``add_memory``'s link arguments; return the ``PendingLink``, or None when there is none.
 
     ``memory_id_to_link`` and ``link_type`` come together (a built-in type);
     ``link_id``/``link_timestamp``/``link_metadata`` only with them. The target
-    must be a live memory-like record of this exact thread (ValueError), and a
-    given ``link_id`` must be free (``Conflict``).
+    must be a live memory-like record of this exact thread (ValueError; also
+    for another user's or agent's record when ``restrict``, ``Tenant.row_filter``,
+    excludes it), and a given ``link_id`` must be free (``Conflict``).
     """
     if memory_id_to_link is NOTSET and link_type is NOTSET:
         for name, value in (("link_id", link_id), ("link_timestamp", link_timestamp),
@@ -487,7 +517,7 @@ def pending_link(
     if RecordLink.objects.filter(pk=stored_id(thread.project_id, rid)).exists():
         raise Conflict("link_id", rid)
     target = (Memory.objects.filter(live_q(timezone.now()), pk=stored_id(thread.project_id, target_id),
-                                    thread_id=thread.pk)
+                                    thread_id=thread.pk, **(restrict or {}))
               .values_list("user_id", "agent_id", "thread_id").first())
     if target is None:
         raise InvalidArgument("memory_id_to_link", f"no memory-like record {target_id!r} owned by thread "
@@ -677,8 +707,10 @@ def link_prompt(memory: Memory, candidates: list[Memory]) -> list[dict[str, str]
     ]
 
 
-def nearest_memory_chunks(*, thread_id: str, memory_id: str, vector, now, limit: int):
-    """Record ids of the live, valid memory chunks of a thread nearest ``vector``, ``memory_id`` left out.
+def nearest_memory_chunks(*, thread_id: str, memory_id: str, vector, now, limit: int,
+                          restrict: dict[str, str] | None = None):
+    """Record ids of the live, valid memory chunks of a thread nearest ``vector``, ``memory_id`` left out (and,
+    with ``restrict``, those of other users or agents: chunks carry their record's user and agent).
 
     Ids are stored ids (the thread's, so of its project only).
 
@@ -686,15 +718,17 @@ def nearest_memory_chunks(*, thread_id: str, memory_id: str, vector, now, limit:
     record split into several chunks may appear more than once.
     """
     return (SearchChunk.objects.filter(live_q(now), source_kind="memory", thread_id=thread_id,
-                                       status=RecordStatus.VALID.value)
+                                       status=RecordStatus.VALID.value, **(restrict or {}))
             .exclude(record_id=memory_id)
             .annotate(distance=VectorDistance("embedding", vector))
             .order_by("distance", "id")
             .values_list("record_id", flat=True)[:limit])
 
 
-def link_candidates(*, thread_id: str, memory_id: str, limit: int = LINK_CANDIDATES) -> list[Memory]:
-    """The nearest live, valid memories of the thread to ``memory_id`` not yet related to it, nearest first.
+def link_candidates(*, thread_id: str, memory_id: str, limit: int = LINK_CANDIDATES,
+                    restrict: dict[str, str] | None = None) -> list[Memory]:
+    """The nearest live, valid memories of the thread to ``memory_id`` not yet related to it, nearest first
+    (within ``restrict``, ``Tenant.row_filter``, when given).
 
     Ranked in the database by cosine distance to the memory's first chunk.
     ``thread_id`` and ``memory_id`` are stored ids.
@@ -710,14 +744,15 @@ def link_candidates(*, thread_id: str, memory_id: str, limit: int = LINK_CANDIDA
     now = timezone.now()
     ids: list[str] = []
     for rid in nearest_memory_chunks(thread_id=thread_id, memory_id=memory_id, vector=vector, now=now,
-                                     limit=(limit + len(related)) * 3):
+                                     limit=(limit + len(related)) * 3, restrict=restrict):
         if rid not in related and rid not in ids:
             ids.append(rid)
-    rows = {m.pk: m for m in Memory.objects.filter(live_q(now), pk__in=ids, thread_id=thread_id)}
+    rows = {m.pk: m for m in Memory.objects.filter(live_q(now), pk__in=ids, thread_id=thread_id, **(restrict or {}))}
     return [rows[rid] for rid in ids if rid in rows][:limit]
 
 
-def propose_links(thread: Thread, memory_id: str, llm, *, max_candidates: int = LINK_CANDIDATES) -> list[str]:
+def propose_links(thread: Thread, memory_id: str, llm, *, max_candidates: int = LINK_CANDIDATES,
+                  restrict: dict[str, str] | None = None) -> list[str]:
     """Let ``llm`` relate a stored memory to its nearest memories of ``thread``; return the new relation ids.
 
     Spec: add_memory ``autonomous_linking``. ``thread`` is a ``memory.models.Thread``
@@ -729,13 +764,14 @@ def propose_links(thread: Thread, memory_id: str, llm, *, max_candidates: int = 
     can no longer be stored (pair related meanwhile, record gone) are skipped.
     No candidates: no LLM call. Raises ``memory.llm.LlmError`` when the LLM
     fails; relations already made stay. Extraction calls this for each memory
-    it stores.
+    it stores. ``restrict`` (``Tenant.row_filter`` of a restricted client's
+    ``add_memory``): the LLM sees, and links to, memories of that user/agent only.
     """
     memory = Memory.objects.filter(live_q(timezone.now()), pk=stored_id(thread.project_id, memory_id),
-                                   thread_id=thread.pk).first()
+                                   thread_id=thread.pk, **(restrict or {})).first()
     if memory is None:
         return []
-    candidates = link_candidates(thread_id=thread.pk, memory_id=memory.pk, limit=max_candidates)
+    candidates = link_candidates(thread_id=thread.pk, memory_id=memory.pk, limit=max_candidates, restrict=restrict)
     if not candidates:
         return []
     labels = [f"M{i}" for i in range(1, len(candidates) + 1)]
@@ -753,7 +789,7 @@ def propose_links(thread: Thread, memory_id: str, llm, *, max_candidates: int = 
             created.append(link_create(
                 thread=thread, source_record_id=memory.public_id, source_record_type=memory.memory_type,
                 target_record_id=target.public_id, target_record_type=target.memory_type,
-                relation_type=proposal["relation_type"], metadata={"origin": "autonomous_linking"},
+                relation_type=proposal["relation_type"], metadata={"origin": "autonomous_linking"}, restrict=restrict,
             ))
         except ValueError as exc:
             logger.info("autonomous link %s -> %s skipped: %s", memory.pk, target.pk, exc)

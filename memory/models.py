@@ -55,11 +55,19 @@ class Project(models.Model):
     the ``default`` project (``memory.tenancy.DEFAULT_PROJECT``) holds what was
     stored before projects existed. Rows of every other table point here with
     ``on_delete=PROTECT``: a project is deleted only once it is empty.
+
+    ``members``: the staff users who may see and change it on the staff pages,
+    the admin and the staff WebSocket (issue #12 item 4); superusers see every
+    project (``memory.tenancy.staff_projects``). Only superusers edit it
+    (``memory.admin.ProjectAdmin``, ``manage.py add_project_member``).
     """
 
     slug = models.SlugField(max_length=50, unique=True)
     name = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
+    # Through table "oam_projects_members" (project_id, user_id): 20 characters, under Oracle's 30.
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="oam_projects",
+                                     help_text="Staff users (not superusers) who may see this project.")
 
     class Meta:
         db_table = "oam_projects"

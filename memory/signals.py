@@ -2,8 +2,9 @@
 
 from django.dispatch import Signal
 
-#: Sent inside the transaction of ``memory.erasure.subject_erase`` with ``project`` (a ``Project``) and
-#: ``thread_ids`` (the erased threads' public ids): what other layers keep about those threads must go too
+#: Sent inside the transaction of ``memory.erasure.subject_erase`` with ``project`` (a ``Project``),
+#: ``thread_ids`` (the erased threads' public ids) and ``record_ids`` (public ids of every memory, image and
+#: relation erased, in those threads or elsewhere): what other layers keep about them must go too
 #: (``threads.audit.scrub_erased``).
 subject_erased = Signal()
 

@@ -23,6 +23,11 @@ with the project column.
 
 The project pk is an integer and ends at the first ``:``, so ``public_id`` is
 the exact inverse of ``stored_id`` for any public id (which may contain ``:``).
+
+Staff (people, not API keys) reach projects through ``staff_projects``: a
+superuser every project, another staff user the projects they are a member
+of (``Project.members``); every staff door asks it (``staff_project`` for one
+named in a URL or a WebSocket query, the admin's ``ProjectScopedAdmin``).
 """
 
 from __future__ import annotations
@@ -118,6 +123,41 @@ def get_project(project: Any = None):
     row = Project.objects.filter(slug=project).first()
     if row is None:
         raise NotFound("project", project)
+    return row
+
+
+def staff_projects(user: Any):
+    """The projects ``user`` may see and change as staff (issue #12 item 4): a ``QuerySet[Project]``.
+
+    The one rule every staff door applies (the staff pages, the search
+    playground and context-card preview, the staff WebSocket, the Django
+    admin): an active superuser sees every project; another active staff user
+    the projects they are a member of (``Project.members``); anyone else
+    (anonymous, inactive, not staff) none.
+    """
+    from memory.models import Project
+
+    if not (user is not None and user.is_authenticated and user.is_active and user.is_staff):
+        return Project.objects.none()
+    if user.is_superuser:
+        return Project.objects.all()
+    return Project.objects.filter(members=user)
+
+
+def staff_project(user: Any, project: str | None) -> Any:
+    """The project ``project`` (a slug; None: the default project) if ``user`` may see it (``staff_projects``).
+
+    Raises KeyError (``NotFound`` naming ``project``) for an unknown slug and,
+    alike, for a project the user is not a member of: a staff user cannot tell
+    another project from one that does not exist (the staff pages answer 404,
+    the WebSocket closes with 4404). The default project is created on first
+    use, as ``get_project`` does.
+    """
+    from memory.errors import NotFound
+
+    row = get_project(project)
+    if not staff_projects(user).filter(pk=row.pk).exists():
+        raise NotFound("project", row.slug)
     return row
 
 

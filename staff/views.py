@@ -11,7 +11,10 @@ when ``request.htmx``).
 Errors: the ``ValueError``/``TypeError``/``KeyError`` that ``memory`` raises
 is shown next to the field it names (``staff.forms.add_service_error``) with
 status 422, htmx or not; a thread, message, memory, image or relation that is
-not there is a 404.
+not there is a 404, and so is a project the signed-in user may not see
+(``memory.tenancy.staff_project``: superusers see every project, other staff
+the projects they are members of; issue #12 item 4), so a staff user cannot
+tell another project from one that does not exist.
 
 htmx writes also refresh the header counts out of band (``#thread-counts``)
 and name, in ``HX-Trigger-After-Settle`` (event ``staff-focus``), the DOM id
@@ -42,7 +45,7 @@ from memory import browse, extraction, selectors, services
 from memory.client import AgentMemory, Thread
 from memory.errors import NotFound
 from memory.models import MEMORY_TYPES, STATUSES, Project, Thread as ThreadRow
-from memory.tenancy import get_project
+from memory.tenancy import staff_project, staff_projects
 from staff.forms import (
     ContextCardForm,
     ImageEditForm,
@@ -108,18 +111,19 @@ class Opened:
         return self.client.project
 
 
-def _project(slug: str) -> Project:
-    """The project of a URL's ``<slug:project>``, or 404."""
+def _project(request: HttpRequest, slug: str) -> Project:
+    """The project of a URL's ``<slug:project>`` if the signed-in user may see it (``staff_project``), or 404:
+    the same 404 for a project that does not exist and for one the user is not a member of."""
     try:
-        return get_project(slug)
+        return staff_project(request.user, slug)
     except NotFound:
         raise Http404(f"no project {slug!r}") from None
 
 
-def _handle(project: str, thread_id: str) -> Opened:
+def _handle(request: HttpRequest, project: str, thread_id: str) -> Opened:
     """Open a thread of the project named in the URL (``memory.client``: configured retention, search config
-    and LLM), or 404."""
-    client = AgentMemory(project=_project(project))
+    and LLM), or 404 (no such thread, or a project the user may not see: ``_project``)."""
+    client = AgentMemory(project=_project(request, project))
     try:
         row = selectors.thread_get(project=client.project, thread_id=thread_id)
     except NotFound:
@@ -171,29 +175,39 @@ class Edit:
 @require_safe
 @staff_required
 def home(request: HttpRequest) -> HttpResponse:
-    """``/staff/``: the default project's thread list."""
-    return redirect("staff:thread_list", project=get_project(None).slug)
+    """``/staff/``: the default project's thread list, or the project list for a user who may not see it."""
+    return redirect(_default_url(request, "staff:thread_list"))
 
 
 @require_safe
 @staff_required
 def project_list(request: HttpRequest) -> HttpResponse:
-    """``/staff/projects/``: every project with its thread count, each linking to its threads."""
-    return render(request, "staff/project_list.html", {"projects": browse.project_browse(), "nav": "projects"})
+    """``/staff/projects/``: the projects the user may see (``staff_projects``) with their thread counts, each
+    linking to its threads."""
+    return render(request, "staff/project_list.html",
+                  {"projects": browse.project_browse(projects=staff_projects(request.user)), "nav": "projects"})
 
 
 @require_safe
 @staff_required
 def default_thread_list(request: HttpRequest) -> HttpResponse:
     """``/staff/threads/`` (the address before projects): the default project's thread list, same query."""
-    return _redirect_keeping_query(request, reverse("staff:thread_list", args=[get_project(None).slug]))
+    return _redirect_keeping_query(request, _default_url(request, "staff:thread_list"))
 
 
 @require_safe
 @staff_required
 def default_search(request: HttpRequest) -> HttpResponse:
     """``/staff/search/`` (the address before projects): the default project's search page, same query."""
-    return _redirect_keeping_query(request, reverse("staff:search", args=[get_project(None).slug]))
+    return _redirect_keeping_query(request, _default_url(request, "staff:search"))
+
+
+def _default_url(request: HttpRequest, name: str) -> str:
+    """``name``'s page of the default project, or the project list when the user may not see that project."""
+    try:
+        return reverse(name, args=[staff_project(request.user, None).slug])
+    except NotFound:
+        return reverse("staff:project_list")
 
 
 def _redirect_keeping_query(request: HttpRequest, url: str) -> HttpResponse:
@@ -211,7 +225,7 @@ def thread_list(request: HttpRequest, project: str) -> HttpResponse:
     htmx: the ``#thread-browser`` fragment (filters and list). A bad metadata
     filter is shown next to its field with status 422.
     """
-    current = _project(project)
+    current = _project(request, project)
     form = ThreadFilterForm(request.GET)
     status = 200
     if form.is_valid():
@@ -279,7 +293,7 @@ def _detail_context(handle: Opened, request: HttpRequest, **records) -> dict:
 def thread_detail(request: HttpRequest, project: str, thread_id: str) -> HttpResponse:
     """A thread: header (``#thread-counts``), ``#timeline``, ``#memories``, ``#summary``, ``#relations``,
     ``#images``, ``#extraction-progress``."""
-    handle = _handle(project, thread_id)
+    handle = _handle(request, project, thread_id)
     return render(request, DETAIL, _detail_context(handle, request))
 
 
@@ -288,7 +302,7 @@ def thread_detail(request: HttpRequest, project: str, thread_id: str) -> HttpRes
 def timeline_region(request: HttpRequest, project: str, thread_id: str) -> HttpResponse:
     """The ``#timeline`` fragment, one page of messages (``?page=``), with the header counts out of band;
     the full thread page without htmx."""
-    handle = _handle(project, thread_id)
+    handle = _handle(request, project, thread_id)
     if not request.htmx:
         return redirect(_detail_url(handle) + (f"?page={request.GET['page']}" if "page" in request.GET else ""))
     body = render_to_string(DETAIL + "#timeline", {**_timeline_context(handle, request), "edit": None}, request)
@@ -300,7 +314,7 @@ def timeline_region(request: HttpRequest, project: str, thread_id: str) -> HttpR
 def memories_region(request: HttpRequest, project: str, thread_id: str) -> HttpResponse:
     """The ``#memories`` fragment with ``#relations`` and the header counts out of band (the live-extraction
     script reloads them)."""
-    handle = _handle(project, thread_id)
+    handle = _handle(request, project, thread_id)
     return _records_response(request, handle, _records_context(handle))
 
 
@@ -308,7 +322,7 @@ def memories_region(request: HttpRequest, project: str, thread_id: str) -> HttpR
 @staff_required
 def extraction_region(request: HttpRequest, project: str, thread_id: str) -> HttpResponse:
     """The ``#extraction-progress`` fragment: the thread's extraction state as stored."""
-    handle = _handle(project, thread_id)
+    handle = _handle(request, project, thread_id)
     return render(request, DETAIL + "#extraction",
                   {"thread": handle.row, "project": handle.project,
                    "extraction": extraction.extraction_state(thread=handle.row)})
@@ -359,7 +373,7 @@ def message_edit(request: HttpRequest, project: str, thread_id: str, message_id:
     Only changed fields are sent: unchanged content is not re-embedded.
     htmx: the message's list item.
     """
-    handle = _handle(project, thread_id)
+    handle = _handle(request, project, thread_id)
     row = _found(browse.message_row, handle.row, message_id)
     form = MessageEditForm(request.POST, message=row)
     if form.is_valid():
@@ -393,7 +407,7 @@ def message_delete(request: HttpRequest, project: str, thread_id: str, message_i
 
     htmx POST: an empty body that removes the list item (and the header counts, out of band).
     """
-    handle = _handle(project, thread_id)
+    handle = _handle(request, project, thread_id)
     row = _found(browse.message_row, handle.row, message_id)
     if request.method != "POST":
         return _confirm(request, handle, kind="message", record=row,
@@ -433,7 +447,7 @@ def _confirm(request: HttpRequest, handle: Opened, *, kind: str, record, action:
 @staff_required
 def memory_add(request: HttpRequest, project: str, thread_id: str) -> HttpResponse:
     """Store a manual memory through ``Thread.add_memory`` (embedded and searchable at once)."""
-    handle = _handle(project, thread_id)
+    handle = _handle(request, project, thread_id)
     form = MemoryAddForm(request.POST)
     if form.is_valid():
         try:
@@ -454,7 +468,7 @@ def memory_edit(request: HttpRequest, project: str, thread_id: str, memory_id: s
     Changed content is re-embedded; a new type moves the record, its chunks
     and its relation endpoints together. Only changed fields are sent.
     """
-    handle = _handle(project, thread_id)
+    handle = _handle(request, project, thread_id)
     row = _found(browse.memory_row, handle.row, memory_id)
     form = MemoryEditForm(request.POST)
     if form.is_valid():
@@ -474,7 +488,7 @@ def memory_edit(request: HttpRequest, project: str, thread_id: str, memory_id: s
 @staff_required
 def memory_delete(request: HttpRequest, project: str, thread_id: str, memory_id: str) -> HttpResponse:
     """GET: ask for confirmation. POST: ``Thread.delete_memory`` (relations go, their targets revalidate)."""
-    handle = _handle(project, thread_id)
+    handle = _handle(request, project, thread_id)
     row = _found(browse.memory_row, handle.row, memory_id)
     action = _record_url(handle, "memory_delete", memory_id)
     text = f"[{row.memory_type}] {row.content}"
@@ -497,7 +511,7 @@ def memory_delete(request: HttpRequest, project: str, thread_id: str, memory_id:
 @staff_required
 def relation_add(request: HttpRequest, project: str, thread_id: str) -> HttpResponse:
     """Relate two memories of the thread through ``Thread.link_records``."""
-    handle = _handle(project, thread_id)
+    handle = _handle(request, project, thread_id)
     now = timezone.now()
     live = [m for m in browse.memories(handle.row) if m.expires_at is None or m.expires_at > now]
     form = RelationForm(request.POST, memories=live)
@@ -516,7 +530,7 @@ def relation_add(request: HttpRequest, project: str, thread_id: str) -> HttpResp
 @staff_required
 def relation_delete(request: HttpRequest, project: str, thread_id: str, relation_id: str) -> HttpResponse:
     """GET: ask for confirmation, naming both memories and the relation type. POST: ``Thread.delete_record_link``."""
-    handle = _handle(project, thread_id)
+    handle = _handle(request, project, thread_id)
     view = _found(browse.relation_view, handle.row, relation_id)
     if request.method != "POST":
         link = view.link
@@ -542,7 +556,7 @@ def extract_now(request: HttpRequest, project: str, thread_id: str) -> HttpRespo
 
     htmx: the ``#extraction-progress`` fragment with a note of what happened.
     """
-    handle = _handle(project, thread_id)
+    handle = _handle(request, project, thread_id)
     status = 200
     try:
         job_id = handle.api.extract_pending_messages()
@@ -583,7 +597,7 @@ def image_edit(request: HttpRequest, project: str, thread_id: str, image_id: str
     new metadata is copied to its chunks. Only changed fields are sent. An
     image in a message is edited with its message. htmx: the ``#images`` region.
     """
-    handle = _handle(project, thread_id)
+    handle = _handle(request, project, thread_id)
     row = _found(browse.standalone_image_row, handle.row, image_id)
     form = ImageEditForm(request.POST)
     if form.is_valid():
@@ -612,7 +626,7 @@ def image_delete(request: HttpRequest, project: str, thread_id: str, image_id: s
 
     Standalone images only: one in a message goes with its message (404 here).
     """
-    handle = _handle(project, thread_id)
+    handle = _handle(request, project, thread_id)
     row = _found(browse.standalone_image_row, handle.row, image_id)
     if request.method != "POST":
         return _confirm(request, handle, kind="image", record=row,
@@ -633,7 +647,7 @@ def image(request: HttpRequest, project: str, thread_id: str, image_id: str) -> 
 
     Served with its validated MIME type, ``nosniff`` and a CSP that runs nothing.
     """
-    handle = _handle(project, thread_id)
+    handle = _handle(request, project, thread_id)
     row = _found(browse.image_data, handle.row, image_id)
     data, mime_type = bytes(row.data), row.mime_type
     if "thumb" in request.GET:
@@ -659,7 +673,7 @@ def context_card(request: HttpRequest, project: str, thread_id: str) -> HttpResp
 
     htmx: the ``#card-panel`` fragment (options and ``#context-card``).
     """
-    handle = _handle(project, thread_id)
+    handle = _handle(request, project, thread_id)
     form = ContextCardForm(request.GET if "preview" in request.GET else None)
     card, status = None, 200
     if not form.is_bound or form.is_valid():
@@ -686,7 +700,7 @@ def search(request: HttpRequest, project: str) -> HttpResponse:
     (thread, user, agent; a memory's source messages) and linked memories.
     htmx: the ``#search-panel`` fragment (form and ``#search-results``).
     """
-    client = AgentMemory(project=_project(project))
+    client = AgentMemory(project=_project(request, project))
     form = SearchForm(request.GET if "query" in request.GET else None,
                       initial={"thread_id": request.GET.get("thread_id", "")})
     results, status = None, 200

@@ -3,14 +3,16 @@
 Every change goes through ``threads.auth`` (``api_key_create``/``_rotate``/``_revoke``),
 the functions the commands and ``/api/keys`` use. Keys are revoked, not
 deleted: the row stays for the audit trail. A stored key's settings are read-only:
-a different permission or restriction is a new key.
+a different permission or restriction is a new key. Staff who are not
+superusers see, create, rotate and revoke keys of their projects only, and
+read those projects' access records only (``memory.admin.ProjectScopedAdmin``).
 """
 
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from memory.admin import ReadOnlyAdmin
+from memory.admin import ProjectScopedAdmin, ReadOnlyAdmin
 from threads.auth import api_key_create, api_key_revoke, api_key_rotate
 from threads.models import AccessRecord, ApiKey
 
@@ -19,7 +21,7 @@ SHOWN = ("prefix", "is_active", "revoked_at", "last_used_at", "rotated_at", "cre
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(ProjectScopedAdmin):
     """Keys by name, project, permission and restriction; the digest is never shown."""
 
     list_display = ("name", "prefix", "project", "permission", "user_id", "agent_id", "is_active", "expires_at",

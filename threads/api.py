@@ -19,7 +19,7 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.responses import Status
 
-from memory import erasure, extraction, links, selectors
+from memory import erasure, extraction, selectors
 from memory.client import AgentMemory, Thread
 from memory.errors import MAX_SQL_COUNT, InvalidArgument, NotFound
 from memory.extraction_config import MemoryExtractionConfig
@@ -508,14 +508,15 @@ def link_create(request: HttpRequest, thread_id: str, payload: LinkIn):
     endpoint that is not this thread's; 409 when the pair is already related (either way) or the id is taken."""
     thread = _thread(request, thread_id)
     relation_id = thread.link_records(**payload.model_dump(exclude_unset=True))
-    return Status(201, links.link_get(thread=thread.row, relation_id=relation_id))
+    return Status(201, thread.get_record_link(relation_id))
 
 
 @router.get("/threads/{thread_id}/links", auth=READ, response={200: list[RelationOut], **NOT_FOUND, **INVALID})
 @paginate(Pagination)
 def link_list(request: HttpRequest, thread_id: str, filters: Query[LinkListQuery]):
-    """This thread's relations, oldest first; ``record_id`` keeps those touching that record."""
-    return links.link_list(thread=_thread(request, thread_id).row, record_id=filters.record_id)
+    """This thread's relations, oldest first; ``record_id`` keeps those touching that record. A user-restricted
+    key does not see relations to another user's or agent's record in the thread (``memory.links.visible``)."""
+    return _thread(request, thread_id).record_links(record_id=filters.record_id)
 
 
 @router.patch("/threads/{thread_id}/links/{relation_id}", response={200: RelationOut, **NOT_FOUND, **INVALID})
@@ -524,7 +525,7 @@ def link_update(request: HttpRequest, thread_id: str, relation_id: str, payload:
     thread = _thread(request, thread_id)
     if not thread.update_record_link(relation_id, **payload.model_dump(exclude_unset=True)):
         raise NotFound("relation_id", relation_id)
-    return links.link_get(thread=thread.row, relation_id=relation_id)
+    return thread.get_record_link(relation_id)
 
 
 @router.delete("/threads/{thread_id}/links/{relation_id}", response={204: None, **NOT_FOUND, **INVALID})

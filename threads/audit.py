@@ -8,7 +8,8 @@ management, searches) and every refused one (401, 403), plus reads when
 consumer records each connection, accepted (101) or refused (its close code).
 A record keeps the route's template and the public thread and record ids its
 path named, never a user or agent id; erasing a user clears the thread and
-record ids of the erased threads (``scrub_erased``, on ``memory.signals.subject_erased``).
+record ids of the erased threads, and the record ids of every erased record
+wherever it lived (``scrub_erased``, on ``memory.signals.subject_erased``).
 Recording never breaks the request: a failure is logged.
 """
 
@@ -98,10 +99,27 @@ class AuditMiddleware:
                       thread_id=thread_id, record_id=record_id)
 
 
-def scrub_erased(sender, *, project, thread_ids: list[str], **kwargs) -> None:
-    """``memory.signals.subject_erased``: the access records of the erased threads forget their ids."""
-    if thread_ids:
-        AccessRecord.objects.filter(project=project, thread_id__in=thread_ids).update(thread_id=None, record_id=None)
+#: Ids per UPDATE of ``scrub_erased``: under SQLite's bound-parameter limit and Oracle's 1,000-item IN list.
+SCRUB_BATCH = 500
+
+
+def scrub_erased(sender, *, project, thread_ids: list[str], record_ids: list[str] = (), **kwargs) -> None:
+    """``memory.signals.subject_erased``: access records forget the erased threads and records.
+
+    Records of the erased threads (public ids) lose their thread and record
+    ids; records naming an erased record (``record_ids``: memories, images and
+    relations, also those that lived in threads that remain, such as a user's
+    memory stored in another user's thread, or in no thread) lose their
+    record id. Another kind of record with the same id loses it too (ids are
+    per kind; a record id alone cannot say which): a gap in the log, never a leak.
+    """
+    for start in range(0, len(thread_ids), SCRUB_BATCH):
+        AccessRecord.objects.filter(project=project, thread_id__in=thread_ids[start:start + SCRUB_BATCH]).update(
+            thread_id=None, record_id=None)
+    record_ids = list(record_ids)
+    for start in range(0, len(record_ids), SCRUB_BATCH):
+        AccessRecord.objects.filter(project=project, record_id__in=record_ids[start:start + SCRUB_BATCH]).update(
+            record_id=None)
 
 
 def access_records_purge(sender=None, *, now, **kwargs) -> int:

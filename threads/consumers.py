@@ -10,8 +10,9 @@ user or agent, to that user's and agent's threads only (issue #12).
 
 Refusals carry an application close code: 4401 no valid credentials (no
 session, or a wrong or inactive API key), 4403 a signed-in user who is not
-active staff, 4404 no such thread. A socket opened with an API key closes
-with 4401 when that key is revoked or rotated (``threads.auth.close_key_sockets``), and at the
+active staff, 4404 no such thread (or project: a staff user who is not a
+member of the named project, nor a superuser, gets the same 4404). A socket
+opened with an API key closes with 4401 when that key is revoked or rotated (``threads.auth.close_key_sockets``), and at the
 latest ``OAM_WS_KEY_RECHECK_SECONDS`` after it expired or was revoked by another process. A browser (no API key) is accepted first
 and then closed with that code, because a browser only sees the code of a
 close after ``accept`` (a refused handshake is 1006 to it); the staff page
@@ -43,7 +44,7 @@ from channels.security.websocket import AllowedHostsOriginValidator
 
 from memory import extraction, progress, selectors
 from memory.errors import NotFound
-from memory.tenancy import Tenant, get_project
+from memory.tenancy import Tenant, staff_project
 from threads.audit import record_access
 from threads.auth import api_key_lookup, api_key_tenant, key_group
 from threads.models import ApiKey
@@ -113,7 +114,8 @@ def _authorize(scope) -> Listener | int:
     (``threads.auth.api_key_tenant``: its project, fixed user and agent); a
     ``?project=`` naming another project is refused (4403). A staff session
     listens in the project it names (default: the default project). 4401: no
-    valid key or session; 4403: signed in but not active staff; 4404: no such project.
+    valid key or session; 4403: signed in but not active staff; 4404: no such project, or one the staff
+    user may not see (``memory.tenancy.staff_project``: not a member, not a superuser), alike.
     """
     raw = scope_api_key(scope)
     named = _named_project(scope)
@@ -130,7 +132,7 @@ def _authorize(scope) -> Listener | int:
     if not (user.is_active and user.is_staff):
         return FORBIDDEN
     try:
-        return Listener(tenant=Tenant(project=get_project(named)), staff_user=user.get_username())
+        return Listener(tenant=Tenant(project=staff_project(user, named)), staff_user=user.get_username())
     except NotFound:
         return NO_SUCH_THREAD
 

@@ -65,7 +65,8 @@ class AccessRecord(models.Model):
     ``route`` is the route's template (``/api/threads/{thread_id}/messages``),
     ``thread_id`` and ``record_id`` the public ids the path named (never a
     user or agent id: an erasure would have to find them). An erasure clears
-    them for the erased threads (``threads.audit.scrub_erased``).
+    them for the erased threads, and the record id of every erased record
+    wherever it lived (``threads.audit.scrub_erased``).
     """
 
     CHANNELS = ("api", "websocket", "staff")

@@ -17,6 +17,7 @@ from django.test import Client
 
 from memory.client import AgentMemory
 from memory.models import Project
+from memory.tenancy import get_project
 from tests.api.helpers import JsonClient
 from threads.auth import api_key_create, api_key_revoke, api_key_rotate
 from threads.models import AccessRecord
@@ -66,9 +67,43 @@ def test_an_erasure_leaves_no_user_or_thread_id_in_the_records(db):
     assert (erasure.api_key_id, erasure.status, erasure.record_id) == (admin_row.pk, 200, None)
 
 
+def test_an_erasure_scrubs_the_ids_of_erased_records_that_lived_in_threads_that_remain(db):
+    """Found by an attacker of #12: ann's memory stored in bob's thread (and one in no thread) was erased with
+    ann, but the access records of its writes kept its id under bob's surviving thread. Now every erased
+    memory, image and relation loses its id in the records, wherever it lived; bob's own records stay."""
+    admin, _, _ = keyed(permission="admin")
+    client = AgentMemory(llm=None)
+    bob = client.create_thread(thread_id="t-bob", user_id="bob")
+    bob.add_memory("bob likes tea", memory_id="m-bob")
+    link = {"source_record_id": "m-ann-secret", "source_record_type": "memory", "target_record_id": "m-bob",
+            "target_record_type": "memory", "relation_type": "supports", "relation_id": "r-ann-bob"}
+    for method, path, body in (
+            ("post", "/api/threads/t-bob/memories", {"content": "ann's passport", "memory_id": "m-ann-secret",
+                                                     "user_id": "ann"}),
+            ("post", "/api/threads/t-bob/links", link),
+            ("patch", "/api/threads/t-bob/links/r-ann-bob", {"metadata": {"x": 1}}),
+            ("patch", "/api/threads/t-bob/memories/m-ann-secret", {"metadata": {"y": 1}}),
+            ("patch", "/api/threads/t-bob/memories/m-bob", {"metadata": {"z": 1}})):
+        assert getattr(admin, method)(path, body).status_code in (200, 201), path
+    bob.add_memory("ann floats", memory_id="m-ann-float", user_id="ann", thread_id=None)
+    assert admin.delete("/api/memories/m-ann-float").status_code == 204  # ... a record of it, then re-added
+    bob.add_memory("ann floats again", memory_id="m-ann-float", user_id="ann", thread_id=None)
+    assert set(AccessRecord.objects.values_list("record_id", flat=True)) >= {"m-ann-secret", "r-ann-bob",
+                                                                            "m-ann-float", "m-bob"}
+
+    assert admin.delete("/api/users/ann").json()["counts"] == {
+        "threads": 0, "messages": 0, "memories": 2, "images": 0, "relations": 1, "chunks": 2, "summaries": 0,
+        "extraction_jobs": 0}
+    kept = set(AccessRecord.objects.values_list("thread_id", "record_id"))
+    assert not {record for _, record in kept} & {"m-ann-secret", "r-ann-bob", "m-ann-float"}
+    assert ("t-bob", "m-bob") in kept and ("t-bob", None) in kept  # bob's thread survives, and so do its ids
+
+
 def test_staff_writes_are_recorded_with_the_staff_member(db, thread):
     staff = Client()
-    staff.force_login(get_user_model().objects.create_user("eve", password="pw-for-tests-only", is_staff=True))
+    eve = get_user_model().objects.create_user("eve", password="pw-for-tests-only", is_staff=True)
+    get_project(None).members.add(eve)
+    staff.force_login(eve)
     thread.add_memory("likes tea", memory_id="m1")
     response = staff.post("/staff/projects/default/threads/t-main/memories/m1/delete/")
     assert response.status_code == 302
@@ -128,8 +163,10 @@ def test_revoking_or_rotating_a_key_closes_its_sockets_and_only_its(settings, fr
 
 def test_the_staff_project_list_counts_threads(db):
     staff = Client()
-    staff.force_login(get_user_model().objects.create_user("eve", password="pw-for-tests-only", is_staff=True))
+    eve = get_user_model().objects.create_user("eve", password="pw-for-tests-only", is_staff=True)
+    staff.force_login(eve)
     acme = AgentMemory(project=Project.objects.create(slug="acme"), llm=None)
+    acme.project.members.add(eve)
     for tid in ("a", "b"):
         acme.create_thread(thread_id=tid)
     html = staff.get("/staff/projects/").content.decode()

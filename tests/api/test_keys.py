@@ -5,17 +5,21 @@ Every request acts for its key: the key's project, and for a key with a fixed
 Managing keys (``/api/keys``, commands, admin) goes through ``threads.auth``.
 """
 
+import base64
 import datetime as dt
 import hashlib
+import json
 from io import StringIO
+from urllib.parse import urlencode
 
 import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from memory.client import AgentMemory
-from memory.models import Memory, Project, Thread
+from memory.models import Memory, Project, RecordLink, Thread
 from memory.tenancy import get_project
+from tests import image_samples as samples
 from tests.api.helpers import JsonClient
 from tests.ids import key
 from threads.auth import TOUCH_SECONDS, api_key_create, api_key_lookup, api_key_revoke
@@ -285,3 +289,100 @@ def test_a_user_restricted_key_does_not_see_another_users_memory_stored_in_its_t
     assert admin.get("/api/threads/t2/memories").json()["count"] == 2
     assert u2.get(f"/api/threads/t2/memories/{own}").status_code == 200
     assert u2.patch(f"/api/threads/t2/memories/{own}", {"content": "u2 likes green tea"}).status_code == 200
+
+
+@pytest.fixture
+def shared_thread(db):
+    """u2's thread ``t2`` holding u2's memories ``own1``/``own2`` (related: ``r-own``) and u1's memory ``other``
+    (stored there by an unrestricted client) related to ``own1`` (``r-mixed``, ``other`` supersedes ``own1``)."""
+    thread = AgentMemory(llm=None).create_thread(thread_id="t2", user_id="u2", agent_id="a1")
+    thread.add_memory("u2 likes tea", memory_id="own1")
+    thread.add_memory("u2 likes green tea", memory_id="own2")
+    thread.add_memory("u1 secret: passport 1234, likes tea", memory_id="other", user_id="u1")
+    thread.link_records("own2", "memory", "own1", "memory", "supports", relation_id="r-own")
+    thread.link_records("other", "memory", "own1", "memory", "contradicts", relation_id="r-mixed",
+                        metadata={"why": "passport"})
+    return thread
+
+
+def test_a_user_restricted_key_sees_no_relation_to_another_users_record_in_its_thread(shared_thread):
+    """Found by an attacker of #12: the links of u2's thread listed a relation to u1's memory stored there, with
+    its id. Now, for u2's key, a relation with an endpoint it cannot see does not exist (``memory.links.visible``):
+    not listed, not readable, not changed or deleted, not made; search's linked results never reach it."""
+    u2, _ = client_for(user_id="u2", permission="write")
+    admin, _ = client_for(permission="write", name="unrestricted")
+    tuple_of_mixed = urlencode({"source_record_id": "other", "source_record_type": "memory", "target_record_id": "own1",
+                                "target_record_type": "memory", "relation_type": "contradicts"})
+
+    for query in ("", "?record_id=own1", "?record_id=other"):
+        listed = u2.get(f"/api/threads/t2/links{query}").json()
+        assert [r["relation_id"] for r in listed["items"]] == ([] if "other" in query else ["r-own"]), query
+        assert "other" not in json.dumps(listed) and "passport" not in json.dumps(listed)
+    assert u2.get("/api/threads/t2/links/r-mixed").status_code in (404, 405)  # no single-relation GET route
+    assert u2.patch("/api/threads/t2/links/r-mixed", {"metadata": {"x": 1}}).status_code == 404
+    assert u2.delete("/api/threads/t2/links/r-mixed").status_code == 404
+    assert u2.delete(f"/api/threads/t2/links?{tuple_of_mixed}").status_code == 404
+    made = u2.post("/api/threads/t2/links", {"source_record_id": "own2", "source_record_type": "memory",
+                                             "target_record_id": "other", "target_record_type": "memory",
+                                             "relation_type": "supersedes"})
+    assert made.status_code == 422 and "no memory-like record 'other'" in made.content.decode()
+    linked = u2.post("/api/threads/t2/memories", {"content": "u2 drinks tea daily", "memory_id_to_link": "other",
+                                                  "link_type": "supersedes"})
+    assert linked.status_code == 422 and "memory_id_to_link" in linked.content.decode()
+    found = u2.post("/api/threads/t2/search", {"query": "tea", "num_hops": 3, "max_results": 10}).json()
+    reached = {r["record_id"] for r in found} | {n["record_id"] for r in found for n in r["linked"]}
+    assert {"own1", "own2"} <= reached and "other" not in reached and "passport" not in json.dumps(found)
+    assert any(n["relation_id"] == "r-own" for r in found for n in r["linked"])  # the walk ran
+    assert u2.patch("/api/threads/t2/links/r-own", {"metadata": {"ok": True}}).status_code == 200
+
+    everything = admin.get("/api/threads/t2/links").json()
+    assert [r["relation_id"] for r in everything["items"]] == ["r-own", "r-mixed"]
+    assert RecordLink.objects.get(pk=key("r-mixed")).metadata == {"why": "passport"}
+    assert Memory.objects.get(pk=key("other")).status == "valid"  # u2 could not supersede it
+
+
+def test_the_python_client_of_a_restricted_tenant_sees_the_same_relations(shared_thread):
+    from memory.tenancy import Tenant
+
+    own = AgentMemory(tenant=Tenant(get_project(None), user_id="u2"), llm=None).get_thread("t2")
+    assert [r.relation_id for r in own.record_links()] == ["r-own"]
+    with pytest.raises(KeyError):
+        own.get_record_link("r-mixed")
+    assert own.update_record_link("r-mixed", metadata={"x": 1}) == 0
+    assert own.delete_record_link(relation_id="r-mixed") == 0
+    assert [r.relation_id for r in shared_thread.record_links()] == ["r-own", "r-mixed"]
+
+
+@pytest.mark.parametrize("kind", ["thread", "memory", "message", "image", "relation"])
+def test_a_taken_id_is_a_409_that_names_nothing_but_the_id(two_users, kind):
+    """Ids are unique per project (issue #12), so a user-restricted key learns that an id it asks for is taken by
+    someone in its project: a deliberate, documented limit (README, "API keys"). The answer says only that: no
+    owner, no user, agent or thread of the record that holds the id."""
+    thread = two_users.get_thread("t-u1")
+    two_users.create_thread(thread_id="taken-thread", user_id="u1", agent_id="a1")
+    thread.add_messages([{"role": "user", "content": "u1 here", "id": "taken-msg"}])
+    thread.add_image(samples.png(), description="u1's photo", image_id="taken-img")
+    thread.add_memory("u1 also keeps a cat", memory_id="taken-mem")
+    thread.link_records("taken-mem", "memory", "pet-u1", "memory", "supports", relation_id="taken-rel")
+    u2_thread = two_users.get_thread("t-u2")
+    u2_thread.add_memory("u2 keeps a dog", memory_id="dog-u2")
+    u2, _ = client_for(user_id="u2", permission="write")
+    request = {
+        "thread": ("/api/threads", {"thread_id": "taken-thread"}, "thread_id", "taken-thread"),
+        "memory": ("/api/threads/t-u2/memories", {"content": "x", "memory_id": "taken-mem"}, "memory_id",
+                   "taken-mem"),
+        "message": ("/api/threads/t-u2/messages", {"messages": [{"role": "user", "content": "x", "id": "taken-msg"}]},
+                    "messages[].id", "taken-msg"),
+        "image": ("/api/threads/t-u2/images", {"data": base64.b64encode(samples.png()).decode(),
+                                               "image_id": "taken-img"}, "image_id", "taken-img"),
+        "relation": ("/api/threads/t-u2/links", {"source_record_id": "dog-u2", "source_record_type": "memory",
+                                                 "target_record_id": "pet-u2", "target_record_type": "memory",
+                                                 "relation_type": "supports", "relation_id": "taken-rel"},
+                     "relation_id", "taken-rel"),
+    }
+    path, body, field, value = request[kind]
+    response = u2.post(path, body)
+    assert response.status_code == 409, response.content
+    assert response.json() == {"detail": f"{field} {value!r} already exists", "field": field}
+    for secret in ("u1", "a1", "cat", "photo"):
+        assert secret not in response.content.decode(), secret

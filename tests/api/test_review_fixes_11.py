@@ -38,8 +38,12 @@ def test_a_lone_surrogate_in_a_query_filter_is_a_422_naming_it(api, thread_id, p
 def test_the_staff_thread_list_shows_a_surrogate_filter_as_an_error(db):
     from django.contrib.auth import get_user_model
 
+    from memory.tenancy import get_project
+
     browser = Client()
-    browser.force_login(get_user_model().objects.create_user("s", password="pw", is_staff=True))
+    user = get_user_model().objects.create_user("s", password="pw", is_staff=True)
+    get_project(None).members.add(user)
+    browser.force_login(user)
     response = browser.get("/staff/threads/", {"metadata": SURROGATE_FILTER}, follow=True)
     assert response.status_code in (200, 422)
     assert "lone surrogate" in response.content.decode()

@@ -147,6 +147,7 @@ def session_cookie(user) -> bytes:
 
 def test_a_staff_session_is_accepted_from_an_allowed_origin(application, thread):
     staff = User.objects.create_user("staff", password="x", is_staff=True)
+    thread.project.members.add(staff)
     member = User.objects.create_user("member", password="x")
 
     async def attempt(cookie, origin, path=PATH):
@@ -167,7 +168,10 @@ def test_a_staff_session_is_accepted_from_an_allowed_origin(application, thread)
 def test_a_staff_session_listens_in_the_project_it_names(application, thread):
     """Thread ids are unique within a project: a staff page names its project with ``?project=<slug>``."""
     staff = User.objects.create_user("staff", password="x", is_staff=True)
-    AgentMemory(project=Project.objects.create(slug="acme"), llm=None).create_thread(thread_id="only-acme")
+    acme = Project.objects.create(slug="acme")
+    acme.members.add(staff)
+    thread.project.members.add(staff)
+    AgentMemory(project=acme, llm=None).create_thread(thread_id="only-acme")
     cookie = session_cookie(staff)
 
     async def attempt(path):

@@ -516,6 +516,25 @@ def test_the_llm_sees_the_new_memory_and_its_nearest_valid_memories_of_the_threa
     assert not RecordLink.objects.exists()
 
 
+def test_a_restricted_clients_autonomous_linking_sees_and_links_its_own_users_memories_only(db):
+    """With #12's user-restricted keys: u2's client adding a memory to u2's thread, which also holds u1's memory,
+    must neither show u1's memory to the LLM nor let it supersede it (``propose_links(restrict=...)``)."""
+    from memory.tenancy import Tenant, get_project
+
+    llm = ScriptedLlm([supersedes_m1()])
+    shared = AgentMemory(llm=None).create_thread(thread_id="t-shared", user_id="u2", agent_id="a1")
+    shared.add_memory("User prefers tea, passport 1234", memory_id="theirs", user_id="u1")
+    shared.add_memory("User likes tea", memory_id="mine")
+    restricted = AgentMemory(tenant=Tenant(get_project(None), user_id="u2"), llm=llm).get_thread("t-shared")
+    restricted.add_memory("User now prefers coffee over tea", memory_id="coffee")
+    [request] = llm.requests
+    prompt = request.messages[-1]["content"]
+    assert "M1: [memory] User likes tea" in prompt and "passport" not in prompt and "M2" not in prompt
+    [row] = RecordLink.objects.all()
+    assert (row.source_id, row.target_id) == (key("coffee"), key("mine"))
+    assert invalid("mine") and valid("theirs")
+
+
 def test_autonomous_linking_off_or_without_llm_makes_no_call(db):
     llm = ScriptedLlm([])  # any request would raise AssertionError
     thread = llm_thread(llm)

@@ -5,6 +5,7 @@ models, and migrated forward again: ids become stored ids, every row gets
 project 1, ``pair_key`` is recomputed, the FTS5 triggers are back (Django
 rebuilt the chunk table) and keyword search still finds the old words. Then
 backwards once more, and forwards to the latest state for the other tests.
+Migration 0008 (project members) keeps what existing staff users could see.
 """
 
 import numpy as np
@@ -89,3 +90,23 @@ def test_backward_is_refused_once_another_project_holds_records(legacy):
     with pytest.raises(RuntimeError, match="projects other than 'default' hold records"):
         migrate(BEFORE)
     assert rows("SELECT id FROM oam_threads ORDER BY id") == [("1:c4",), (f"{other.pk}:c4",)]
+
+
+def test_0008_keeps_what_existing_staff_could_see(transactional_db):
+    """Staff by project (migration 0008): staff users who existed saw every project; they become members of
+    every existing project. Superusers (who see all anyway), inactive and non-staff users get nothing."""
+    apps = migrate([("memory", "0007_erasure")])
+    try:
+        from django.contrib.auth import get_user_model  # auth's tables are not touched by memory's migrations
+
+        users, projects = get_user_model(), apps.get_model("memory", "Project")
+        for name, flags in (("staff", {"is_staff": True}), ("root", {"is_staff": True, "is_superuser": True}),
+                            ("gone", {"is_staff": True, "is_active": False}), ("plain", {})):
+            users.objects.create(username=name, **flags)
+        acme, beta = projects.objects.create(slug="acme"), projects.objects.create(slug="beta")
+        migrate([("memory", "0008_project_members")])
+        staff = users.objects.get(username="staff").pk
+        assert sorted(rows("SELECT project_id, user_id FROM oam_projects_members")) == [
+            (acme.pk, staff), (beta.pk, staff)]
+    finally:
+        migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())

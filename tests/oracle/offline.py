@@ -162,6 +162,22 @@ def migration_plan(loader: MigrationLoader, app_labels) -> list[tuple[str, str]]
     return plan
 
 
+def compiled_plan(loader: MigrationLoader, app_labels) -> list[tuple[str, str]]:
+    """The migrations of ``app_labels`` only, in ``migration_plan``'s order.
+
+    Their dependencies in other apps (``django.contrib.auth`` since memory 0008
+    adds ``Project.members``, and through it ``contenttypes``) are not
+    compiled: their DDL is Django's, not this project's, and some of them
+    introspect the database while they run (contenttypes 0002 looks up the
+    constraints of ``django_content_type``: "Found wrong number (0) of
+    constraints" offline). They still shape the state each compiled
+    migration starts from (``MigrationLoader.project_state`` applies every
+    ancestor), so a foreign key to ``auth_user`` compiles as on a live database.
+    """
+    labels = set(app_labels)
+    return [key for key in migration_plan(loader, app_labels) if key[0] in labels]
+
+
 def _created_constraint_names(editor):
     """A stand-in for ``BaseDatabaseSchemaEditor._constraint_names`` (a data dictionary query).
 
@@ -186,7 +202,8 @@ def _created_constraint_names(editor):
 
 
 def compile_migrations(connection, app_labels, *, backwards: bool = False) -> CompiledPlan:
-    """``sqlmigrate`` for every migration of ``app_labels``, without a database.
+    """``sqlmigrate`` for every migration of ``app_labels`` (and no other app's: ``compiled_plan``), without a
+    database.
 
     ``MigrationLoader(None)`` reads the migration files only (``MigrationExecutor``
     would query django_migrations). Each migration runs through the connection's
@@ -197,7 +214,7 @@ def compile_migrations(connection, app_labels, *, backwards: bool = False) -> Co
     query) answers False.
     """
     loader = MigrationLoader(None, ignore_no_migrations=True)
-    plan = migration_plan(loader, app_labels)
+    plan = compiled_plan(loader, app_labels)
     if backwards:
         plan = list(reversed(plan))
     ops = connection.ops

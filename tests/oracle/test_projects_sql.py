@@ -97,3 +97,30 @@ def test_api_keys_get_their_project_and_scope_columns(compiled):
     for column, kind in (("PERMISSION", "NVARCHAR2(8)"), ("USER_ID", "NVARCHAR2(255)"), ("AGENT_ID", "NVARCHAR2(255)"),
                          ("EXPIRES_AT", "TIMESTAMP"), ("REVOKED_AT", "TIMESTAMP"), ("LAST_USED_AT", "TIMESTAMP")):
         assert any(s.startswith(f'ALTER TABLE "OAM_API_KEYS" ADD "{column}" {kind}') for s in ddl), column
+
+
+def test_project_members_get_a_short_named_table_with_keys_to_projects_and_users(compiled):
+    """Memory 0008 (staff by project): Django's through table for ``Project.members``, every name within
+    30 characters (the constraint and index names are Django's own, already cut to fit), the foreign key to
+    ``AUTH_USER`` typed as Django's auth 0001 made its id (the state comes from auth's migrations, which are
+    not compiled here: tests/oracle/offline.py ``compiled_plan``)."""
+    ddl = compiled.for_migration("memory", "0008").statements
+    [create] = [s for s in ddl if s.startswith('CREATE TABLE "OAM_PROJECTS_MEMBERS" (')]
+    assert '"PROJECT_ID" NUMBER(19) NOT NULL' in create and '"USER_ID" NUMBER(11) NOT NULL' in create
+    kinds = [m.group(1) for s in ddl
+             for m in [re.match(r'ALTER TABLE "OAM_PROJECTS_MEMBERS" ADD CONSTRAINT "\w+" (\w+)', s)] if m]
+    assert sorted(kinds) == ["FOREIGN", "FOREIGN", "UNIQUE"]
+    text = "\n".join(ddl)
+    assert 'UNIQUE ("PROJECT_ID", "USER_ID")' in text
+    assert 'FOREIGN KEY ("PROJECT_ID") REFERENCES "OAM_PROJECTS" ("ID")' in text
+    assert 'FOREIGN KEY ("USER_ID") REFERENCES "AUTH_USER" ("ID")' in text
+    for statement in ddl:
+        assert all(len(name) <= 30 for name in re.findall(r'"([^"]+)"', statement)), statement
+    assert compiled.truncated_names == []
+
+
+def test_project_members_go_backwards_with_their_table(oracle):
+    from tests.oracle.offline import compile_migrations
+
+    back = compile_migrations(oracle, ["memory"], backwards=True).for_migration("memory", "0008").statements
+    assert back[0] == 'DROP TABLE "OAM_PROJECTS_MEMBERS" CASCADE CONSTRAINTS;'

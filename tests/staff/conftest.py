@@ -1,17 +1,23 @@
 """Fixtures for the staff pages: a logged-in staff browser (Django test client) and a thread with records.
 
 The root conftest's ``client`` is an ``AgentMemory``; the HTTP clients here are
-``staff`` (logged-in staff user) and ``anon``.
+``staff`` (logged-in staff user, a member of the default project: staff who
+are not superusers see only their projects, issue #12 item 4) and ``anon``.
 """
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from memory.tenancy import get_project
+
 
 @pytest.fixture
 def staff_user(db):
-    return get_user_model().objects.create_user("staffer", password="pw-for-tests-only", is_staff=True)
+    """A staff user (not a superuser) who is a member of the default project, where the root ``thread`` lives."""
+    user = get_user_model().objects.create_user("staffer", password="pw-for-tests-only", is_staff=True)
+    get_project(None).members.add(user)
+    return user
 
 
 @pytest.fixture

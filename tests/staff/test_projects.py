@@ -4,17 +4,20 @@ from memory.client import AgentMemory
 from memory.models import Project
 
 
-def two_projects():
-    """Threads ``c4`` in projects ``acme`` and ``beta``, each with a message naming its project."""
+def two_projects(member):
+    """Threads ``c4`` in projects ``acme`` and ``beta``, each with a message naming its project; ``member`` (a
+    staff user) may see both (``Project.members``)."""
     for slug in ("acme", "beta"):
-        client = AgentMemory(project=Project.objects.create(slug=slug), llm=None)
+        project = Project.objects.create(slug=slug)
+        project.members.add(member)
+        client = AgentMemory(project=project, llm=None)
         thread = client.create_thread(thread_id="c4", user_id="u1", agent_id="a1")
         thread.add_messages([{"role": "user", "content": f"Ramen order for {slug}", "id": "m1"}])
         thread.add_memory(f"Likes {slug} ramen", memory_id="k1")
 
 
-def test_each_project_lists_and_shows_its_own_threads(staff):
-    two_projects()
+def test_each_project_lists_and_shows_its_own_threads(staff, staff_user):
+    two_projects(staff_user)
     for slug, other in (("acme", "beta"), ("beta", "acme")):
         listing = staff.get(f"/staff/projects/{slug}/threads/").content.decode()
         assert f'<a href="/staff/projects/{slug}/threads/c4/">c4</a>' in listing
@@ -27,8 +30,8 @@ def test_each_project_lists_and_shows_its_own_threads(staff):
         assert f"Likes {slug} ramen" in found and f"Likes {other} ramen" not in found
 
 
-def test_edits_reach_the_record_of_the_project_in_the_url(staff):
-    two_projects()
+def test_edits_reach_the_record_of_the_project_in_the_url(staff, staff_user):
+    two_projects(staff_user)
     response = staff.post("/staff/projects/beta/threads/c4/memories/k1/edit/", {
         "content": "Likes beta udon", "memory_type": "memory", "status": "valid", "metadata": "", "timestamp": "",
         "ttl_days": "", "ttl_anchor": ""})
