@@ -18,9 +18,11 @@ import logging
 import re
 from typing import Any
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
+from memory.aio import in_worker
 from threads.models import AccessRecord, ApiKey
 
 logger = logging.getLogger(__name__)
@@ -61,21 +63,50 @@ def _ids(request: HttpRequest) -> tuple[str | None, str | None]:
 
 
 class AuditMiddleware:
-    """Records API and staff accesses after the response is made (see the module docstring)."""
+    """Records API and staff accesses after the response is made (see the module docstring).
+
+    Sync and async (``async_capable``): under ASGI it runs on the event loop and
+    goes to a worker thread only for a request it records, so Django does not
+    adapt the requests below it to sync and back.
+    """
+
+    sync_capable = True
+    async_capable = True
 
     def __init__(self, get_response):
         self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        if iscoroutinefunction(self):
+            return self.__acall__(request)
         response = self.get_response(request)
+        if self._may_record(request, response):
+            self._record(request, response)
+        return response
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponse:
+        response = await self.get_response(request)
+        if self._may_record(request, response):
+            await in_worker(self._record, request, response)
+        return response
+
+    @staticmethod
+    def _may_record(request: HttpRequest, response: HttpResponse) -> bool:
+        """Whether this request may be recorded; decided without the database (``request.user`` is not read)."""
         path = request.path
         if path.startswith("/api/") and not path.startswith(("/api/docs", "/api/openapi.json")):
-            if (request.method not in READ_METHODS or response.status_code in (401, 403)
-                    or getattr(settings, "OAM_AUDIT_READS", False)):
-                self._api(request, response)
-        elif path.startswith("/staff/") and request.method == "POST" and request.user.is_authenticated:
-            self._staff(request, response)
-        return response
+            return (request.method not in READ_METHODS or response.status_code in (401, 403)
+                    or getattr(settings, "OAM_AUDIT_READS", False))
+        return path.startswith("/staff/") and request.method == "POST"
+
+    @classmethod
+    def _record(cls, request: HttpRequest, response: HttpResponse) -> None:
+        if request.path.startswith("/api/"):
+            cls._api(request, response)
+        elif request.user.is_authenticated:
+            cls._staff(request, response)
 
     @staticmethod
     def _api(request: HttpRequest, response: HttpResponse) -> None:
