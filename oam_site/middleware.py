@@ -1,12 +1,13 @@
 """Project middleware: response headers that every private response needs, and static files.
 
-Each runs natively in both of Django's modes (``sync_capable`` and
-``async_capable`` without ``MiddlewareMixin``, whose async mode sends every
-``process_response`` to a worker thread and back): under ASGI no middleware of
-the project adapts a request to sync, so an ``async def`` API operation runs
-on the event loop from the server to the view. Django's own middleware in
-``MIDDLEWARE`` (security, sessions, CSRF...) are ``MiddlewareMixin``: each of
-their hooks still costs one hop to the request's worker thread.
+Each runs natively in both of Django's modes (``threads.middleware.ResponseMiddleware``:
+``sync_capable`` and ``async_capable`` without ``MiddlewareMixin``, whose async
+mode sends every ``process_response`` to a worker thread and back): under ASGI
+no middleware of the project adapts a request to sync, so an ``async def`` API
+operation runs on the event loop from the server to the view. Django's own
+middleware in ``MIDDLEWARE`` (security, sessions, CSRF...) are
+``MiddlewareMixin``: each of their hooks still costs one hop to the request's
+worker thread, as it did before the views were async.
 """
 
 from __future__ import annotations
@@ -16,29 +17,7 @@ from django.http import JsonResponse
 from django.utils.cache import patch_cache_control
 from whitenoise.middleware import WhiteNoiseMiddleware
 
-
-class ResponseMiddleware:
-    """A middleware that only rewrites the response (``process_response``: no I/O), in the mode of the
-    handler: async under ASGI, sync under WSGI and the test client, with no adaptation either way."""
-
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-        if iscoroutinefunction(get_response):
-            markcoroutinefunction(self)
-
-    def __call__(self, request):
-        if iscoroutinefunction(self):
-            return self.__acall__(request)
-        return self.process_response(request, self.get_response(request))
-
-    async def __acall__(self, request):
-        return self.process_response(request, await self.get_response(request))
-
-    def process_response(self, request, response):  # pragma: no cover - subclasses say
-        return response
+from threads.middleware import ResponseMiddleware
 
 #: Paths whose responses hold a tenant's records or a staff user's view of them.
 PRIVATE_PREFIXES = ("/api/", "/staff/", "/admin/", "/ws/")

@@ -18,11 +18,10 @@ import logging
 import re
 from typing import Any
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
-from memory.aio import in_worker
+from threads.middleware import ResponseMiddleware
 from threads.models import AccessRecord, ApiKey
 
 logger = logging.getLogger(__name__)
@@ -62,38 +61,15 @@ def _ids(request: HttpRequest) -> tuple[str | None, str | None]:
     return kwargs.get("thread_id"), record
 
 
-class AuditMiddleware:
+class AuditMiddleware(ResponseMiddleware):
     """Records API and staff accesses after the response is made (see the module docstring).
 
-    Sync and async (``async_capable``): under ASGI it runs on the event loop and
-    goes to a worker thread only for a request it records, so Django does not
-    adapt the requests below it to sync and back.
+    Sync and async (``threads.middleware.ResponseMiddleware``): under ASGI it
+    runs on the event loop and goes to a worker thread only for a request it
+    records, so Django does not adapt the requests below it to sync and back.
     """
 
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-        if iscoroutinefunction(get_response):
-            markcoroutinefunction(self)
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        if iscoroutinefunction(self):
-            return self.__acall__(request)
-        response = self.get_response(request)
-        if self._may_record(request, response):
-            self._record(request, response)
-        return response
-
-    async def __acall__(self, request: HttpRequest) -> HttpResponse:
-        response = await self.get_response(request)
-        if self._may_record(request, response):
-            await in_worker(self._record, request, response)
-        return response
-
-    @staticmethod
-    def _may_record(request: HttpRequest, response: HttpResponse) -> bool:
+    def needs_worker(self, request: HttpRequest, response: HttpResponse) -> bool:
         """Whether this request may be recorded; decided without the database (``request.user`` is not read)."""
         path = request.path
         if path.startswith("/api/") and not path.startswith(("/api/docs", "/api/openapi.json")):
@@ -101,12 +77,13 @@ class AuditMiddleware:
                     or getattr(settings, "OAM_AUDIT_READS", False))
         return path.startswith("/staff/") and request.method == "POST"
 
-    @classmethod
-    def _record(cls, request: HttpRequest, response: HttpResponse) -> None:
-        if request.path.startswith("/api/"):
-            cls._api(request, response)
-        elif request.user.is_authenticated:
-            cls._staff(request, response)
+    def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        if self.needs_worker(request, response):
+            if request.path.startswith("/api/"):
+                self._api(request, response)
+            elif request.user.is_authenticated:
+                self._staff(request, response)
+        return response
 
     @staticmethod
     def _api(request: HttpRequest, response: HttpResponse) -> None:
