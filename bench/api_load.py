@@ -13,6 +13,10 @@ Issue #13 ("async views"). Two kinds of server, both ``python -m oam_site.serve`
   (``oam_site.api.api_urls``): Django runs each request's whole operation in
   one worker thread, as the views did before they were async.
 
+Both share everything else (middleware, auth, services), so what differs is
+how a request's operation runs: on the event loop with hops to its worker
+thread, or in that thread from start to end.
+
 Both run with the project's default embedder (all-MiniLM-L6-v2 through
 sentence-transformers, offline), no LLM (so no extraction; context cards use
 the transcript summary), no rate limit (``OAM_API_RATE_LIMIT=0``) and the
