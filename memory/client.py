@@ -3,7 +3,7 @@
 Method names, parameters, defaults, return values and errors follow the
 OracleThread API (``shared/spec/oracle_thread_api.txt``). Every method has an
 ``_async`` twin that runs the same code in Django's thread-sensitive executor
-(the ORM is synchronous).
+(the ORM is synchronous; ``memory.aio.in_worker``).
 
     >>> client = AgentMemory()
     >>> thread = client.create_thread(thread_id="c4", user_id="u1", agent_id="a1")
@@ -19,10 +19,10 @@ import logging
 import time
 from typing import Any, Sequence
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from memory import context, erasure, extraction, links, selectors, services
+from memory.aio import in_worker
 from memory import search as search_engine
 from memory.errors import NotFound, OutOfScope
 from memory.tenancy import Tenant, get_project, stored_id
@@ -65,7 +65,7 @@ def _async_twin(method):
 
     @functools.wraps(method)
     async def twin(self, *args, **kwargs):
-        return await sync_to_async(method, thread_sensitive=True)(self, *args, **kwargs)
+        return await in_worker(method, self, *args, **kwargs)
 
     twin.__name__ = f"{method.__name__}_async"
     twin.__qualname__ = f"{method.__qualname__}_async"
@@ -258,9 +258,10 @@ class Thread(_WithAsyncTwins):
         """Asynchronous twin of :meth:`wait_for_memory_extraction` (same behaviour and errors).
 
         Waits in a thread of its own rather than the thread-sensitive one, so
-        that other ``_async`` calls are not held up meanwhile.
+        that other ``_async`` calls are not held up meanwhile; that thread's
+        database connection is closed after the wait.
         """
-        await sync_to_async(self.wait_for_memory_extraction, thread_sensitive=False)(timeout)
+        await in_worker(self.wait_for_memory_extraction, timeout, thread_sensitive=False)
 
     # --- memories ---------------------------------------------------------------
 

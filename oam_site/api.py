@@ -31,6 +31,12 @@ say otherwise (``threads.api``: ``READ``, ``ADMIN``).
 
 Docs (Swagger UI, served with its assets by the app itself) are at ``/api/docs`` and the schema at
 ``/api/openapi.json``; both answer without a key.
+
+The operations are ``async def`` (``threads.api``). ``api_urls`` mounts them,
+or with ``OAM_API_SYNC`` the same operations as sync views (the old way, kept
+for ``bench/api_load.py`` to compare): Django then runs each request's whole
+operation in one worker thread, each ``memory.aio.in_worker`` it awaits called
+inline (``memory.aio.run_inline``).
 """
 
 from __future__ import annotations
@@ -38,14 +44,17 @@ from __future__ import annotations
 import math
 import re
 
+from asgiref.sync import iscoroutinefunction
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpRequest, HttpResponse
 from django.http.multipartparser import MultiPartParserError
+from django.urls import URLPattern
 from ninja import NinjaAPI, Swagger
 from ninja.errors import HttpError, Throttled, ValidationError, ValidationErrorContext
 from ninja.parser import Parser
 
+from memory.aio import run_inline
 from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound, OutOfScope
 from memory.llm import LlmError, LlmUnavailable
 from threads.api import router as threads_router
@@ -144,6 +153,26 @@ api = OamNinjaAPI(
     throttle=[ApiKeyRateThrottle()],
 )
 api.add_router("/", threads_router)
+
+
+def _sync_view(view):
+    """A sync view running the async ``view`` to its end in Django's worker thread (``run_inline``)."""
+
+    def sync_view(request, *args, **kwargs):
+        return run_inline(view(request, *args, **kwargs))
+
+    sync_view.csrf_exempt = getattr(view, "csrf_exempt", False)
+    sync_view.__name__ = sync_view.__qualname__ = f"sync_{getattr(view, '__name__', 'view')}"
+    return sync_view
+
+
+def api_urls(*, sync: bool = False):
+    """What ``path("api/", ...)`` includes: ``api.urls``, or with ``sync`` its async views as sync views."""
+    patterns, app_name, namespace = api.urls
+    if sync:
+        patterns = [URLPattern(p.pattern, _sync_view(p.callback), p.default_args, p.name)
+                    if iscoroutinefunction(p.callback) else p for p in patterns]
+    return patterns, app_name, namespace
 
 
 def _loc_source(request: HttpRequest, field: str) -> str:

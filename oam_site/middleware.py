@@ -1,10 +1,23 @@
-"""Project middleware: response headers that every private response needs."""
+"""Project middleware: response headers that every private response needs, and static files.
+
+Each runs natively in both of Django's modes (``threads.middleware.ResponseMiddleware``:
+``sync_capable`` and ``async_capable`` without ``MiddlewareMixin``, whose async
+mode sends every ``process_response`` to a worker thread and back): under ASGI
+no middleware of the project adapts a request to sync, so an ``async def`` API
+operation runs on the event loop from the server to the view. Django's own
+middleware in ``MIDDLEWARE`` (security, sessions, CSRF...) are
+``MiddlewareMixin``: each of their hooks still costs one hop to the request's
+worker thread, as it did before the views were async.
+"""
 
 from __future__ import annotations
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.http import JsonResponse
 from django.utils.cache import patch_cache_control
-from django.utils.deprecation import MiddlewareMixin
+from whitenoise.middleware import WhiteNoiseMiddleware
+
+from threads.middleware import ResponseMiddleware
 
 #: Paths whose responses hold a tenant's records or a staff user's view of them.
 PRIVATE_PREFIXES = ("/api/", "/staff/", "/admin/", "/ws/")
@@ -12,12 +25,11 @@ PRIVATE_PREFIXES = ("/api/", "/staff/", "/admin/", "/ws/")
 PUBLIC_PATHS = ("/api/docs", "/api/openapi.json")
 
 
-class PrivateApiResponsesMiddleware(MiddlewareMixin):
+class PrivateApiResponsesMiddleware(ResponseMiddleware):
     """``Cache-Control: no-store, private`` on API and staff responses (issue #13).
 
     A shared cache or the browser's disk must not keep a user's memories, image
-    bytes or context cards. The API documentation stays cacheable. Works in sync
-    and async stacks (``MiddlewareMixin``).
+    bytes or context cards. The API documentation stays cacheable.
     """
 
     def process_response(self, request, response):
@@ -28,7 +40,7 @@ class PrivateApiResponsesMiddleware(MiddlewareMixin):
         return response
 
 
-class ApiJsonErrorsMiddleware(MiddlewareMixin):
+class ApiJsonErrorsMiddleware(ResponseMiddleware):
     """404 and 405 under ``/api/`` answer JSON ``{"detail": ...}`` like every other API error.
 
     Django answers an unknown path with an HTML page and django-ninja a wrong
@@ -46,3 +58,34 @@ class ApiJsonErrorsMiddleware(MiddlewareMixin):
                 replaced["Allow"] = response["Allow"]
             return replaced
         return response
+
+
+class StaticFilesMiddleware(WhiteNoiseMiddleware):
+    """WhiteNoise's middleware, async-capable: a request for a static file is served by WhiteNoise in a
+    worker thread (file I/O); any other request goes on at once, in the handler's mode.
+
+    WhiteNoise's own middleware is sync only, which made Django adapt every
+    request (API calls included) to sync and back under ASGI.
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response=None, **kwargs):
+        super().__init__(get_response, **kwargs)
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def __call__(self, request):
+        if iscoroutinefunction(self):
+            return self.__acall__(request)
+        return super().__call__(request)
+
+    async def __acall__(self, request):
+        if self.autorefresh:  # DEBUG: looks on disk for every request
+            static_file = await sync_to_async(self.find_file)(request.path_info)
+        else:
+            static_file = self.files.get(request.path_info)
+        if static_file is not None:
+            return await sync_to_async(self.serve)(static_file, request)
+        return await self.get_response(request)

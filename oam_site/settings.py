@@ -49,7 +49,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "oam_site.middleware.StaticFilesMiddleware",  # WhiteNoise, async-capable
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -300,6 +300,9 @@ OAM_EXTRACTION_TIME_LIMIT = env.int("OAM_EXTRACTION_TIME_LIMIT", default=1200)  
 OAM_EXTRACTION_STALE_SECONDS = env.int("OAM_EXTRACTION_STALE_SECONDS", default=1500)  # running: worker lost
 OAM_EXTRACTION_RESEND_SECONDS = env.int("OAM_EXTRACTION_RESEND_SECONDS", default=300)  # queued: message lost
 OAM_EXTRACTION_SWEEP_SECONDS = env.int("OAM_EXTRACTION_SWEEP_SECONDS", default=60)  # 0: at worker boot only
+# The API's operations are async views; true serves the same operations as sync views, each request's
+# operation in one worker thread (oam_site.api.api_urls), so bench/api_load.py can compare the two.
+OAM_API_SYNC = env.bool("OAM_API_SYNC", default=False)
 # Access records of API reads too (writes, refusals and staff writes are always recorded; threads.audit).
 OAM_AUDIT_READS = env.bool("OAM_AUDIT_READS", default=False)
 # An API key's open WebSockets re-check the key this often (seconds) and close (4401) once it is revoked

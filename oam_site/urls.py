@@ -1,14 +1,15 @@
 """URL configuration: the Django admin, the JSON API (docs at ``/api/docs``) and the staff pages (``/staff/``)."""
 
+from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from oam_site.api import api
+from oam_site.api import api_urls
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("api/", api.urls),
+    path("api/", api_urls(sync=settings.OAM_API_SYNC)),
     path("staff/", include("staff.urls")),
     path("", RedirectView.as_view(pattern_name="staff:home", permanent=False)),
 ]

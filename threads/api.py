@@ -6,6 +6,17 @@ client has none), and shapes the answer. Only the keys a client sent are
 forwarded (``model_dump(exclude_unset=True)``), so an omitted key is ``NOTSET``
 in ``memory`` and the spec's default applies. Domain errors become HTTP
 statuses in ``oam_site.api``.
+
+Operations are ``async def`` (issue #13): they run on the server's event loop
+and await the client's ``_async`` methods, or ``memory.aio.in_worker`` of the
+same call where the client has none, so the engine's synchronous work (ORM,
+embedder, LLM) runs in the request's own worker thread and the loop never
+waits on it: a slow LLM caption or extraction wait holds up no other request.
+Nothing here reads the database on the loop: handles and rows are loaded in
+the worker, lists are lazy querysets read there (``Pagination``), and answers
+are plain values by the time ninja renders them. ``OAM_API_SYNC`` serves the
+same operations as sync views (``oam_site.api.api_urls``), for
+``bench/api_load.py`` to compare.
 """
 
 
@@ -20,6 +31,7 @@ from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.responses import Status
 
 from memory import erasure, extraction, selectors
+from memory.aio import in_worker
 from memory.client import AgentMemory, Thread
 from memory.errors import MAX_SQL_COUNT, InvalidArgument, NotFound
 from memory.extraction_config import MemoryExtractionConfig
@@ -104,6 +116,16 @@ class Pagination(LimitOffsetPagination):
         limit: int = Field(PER_PAGE, ge=1, le=MAX_SQL_COUNT)
         offset: int = Field(0, ge=0, le=MAX_SQL_COUNT)
 
+    async def apaginate_queryset(self, queryset, pagination: Input, request: HttpRequest, **params):
+        """The page and the count, read in the request's worker thread (ninja's own reads ``Records`` and
+        lists on the event loop): one hop for both."""
+        return await in_worker(self._page, queryset, pagination, request, **params)
+
+    def _page(self, queryset, pagination: Input, request: HttpRequest, **params) -> dict:
+        page = self.paginate_queryset(queryset, pagination, request, **params)
+        page[self.items_attribute] = list(page[self.items_attribute])
+        return page
+
 
 def _memory(request: HttpRequest) -> AgentMemory:
     """A client acting for the request's key: its project, fixed user and agent (``threads.auth.api_key_tenant``),
@@ -111,9 +133,9 @@ def _memory(request: HttpRequest) -> AgentMemory:
     return AgentMemory(tenant=api_key_tenant(request.auth))
 
 
-def _thread(request: HttpRequest, thread_id: str) -> Thread:
+async def _thread(request: HttpRequest, thread_id: str) -> Thread:
     """The thread handle in the request's project, or ``NotFound`` (404) naming ``thread_id``."""
-    return _memory(request).get_thread(thread_id)
+    return await _memory(request).get_thread_async(thread_id)
 
 
 def _written_message(thread: Thread, message_id: str) -> Message:
@@ -147,18 +169,18 @@ def _written_memory(thread: Thread, memory_id: str) -> MemoryRecord:
 
 
 @router.post("/threads", response={201: ThreadOut, 409: ErrorOut, **INVALID})
-def thread_create(request: HttpRequest, payload: ThreadIn):
+async def thread_create(request: HttpRequest, payload: ThreadIn):
     """Create a thread; 409 when ``thread_id`` is taken. ``memory_extraction_config`` is stored with it."""
     data = payload.model_dump(exclude_unset=True)
     config = data.pop("memory_extraction_config", None)
     if config is not None:
         data["memory_extraction_config"] = MemoryExtractionConfig.from_dict(config)
-    return Status(201, _memory(request).create_thread(**data))
+    return Status(201, await _memory(request).create_thread_async(**data))
 
 
 @router.get("/threads", auth=READ, response={200: list[ThreadOut], **INVALID})
 @paginate(Pagination)
-def thread_list(request: HttpRequest, user_id: str | None = None, agent_id: str | None = None):
+async def thread_list(request: HttpRequest, user_id: str | None = None, agent_id: str | None = None):
     """List threads, oldest first, optionally for one user and/or agent.
 
     Ordered by creation time and id rather than by activity, so that walking
@@ -169,21 +191,21 @@ def thread_list(request: HttpRequest, user_id: str | None = None, agent_id: str 
 
 
 @router.get("/threads/{thread_id}", auth=READ, response={200: ThreadOut, **NOT_FOUND})
-def thread_get(request: HttpRequest, thread_id: str):
+async def thread_get(request: HttpRequest, thread_id: str):
     """Return one thread."""
-    return _thread(request, thread_id)
+    return await _thread(request, thread_id)
 
 
 @router.patch("/threads/{thread_id}", response={200: ThreadOut, **NOT_FOUND, **INVALID})
-def thread_update(request: HttpRequest, thread_id: str, payload: ThreadPatchIn):
+async def thread_update(request: HttpRequest, thread_id: str, payload: ThreadPatchIn):
     """Replace the thread's metadata (omitted: unchanged; null: cleared)."""
-    return _memory(request).update_thread(thread_id, **payload.model_dump(exclude_unset=True))
+    return await _memory(request).update_thread_async(thread_id, **payload.model_dump(exclude_unset=True))
 
 
 @router.delete("/threads/{thread_id}", response={204: None, **NOT_FOUND, **INVALID})
-def thread_delete(request: HttpRequest, thread_id: str):
+async def thread_delete(request: HttpRequest, thread_id: str):
     """Delete the thread with its messages and memories."""
-    if not _memory(request).delete_thread(thread_id):
+    if not await _memory(request).delete_thread_async(thread_id):
         raise NotFound("thread_id", thread_id)
     return Status(204, None)
 
@@ -194,14 +216,15 @@ def thread_delete(request: HttpRequest, thread_id: str):
 @router.post(
     "/threads/{thread_id}/messages", response={201: MessageIdsOut, 409: ErrorOut, **NOT_FOUND, **INVALID}
 )
-def messages_add(request: HttpRequest, thread_id: str, payload: MessagesIn):
+async def messages_add(request: HttpRequest, thread_id: str, payload: MessagesIn):
     """Append messages atomically: one bad message writes nothing. Returns the ids in input order."""
     data = payload.model_dump(exclude_unset=True)
-    return Status(201, {"ids": _thread(request, thread_id).add_messages(data.pop("messages"), **data)})
+    thread = await _thread(request, thread_id)
+    return Status(201, {"ids": await thread.add_messages_async(data.pop("messages"), **data)})
 
 
 @router.get("/threads/{thread_id}/messages", auth=READ, response={200: PagedMessageOut, **NOT_FOUND, **INVALID})
-def message_list(request: HttpRequest, thread_id: str, params: Query[MessageListQuery]):
+async def message_list(request: HttpRequest, thread_id: str, params: Query[MessageListQuery]):
     """Live messages in order, as ``{"items": [...], "count": N}`` (``count``: all live messages).
 
     ``limit``/``offset`` page them like every list here (``offset`` alone: 100 from it). Or the
@@ -216,31 +239,32 @@ def message_list(request: HttpRequest, thread_id: str, params: Query[MessageList
                 raise InvalidArgument(name, "give start/end or limit/offset, not both")
         offset = paging.get("offset", 0)
         args["start"], args["end"] = offset, min(offset + paging.get("limit", PER_PAGE), MAX_SQL_COUNT)
-    return selectors.message_page(thread=_thread(request, thread_id)._row, window=settings.OAM_MESSAGE_WINDOW,
-                                  **args)
+    thread = await _thread(request, thread_id)
+    return await in_worker(selectors.message_page, thread=thread.row, window=settings.OAM_MESSAGE_WINDOW, **args)
 
 
 @router.get("/threads/{thread_id}/messages/{message_id}", auth=READ, response={200: MessageOut, **NOT_FOUND, **INVALID})
-def message_get(request: HttpRequest, thread_id: str, message_id: str, params: Query[MessageGetQuery]):
+async def message_get(request: HttpRequest, thread_id: str, message_id: str, params: Query[MessageGetQuery]):
     """Return one live message of this thread (404 for another thread's). Image parts carry base64 ``data``
     only for the ids in ``included_image_ids``."""
-    return _thread(request, thread_id).get_message(message_id, included_image_ids=params.included_image_ids)
+    thread = await _thread(request, thread_id)
+    return await thread.get_message_async(message_id, included_image_ids=params.included_image_ids)
 
 
 @router.patch(
     "/threads/{thread_id}/messages/{message_id}", response={200: MessageOut, **NOT_FOUND, **INVALID}
 )
-def message_update(request: HttpRequest, thread_id: str, message_id: str, payload: MessagePatchIn):
+async def message_update(request: HttpRequest, thread_id: str, message_id: str, payload: MessagePatchIn):
     """Update content, metadata or expiry; omitted fields are kept. Returns the stored message."""
-    thread = _thread(request, thread_id)
-    thread.update_message(message_id, **payload.model_dump(exclude_unset=True))
-    return _written_message(thread, message_id)
+    thread = await _thread(request, thread_id)
+    await thread.update_message_async(message_id, **payload.model_dump(exclude_unset=True))
+    return await in_worker(_written_message, thread, message_id)
 
 
 @router.delete("/threads/{thread_id}/messages/{message_id}", response={204: None, **NOT_FOUND, **INVALID})
-def message_delete(request: HttpRequest, thread_id: str, message_id: str):
+async def message_delete(request: HttpRequest, thread_id: str, message_id: str):
     """Delete a message of this exact thread; 404 when absent or another thread's."""
-    if not _thread(request, thread_id).delete_message(message_id):
+    if not await (await _thread(request, thread_id)).delete_message_async(message_id):
         raise NotFound("message_id", message_id)
     return Status(204, None)
 
@@ -249,38 +273,39 @@ def message_delete(request: HttpRequest, thread_id: str, message_id: str):
 
 
 @router.post("/threads/{thread_id}/memories", response={201: MemoryOut, 409: ErrorOut, **NOT_FOUND, **INVALID})
-def memory_add(request: HttpRequest, thread_id: str, payload: MemoryIn):
+async def memory_add(request: HttpRequest, thread_id: str, payload: MemoryIn):
     """Store a manual memory and index it; 409 when ``memory_id`` is taken."""
-    thread = _thread(request, thread_id)
+    thread = await _thread(request, thread_id)
     data = payload.model_dump(exclude_unset=True)
-    return Status(201, _written_memory(thread, thread.add_memory(data.pop("content"), **data)))
+    memory_id = await thread.add_memory_async(data.pop("content"), **data)
+    return Status(201, await in_worker(_written_memory, thread, memory_id))
 
 
 @router.get("/threads/{thread_id}/memories", auth=READ, response={200: list[MemoryOut], **NOT_FOUND, **INVALID})
 @paginate(Pagination)
-def memory_list(request: HttpRequest, thread_id: str, filters: Query[MemoryListQuery]):
+async def memory_list(request: HttpRequest, thread_id: str, filters: Query[MemoryListQuery]):
     """This thread's live memories, oldest first, optionally of one type."""
-    return _thread(request, thread_id).memory_records(memory_type=filters.memory_type)
+    return (await _thread(request, thread_id)).memory_records(memory_type=filters.memory_type)
 
 
 @router.get("/threads/{thread_id}/memories/{memory_id}", auth=READ, response={200: MemoryOut, **NOT_FOUND})
-def memory_get(request: HttpRequest, thread_id: str, memory_id: str):
+async def memory_get(request: HttpRequest, thread_id: str, memory_id: str):
     """Return one live memory owned by this thread."""
-    return _thread(request, thread_id).get_memory(memory_id)
+    return await (await _thread(request, thread_id)).get_memory_async(memory_id)
 
 
 @router.patch("/threads/{thread_id}/memories/{memory_id}", response={200: MemoryOut, **NOT_FOUND, **INVALID})
-def memory_update(request: HttpRequest, thread_id: str, memory_id: str, payload: MemoryPatchIn):
+async def memory_update(request: HttpRequest, thread_id: str, memory_id: str, payload: MemoryPatchIn):
     """Update a memory owned by this thread; omitted fields are kept. Returns the stored memory."""
-    thread = _thread(request, thread_id)
-    thread.update_memory(memory_id, **payload.model_dump(exclude_unset=True))
-    return _written_memory(thread, memory_id)
+    thread = await _thread(request, thread_id)
+    await thread.update_memory_async(memory_id, **payload.model_dump(exclude_unset=True))
+    return await in_worker(_written_memory, thread, memory_id)
 
 
 @router.delete("/threads/{thread_id}/memories/{memory_id}", response={204: None, **NOT_FOUND, **INVALID})
-def memory_delete(request: HttpRequest, thread_id: str, memory_id: str):
+async def memory_delete(request: HttpRequest, thread_id: str, memory_id: str):
     """Delete a memory owned by this exact thread; 404 when absent or another thread's."""
-    if not _thread(request, thread_id).delete_memory(memory_id):
+    if not await (await _thread(request, thread_id)).delete_memory_async(memory_id):
         raise NotFound("memory_id", memory_id)
     return Status(204, None)
 
@@ -426,35 +451,38 @@ def _renamed(exc: InvalidArgument, field: str) -> InvalidArgument:
     "/threads/{thread_id}/images", response={201: ImageOut, 409: ErrorOut, **NOT_FOUND, **INVALID},
     openapi_extra={"requestBody": _UPLOAD_BODY},
 )
-def image_add(request: HttpRequest, thread_id: str):
+async def image_add(request: HttpRequest, thread_id: str):
     """Store an image (spec: add_image): JSON ``ImageIn`` with base64 ``data``, or ``multipart/form-data``
     with the file as ``image``. Without a description the thread's LLM captions it (no LLM: none). 422 for
-    an unsupported, animated, corrupt, truncated or oversize image, or a mime_type the bytes contradict."""
-    thread = _thread(request, thread_id)
-    data, fields, field = _image_upload(request, thread)
+    an unsupported, animated, corrupt, truncated or oversize image, or a mime_type the bytes contradict.
+
+    The upload is parsed (multipart: spooled to disk past 2.5 MB; base64: decoded) in the worker thread, and
+    the caption is awaited there too: the event loop serves other requests meanwhile."""
+    thread = await _thread(request, thread_id)
+    data, fields, field = await in_worker(_image_upload, request, thread)
     try:
-        image_id = thread.add_image(data, **fields)
+        image_id = await thread.add_image_async(data, **fields)
     except InvalidArgument as exc:
         raise _renamed(exc, field) from None
-    return Status(201, _written_image(thread, image_id))
+    return Status(201, await in_worker(_written_image, thread, image_id))
 
 
 @router.get("/threads/{thread_id}/images", auth=READ, response={200: list[ImageOut], **NOT_FOUND, **INVALID})
 @paginate(Pagination)
-def image_list(request: HttpRequest, thread_id: str, params: Query[ImageListQuery]):
+async def image_list(request: HttpRequest, thread_id: str, params: Query[ImageListQuery]):
     """This thread's images in store order (spec: list_images), paged by ``limit`` (default 100) and
     ``offset``, optionally one id or a metadata filter (JSON text). ``include_bytes`` (with ``image_id``)
     adds base64 ``data``."""
     args = params.model_dump(exclude_unset=True)
     if "metadata_filter" in args:
         args["metadata_filter"] = _json_text(args["metadata_filter"], "metadata_filter", "an object")
-    return selectors.image_records(thread=_thread(request, thread_id)._row, **args)
+    return selectors.image_records(thread=(await _thread(request, thread_id)).row, **args)
 
 
 @router.get("/threads/{thread_id}/images/{image_id}", auth=READ, response={200: ImageOut, **NOT_FOUND, **INVALID})
-def image_get(request: HttpRequest, thread_id: str, image_id: str, params: Query[ImageGetQuery]):
+async def image_get(request: HttpRequest, thread_id: str, image_id: str, params: Query[ImageGetQuery]):
     """One live image of this thread; ``include_bytes=true`` adds base64 ``data``."""
-    return _thread(request, thread_id).get_image(image_id, include_bytes=params.include_bytes)
+    return await (await _thread(request, thread_id)).get_image_async(image_id, include_bytes=params.include_bytes)
 
 
 @router.get(
@@ -464,9 +492,9 @@ def image_get(request: HttpRequest, thread_id: str, image_id: str, params: Query
         "content": {m.value: {"schema": {"type": "string", "format": "binary"}} for m in ImageMimeType},
     }}},
 )
-def image_content(request: HttpRequest, thread_id: str, image_id: str):
+async def image_content(request: HttpRequest, thread_id: str, image_id: str):
     """The image's bytes with its ``Content-Type`` (image/png, image/jpeg or image/webp)."""
-    image = _thread(request, thread_id).get_image(image_id, include_bytes=True)
+    image = await (await _thread(request, thread_id)).get_image_async(image_id, include_bytes=True)
     response = HttpResponse(image.bytes, content_type=image.mime_type.value)
     response["Content-Length"] = str(len(image.bytes))
     response["X-Content-Type-Options"] = "nosniff"  # never let a browser guess another type
@@ -474,27 +502,28 @@ def image_content(request: HttpRequest, thread_id: str, image_id: str):
 
 
 @router.patch("/threads/{thread_id}/images/{image_id}", response={200: ImageOut, **NOT_FOUND, **INVALID})
-def image_update(request: HttpRequest, thread_id: str, image_id: str, payload: ImagePatchIn):
+async def image_update(request: HttpRequest, thread_id: str, image_id: str, payload: ImagePatchIn):
     """Update an image (spec: update_image); omitted fields are kept. New ``data`` needs ``mime_type``;
     ``description: null`` asks the thread's LLM for a new caption; TTL changes on an image attached to a
     message are refused (422: update the message)."""
-    thread = _thread(request, thread_id)
+    thread = await _thread(request, thread_id)
     args = payload.model_dump(exclude_unset=True)
     if "data" in args:
-        args["image"], declared = decode_image_base64(args.pop("data"), "data", args.get("mime_type"))
+        args["image"], declared = await in_worker(decode_image_base64, args.pop("data"), "data",
+                                                  args.get("mime_type"))
         if declared is not None:  # a data URI's media type declares mime_type
             args["mime_type"] = declared
     try:
-        thread.update_image(image_id, **args)
+        await thread.update_image_async(image_id, **args)
     except InvalidArgument as exc:
         raise _renamed(exc, "data") from None
-    return _written_image(thread, image_id)
+    return await in_worker(_written_image, thread, image_id)
 
 
 @router.delete("/threads/{thread_id}/images/{image_id}", response={204: None, **NOT_FOUND, **INVALID})
-def image_delete(request: HttpRequest, thread_id: str, image_id: str):
+async def image_delete(request: HttpRequest, thread_id: str, image_id: str):
     """Delete a standalone image; 404 when absent or another thread's, 422 when it is part of a message."""
-    if not _thread(request, thread_id).delete_image(image_id):
+    if not await (await _thread(request, thread_id)).delete_image_async(image_id):
         raise NotFound("image_id", image_id)
     return Status(204, None)
 
@@ -503,43 +532,44 @@ def image_delete(request: HttpRequest, thread_id: str, image_id: str):
 
 
 @router.post("/threads/{thread_id}/links", response={201: RelationOut, 409: ErrorOut, **NOT_FOUND, **INVALID})
-def link_create(request: HttpRequest, thread_id: str, payload: LinkIn):
+async def link_create(request: HttpRequest, thread_id: str, payload: LinkIn):
     """Relate two memory-like records of this thread (spec: link_records). 422 for a self-link or an
     endpoint that is not this thread's; 409 when the pair is already related (either way) or the id is taken."""
-    thread = _thread(request, thread_id)
-    relation_id = thread.link_records(**payload.model_dump(exclude_unset=True))
-    return Status(201, thread.get_record_link(relation_id))
+    thread = await _thread(request, thread_id)
+    relation_id = await thread.link_records_async(**payload.model_dump(exclude_unset=True))
+    return Status(201, await thread.get_record_link_async(relation_id))
 
 
 @router.get("/threads/{thread_id}/links", auth=READ, response={200: list[RelationOut], **NOT_FOUND, **INVALID})
 @paginate(Pagination)
-def link_list(request: HttpRequest, thread_id: str, filters: Query[LinkListQuery]):
+async def link_list(request: HttpRequest, thread_id: str, filters: Query[LinkListQuery]):
     """This thread's relations, oldest first; ``record_id`` keeps those touching that record. A user-restricted
     key does not see relations to another user's or agent's record in the thread (``memory.links.visible``)."""
-    return _thread(request, thread_id).record_links(record_id=filters.record_id)
+    thread = await _thread(request, thread_id)
+    return await in_worker(thread.record_links, record_id=filters.record_id)
 
 
 @router.patch("/threads/{thread_id}/links/{relation_id}", response={200: RelationOut, **NOT_FOUND, **INVALID})
-def link_update(request: HttpRequest, thread_id: str, relation_id: str, payload: LinkPatchIn):
+async def link_update(request: HttpRequest, thread_id: str, relation_id: str, payload: LinkPatchIn):
     """Update a relation (spec: update_record_link); omitted fields are kept. Returns the stored relation."""
-    thread = _thread(request, thread_id)
-    if not thread.update_record_link(relation_id, **payload.model_dump(exclude_unset=True)):
+    thread = await _thread(request, thread_id)
+    if not await thread.update_record_link_async(relation_id, **payload.model_dump(exclude_unset=True)):
         raise NotFound("relation_id", relation_id)
-    return thread.get_record_link(relation_id)
+    return await thread.get_record_link_async(relation_id)
 
 
 @router.delete("/threads/{thread_id}/links/{relation_id}", response={204: None, **NOT_FOUND, **INVALID})
-def link_delete(request: HttpRequest, thread_id: str, relation_id: str):
+async def link_delete(request: HttpRequest, thread_id: str, relation_id: str):
     """Delete a relation of this thread by id; 404 when there is none."""
-    if not _thread(request, thread_id).delete_record_link(relation_id=relation_id):
+    if not await (await _thread(request, thread_id)).delete_record_link_async(relation_id=relation_id):
         raise NotFound("relation_id", relation_id)
     return Status(204, None)
 
 
 @router.delete("/threads/{thread_id}/links", response={204: None, **NOT_FOUND, **INVALID})
-def link_delete_by_endpoints(request: HttpRequest, thread_id: str, endpoints: Query[LinkTupleQuery]):
+async def link_delete_by_endpoints(request: HttpRequest, thread_id: str, endpoints: Query[LinkTupleQuery]):
     """Delete the relation with this complete endpoint tuple (query parameters, stored orientation)."""
-    if not _thread(request, thread_id).delete_record_link(**endpoints.model_dump()):
+    if not await (await _thread(request, thread_id)).delete_record_link_async(**endpoints.model_dump()):
         raise NotFound("relation_id", f"{endpoints.source_record_id} {endpoints.relation_type} "
                                       f"{endpoints.target_record_id}")
     return Status(204, None)
@@ -549,46 +579,48 @@ def link_delete_by_endpoints(request: HttpRequest, thread_id: str, endpoints: Qu
 
 
 @router.post("/threads/{thread_id}/search", auth=READ, response={200: list[SearchResultOut], **NOT_FOUND, **INVALID})
-def thread_search(request: HttpRequest, thread_id: str, payload: SearchIn):
+async def thread_search(request: HttpRequest, thread_id: str, payload: SearchIn):
     """Search from a thread: omitted scope fields inherit the thread's (exact user and agent,
     ``exact_thread_match=false``)."""
     data = payload.model_dump(exclude_unset=True)
-    return _thread(request, thread_id).search(data.pop("query"), **data)
+    return await (await _thread(request, thread_id)).search_async(data.pop("query"), **data)
 
 
 @router.post("/search", auth=READ, response={200: list[SearchResultOut], **INVALID})
-def search(request: HttpRequest, payload: SearchIn):
+async def search(request: HttpRequest, payload: SearchIn):
     """Search one user's records across threads (SDK ``OracleAgentMemory.search``): ``user_id`` is required and
     exact (422 otherwise); an omitted agent or thread is open."""
     data = payload.model_dump(exclude_unset=True)
-    return _memory(request).search(data.pop("query"), **data)
+    return await _memory(request).search_async(data.pop("query"), **data)
 
 
 # --- summaries and context cards ----------------------------------------------------
 
 
 @router.get("/threads/{thread_id}/summary", auth=READ, response={200: SummaryOut, **NOT_FOUND, **INVALID})
-def thread_summary(request: HttpRequest, thread_id: str, params: Query[SummaryQuery]):
+async def thread_summary(request: HttpRequest, thread_id: str, params: Query[SummaryQuery]):
     """Summary of the thread (or of all but its last ``except_last`` messages): the durable LLM summary,
     refreshed when behind, or without an LLM a transcript of the latest messages (at most 4000 characters)."""
-    return _thread(request, thread_id).get_summary(**params.model_dump(exclude_unset=True))
+    return await (await _thread(request, thread_id)).get_summary_async(**params.model_dump(exclude_unset=True))
 
 
 @router.post("/threads/{thread_id}/context-card", auth=READ, response={200: ContextCardOut, **NOT_FOUND, **INVALID})
-def thread_context_card(request: HttpRequest, thread_id: str, payload: ContextCardIn):
+async def thread_context_card(request: HttpRequest, thread_id: str, payload: ContextCardIn):
     """Build a context card: summary, topics, relevant records (the thread's default scope,
     ``exact_thread_match=false``) and recent messages, with its rendered XML-like ``content``."""
-    return _thread(request, thread_id).get_context_card(**payload.model_dump(exclude_unset=True))
+    thread = await _thread(request, thread_id)
+    return await thread.get_context_card_async(**payload.model_dump(exclude_unset=True))
 
 
 # --- extraction ----------------------------------------------------------------------
 
 
 @router.get("/threads/{thread_id}/extraction", auth=READ, response={200: ExtractionStateOut, **NOT_FOUND})
-def thread_extraction(request: HttpRequest, thread_id: str):
+async def thread_extraction(request: HttpRequest, thread_id: str):
     """The thread's extraction state: watermark, last message seq, pending messages and jobs, the last
     job (counts, seconds, error) and the stored config. Live progress: ``/ws/threads/{thread_id}/extraction/``."""
-    return extraction.extraction_state(thread=_thread(request, thread_id).row)
+    thread = await _thread(request, thread_id)
+    return await in_worker(extraction.extraction_state, thread=thread.row)
 
 
 # --- API keys (admin) ------------------------------------------------------------------
@@ -610,33 +642,37 @@ def _with_raw(row, raw: str):
 
 @router.get("/keys", auth=ADMIN, response={200: list[KeyOut]}, tags=["keys"])
 @paginate(Pagination)
-def key_list(request: HttpRequest):
+async def key_list(request: HttpRequest):
     """The project's API keys, newest first, revoked ones included (never the keys themselves), as
     ``{"items": [...], "count": N}`` paged by ``limit``/``offset`` like every list."""
-    return api_key_list(project=_project_admin(request).project)
+    return await in_worker(api_key_list, project=_project_admin(request).project)
 
 
 @router.post("/keys", auth=ADMIN, response={201: KeyCreatedOut, **INVALID}, tags=["keys"])
-def key_create(request: HttpRequest, payload: KeyIn):
+async def key_create(request: HttpRequest, payload: KeyIn):
     """Create a key in the project; the answer holds the key itself, shown this once."""
     manager = _project_admin(request)
-    row, raw = api_key_create(project=manager.project, created_by=f"api-key:{manager.pk}",
-                              **payload.model_dump(exclude_unset=True))
+    row, raw = await in_worker(api_key_create, project=manager.project, created_by=f"api-key:{manager.pk}",
+                               **payload.model_dump(exclude_unset=True))
     return Status(201, _with_raw(row, raw))
 
 
 @router.post("/keys/{key_id}/rotate", auth=ADMIN, response={200: KeyCreatedOut, **NOT_FOUND, **INVALID},
              tags=["keys"])
-def key_rotate(request: HttpRequest, key_id: int):
+async def key_rotate(request: HttpRequest, key_id: int):
     """Give a key a new secret (the old one stops working at once); the answer holds it, shown this once."""
-    row, raw = api_key_rotate(key=api_key_get(project=_project_admin(request).project, key_id=key_id))
+    project = _project_admin(request).project
+    key = await in_worker(api_key_get, project=project, key_id=key_id)
+    row, raw = await in_worker(api_key_rotate, key=key)
+    row.project = project  # KeyOut names it; not read again on the event loop
     return _with_raw(row, raw)
 
 
 @router.delete("/keys/{key_id}", auth=ADMIN, response={204: None, **NOT_FOUND}, tags=["keys"])
-def key_revoke(request: HttpRequest, key_id: int):
+async def key_revoke(request: HttpRequest, key_id: int):
     """Revoke a key of the project for good; revoking twice is harmless."""
-    api_key_revoke(key=api_key_get(project=_project_admin(request).project, key_id=key_id))
+    key = await in_worker(api_key_get, project=_project_admin(request).project, key_id=key_id)
+    await in_worker(api_key_revoke, key=key)
     return Status(204, None)
 
 
@@ -644,37 +680,37 @@ def key_revoke(request: HttpRequest, key_id: int):
 
 
 @router.delete("/memories/{memory_id}", response={204: None, **NOT_FOUND, **INVALID})
-def memory_delete_any(request: HttpRequest, memory_id: str):
+async def memory_delete_any(request: HttpRequest, memory_id: str):
     """Delete a memory-like record by id, whatever thread owns it or none (SDK: ``delete_memory``); 404 when there
     is none. The way to remove a memory stored with another ``thread_id`` or none."""
-    if not _memory(request).delete_memory(memory_id):
+    if not await _memory(request).delete_memory_async(memory_id):
         raise NotFound("memory_id", memory_id)
     return Status(204, None)
 
 
 @router.delete("/users/{user_id}", auth=ADMIN, response={200: ErasureOut, **INVALID}, tags=["erasure"])
-def user_erase(request: HttpRequest, user_id: str, cascade: bool = True):
+async def user_erase(request: HttpRequest, user_id: str, cascade: bool = True):
     """Erase everything the project holds about one end user (GDPR Art. 17; SDK ``delete_user``): their
     threads with all they hold and every record scoped to them; answers the stored receipt. 503 (nothing
     erased) when earlier background extraction of their threads does not finish within 300 s."""
-    return _memory(request).erase_user(user_id, cascade, requested_by=f"api-key:{request.auth.pk}")
+    return await _memory(request).erase_user_async(user_id, cascade, requested_by=f"api-key:{request.auth.pk}")
 
 
 @router.delete("/agents/{agent_id}", auth=ADMIN, response={200: ErasureOut, **INVALID}, tags=["erasure"])
-def agent_erase(request: HttpRequest, agent_id: str, cascade: bool = True):
+async def agent_erase(request: HttpRequest, agent_id: str, cascade: bool = True):
     """Erase everything the project holds about one agent (SDK ``delete_agent``); answers the stored receipt."""
-    return _memory(request).erase_agent(agent_id, cascade, requested_by=f"api-key:{request.auth.pk}")
+    return await _memory(request).erase_agent_async(agent_id, cascade, requested_by=f"api-key:{request.auth.pk}")
 
 
 @router.get("/erasures", auth=ADMIN, response={200: list[ErasureOut]}, tags=["erasure"])
 @paginate(Pagination)
-def erasure_list(request: HttpRequest):
+async def erasure_list(request: HttpRequest):
     """The project's erasure receipts, newest first (subjects named by digest only: ``subject_id`` is empty)."""
-    return erasure.receipt_list(project=_project_admin(request).project)
+    return await in_worker(erasure.receipt_list, project=_project_admin(request).project)
 
 
 @router.get("/erasures/{receipt_id}", auth=ADMIN, response={200: ErasureOut, **NOT_FOUND, **INVALID},
             tags=["erasure"])
-def erasure_get(request: HttpRequest, receipt_id: str):
+async def erasure_get(request: HttpRequest, receipt_id: str):
     """One erasure receipt of the project."""
-    return erasure.receipt_get(project=_project_admin(request).project, receipt_id=receipt_id)
+    return await in_worker(erasure.receipt_get, project=_project_admin(request).project, receipt_id=receipt_id)

@@ -22,6 +22,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
+from threads.middleware import ResponseMiddleware
 from threads.models import AccessRecord, ApiKey
 
 logger = logging.getLogger(__name__)
@@ -61,21 +62,28 @@ def _ids(request: HttpRequest) -> tuple[str | None, str | None]:
     return kwargs.get("thread_id"), record
 
 
-class AuditMiddleware:
-    """Records API and staff accesses after the response is made (see the module docstring)."""
+class AuditMiddleware(ResponseMiddleware):
+    """Records API and staff accesses after the response is made (see the module docstring).
 
-    def __init__(self, get_response):
-        self.get_response = get_response
+    Sync and async (``threads.middleware.ResponseMiddleware``): under ASGI it
+    runs on the event loop and goes to a worker thread only for a request it
+    records, so Django does not adapt the requests below it to sync and back.
+    """
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        response = self.get_response(request)
+    def needs_worker(self, request: HttpRequest, response: HttpResponse) -> bool:
+        """Whether this request may be recorded; decided without the database (``request.user`` is not read)."""
         path = request.path
         if path.startswith("/api/") and not path.startswith(("/api/docs", "/api/openapi.json")):
-            if (request.method not in READ_METHODS or response.status_code in (401, 403)
-                    or getattr(settings, "OAM_AUDIT_READS", False)):
+            return (request.method not in READ_METHODS or response.status_code in (401, 403)
+                    or getattr(settings, "OAM_AUDIT_READS", False))
+        return path.startswith("/staff/") and request.method == "POST"
+
+    def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        if self.needs_worker(request, response):
+            if request.path.startswith("/api/"):
                 self._api(request, response)
-        elif path.startswith("/staff/") and request.method == "POST" and request.user.is_authenticated:
-            self._staff(request, response)
+            elif request.user.is_authenticated:
+                self._staff(request, response)
         return response
 
     @staticmethod

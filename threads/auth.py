@@ -27,6 +27,7 @@ from django.utils import timezone
 from ninja.security import HttpBearer
 
 from memory import progress
+from memory.aio import in_worker
 from memory.errors import InvalidArgument, InvalidType, NotFound, check_text
 from memory.models import Project
 from memory.services import check_scope_id
@@ -202,14 +203,20 @@ class ApiKeyAuth(HttpBearer):
     """Bearer-token auth of a route needing ``permission``: ``request.auth`` is the usable ``ApiKey``.
 
     No usable key: None (HTTP 401). A key with a weaker permission: ``KeyForbidden`` (HTTP 403).
+    Asynchronous, for the API's ``async def`` operations: the lookup runs in the request's worker
+    thread (``memory.aio.in_worker``), never on the event loop.
     """
 
     def __init__(self, permission: str = "read"):
         super().__init__()
         self.permission = check_permission(permission)
 
-    def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
-        """Return the usable key whose digest matches ``token`` (recording its use), or None.
+    async def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
+        """Return the usable key whose digest matches ``token`` (recording its use), or None."""
+        return await in_worker(self.authenticate_sync, request, token)
+
+    def authenticate_sync(self, request: HttpRequest, token: str) -> ApiKey | None:
+        """``authenticate``'s work, in a worker thread.
 
         An address that sent too many wrong keys this minute gets 429 before the
         key is even looked up (``threads.throttling``); a missing, wrong, revoked
@@ -227,10 +234,16 @@ class ApiKeyAuth(HttpBearer):
         api_key_touch(row)
         return row
 
-    def __call__(self, request: HttpRequest):
+    async def __call__(self, request: HttpRequest):
         """ninja's bearer check; a request with no bearer key at all also counts as a failed key."""
-        result = super().__call__(request)
-        if result is None and not request.headers.get("Authorization", "").lower().startswith("bearer "):
-            check_failed_keys(request)
-            note_failed_key(request)
-        return result
+        pending = super().__call__(request)  # the coroutine of ``authenticate``, or None without a bearer key
+        if pending is not None:
+            return await pending
+        if not request.headers.get("Authorization", "").lower().startswith("bearer "):
+            await in_worker(_note_missing_key, request)
+        return None
+
+
+def _note_missing_key(request: HttpRequest) -> None:
+    check_failed_keys(request)
+    note_failed_key(request)

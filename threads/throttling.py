@@ -14,6 +14,11 @@ window, RFC 9110 section 10.2.3).
   even a right key from that address is refused until the window ends, so
   guessing keys costs a minute per batch. Under daphne a body sent with a
   wrong key is counted by ``oam_site.request_gate`` before it is read.
+
+The API's operations are async (``threads.api``): ninja calls
+``ApiKeyRateThrottle.allow_request`` on the event loop. It touches no database,
+only the cache: a dictionary in this process, or with ``OAM_REDIS_URL`` one
+Redis round trip on loopback, which the loop waits for.
 """
 
 from __future__ import annotations
