@@ -669,14 +669,15 @@ def search_records(request: SearchRequest) -> list[SearchResult]:
     for (kind, record_id), _ in ranked:
         by_kind.setdefault(kind, []).append(record_id)
     records = {}
+    # Unordered: the ranking orders the results (a message's default order would join its thread and sort).
     if ids := by_kind.get("message"):
-        for row in Message.objects.filter(live_q(now), pk__in=ids):
+        for row in Message.objects.filter(live_q(now), pk__in=ids).order_by():
             records[("message", row.pk)] = message_dto(row)
     if ids := by_kind.get("memory"):
-        for row in Memory.objects.filter(live_q(now), pk__in=ids):
+        for row in Memory.objects.filter(live_q(now), pk__in=ids).order_by():
             records[("memory", row.pk)] = memory_dto(row)
     if ids := by_kind.get("image"):
-        for row in Image.objects.filter(live_q(now), pk__in=ids):  # bytes stay deferred
+        for row in Image.objects.filter(live_q(now), pk__in=ids).order_by():  # bytes stay deferred
             records[("image", row.pk)] = image_dto(row)
     results = [
         SearchResult(record=records[key], distance=distances.get(key, 1.0), score=score)

@@ -150,3 +150,18 @@ def test_filter_sql_compiles_once_per_search_and_follows_the_request(client, mon
     later = timezone.now()
     assert search.filter_sql(request, later) == fresh(request, later)
     assert search.filter_sql(request)[0] == fresh(request, later)[0]  # without now: compiled each time
+
+
+def test_search_reads_its_records_unordered(thread):
+    """The ranking orders results: the record reads neither join the thread nor sort (bench/tenancy_cost.py)."""
+    from django.db import connection as conn
+    from django.test.utils import CaptureQueriesContext
+
+    thread.add_messages([{"role": "user", "content": "the lighthouse keeper's logbook", "id": "m1"}])
+    thread.add_memory("the lighthouse keeper keeps a logbook", memory_id="k1")
+    with CaptureQueriesContext(conn) as queries:
+        found = {r.record_id for r in thread.search("lighthouse logbook", record_types=["message", "memory"])}
+    assert found == {"m1", "k1"}
+    reads = [q["sql"] for q in queries if q["sql"].startswith(('SELECT "oam_messages"', 'SELECT "oam_memories"'))]
+    assert len(reads) == 2
+    assert not any("JOIN" in sql or "ORDER BY" in sql for sql in reads), reads
