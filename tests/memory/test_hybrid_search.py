@@ -114,3 +114,54 @@ def test_keyword_arm_respects_scope_and_filters(client):
     keyword = AgentMemory(search_config=MemorySearchConfig(mode="KEYWORD")).get_thread("t-x")
     assert [r.record_id for r in keyword.search("quasar")] == ["alice-q"]
     assert keyword.search("quasar", metadata_filter={"k": 2}) == []
+
+
+def test_filter_sql_compiles_once_per_search_and_follows_the_request(client, monkeypatch):
+    from django.utils import timezone
+
+    from memory import search
+
+    thread = client.create_thread(thread_id="t-f", user_id="alice", agent_id="a")
+    thread.add_memory("quasar observation log", memory_id="q", metadata={"k": 1})
+    compiled = []
+    real = search.filtered_chunks
+    monkeypatch.setattr(search, "filtered_chunks", lambda *a, **k: compiled.append(1) or real(*a, **k))
+    keyword = AgentMemory(search_config=MemorySearchConfig(mode="KEYWORD")).get_thread("t-f")
+    assert [r.record_id for r in keyword.search("quasar observation")] == ["q"]
+    assert len(compiled) == 1  # the text and context arms share one compiled clause
+
+    def fresh(request, now):
+        qs = real(request, now)
+        return qs.query.get_compiler(connection=connection).compile(qs.query.where)
+
+    request = search.build_request("quasar", project_id=client.project.pk, scope=search.SearchScope(user_id="alice"),
+                                   config=MemorySearchConfig(), metadata_filter={"k": 1})
+    now = timezone.now()
+    assert search.filter_sql(request, now) == fresh(request, now)
+    assert search.filter_sql(request, now) == fresh(request, now) and len(compiled) == 2  # compiled once, reused
+    request.metadata_filter["k"] = 2  # changed in place
+    changes = [dict(scope=search.SearchScope(user_id="bob")), dict(record_types=["message"]),
+               dict(include_invalid_results=False), dict(project_id=client.project.pk + 1)]
+    for change in [{}, *changes]:
+        for name, value in change.items():
+            setattr(request, name, value)
+        before = len(compiled)
+        assert search.filter_sql(request, now) == fresh(request, now) and len(compiled) == before + 1
+    later = timezone.now()
+    assert search.filter_sql(request, later) == fresh(request, later)
+    assert search.filter_sql(request)[0] == fresh(request, later)[0]  # without now: compiled each time
+
+
+def test_search_reads_its_records_unordered(thread):
+    """The ranking orders results: the record reads neither join the thread nor sort (bench/tenancy_cost.py)."""
+    from django.db import connection as conn
+    from django.test.utils import CaptureQueriesContext
+
+    thread.add_messages([{"role": "user", "content": "the lighthouse keeper's logbook", "id": "m1"}])
+    thread.add_memory("the lighthouse keeper keeps a logbook", memory_id="k1")
+    with CaptureQueriesContext(conn) as queries:
+        found = {r.record_id for r in thread.search("lighthouse logbook", record_types=["message", "memory"])}
+    assert found == {"m1", "k1"}
+    reads = [q["sql"] for q in queries if q["sql"].startswith(('SELECT "oam_messages"', 'SELECT "oam_memories"'))]
+    assert len(reads) == 2
+    assert not any("JOIN" in sql or "ORDER BY" in sql for sql in reads), reads
