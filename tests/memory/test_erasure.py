@@ -262,3 +262,67 @@ def test_an_erasure_over_http_answers_the_receipt(world):
     assert admin.get("/api/erasures/not-a-uuid").status_code == 422
     assert admin.delete("/api/agents/a1").json()["counts"]["threads"] == 1  # t2
     assert writer.delete("/api/memories/u1-float").status_code == 404  # erased with u1
+
+
+# --- FTS5 segments with more than one leaf page ----------------------------------------------------
+
+
+def fts_index_keys(word: str) -> int:
+    """How many b-tree separator keys of the keyword index (``<fts>_idx``, one per leaf page) contain ``word``."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {erasure.KEYWORD_INDEX}_idx WHERE instr(term, CAST(%s AS BLOB)) > 0",
+                       [word])
+        return cursor.fetchone()[0]
+
+
+def fts_segments() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(DISTINCT segid) FROM {erasure.KEYWORD_INDEX}_idx")
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("segments, gone_by", [("merged", "erasure"), ("one", "expiry")])
+def test_no_page_boundary_key_of_erased_words_survives_in_the_keyword_index(segments, gone_by):
+    """Found by an attacker of #12: secure-delete removes an erased term's postings from an FTS5 segment, but
+    the segment's b-tree keeps the first term of each leaf page as a separator key (``<fts>_idx``). A user
+    whose words spread over several leaf pages of a segment that also holds another user's words (merged by
+    FTS5's automerge; or the single segment an earlier rewrite left, on which a plain ``optimize`` does
+    nothing) left some there, after an erasure or after the expiry purge."""
+    import random
+
+    client = AgentMemory(llm=None)
+    canary = "kanarifts"
+    victim = client.create_thread(thread_id="t-u5", user_id="u5", agent_id="a1")
+    victim.add_messages([{"role": "user", "content": " ".join(f"{canary}{3 * i + j:04d}{'abcdef'[(3 * i + j) % 6]}"
+                                                              for j in range(3))} for i in range(100)])
+    rng = random.Random(12)
+    words = ["".join(rng.choice("bcdghlmnprstvwz") for _ in range(rng.randint(5, 10))) for _ in range(400)]
+    other = client.create_thread(thread_id="t-u6", user_id="u6", agent_id="a1")
+    other.add_messages([{"role": "user", "content": " ".join(rng.sample(words, 6))} for _ in range(100)])
+    for _ in range(6):  # more segments: FTS5's automerge merges them, the victim's with the others'
+        other.add_messages([{"role": "user", "content": " ".join(rng.sample(words, 6))} for _ in range(10)])
+    if segments == "one":  # as an earlier erasure leaves the index
+        with connection.cursor() as cursor:
+            cursor.execute(f"INSERT INTO {erasure.KEYWORD_INDEX}({erasure.KEYWORD_INDEX}) VALUES ('optimize')")
+        assert fts_segments() == 1
+    assert fts_index_keys(canary) > 0  # the precondition: a leaf page of the victim's words shared with u6's
+
+    if gone_by == "erasure":
+        storage = client.erase_user("u5").storage
+    else:
+        past = timezone.now() - dt.timedelta(seconds=1)
+        Message.objects.filter(thread_id=key("t-u5")).update(expires_at=past)
+        SearchChunk.objects.filter(thread_id=key("t-u5")).update(expires_at=past)
+        assert erasure.expired_purge()["messages"] == 100
+        storage = {"keyword_index_optimized": True, "wal_truncated": True}  # not reported by the purge
+
+    assert fts_index_keys(canary) == 0
+    assert canary.encode() not in file_bytes()
+    assert storage["keyword_index_optimized"] is True and storage["wal_truncated"] is True
+    assert not Message.objects.filter(thread_id=key("t-u5")).exists()
+    with connection.cursor() as cursor:  # the other user's words are still found, the marker row is gone
+        for word, found in ((words[0], True), (erasure.REWRITE_MARKER[1], False)):
+            cursor.execute(f"SELECT count(*) FROM {erasure.KEYWORD_INDEX} WHERE {erasure.KEYWORD_INDEX} MATCH %s",
+                           [word])
+            assert (cursor.fetchone()[0] > 0) is found
