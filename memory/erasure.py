@@ -72,6 +72,9 @@ PURGE_BATCH = 500
 #: Name of the keyword index (migration 0003): FTS5 table on SQLite, ``<name>_1``/``_2`` Oracle Text indexes.
 KEYWORD_INDEX = "oam_search_chunks_fts"
 SUBJECTS = ("user", "agent")
+#: The kinds an erasure receipt counts, in order (``Erasure.counts``).
+RECEIPT_COUNTS = ("threads", "messages", "memories", "images", "relations", "chunks", "summaries",
+                  "extraction_jobs", "admin_log_entries")
 
 
 # --- rows and what is derived from them --------------------------------------------------------
@@ -100,9 +103,43 @@ def _forget_vectors(ids: list[int]) -> None:
         cache.forget(ids)
 
 
+#: Ids per DELETE of ``admin_log_erase``: under SQLite's bound-parameter limit and Oracle's 1,000-item IN list.
+ADMIN_LOG_BATCH = 500
+
+
+def admin_log_erase(model: type, keys: Iterable[Any]) -> int:
+    """Delete the Django admin's history (``django.contrib.admin.models.LogEntry``) of records of ``model``
+    (``keys``: their primary keys, the stored ids); return how many entries went. Call before the records go
+    when ``keys`` is a lazy queryset: it is read only when the admin has history for ``model`` at all.
+
+    The admin writes a row for every change and delete it makes, with the
+    record's id and its ``str()`` (``object_repr``): the records' ``__str__``
+    name only their kind and id, but entries written before did not (a
+    memory's first 60 characters), and the id itself may be personal
+    (found by an attacker of #12). So every erase function here deletes the
+    history of what it deletes, the admin's own delete entry included (its
+    ``delete_model`` runs after ``log_deletions``); counted as
+    ``admin_log_entries``.
+    """
+    from django.apps import apps
+
+    if not apps.is_installed("django.contrib.admin"):
+        return 0
+    from django.contrib.admin.models import LogEntry
+    from django.contrib.contenttypes.models import ContentType
+
+    entries = LogEntry.objects.filter(content_type=ContentType.objects.get_for_model(model))
+    if not entries.exists():
+        return 0
+    keys = [str(value) for value in keys]
+    return sum(entries.filter(object_id__in=keys[start:start + ADMIN_LOG_BATCH]).delete()[0]
+               for start in range(0, len(keys), ADMIN_LOG_BATCH))
+
+
 def images_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Counter:
-    """Delete images (stored ids) and their chunks. Call inside a transaction. ``erased``: a set that gets the
-    stored ids of the records deleted (here and in the functions below)."""
+    """Delete images (stored ids), their chunks and admin history (``admin_log_erase``). Call inside a
+    transaction. ``erased``: a set that gets the stored ids of the records deleted (here and in the functions
+    below)."""
     keys = list(keys)
     counts: Counter = Counter()
     if erased is not None:
@@ -110,6 +147,7 @@ def images_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Coun
     if keys:
         counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="image", record_id__in=keys))
         counts["images"] += Image.objects.filter(pk__in=keys).delete()[0]
+        counts["admin_log_entries"] += admin_log_erase(Image, keys)
     return counts
 
 
@@ -126,6 +164,7 @@ def messages_erase(keys: Iterable[str]) -> Counter:
     counts += images_erase(Image.objects.filter(message_id__in=keys).values_list("pk", flat=True))
     counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="message", record_id__in=keys))
     counts["messages"] += Message.objects.filter(pk__in=keys).delete()[0]
+    counts["admin_log_entries"] += admin_log_erase(Message, keys)
     for span in spans:
         refresh_message_contexts(span["thread_id"], span["lo"], span["hi"])
     return counts
@@ -142,9 +181,13 @@ def memories_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Co
     if erased is not None:
         erased.update(keys)
     if keys:
+        relations: set[str] = set()
         counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="memory", record_id__in=keys))
-        counts["relations"] += links_detach(memory_ids=keys, erased=erased)
+        counts["relations"] += links_detach(memory_ids=keys, erased=relations)
         counts["memories"] += Memory.objects.filter(pk__in=keys).delete()[0]
+        counts["admin_log_entries"] += admin_log_erase(Memory, keys) + admin_log_erase(RecordLink, relations)
+        if erased is not None:
+            erased.update(relations)
     return counts
 
 
@@ -160,13 +203,16 @@ def threads_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Cou
     counts += memories_erase(Memory.objects.filter(thread_id__in=keys).values_list("pk", flat=True), erased=erased)
     counts += images_erase(Image.objects.filter(thread_id__in=keys).values_list("pk", flat=True), erased=erased)
     counts["chunks"] += chunks_erase(SearchChunk.objects.filter(thread_id__in=keys))
-    relations = RecordLink.objects.filter(thread_id__in=keys)
+    relations = list(RecordLink.objects.filter(thread_id__in=keys).values_list("pk", flat=True))
     if erased is not None:
-        erased.update(relations.values_list("pk", flat=True))
-    counts["relations"] += relations.delete()[0]
+        erased.update(relations)
+    counts["relations"] += RecordLink.objects.filter(pk__in=relations).delete()[0]
     counts["summaries"] += ThreadSummary.objects.filter(thread_id__in=keys).count()
     counts["extraction_jobs"] += ExtractionJob.objects.filter(thread_id__in=keys).count()
     counts["messages"] += Message.objects.filter(thread_id__in=keys).count()
+    counts["admin_log_entries"] += (
+        admin_log_erase(RecordLink, relations) + admin_log_erase(Thread, keys)
+        + admin_log_erase(Message, Message.objects.filter(thread_id__in=keys).values_list("pk", flat=True)))
     Thread.objects.filter(pk__in=keys).delete()  # cascades to messages, summaries and jobs
     counts["threads"] += len(keys)
     return counts
@@ -179,8 +225,10 @@ def threads_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Cou
 class Erasure:
     """What ``subject_erase`` did (the stored ``ErasureReceipt`` plus the subject's id, which is not stored).
 
-    ``counts``: rows deleted per kind (threads, messages, memories, images,
-    relations, chunks, summaries, extraction_jobs); ``found``: whether the
+    ``counts``: rows deleted per kind (``RECEIPT_COUNTS``: threads, messages,
+    memories, images, relations, chunks, summaries, extraction_jobs,
+    admin_log_entries; and what other layers deleted on
+    ``memory.signals.subject_erased``); ``found``: whether the
     project held anything about the subject; ``storage``: what was done to
     the storage afterwards (``storage_scrub``).
     """
@@ -258,8 +306,7 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
             counts["chunks"] += chunks_erase(SearchChunk.objects.filter(**scoped))
             subject_erased.send(sender=ErasureReceipt, project=tenant.project, thread_ids=public_ids(threads),
                                 record_ids=public_ids(sorted(erased)))
-    receipt.counts = {name: counts.get(name, 0) for name in (
-        "threads", "messages", "memories", "images", "relations", "chunks", "summaries", "extraction_jobs")}
+    receipt.counts = {name: counts.get(name, 0) for name in RECEIPT_COUNTS}
     receipt.storage = storage_scrub() if cascade else {}
     receipt.completed_at = timezone.now()
     receipt.save()
