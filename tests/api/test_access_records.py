@@ -44,7 +44,7 @@ def test_writes_and_refusals_are_recorded_with_their_key(db, settings):
         (row.pk, "default", "api", "POST", "/api/threads/{thread_id}/memories", "c4", None, 201),
         (row.pk, "default", "api", "DELETE", "/api/threads/{thread_id}/memories/{memory_id}", "c4", "m1", 204),
         (reader_row.pk, "default", "api", "POST", "/api/threads", None, None, 403),
-        (None, None, "api", "DELETE", "/api/threads/{thread_id}", "c4", None, 401),
+        (None, None, "api", "DELETE", "/api/threads/{thread_id}", None, None, 401),  # no project: no ids
     ]
     settings.OAM_AUDIT_READS = True
     writer.get("/api/threads/c4")
@@ -93,7 +93,7 @@ def test_an_erasure_scrubs_the_ids_of_erased_records_that_lived_in_threads_that_
 
     assert admin.delete("/api/users/ann").json()["counts"] == {
         "threads": 0, "messages": 0, "memories": 2, "images": 0, "relations": 1, "chunks": 2, "summaries": 0,
-        "extraction_jobs": 0}
+        "extraction_jobs": 0, "admin_log_entries": 0}
     kept = set(AccessRecord.objects.values_list("thread_id", "record_id"))
     assert not {record for _, record in kept} & {"m-ann-secret", "r-ann-bob", "m-ann-float"}
     assert ("t-bob", "m-bob") in kept and ("t-bob", None) in kept  # bob's thread survives, and so do its ids
@@ -159,6 +159,59 @@ def test_revoking_or_rotating_a_key_closes_its_sockets_and_only_its(settings, fr
     attempts = list(AccessRecord.objects.filter(channel="websocket").order_by("id").values_list("api_key_id", "status"))
     assert attempts == [(revoked[0].pk, 101), (rotated[0].pk, 101), (kept[0].pk, 101), (None, 4401)]
     assert AccessRecord.objects.filter(channel="websocket", project__slug="default").count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_refusals_before_a_key_is_known_keep_no_thread_or_record_id(settings, fresh_extraction_tracker):
+    """Found by an attacker of #12: a 401 or a refused WebSocket was recorded with no project and the ids of
+    its path, which no erasure (per project) can find. Now such a record keeps the route, method, status and
+    time only; an existing one loses its ids (migration threads 0004)."""
+    import importlib
+    from types import SimpleNamespace
+
+    from django.apps import apps
+    from django.db import connection
+
+    settings.OAM_EMBEDDED_WORKER = False
+    AgentMemory(llm=None).create_thread(thread_id="KANARIthread", user_id="u1")
+    wrong = JsonClient(headers={"Authorization": "Bearer wrong"})
+    assert wrong.delete("/api/threads/KANARIthread/memories/KANARImem").status_code == 401
+    assert JsonClient().get("/api/threads/KANARIthread").status_code == 401
+
+    async def refused():
+        from oam_site.asgi import application
+
+        codes = []
+        for path, headers in (("/ws/threads/KANARIthread/extraction/?api_key=wrong", []),
+                              ("/ws/threads/KANARIthread/extraction/", []),
+                              ("/ws/threads/KANARIthread/extraction/", [(b"cookie", cookie)])):
+            communicator = WebsocketCommunicator(application, path, headers=[(b"origin", b"http://localhost"),
+                                                                             *headers])
+            connected, code = await communicator.connect(timeout=10)
+            codes.append(code if not connected else await _closed_with(communicator))
+            await communicator.disconnect()
+        return codes
+
+    browser = Client()
+    browser.force_login(get_user_model().objects.create_user("joe", password="pw-for-tests-only"))  # not staff
+    cookie = f"sessionid={browser.cookies['sessionid'].value}".encode()
+    assert asyncio.run(refused()) == [4401, 4401, 4403]
+    rows = list(AccessRecord.objects.order_by("id").values_list("project", "channel", "route", "thread_id",
+                                                                "record_id", "status"))
+    assert rows == [
+        (None, "api", "/api/threads/{thread_id}/memories/{memory_id}", None, None, 401),
+        (None, "api", "/api/threads/{thread_id}", None, None, 401),
+        (None, "websocket", "/ws/threads/{thread_id}/extraction/", None, None, 4401),
+        (None, "websocket", "/ws/threads/{thread_id}/extraction/", None, None, 4401),
+        (None, "websocket", "/ws/threads/{thread_id}/extraction/", None, None, 4403),
+    ]
+    old = AccessRecord.objects.create(channel="api", method="GET", route="/api/threads/{thread_id}", status=401)
+    AccessRecord.objects.filter(pk=old.pk).update(thread_id="KANARIthread", record_id="KANARImem")  # stored before
+    kept = AccessRecord.objects.create(channel="api", method="GET", route="/api/threads/{thread_id}", status=404,
+                                       project=get_project(None), thread_id="t1")
+    migration = importlib.import_module("threads.migrations.0004_unattributed_access_ids")
+    migration.clear_ids(apps, SimpleNamespace(connection=connection))
+    assert AccessRecord.objects.filter(thread_id__isnull=False).values_list("pk", "thread_id")[::1] == [(kept.pk, "t1")]
 
 
 def test_the_staff_project_list_counts_threads(db):
