@@ -74,7 +74,7 @@ KEYWORD_INDEX = "oam_search_chunks_fts"
 SUBJECTS = ("user", "agent")
 #: The kinds an erasure receipt counts, in order (``Erasure.counts``).
 RECEIPT_COUNTS = ("threads", "messages", "memories", "images", "relations", "chunks", "summaries",
-                  "extraction_jobs", "admin_log_entries")
+                  "extraction_jobs", "admin_log_entries", "api_keys")
 
 
 # --- rows and what is derived from them --------------------------------------------------------
@@ -227,7 +227,7 @@ class Erasure:
 
     ``counts``: rows deleted per kind (``RECEIPT_COUNTS``: threads, messages,
     memories, images, relations, chunks, summaries, extraction_jobs,
-    admin_log_entries; and what other layers deleted on
+    admin_log_entries, and api_keys, which the delivery layer deletes on
     ``memory.signals.subject_erased``); ``found``: whether the
     project held anything about the subject; ``storage``: what was done to
     the storage afterwards (``storage_scrub``).
@@ -276,7 +276,9 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
     same transaction, so that other layers drop what they keep about the
     erased threads and records (access records: ``thread_ids`` of the erased
     threads, ``record_ids`` of every memory, image and relation erased,
-    wherever it lived, found by an attacker of #12). Callers wait for
+    wherever it lived, found by an attacker of #12; API keys: every key fixed
+    to the subject, ``threads.auth.subject_keys_erase``); what the receivers
+    return is counted in the receipt. Callers wait for
     background extraction first (the client does, ``AgentMemory.delete_user``).
     """
     from memory.services import check_id
@@ -304,8 +306,11 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
             counts += memories_erase(Memory.objects.filter(**scoped).values_list("pk", flat=True), erased=erased)
             counts += images_erase(Image.objects.filter(**scoped).values_list("pk", flat=True), erased=erased)
             counts["chunks"] += chunks_erase(SearchChunk.objects.filter(**scoped))
-            subject_erased.send(sender=ErasureReceipt, project=tenant.project, thread_ids=public_ids(threads),
-                                record_ids=public_ids(sorted(erased)))
+            for _receiver, deleted in subject_erased.send(
+                    sender=ErasureReceipt, project=tenant.project, subject=subject, subject_id=value,
+                    thread_ids=public_ids(threads), record_ids=public_ids(sorted(erased))):
+                if isinstance(deleted, dict):  # rows other layers deleted: the keys fixed to the subject ...
+                    counts.update(deleted)
     receipt.counts = {name: counts.get(name, 0) for name in RECEIPT_COUNTS}
     receipt.storage = storage_scrub() if cascade else {}
     receipt.completed_at = timezone.now()

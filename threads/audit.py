@@ -23,6 +23,7 @@ import re
 from typing import Any
 
 from django.conf import settings
+from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse
 
 from threads.models import AccessRecord, ApiKey
@@ -45,12 +46,18 @@ def record_access(*, channel: str, method: str, route: str, status: int, project
     """
     if project is None:
         thread_id = record_id = None
+    fields = dict(channel=channel, method=method[:10], route=route[:200], status=status, project=project,
+                  staff_user=staff_user[:150], thread_id=(thread_id or None) and thread_id[:255],
+                  record_id=(record_id or None) and str(record_id)[:255])
     try:
-        return AccessRecord.objects.create(
-            channel=channel, method=method[:10], route=route[:200], status=status, project=project, api_key=api_key,
-            staff_user=staff_user[:150], thread_id=(thread_id or None) and thread_id[:255],
-            record_id=(record_id or None) and str(record_id)[:255],
-        )
+        try:
+            with transaction.atomic():
+                return AccessRecord.objects.create(api_key=api_key, **fields)
+        except IntegrityError:
+            if api_key is None:
+                raise
+            # the key is gone: the request erased its own user or agent (threads.auth.subject_keys_erase)
+            return AccessRecord.objects.create(api_key=None, **fields)
     except Exception:  # noqa: BLE001 - an audit failure must not fail the request it describes
         logger.warning("could not record %s %s", method, route, exc_info=True)
         return None

@@ -93,7 +93,7 @@ def test_an_erasure_scrubs_the_ids_of_erased_records_that_lived_in_threads_that_
 
     assert admin.delete("/api/users/ann").json()["counts"] == {
         "threads": 0, "messages": 0, "memories": 2, "images": 0, "relations": 1, "chunks": 2, "summaries": 0,
-        "extraction_jobs": 0, "admin_log_entries": 0}
+        "extraction_jobs": 0, "admin_log_entries": 0, "api_keys": 0}
     kept = set(AccessRecord.objects.values_list("thread_id", "record_id"))
     assert not {record for _, record in kept} & {"m-ann-secret", "r-ann-bob", "m-ann-float"}
     assert ("t-bob", "m-bob") in kept and ("t-bob", None) in kept  # bob's thread survives, and so do its ids
@@ -283,3 +283,55 @@ def test_a_socket_closes_when_its_key_expires_or_is_revoked_by_another_process(s
 
     codes, still_open = asyncio.run(scenario())
     assert codes == [4401, 4401] and still_open is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_erasing_a_user_deletes_the_keys_fixed_to_them_and_closes_their_sockets(settings, fresh_extraction_tracker):
+    """Found by an attacker of #12: a key created for one user stayed usable after that user's erasure and
+    wrote new data for them. Now every key fixed to the erased user (or agent) is deleted, with the admin's
+    history of it; its sockets close; its access records stay, without it."""
+    from django.contrib.admin.models import LogEntry
+
+    from threads.models import ApiKey
+
+    settings.OAM_EMBEDDED_WORKER = False
+    admin, admin_row, _ = keyed(permission="admin", name="ops")
+    client = AgentMemory(llm=None)
+    client.create_thread(thread_id="t-k", user_id="KANARIuser", agent_id="a1")
+    root = get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests-only")
+    browser = Client()
+    browser.force_login(root)
+    response = browser.post("/admin/threads/apikey/add/", {
+        "name": "for KANARIuser", "project": str(get_project(None).pk), "permission": "write",
+        "user_id": "KANARIuser", "agent_id": "", "expires_at_0": "", "expires_at_1": ""})
+    assert response.status_code == 200 and b"API key created" in response.content
+    fixed = ApiKey.objects.get(user_id="KANARIuser")
+    raw = response.context["raw"]
+    assert LogEntry.objects.filter(object_id=str(fixed.pk)).exists()  # "for KANARIuser (...)"
+    user_key = JsonClient(headers={"Authorization": f"Bearer {raw}"})
+    assert user_key.post("/api/threads/t-k/memories", {"content": "likes tea"}).status_code == 201
+    other_client, other, _ = keyed(name="u2 widget", user_id="u2")
+    agent_client, agent_key, _ = keyed(name="a9 bot", agent_id="a9")
+
+    async def scenario():
+        socket, connected, _ = await _open(f"/ws/threads/t-k/extraction/?api_key={raw}")
+        assert connected
+        body = (await database_sync_to_async(admin.delete)("/api/users/KANARIuser")).json()
+        return body, await _closed_with(socket)
+
+    body, code = asyncio.run(scenario())
+    assert body["counts"]["api_keys"] == 1 and body["counts"]["admin_log_entries"] == 1 and code == 4401
+    assert not ApiKey.objects.filter(pk=fixed.pk).exists()
+    assert user_key.post("/api/threads", {"thread_id": "again", "user_id": "KANARIuser"}).status_code == 401
+    assert set(ApiKey.objects.values_list("pk", flat=True)) == {admin_row.pk, other.pk, agent_key.pk}
+    assert AccessRecord.objects.filter(api_key__isnull=True, status=201).exists()  # its write, without the key
+    assert not LogEntry.objects.exists()
+    assert not any("KANARI" in str(value) for model in (ApiKey, AccessRecord)
+                   for row in model.objects.values() for value in row.values())
+    # an agent's erasure takes the keys fixed to that agent; a key erasing its own user goes with it
+    assert admin.delete("/api/agents/a9").json()["counts"]["api_keys"] == 1
+    _, self_eraser, self_raw = keyed(name="u3 admin", permission="admin", user_id="u3")
+    response = JsonClient(headers={"Authorization": f"Bearer {self_raw}"}).delete("/api/users/u3")
+    assert response.status_code == 200 and response.json()["counts"]["api_keys"] == 1
+    record = AccessRecord.objects.get(route="/api/users/{user_id}", status=200, api_key__isnull=True)
+    assert record.project == get_project(None)  # recorded, without the key it erased

@@ -139,7 +139,7 @@ def test_erasing_a_user_takes_their_threads_and_every_record_scoped_to_them(worl
     receipt = client.erase_user("u1")
     assert receipt.counts == {"threads": 2, "messages": 1, "memories": 4, "images": 0, "relations": 1,
                               "chunks": receipt.counts["chunks"], "summaries": 1, "extraction_jobs": 1,
-                              "admin_log_entries": 0}
+                              "admin_log_entries": 0, "api_keys": 0}
     assert receipt.counts["chunks"] == 5 and receipt.found and receipt.subject_id == "u1"
     assert set(Thread.objects.values_list("pk", flat=True)) == {key("t2"), key("t1", "beta")}
     assert not Memory.objects.filter(project=client.project, user_id="u1").exists()
