@@ -5,7 +5,9 @@ through the same services the API uses (``save_model``/``delete_model``), so
 an edited memory is re-embedded and its chunks and relations stay in step.
 Single and bulk ("Delete selected") deletes of messages, memories and images
 go through ``memory.erasure`` (issue #12): their search text, embeddings,
-relations and attached images go with them, expired records included.
+relations and attached images go with them, expired records included; then
+``erasure.storage_scrub`` makes the deletes final in the database file (its
+keyword index rewritten, the WAL emptied), as do thread deletes here.
 Derived rows (search chunks, summaries, extraction jobs) are read-only here:
 the engine writes them. Each list has filters and a search box. Values the
 services would refuse (``checked_form``) are errors next to their field.
@@ -162,17 +164,21 @@ class ReadOnlyAdmin(ProjectScopedAdmin):
 
 
 class ErasingAdmin(ProjectScopedAdmin):
-    """Deletes, single and bulk, through an erase function of ``memory.erasure`` (stored ids -> counts)."""
+    """Deletes, single and bulk, through an erase function of ``memory.erasure`` (stored ids -> counts), then
+    ``erasure.storage_scrub``: the deleted text does not survive in the database file (issue #12 item 7)."""
 
     erase = None  # a staticmethod: memory.erasure.messages_erase, memories_erase ...
 
     def delete_model(self, request, obj):
-        with transaction.atomic():
-            type(self).erase([obj.pk])
+        self._erase([obj.pk])
 
     def delete_queryset(self, request, queryset):
+        self._erase(list(queryset.values_list("pk", flat=True)))
+
+    def _erase(self, keys: list[str]) -> None:
         with transaction.atomic():
-            type(self).erase(list(queryset.values_list("pk", flat=True)))
+            type(self).erase(keys)
+        erasure.storage_scrub()
 
 
 class MessageInline(admin.TabularInline):
@@ -216,11 +222,13 @@ class ThreadAdmin(ProjectScopedAdmin):
             services.thread_update(thread=obj, metadata=obj.metadata)
 
     def delete_model(self, request, obj):
-        services.thread_delete(project=obj.project, thread_id=obj.public_id)
+        self.delete_queryset(request, Thread.objects.filter(pk=obj.pk))
 
     def delete_queryset(self, request, queryset):
+        """``services.thread_delete`` each thread, then ``erasure.storage_scrub`` once (as ``ErasingAdmin``)."""
         for row in list(queryset.select_related("project")):
             services.thread_delete(project=row.project, thread_id=row.public_id)
+        erasure.storage_scrub()
 
 
 @admin.register(Message)

@@ -25,8 +25,11 @@ free pages and in the WAL, and FTS5 keeps deleted terms in its segments. So
 every SQLite connection sets ``PRAGMA secure_delete = ON`` (freed content is
 overwritten with zeros; ``memory.backends.sqlite_vec``), the keyword index has
 FTS5's ``secure-delete`` option on (migration 0007: a delete removes its
-terms at once), and ``storage_scrub`` checkpoints the WAL into the file and
-truncates it after an erasure. On Oracle, ``storage_scrub`` optimizes the
+terms at once), and ``storage_scrub``, after an erasure, an expiry purge and
+the admin's deletes, rewrites the keyword index into one segment
+(``keyword_index_rewrite``: secure-delete leaves a deleted term that began a
+leaf page in the segment's b-tree keys), then checkpoints the WAL into the
+file and truncates it. On Oracle, ``storage_scrub`` optimizes the
 Oracle Text indexes (``CTX_DDL.OPTIMIZE_INDEX ... 'FULL'``), which drops the
 deleted rows' tokens; undo, redo and flashback retention are the DBA's.
 """
@@ -69,6 +72,9 @@ PURGE_BATCH = 500
 #: Name of the keyword index (migration 0003): FTS5 table on SQLite, ``<name>_1``/``_2`` Oracle Text indexes.
 KEYWORD_INDEX = "oam_search_chunks_fts"
 SUBJECTS = ("user", "agent")
+#: The kinds an erasure receipt counts, in order (``Erasure.counts``).
+RECEIPT_COUNTS = ("threads", "messages", "memories", "images", "relations", "chunks", "summaries",
+                  "extraction_jobs", "admin_log_entries", "api_keys")
 
 
 # --- rows and what is derived from them --------------------------------------------------------
@@ -97,9 +103,43 @@ def _forget_vectors(ids: list[int]) -> None:
         cache.forget(ids)
 
 
+#: Ids per DELETE of ``admin_log_erase``: under SQLite's bound-parameter limit and Oracle's 1,000-item IN list.
+ADMIN_LOG_BATCH = 500
+
+
+def admin_log_erase(model: type, keys: Iterable[Any]) -> int:
+    """Delete the Django admin's history (``django.contrib.admin.models.LogEntry``) of records of ``model``
+    (``keys``: their primary keys, the stored ids); return how many entries went. Call before the records go
+    when ``keys`` is a lazy queryset: it is read only when the admin has history for ``model`` at all.
+
+    The admin writes a row for every change and delete it makes, with the
+    record's id and its ``str()`` (``object_repr``): the records' ``__str__``
+    name only their kind and id, but entries written before did not (a
+    memory's first 60 characters), and the id itself may be personal
+    (found by an attacker of #12). So every erase function here deletes the
+    history of what it deletes, the admin's own delete entry included (its
+    ``delete_model`` runs after ``log_deletions``); counted as
+    ``admin_log_entries``.
+    """
+    from django.apps import apps
+
+    if not apps.is_installed("django.contrib.admin"):
+        return 0
+    from django.contrib.admin.models import LogEntry
+    from django.contrib.contenttypes.models import ContentType
+
+    entries = LogEntry.objects.filter(content_type=ContentType.objects.get_for_model(model))
+    if not entries.exists():
+        return 0
+    keys = [str(value) for value in keys]
+    return sum(entries.filter(object_id__in=keys[start:start + ADMIN_LOG_BATCH]).delete()[0]
+               for start in range(0, len(keys), ADMIN_LOG_BATCH))
+
+
 def images_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Counter:
-    """Delete images (stored ids) and their chunks. Call inside a transaction. ``erased``: a set that gets the
-    stored ids of the records deleted (here and in the functions below)."""
+    """Delete images (stored ids), their chunks and admin history (``admin_log_erase``). Call inside a
+    transaction. ``erased``: a set that gets the stored ids of the records deleted (here and in the functions
+    below)."""
     keys = list(keys)
     counts: Counter = Counter()
     if erased is not None:
@@ -107,6 +147,7 @@ def images_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Coun
     if keys:
         counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="image", record_id__in=keys))
         counts["images"] += Image.objects.filter(pk__in=keys).delete()[0]
+        counts["admin_log_entries"] += admin_log_erase(Image, keys)
     return counts
 
 
@@ -123,6 +164,7 @@ def messages_erase(keys: Iterable[str]) -> Counter:
     counts += images_erase(Image.objects.filter(message_id__in=keys).values_list("pk", flat=True))
     counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="message", record_id__in=keys))
     counts["messages"] += Message.objects.filter(pk__in=keys).delete()[0]
+    counts["admin_log_entries"] += admin_log_erase(Message, keys)
     for span in spans:
         refresh_message_contexts(span["thread_id"], span["lo"], span["hi"])
     return counts
@@ -139,9 +181,13 @@ def memories_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Co
     if erased is not None:
         erased.update(keys)
     if keys:
+        relations: set[str] = set()
         counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="memory", record_id__in=keys))
-        counts["relations"] += links_detach(memory_ids=keys, erased=erased)
+        counts["relations"] += links_detach(memory_ids=keys, erased=relations)
         counts["memories"] += Memory.objects.filter(pk__in=keys).delete()[0]
+        counts["admin_log_entries"] += admin_log_erase(Memory, keys) + admin_log_erase(RecordLink, relations)
+        if erased is not None:
+            erased.update(relations)
     return counts
 
 
@@ -157,13 +203,16 @@ def threads_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Cou
     counts += memories_erase(Memory.objects.filter(thread_id__in=keys).values_list("pk", flat=True), erased=erased)
     counts += images_erase(Image.objects.filter(thread_id__in=keys).values_list("pk", flat=True), erased=erased)
     counts["chunks"] += chunks_erase(SearchChunk.objects.filter(thread_id__in=keys))
-    relations = RecordLink.objects.filter(thread_id__in=keys)
+    relations = list(RecordLink.objects.filter(thread_id__in=keys).values_list("pk", flat=True))
     if erased is not None:
-        erased.update(relations.values_list("pk", flat=True))
-    counts["relations"] += relations.delete()[0]
+        erased.update(relations)
+    counts["relations"] += RecordLink.objects.filter(pk__in=relations).delete()[0]
     counts["summaries"] += ThreadSummary.objects.filter(thread_id__in=keys).count()
     counts["extraction_jobs"] += ExtractionJob.objects.filter(thread_id__in=keys).count()
     counts["messages"] += Message.objects.filter(thread_id__in=keys).count()
+    counts["admin_log_entries"] += (
+        admin_log_erase(RecordLink, relations) + admin_log_erase(Thread, keys)
+        + admin_log_erase(Message, Message.objects.filter(thread_id__in=keys).values_list("pk", flat=True)))
     Thread.objects.filter(pk__in=keys).delete()  # cascades to messages, summaries and jobs
     counts["threads"] += len(keys)
     return counts
@@ -176,8 +225,10 @@ def threads_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Cou
 class Erasure:
     """What ``subject_erase`` did (the stored ``ErasureReceipt`` plus the subject's id, which is not stored).
 
-    ``counts``: rows deleted per kind (threads, messages, memories, images,
-    relations, chunks, summaries, extraction_jobs); ``found``: whether the
+    ``counts``: rows deleted per kind (``RECEIPT_COUNTS``: threads, messages,
+    memories, images, relations, chunks, summaries, extraction_jobs,
+    admin_log_entries, and api_keys, which the delivery layer deletes on
+    ``memory.signals.subject_erased``); ``found``: whether the
     project held anything about the subject; ``storage``: what was done to
     the storage afterwards (``storage_scrub``).
     """
@@ -225,7 +276,9 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
     same transaction, so that other layers drop what they keep about the
     erased threads and records (access records: ``thread_ids`` of the erased
     threads, ``record_ids`` of every memory, image and relation erased,
-    wherever it lived, found by an attacker of #12). Callers wait for
+    wherever it lived, found by an attacker of #12; API keys: every key fixed
+    to the subject, ``threads.auth.subject_keys_erase``); what the receivers
+    return is counted in the receipt. Callers wait for
     background extraction first (the client does, ``AgentMemory.delete_user``).
     """
     from memory.services import check_id
@@ -253,10 +306,12 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
             counts += memories_erase(Memory.objects.filter(**scoped).values_list("pk", flat=True), erased=erased)
             counts += images_erase(Image.objects.filter(**scoped).values_list("pk", flat=True), erased=erased)
             counts["chunks"] += chunks_erase(SearchChunk.objects.filter(**scoped))
-            subject_erased.send(sender=ErasureReceipt, project=tenant.project, thread_ids=public_ids(threads),
-                                record_ids=public_ids(sorted(erased)))
-    receipt.counts = {name: counts.get(name, 0) for name in (
-        "threads", "messages", "memories", "images", "relations", "chunks", "summaries", "extraction_jobs")}
+            for _receiver, deleted in subject_erased.send(
+                    sender=ErasureReceipt, project=tenant.project, subject=subject, subject_id=value,
+                    thread_ids=public_ids(threads), record_ids=public_ids(sorted(erased))):
+                if isinstance(deleted, dict):  # rows other layers deleted: the keys fixed to the subject ...
+                    counts.update(deleted)
+    receipt.counts = {name: counts.get(name, 0) for name in RECEIPT_COUNTS}
     receipt.storage = storage_scrub() if cascade else {}
     receipt.completed_at = timezone.now()
     receipt.save()
@@ -313,7 +368,9 @@ def storage_scrub(connection=None) -> dict[str, Any]:
     """Make committed deletes final in the storage; return what was done.
 
     SQLite: ``PRAGMA secure_delete`` and FTS5 ``secure-delete`` already
-    overwrote the deleted content in the pages written; the planner's index
+    overwrote the deleted content in the pages written; ``keyword_index_rewrite``
+    drops the deleted terms FTS5 kept as page keys (``keyword_index_optimized``;
+    O(index size), figures there); the planner's index
     samples (``sqlite_stat4``, kept by ``ANALYZE`` and ``PRAGMA optimize``
     when SQLite has them) may still hold indexed values such as user and
     thread ids, so the rows of this service's tables go (``sqlite_stat1``'s
@@ -332,6 +389,8 @@ def storage_scrub(connection=None) -> dict[str, Any]:
             if connection.vendor == "sqlite":
                 cursor.execute("PRAGMA secure_delete")
                 done["secure_delete"] = bool(cursor.fetchone()[0])
+                keyword_index_rewrite(connection)  # before the checkpoint, which copies its pages into the file
+                done["keyword_index_optimized"] = True
                 cursor.execute("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_stat4'")
                 if cursor.fetchone():  # ANALYZE's samples of index keys: ids, user ids
                     cursor.execute("DELETE FROM sqlite_stat4 WHERE tbl LIKE 'oam\\_%' ESCAPE '\\'")
@@ -349,6 +408,44 @@ def storage_scrub(connection=None) -> dict[str, Any]:
         logger.warning("storage scrub after an erasure failed", exc_info=True)
         done["error"] = True
     return done
+
+
+#: Row and word of the marker ``keyword_index_rewrite`` indexes for a moment (no chunk has rowid -1).
+REWRITE_MARKER = (-1, "oamkeywordindexrewrite")
+
+
+def keyword_index_rewrite(connection=None) -> None:
+    """SQLite: rewrite the FTS5 keyword index into one new segment, dropping what deleted rows left in it.
+
+    FTS5's ``secure-delete`` removes a deleted row's postings from the
+    segments, but not the b-tree separator keys of a segment (``<fts>_idx``:
+    the first term of each leaf page, or a prefix of it), so an erased word
+    that began a leaf page stayed in the file (found by an attacker of #12).
+    FTS5's ``optimize`` merges every segment into a new one, with new keys,
+    and frees the old pages (zeroed: ``secure_delete``). It does nothing when
+    the index is one segment already (as after the previous scrub), so a
+    marker row is indexed first (a second segment), and its entries are
+    deleted again after the merge; all in one transaction.
+
+    Cost: O(index size), every segment is read and written once, under the
+    write lock. Measured on a scratch database (25-word chunks with 125 words
+    of context, 2 shared cores): 76-87 ms at 2,940 chunks, about 210 ms at
+    9,800, about 430 ms at 29,400 (FTS5 ``rebuild``, which re-reads every
+    chunk, took 383 ms, 1.0 s and 3.4 s). ``subject_erase``,
+    ``expired_purge`` (when it deleted anything) and the admin's deletes pay
+    it once per call; the API's single deletes do not (their postings go at
+    once; a separator key of theirs goes at the next rewrite). Oracle:
+    nothing here; Oracle Text has its own sync and optimize
+    (``oracle_text_optimize_sql``).
+    """
+    connection = connection or default_connection
+    if connection.vendor != "sqlite":
+        return
+    fts, (rowid, word) = KEYWORD_INDEX, REWRITE_MARKER
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {fts}(rowid, text, context) VALUES (%s, %s, '')", [rowid, word])
+        cursor.execute(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")
+        cursor.execute(f"INSERT INTO {fts}({fts}, rowid, text, context) VALUES ('delete', %s, %s, '')", [rowid, word])
 
 
 def _wal_checkpoint(connection) -> bool:

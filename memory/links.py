@@ -44,6 +44,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from memory import ttl as ttl_rules
+from memory.erasure import admin_log_erase
 from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound, check_sql_count
 from memory.fields import VectorDistance
 from memory.locking import lock_first
@@ -374,7 +375,8 @@ def link_delete(
     type and ``relation_type``, in the stored source-to-target orientation (the
     reverse orientation matches nothing). ``relation_id`` must come alone.
     Removing the last supersedes/refines/duplicates relation into a record makes
-    it valid again. Raises ValueError for a mixed or incomplete selector.
+    it valid again. The admin's history of the relation goes too (``memory.erasure.admin_log_erase``).
+    Raises ValueError for a mixed or incomplete selector.
     """
     given = {name: value for name, value in zip(
         _TUPLE_FIELDS, (source_record_id, source_record_type, target_record_id, target_record_type, relation_type)
@@ -399,6 +401,7 @@ def link_delete(
         if row is None:
             return 0
         row.delete()
+        admin_log_erase(RecordLink, [row.pk])
         if row.relation_type in INVALIDATING_RELATIONS:
             revalidate([row.target_id])
     return 1

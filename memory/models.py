@@ -9,6 +9,12 @@ through a ``SearchChunk`` with ``source_kind`` and ``record_type`` ``image``.
 Every row belongs to a ``Project`` (migration 0006, issue #12) and record ids
 are stored as ``"<project pk>:<public id>"`` (``memory.tenancy``), so the
 caller's ids are unique within a project only.
+
+A record's ``__str__`` is its kind and public id, never its content: the
+admin stores it in its history (``django_admin_log.object_repr``) on every
+change and delete, where an erasure would otherwise have to find user text
+(found by an attacker of #12; ``memory.erasure.admin_log_erase`` deletes the
+history of what is erased). Lists show content in columns of their own.
 """
 
 from __future__ import annotations
@@ -146,7 +152,7 @@ class Message(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.role}: {self.content[:60]}"
+        return f"message {self.public_id}"
 
     @property
     def public_id(self) -> str:
@@ -185,7 +191,7 @@ class Memory(models.Model):
         verbose_name_plural = "memories"
 
     def __str__(self) -> str:
-        return f"[{self.memory_type}] {self.content[:60]}"
+        return f"{self.memory_type} {self.public_id}"
 
     @property
     def public_id(self) -> str:
@@ -260,7 +266,7 @@ class ThreadSummary(models.Model):
         db_table = "oam_thread_summaries"
 
     def __str__(self) -> str:
-        return f"summary of {self.thread_id} through {self.through_seq}"
+        return f"summary of thread {public_id(self.thread_id)}"
 
 
 EXTRACTION_STATES = ("queued", "running", "done", "failed")
@@ -327,7 +333,7 @@ class RecordLink(models.Model):
         ordering = ["created_at", "id"]
 
     def __str__(self) -> str:
-        return f"{public_id(self.source_id)} {self.relation_type} {public_id(self.target_id)}"
+        return f"relation {self.public_id}"
 
     @property
     def public_id(self) -> str:
@@ -389,7 +395,7 @@ class Image(models.Model):
         ordering = ["created_at", "id"]
 
     def __str__(self) -> str:
-        return f"{self.mime_type} {self.public_id}"
+        return f"image {self.public_id}"
 
     @property
     def public_id(self) -> str:

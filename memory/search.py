@@ -358,10 +358,12 @@ def run_search(query: Any, *, tenant: Tenant, defaults: SearchScope, config: Mem
 
     ``arguments`` are the spec's search arguments (``NOTSET`` when omitted):
     the scope ones go to ``resolve_scope`` (``client``: the client-search rules), the rest to ``build_request``.
-    Errors as those two raise them; ``Tenant.limit_scope`` raises
-    ``OutOfScope`` (ValueError) for a scope beyond a restricted tenant's user or agent.
+    A restricted tenant's user and agent fill what the search leaves unset first (``Tenant.fill_scope``: a
+    user-restricted client need not name its user). Errors as those two raise them; ``Tenant.limit_scope``
+    raises ``OutOfScope`` (ValueError) for a scope beyond a restricted tenant's user or agent.
     """
     scope_arguments = {name: arguments.pop(name) for name in SCOPE_ARGUMENTS if name in arguments}
+    scope, scope_arguments = tenant.fill_scope(scope, scope_arguments)
     resolved = tenant.limit_scope(resolve_scope(defaults, client=client, scope=scope, **scope_arguments))
     return search_records(build_request(query, project_id=tenant.project.pk, scope=resolved, config=config,
                                         **arguments))

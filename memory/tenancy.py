@@ -202,6 +202,22 @@ class Tenant:
         return ((self.user_id is None or row.user_id == self.user_id)
                 and (self.agent_id is None or row.agent_id == self.agent_id))
 
+    def fill_scope(self, scope: Any, arguments: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """A search's ``scope`` (a ``SearchScope`` or None) and explicit scope ``arguments`` with the fixed
+        user and agent in place of unset ids, before the search's rules run (``memory.search.run_search``).
+
+        So a user-restricted client never needs to pass ``user_id`` (issue #12; the SDK's "client searches
+        require explicit user scoping" was checked first, found by an attacker): its user is explicit. The
+        ``exact_*`` flags stay as given, and a given id stays too (``limit_scope`` checks it). The ids go into
+        ``scope`` when there is one, else into ``arguments`` (the two stay exclusive).
+        """
+        fixed = self.row_filter()
+        if isinstance(scope, SearchScope):
+            return replace(scope, **{f: v for f, v in fixed.items() if getattr(scope, f) is NOTSET}), arguments
+        if scope is None:
+            return scope, {**arguments, **{f: v for f, v in fixed.items() if arguments.get(f, NOTSET) is NOTSET}}
+        return scope, arguments
+
     def limit_scope(self, scope: SearchScope) -> SearchScope:
         """A search scope within the restriction: an open dimension is pinned to the fixed id; one naming
         another id (or ``exact_*_match=False`` over it) raises ``OutOfScope``."""

@@ -7,7 +7,10 @@ management, searches) and every refused one (401, 403), plus reads when
 ``OAM_AUDIT_READS`` is on; for the staff pages, every POST. The WebSocket
 consumer records each connection, accepted (101) or refused (its close code).
 A record keeps the route's template and the public thread and record ids its
-path named, never a user or agent id; erasing a user clears the thread and
+path named, never a user or agent id, and no ids at all when no project is
+known (a request refused before its key was: 401, a WebSocket's 4401/4403;
+such ids could not be found again by an erasure, which works per project:
+found by an attacker of #12); erasing a user clears the thread and
 record ids of the erased threads, and the record ids of every erased record
 wherever it lived (``scrub_erased``, on ``memory.signals.subject_erased``).
 Recording never breaks the request: a failure is logged.
@@ -20,6 +23,7 @@ import re
 from typing import Any
 
 from django.conf import settings
+from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse
 
 from threads.middleware import ResponseMiddleware
@@ -36,13 +40,25 @@ _CONVERTER = re.compile(r"<(?:\w+:)?(\w+)>")
 def record_access(*, channel: str, method: str, route: str, status: int, project: Any = None,
                   api_key: ApiKey | None = None, staff_user: str = "", thread_id: str | None = None,
                   record_id: str | None = None) -> AccessRecord | None:
-    """Store one access record; return it, or None when it could not be written (logged, never raised)."""
+    """Store one access record; return it, or None when it could not be written (logged, never raised).
+
+    Without a ``project`` the ``thread_id`` and ``record_id`` are not kept: the route, method, status and
+    time describe an unauthenticated attempt well enough, and an erasure finds ids by project only.
+    """
+    if project is None:
+        thread_id = record_id = None
+    fields = dict(channel=channel, method=method[:10], route=route[:200], status=status, project=project,
+                  staff_user=staff_user[:150], thread_id=(thread_id or None) and thread_id[:255],
+                  record_id=(record_id or None) and str(record_id)[:255])
     try:
-        return AccessRecord.objects.create(
-            channel=channel, method=method[:10], route=route[:200], status=status, project=project, api_key=api_key,
-            staff_user=staff_user[:150], thread_id=(thread_id or None) and thread_id[:255],
-            record_id=(record_id or None) and str(record_id)[:255],
-        )
+        try:
+            with transaction.atomic():
+                return AccessRecord.objects.create(api_key=api_key, **fields)
+        except IntegrityError:
+            if api_key is None:
+                raise
+            # the key is gone: the request erased its own user or agent (threads.auth.subject_keys_erase)
+            return AccessRecord.objects.create(api_key=None, **fields)
     except Exception:  # noqa: BLE001 - an audit failure must not fail the request it describes
         logger.warning("could not record %s %s", method, route, exc_info=True)
         return None

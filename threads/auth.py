@@ -194,6 +194,35 @@ def close_key_sockets(key_id: int) -> None:
     progress.publish(key_group(key_id), {"type": "key.revoked", "key_id": int(key_id)})
 
 
+def subject_keys_erase(sender, *, project: Project, subject: str, subject_id: str, **kwargs) -> dict[str, int]:
+    """``memory.signals.subject_erased``: delete every key of ``project`` fixed to the erased user or agent;
+    return the rows deleted (``api_keys``, and ``admin_log_entries``: the admin's history of those keys).
+
+    Found by an attacker of #12: a key created with ``user_id="u1"`` stayed
+    active after ``DELETE /api/users/u1`` and could write new data for u1.
+    Deleted rather than revoked and scrubbed: the key's ``user_id`` (and,
+    usually, its name, e.g. "widget for u1") is data about the erased
+    subject; a revoked row without its ``user_id`` would be a key with no
+    restriction, one flag away from reaching every user of the project; and
+    nothing is lost that the audit needs: access records keep their route,
+    status and time, their ``api_key`` becomes NULL (``on_delete=SET_NULL``),
+    and the receipt's ``requested_by`` keeps the erasing key's id. A key of
+    ``user_id`` u1 and ``agent_id`` a1 goes with u1 and with a1. Its open
+    WebSockets close (4401) when the erasure commits (``close_key_sockets``;
+    the periodic re-check of ``threads.consumers`` would find the key gone too).
+    """
+    from memory.erasure import admin_log_erase
+
+    keys = list(ApiKey.objects.filter(project=project, **{f"{subject}_id": subject_id}).values_list("pk", flat=True))
+    if not keys:
+        return {"api_keys": 0}
+    history = admin_log_erase(ApiKey, keys)
+    ApiKey.objects.filter(pk__in=keys).delete()
+    for key_id in keys:
+        close_key_sockets(key_id)
+    return {"api_keys": len(keys), "admin_log_entries": history}
+
+
 def api_key_tenant(row: ApiKey) -> Tenant:
     """What the engine enforces for a key: its project, fixed user and fixed agent."""
     return Tenant(project=row.project, user_id=row.user_id, agent_id=row.agent_id)

@@ -13,7 +13,9 @@ session, or a wrong or inactive API key), 4403 a signed-in user who is not
 active staff, 4404 no such thread (or project: a staff user who is not a
 member of the named project, nor a superuser, gets the same 4404). A socket
 opened with an API key closes with 4401 when that key is revoked or rotated (``threads.auth.close_key_sockets``), and at the
-latest ``OAM_WS_KEY_RECHECK_SECONDS`` after it expired or was revoked by another process. A browser (no API key) is accepted first
+latest ``OAM_WS_KEY_RECHECK_SECONDS`` after it expired or was revoked by another process. A staff session's socket
+re-checks its user as often and closes with the code a new handshake would get once they may no longer see the
+project (4404 no longer a member, 4403 no longer active staff, 4401 deleted). A browser (no API key) is accepted first
 and then closed with that code, because a browser only sees the code of a
 close after ``accept`` (a refused handshake is 1006 to it); the staff page
 (``static/staff/extraction.js``) shows the reason and stops reconnecting. A
@@ -35,7 +37,10 @@ Frames sent, all JSON:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
@@ -126,7 +131,12 @@ def _authorize(scope) -> Listener | int:
         if named is not None and named != row.project.slug:
             return FORBIDDEN
         return Listener(tenant=api_key_tenant(row), key=row)
-    user = scope.get("user")
+    return _staff_listener(scope.get("user"), named)
+
+
+def _staff_listener(user, named: str | None) -> Listener | int:
+    """The ``Listener`` of a staff ``user`` in the project slug ``named`` (None: default), or the close code
+    refusing them (``_authorize``'s 4401, 4403, 4404)."""
     if user is None or not user.is_authenticated:
         return NOT_AUTHENTICATED
     if not (user.is_active and user.is_staff):
@@ -135,6 +145,21 @@ def _authorize(scope) -> Listener | int:
         return Listener(tenant=Tenant(project=staff_project(user, named)), staff_user=user.get_username())
     except NotFound:
         return NO_SUCH_THREAD
+
+
+def _recheck_key(raw: str) -> int | None:
+    """None while the key ``raw`` is usable; else the close code (4401)."""
+    return None if api_key_lookup(raw) is not None else NOT_AUTHENTICATED
+
+
+def _recheck_staff(user_pk: Any, named: str | None) -> int | None:
+    """None while the staff user (read afresh) may still see the project; else the code a new handshake would
+    get: 4401 the user is gone, 4403 no longer active staff, 4404 no longer a member (nor a superuser)."""
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model()._default_manager.filter(pk=user_pk).first()
+    found = _staff_listener(user, named) if user is not None else NOT_AUTHENTICATED
+    return found if isinstance(found, int) else None
 
 
 def _state(listener: Listener, thread_id: str) -> tuple[str, dict] | None:
@@ -182,25 +207,31 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
         if listener.key_id is not None:  # revoking or rotating the key closes this socket
             self.key_group = key_group(listener.key_id)
             await self.channel_layer.group_add(self.key_group, self.channel_name)
+            recheck = partial(_recheck_key, scope_api_key(self.scope))
+        else:
+            recheck = partial(_recheck_staff, self.scope["user"].pk, _named_project(self.scope))
         await self.accept()
         await self.send_json({"event": "state", **state})
-        if listener.key_id is not None:
-            self.key_watch = asyncio.create_task(self._watch_key(scope_api_key(self.scope)))
+        self.watch = asyncio.create_task(self._watch(recheck))
 
-    async def _watch_key(self, raw: str) -> None:
-        """Close with 4401 once the key is no longer usable: checked every ``OAM_WS_KEY_RECHECK_SECONDS``.
+    async def _watch(self, recheck: Callable[[], int | None]) -> None:
+        """Close with the code ``recheck`` returns once it returns one: asked every ``OAM_WS_KEY_RECHECK_SECONDS``.
 
-        Revoking or rotating through the API closes the socket at once (the
-        channel layer); this also catches a key that expired, or was revoked by
-        ``manage.py revoke_api_key`` in another process whose message cannot
-        reach this one (the in-memory channel layer), found by an attacker of #12.
+        For a key (``_recheck_key``): revoking or rotating through the API
+        closes the socket at once (the channel layer); this also catches a key
+        that expired, or was revoked by ``manage.py revoke_api_key`` in another
+        process whose message cannot reach this one (the in-memory channel
+        layer), or deleted by an erasure. For a staff session (``_recheck_staff``):
+        a user removed from the project (``manage.py add_project_member --remove``,
+        the admin), no longer staff or active, or deleted. Both found by attackers of #12.
         """
         from django.conf import settings
 
         while True:
             await asyncio.sleep(settings.OAM_WS_KEY_RECHECK_SECONDS)
-            if await database_sync_to_async(api_key_lookup)(raw) is None:
-                await self.close(code=NOT_AUTHENTICATED)
+            code = await database_sync_to_async(recheck)()
+            if code is not None:
+                await self.close(code=code)
                 return
 
     async def _refuse(self, code: int) -> None:
@@ -210,7 +241,7 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
         await self.close(code=code)
 
     async def disconnect(self, code):
-        watch = getattr(self, "key_watch", None)
+        watch = getattr(self, "watch", None)
         if watch is not None and watch is not asyncio.current_task():
             watch.cancel()
         for group in (getattr(self, "group", None), getattr(self, "key_group", None)):

@@ -64,7 +64,9 @@ class AccessRecord(models.Model):
 
     ``route`` is the route's template (``/api/threads/{thread_id}/messages``),
     ``thread_id`` and ``record_id`` the public ids the path named (never a
-    user or agent id: an erasure would have to find them). An erasure clears
+    user or agent id: an erasure would have to find them), kept only when
+    ``project`` is known (a request refused before its key was has neither:
+    ``threads.audit.record_access``). An erasure clears
     them for the erased threads, and the record id of every erased record
     wherever it lived (``threads.audit.scrub_erased``).
     """

@@ -821,7 +821,9 @@ class ErasureOut(Schema):
     cascade: bool
     found: bool = Field(description="Whether the project held anything about the subject.")
     counts: dict[str, int] = Field(description="Rows deleted per kind: threads, messages, memories, images, "
-                                               "relations, chunks, summaries, extraction_jobs.")
+                                               "relations, chunks, summaries, extraction_jobs, admin_log_entries "
+                                               "(the admin's history of them), api_keys (keys fixed to the "
+                                               "erased user or agent).")
     storage: dict[str, Any] = Field(description="What was done to the storage afterwards (WAL truncated, "
                                                 "Oracle Text optimized ...).")
     requested_by: str

@@ -44,7 +44,7 @@ def test_writes_and_refusals_are_recorded_with_their_key(db, settings):
         (row.pk, "default", "api", "POST", "/api/threads/{thread_id}/memories", "c4", None, 201),
         (row.pk, "default", "api", "DELETE", "/api/threads/{thread_id}/memories/{memory_id}", "c4", "m1", 204),
         (reader_row.pk, "default", "api", "POST", "/api/threads", None, None, 403),
-        (None, None, "api", "DELETE", "/api/threads/{thread_id}", "c4", None, 401),
+        (None, None, "api", "DELETE", "/api/threads/{thread_id}", None, None, 401),  # no project: no ids
     ]
     settings.OAM_AUDIT_READS = True
     writer.get("/api/threads/c4")
@@ -93,7 +93,7 @@ def test_an_erasure_scrubs_the_ids_of_erased_records_that_lived_in_threads_that_
 
     assert admin.delete("/api/users/ann").json()["counts"] == {
         "threads": 0, "messages": 0, "memories": 2, "images": 0, "relations": 1, "chunks": 2, "summaries": 0,
-        "extraction_jobs": 0}
+        "extraction_jobs": 0, "admin_log_entries": 0, "api_keys": 0}
     kept = set(AccessRecord.objects.values_list("thread_id", "record_id"))
     assert not {record for _, record in kept} & {"m-ann-secret", "r-ann-bob", "m-ann-float"}
     assert ("t-bob", "m-bob") in kept and ("t-bob", None) in kept  # bob's thread survives, and so do its ids
@@ -159,6 +159,59 @@ def test_revoking_or_rotating_a_key_closes_its_sockets_and_only_its(settings, fr
     attempts = list(AccessRecord.objects.filter(channel="websocket").order_by("id").values_list("api_key_id", "status"))
     assert attempts == [(revoked[0].pk, 101), (rotated[0].pk, 101), (kept[0].pk, 101), (None, 4401)]
     assert AccessRecord.objects.filter(channel="websocket", project__slug="default").count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_refusals_before_a_key_is_known_keep_no_thread_or_record_id(settings, fresh_extraction_tracker):
+    """Found by an attacker of #12: a 401 or a refused WebSocket was recorded with no project and the ids of
+    its path, which no erasure (per project) can find. Now such a record keeps the route, method, status and
+    time only; an existing one loses its ids (migration threads 0004)."""
+    import importlib
+    from types import SimpleNamespace
+
+    from django.apps import apps
+    from django.db import connection
+
+    settings.OAM_EMBEDDED_WORKER = False
+    AgentMemory(llm=None).create_thread(thread_id="KANARIthread", user_id="u1")
+    wrong = JsonClient(headers={"Authorization": "Bearer wrong"})
+    assert wrong.delete("/api/threads/KANARIthread/memories/KANARImem").status_code == 401
+    assert JsonClient().get("/api/threads/KANARIthread").status_code == 401
+
+    async def refused():
+        from oam_site.asgi import application
+
+        codes = []
+        for path, headers in (("/ws/threads/KANARIthread/extraction/?api_key=wrong", []),
+                              ("/ws/threads/KANARIthread/extraction/", []),
+                              ("/ws/threads/KANARIthread/extraction/", [(b"cookie", cookie)])):
+            communicator = WebsocketCommunicator(application, path, headers=[(b"origin", b"http://localhost"),
+                                                                             *headers])
+            connected, code = await communicator.connect(timeout=10)
+            codes.append(code if not connected else await _closed_with(communicator))
+            await communicator.disconnect()
+        return codes
+
+    browser = Client()
+    browser.force_login(get_user_model().objects.create_user("joe", password="pw-for-tests-only"))  # not staff
+    cookie = f"sessionid={browser.cookies['sessionid'].value}".encode()
+    assert asyncio.run(refused()) == [4401, 4401, 4403]
+    rows = list(AccessRecord.objects.order_by("id").values_list("project", "channel", "route", "thread_id",
+                                                                "record_id", "status"))
+    assert rows == [
+        (None, "api", "/api/threads/{thread_id}/memories/{memory_id}", None, None, 401),
+        (None, "api", "/api/threads/{thread_id}", None, None, 401),
+        (None, "websocket", "/ws/threads/{thread_id}/extraction/", None, None, 4401),
+        (None, "websocket", "/ws/threads/{thread_id}/extraction/", None, None, 4401),
+        (None, "websocket", "/ws/threads/{thread_id}/extraction/", None, None, 4403),
+    ]
+    old = AccessRecord.objects.create(channel="api", method="GET", route="/api/threads/{thread_id}", status=401)
+    AccessRecord.objects.filter(pk=old.pk).update(thread_id="KANARIthread", record_id="KANARImem")  # stored before
+    kept = AccessRecord.objects.create(channel="api", method="GET", route="/api/threads/{thread_id}", status=404,
+                                       project=get_project(None), thread_id="t1")
+    migration = importlib.import_module("threads.migrations.0004_unattributed_access_ids")
+    migration.clear_ids(apps, SimpleNamespace(connection=connection))
+    assert AccessRecord.objects.filter(thread_id__isnull=False).values_list("pk", "thread_id")[::1] == [(kept.pk, "t1")]
 
 
 def test_the_staff_project_list_counts_threads(db):
@@ -230,3 +283,55 @@ def test_a_socket_closes_when_its_key_expires_or_is_revoked_by_another_process(s
 
     codes, still_open = asyncio.run(scenario())
     assert codes == [4401, 4401] and still_open is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_erasing_a_user_deletes_the_keys_fixed_to_them_and_closes_their_sockets(settings, fresh_extraction_tracker):
+    """Found by an attacker of #12: a key created for one user stayed usable after that user's erasure and
+    wrote new data for them. Now every key fixed to the erased user (or agent) is deleted, with the admin's
+    history of it; its sockets close; its access records stay, without it."""
+    from django.contrib.admin.models import LogEntry
+
+    from threads.models import ApiKey
+
+    settings.OAM_EMBEDDED_WORKER = False
+    admin, admin_row, _ = keyed(permission="admin", name="ops")
+    client = AgentMemory(llm=None)
+    client.create_thread(thread_id="t-k", user_id="KANARIuser", agent_id="a1")
+    root = get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests-only")
+    browser = Client()
+    browser.force_login(root)
+    response = browser.post("/admin/threads/apikey/add/", {
+        "name": "for KANARIuser", "project": str(get_project(None).pk), "permission": "write",
+        "user_id": "KANARIuser", "agent_id": "", "expires_at_0": "", "expires_at_1": ""})
+    assert response.status_code == 200 and b"API key created" in response.content
+    fixed = ApiKey.objects.get(user_id="KANARIuser")
+    raw = response.context["raw"]
+    assert LogEntry.objects.filter(object_id=str(fixed.pk)).exists()  # "for KANARIuser (...)"
+    user_key = JsonClient(headers={"Authorization": f"Bearer {raw}"})
+    assert user_key.post("/api/threads/t-k/memories", {"content": "likes tea"}).status_code == 201
+    other_client, other, _ = keyed(name="u2 widget", user_id="u2")
+    agent_client, agent_key, _ = keyed(name="a9 bot", agent_id="a9")
+
+    async def scenario():
+        socket, connected, _ = await _open(f"/ws/threads/t-k/extraction/?api_key={raw}")
+        assert connected
+        body = (await database_sync_to_async(admin.delete)("/api/users/KANARIuser")).json()
+        return body, await _closed_with(socket)
+
+    body, code = asyncio.run(scenario())
+    assert body["counts"]["api_keys"] == 1 and body["counts"]["admin_log_entries"] == 1 and code == 4401
+    assert not ApiKey.objects.filter(pk=fixed.pk).exists()
+    assert user_key.post("/api/threads", {"thread_id": "again", "user_id": "KANARIuser"}).status_code == 401
+    assert set(ApiKey.objects.values_list("pk", flat=True)) == {admin_row.pk, other.pk, agent_key.pk}
+    assert AccessRecord.objects.filter(api_key__isnull=True, status=201).exists()  # its write, without the key
+    assert not LogEntry.objects.exists()
+    assert not any("KANARI" in str(value) for model in (ApiKey, AccessRecord)
+                   for row in model.objects.values() for value in row.values())
+    # an agent's erasure takes the keys fixed to that agent; a key erasing its own user goes with it
+    assert admin.delete("/api/agents/a9").json()["counts"]["api_keys"] == 1
+    _, self_eraser, self_raw = keyed(name="u3 admin", permission="admin", user_id="u3")
+    response = JsonClient(headers={"Authorization": f"Bearer {self_raw}"}).delete("/api/users/u3")
+    assert response.status_code == 200 and response.json()["counts"]["api_keys"] == 1
+    record = AccessRecord.objects.get(route="/api/users/{user_id}", status=200, api_key__isnull=True)
+    assert record.project == get_project(None)  # recorded, without the key it erased

@@ -107,8 +107,8 @@ def test_a_user_keys_searches_stay_with_its_user(two_users):
     mine, _ = client_for(user_id="u1")
     own = mine.post("/api/search", {"query": "pet iguana", "user_id": "u1", "max_results": 50})
     assert own.status_code == 200 and {r["record"]["user_id"] for r in own.json()} == {"u1"}
-    unscoped = mine.post("/api/search", {"query": "pet iguana"})  # the SDK's rule holds for every key
-    assert unscoped.status_code == 422 and unscoped.json()["detail"][0]["loc"] == ["body", "user_id"]
+    unscoped = mine.post("/api/search", {"query": "pet iguana", "max_results": 50})  # its user is explicit (#12)
+    assert unscoped.status_code == 200 and unscoped.json() == own.json()
     loose = mine.post("/api/search", {"query": "iguana", "user_id": "u1", "exact_user_match": False})
     assert loose.status_code == 422  # the SDK refuses it for every client search (test_search_scope)
     for path, body, field in (("/api/search", {"query": "iguana", "user_id": "u2"}, "user_id"),

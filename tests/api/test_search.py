@@ -134,3 +134,18 @@ def test_a_search_across_threads_needs_a_user_and_exact_matching(api, thread):
     assert response.status_code == 422 and response.json()["detail"][0]["loc"][-1] == "max_results"
     found = api.post("/api/search", {"query": "pet iguana", "user_id": "user-1", "record_types": ["memory"]})
     assert [r["record_id"] for r in found.json()] == ["pet"]
+
+
+def test_a_user_restricted_key_searches_without_user_id(api, world):
+    """Issue #12: "A user-restricted key never needs to pass user_id" (was a 422, found by an attacker)."""
+    from tests.api.helpers import JsonClient
+    from threads.auth import api_key_create
+
+    _, raw = api_key_create(name="u2 widget", permission="read", user_id="u2")
+    u2 = JsonClient(headers={"Authorization": f"Bearer {raw}"})
+    assert ids(u2.post("/api/search", {"query": "bicycle"})) == ["mem-t-c"]
+    assert ids(u2.post("/api/search", {"query": "bicycle", "agent_id": "a1"})) == ["mem-t-c"]
+    assert u2.post("/api/search", {"query": "bicycle", "user_id": "u1"}).status_code == 403
+    response = u2.post("/api/search", {"query": "bicycle", "exact_user_match": False})
+    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["body", "exact_user_match"]
+    assert api.post("/api/search", {"query": "bicycle"}).status_code == 422  # an unrestricted key still must

@@ -8,9 +8,11 @@ are made with ``transactional_db``: the consumer reads them from another thread.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 
 import pytest
+from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.test import Client
@@ -185,6 +187,49 @@ def test_a_staff_session_listens_in_the_project_it_names(application, thread):
     assert run(attempt("/ws/threads/only-acme/extraction/")) == 4404  # the default project has no such thread
     assert run(attempt("/ws/threads/only-acme/extraction/?project=nope")) == 4404
     assert run(attempt("/ws/threads/t-ws/extraction/?project=default")) == "t-ws"
+
+
+@pytest.mark.parametrize("change, code", [("removed", 4404), ("not staff", 4403), ("inactive", 4403),
+                                          ("deleted", 4401), ("made superuser", None)])
+def test_a_staff_socket_closes_once_its_user_may_no_longer_see_the_project(application, thread, settings, change,
+                                                                           code):
+    """Found by an attacker of #12: a staff socket outlived the membership it was opened with. Now it checks its
+    user every ``OAM_WS_KEY_RECHECK_SECONDS`` as key sockets check their key, and closes with the code a new
+    handshake would get: 4404 no longer a member, 4403 no longer active staff, 4401 no such user."""
+    from django.core.management import call_command
+
+    settings.OAM_WS_KEY_RECHECK_SECONDS = 0.2
+    alice = User.objects.create_user("alice", password="x", is_staff=True)
+    acme = Project.objects.create(slug="acme")
+    acme.members.add(alice)
+    AgentMemory(project=acme, llm=None).create_thread(thread_id="t-acme")
+    cookie = session_cookie(alice)
+
+    def lose():
+        if change == "removed":
+            call_command("add_project_member", "acme", "alice", "--remove", stdout=io.StringIO(),
+                         stderr=io.StringIO())
+        elif change == "deleted":
+            alice.delete()
+        else:
+            field, value = {"not staff": ("is_staff", False), "inactive": ("is_active", False),
+                            "made superuser": ("is_superuser", True)}[change]
+            User.objects.filter(pk=alice.pk).update(**{field: value})
+
+    async def scenario():
+        communicator, connected, _ = await connect(application, "/ws/threads/t-acme/extraction/?project=acme",
+                                                   headers=[(b"cookie", cookie), (b"origin", b"http://testserver")])
+        assert connected and (await communicator.receive_json_from(timeout=5))["event"] == "state"
+        still_open = await communicator.receive_nothing(timeout=0.6)  # re-checked, still a member
+        await database_sync_to_async(lose)()
+        if code is None:
+            result = await communicator.receive_nothing(timeout=0.6)
+        else:
+            result = await close_code(communicator)
+        await communicator.disconnect()
+        return still_open, result
+
+    assert run(scenario()) == (True, True if code is None else code)
 
 
 def test_a_key_listens_to_its_projects_and_its_users_threads_only(application, thread):

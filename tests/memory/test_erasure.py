@@ -138,7 +138,8 @@ def test_erasing_a_user_takes_their_threads_and_every_record_scoped_to_them(worl
     assert Memory.objects.get(pk=key("u2-note")).status == "invalid"  # superseded by u1's memory
     receipt = client.erase_user("u1")
     assert receipt.counts == {"threads": 2, "messages": 1, "memories": 4, "images": 0, "relations": 1,
-                              "chunks": receipt.counts["chunks"], "summaries": 1, "extraction_jobs": 1}
+                              "chunks": receipt.counts["chunks"], "summaries": 1, "extraction_jobs": 1,
+                              "admin_log_entries": 0, "api_keys": 0}
     assert receipt.counts["chunks"] == 5 and receipt.found and receipt.subject_id == "u1"
     assert set(Thread.objects.values_list("pk", flat=True)) == {key("t2"), key("t1", "beta")}
     assert not Memory.objects.filter(project=client.project, user_id="u1").exists()
@@ -262,3 +263,122 @@ def test_an_erasure_over_http_answers_the_receipt(world):
     assert admin.get("/api/erasures/not-a-uuid").status_code == 422
     assert admin.delete("/api/agents/a1").json()["counts"]["threads"] == 1  # t2
     assert writer.delete("/api/memories/u1-float").status_code == 404  # erased with u1
+
+
+# --- FTS5 segments with more than one leaf page ----------------------------------------------------
+
+
+def fts_index_keys(word: str) -> int:
+    """How many b-tree separator keys of the keyword index (``<fts>_idx``, one per leaf page) contain ``word``."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {erasure.KEYWORD_INDEX}_idx WHERE instr(term, CAST(%s AS BLOB)) > 0",
+                       [word])
+        return cursor.fetchone()[0]
+
+
+def fts_segments() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(DISTINCT segid) FROM {erasure.KEYWORD_INDEX}_idx")
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("segments, gone_by", [("merged", "erasure"), ("one", "expiry")])
+def test_no_page_boundary_key_of_erased_words_survives_in_the_keyword_index(segments, gone_by):
+    """Found by an attacker of #12: secure-delete removes an erased term's postings from an FTS5 segment, but
+    the segment's b-tree keeps the first term of each leaf page as a separator key (``<fts>_idx``). A user
+    whose words spread over several leaf pages of a segment that also holds another user's words (merged by
+    FTS5's automerge; or the single segment an earlier rewrite left, on which a plain ``optimize`` does
+    nothing) left some there, after an erasure or after the expiry purge."""
+    import random
+
+    client = AgentMemory(llm=None)
+    canary = "kanarifts"
+    victim = client.create_thread(thread_id="t-u5", user_id="u5", agent_id="a1")
+    victim.add_messages([{"role": "user", "content": " ".join(f"{canary}{3 * i + j:04d}{'abcdef'[(3 * i + j) % 6]}"
+                                                              for j in range(3))} for i in range(100)])
+    rng = random.Random(12)
+    words = ["".join(rng.choice("bcdghlmnprstvwz") for _ in range(rng.randint(5, 10))) for _ in range(400)]
+    other = client.create_thread(thread_id="t-u6", user_id="u6", agent_id="a1")
+    other.add_messages([{"role": "user", "content": " ".join(rng.sample(words, 6))} for _ in range(100)])
+    for _ in range(6):  # more segments: FTS5's automerge merges them, the victim's with the others'
+        other.add_messages([{"role": "user", "content": " ".join(rng.sample(words, 6))} for _ in range(10)])
+    if segments == "one":  # as an earlier erasure leaves the index
+        with connection.cursor() as cursor:
+            cursor.execute(f"INSERT INTO {erasure.KEYWORD_INDEX}({erasure.KEYWORD_INDEX}) VALUES ('optimize')")
+        assert fts_segments() == 1
+    assert fts_index_keys(canary) > 0  # the precondition: a leaf page of the victim's words shared with u6's
+
+    if gone_by == "erasure":
+        storage = client.erase_user("u5").storage
+    else:
+        past = timezone.now() - dt.timedelta(seconds=1)
+        Message.objects.filter(thread_id=key("t-u5")).update(expires_at=past)
+        SearchChunk.objects.filter(thread_id=key("t-u5")).update(expires_at=past)
+        assert erasure.expired_purge()["messages"] == 100
+        storage = {"keyword_index_optimized": True, "wal_truncated": True}  # not reported by the purge
+
+    assert fts_index_keys(canary) == 0
+    assert canary.encode() not in file_bytes()
+    assert storage["keyword_index_optimized"] is True and storage["wal_truncated"] is True
+    assert not Message.objects.filter(thread_id=key("t-u5")).exists()
+    with connection.cursor() as cursor:  # the other user's words are still found, the marker row is gone
+        for word, found in ((words[0], True), (erasure.REWRITE_MARKER[1], False)):
+            cursor.execute(f"SELECT count(*) FROM {erasure.KEYWORD_INDEX} WHERE {erasure.KEYWORD_INDEX} MATCH %s",
+                           [word])
+            assert (cursor.fetchone()[0] > 0) is found
+
+
+# --- the admin's history ----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_admins_history_keeps_no_content_and_goes_with_what_it_names():
+    """Found by an attacker of #12: the admin writes ``str(record)`` into ``django_admin_log`` on every change
+    and delete, and a memory's ``str`` began with its content; an erasure left those rows."""
+    from django.contrib.admin.models import CHANGE, LogEntry
+    from django.contrib.admin.utils import quote
+    from django.contrib.auth import get_user_model
+    from django.contrib.contenttypes.models import ContentType
+    from django.test import Client
+
+    root = get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests-only")
+    browser = Client()
+    browser.force_login(root)
+    client = AgentMemory(llm=None)
+    canary = f"kanariadmin{uuid.uuid4().hex[:12]}"
+    thread = client.create_thread(thread_id="t-u1", user_id="u1", agent_id="a1")
+    [said] = thread.add_messages([{"role": "user", "content": f"my code is {canary}0", "id": "said"}])
+    kept = thread.add_memory(f"u1 secret {canary}1 pizza", memory_id="kept")
+    doomed = thread.add_memory(f"u1 secret {canary}2 pasta", memory_id="doomed")
+    thread.link_records(kept, "memory", doomed, "memory", "supports", relation_id="rel")
+    form = {"memory_type": "fact", "content": f"u1 secret {canary}3 pizza", "metadata": "{}", "status": "valid",
+            "timestamp": "", "expires_at_0": "", "expires_at_1": ""}
+    assert browser.post(f"/admin/memory/memory/{quote(key(kept))}/change/", form).status_code == 302
+    assert browser.post(f"/admin/memory/message/{quote(key(said))}/change/", {
+        "content": f"my code is {canary}4", "metadata": "{}", "status": "valid", "expires_at_0": "",
+        "expires_at_1": ""}).status_code == 302
+    assert browser.post(f"/admin/memory/recordlink/{quote(key('rel'))}/change/", {
+        "relation_type": "refines", "opposite_relation_type": "is_refined_by", "metadata": "{}",
+        "timestamp": ""}).status_code == 302
+    assert sorted(LogEntry.objects.values_list("object_repr", flat=True)) == [
+        "fact kept", "message said", "relation rel"]  # kinds and ids, no content
+    # an entry the admin wrote before records stopped showing their content in str()
+    LogEntry.objects.create(user=root, content_type=ContentType.objects.get_for_model(Memory),
+                            object_id=key(kept), object_repr=f"[memory] u1 secret {canary}1 pizza",
+                            action_flag=CHANGE, change_message="[]")
+    LogEntry.objects.create(user=root, content_type=ContentType.objects.get_for_model(Memory),
+                            object_id=key(doomed), object_repr=f"[memory] u1 secret {canary}2 pasta",
+                            action_flag=CHANGE, change_message="[]")
+
+    # the admin's own delete: the record's history goes with it, and its text leaves the file
+    assert browser.post(f"/admin/memory/memory/{quote(key(doomed))}/delete/", {"post": "yes"}).status_code == 302
+    assert not LogEntry.objects.filter(object_id__in=[key(doomed), key("rel")]).exists()
+    assert f"{canary}2".encode() not in file_bytes()
+    assert LogEntry.objects.filter(object_id__in=[key(kept), key(said)]).count() == 3
+
+    receipt = client.erase_user("u1")
+
+    assert receipt.counts["admin_log_entries"] == 3
+    assert not LogEntry.objects.exists()
+    assert canary.encode() not in file_bytes()

@@ -97,3 +97,29 @@ def test_max_results_above_the_sdk_bound_is_refused(people):
     with pytest.raises(ValueError, match="max_results"):
         people.get_thread("t1").search("iguana", max_results=10**9)
     assert people.get_thread("t1").search("iguana", max_results=1000)
+
+
+def test_a_user_restricted_client_searches_its_user_without_naming_it(people):
+    """Issue #12: "A user-restricted key never needs to pass user_id" (found missing by an attacker of #12:
+    the SDK's rule was checked before the restriction filled the user in). The rule still holds for others."""
+    from memory.errors import OutOfScope
+    from memory.tenancy import Tenant
+
+    def restricted(**fixed):
+        return AgentMemory(tenant=Tenant(project=people.project, **fixed), llm=None)
+
+    u1 = restricted(user_id="u1")
+    assert search(u1) == {"m-t1", "m-t1b"} == search(u1, scope=SearchScope())
+    assert search(u1, agent_id="a2") == {"m-t1b"} == search(u1, scope=SearchScope(agent_id="a2"))
+    assert search(u1, user_id="u1") == {"m-t1", "m-t1b"}
+    assert search(restricted(user_id="u1", agent_id="a2")) == {"m-t1b"}
+    with pytest.raises(OutOfScope, match="user_id"):
+        u1.search("iguana", user_id="u2")
+    with pytest.raises(ValueError, match="client searches require exact user scoping"):
+        u1.search("iguana", exact_user_match=False)
+    with pytest.raises(ValueError, match="scope"):
+        u1.search("iguana", scope=SearchScope(), agent_id="a1")
+    agent_only = restricted(agent_id="a1")  # restricted to an agent, not a user: the SDK's rule applies
+    with pytest.raises(ValueError, match="client searches require explicit user scoping"):
+        agent_only.search("iguana")
+    assert search(agent_only, user_id="u1") == {"m-t1"}

@@ -28,3 +28,15 @@ def test_a_subjects_records_are_found_by_project_and_id(oracle):
         qs = model.objects.filter(project_id=7, user_id="u1").values_list("pk", flat=True)
         sql, params = qs.query.get_compiler(connection=oracle).as_sql()
         assert '."PROJECT_ID" = %s AND' in sql and '."USER_ID" = %s' in sql and list(params) == [7, "u1"]
+
+
+def test_the_admins_history_of_erased_records_is_deleted_by_id(oracle):
+    """``memory.erasure.admin_log_erase``: ``object_id`` is an NCLOB on Oracle, compared through ``DBMS_LOB.SUBSTR``."""
+    from django.contrib.admin.models import LogEntry
+    from django.db.models.sql import DeleteQuery
+
+    qs = LogEntry.objects.filter(content_type_id=3, object_id__in=["1:m1", "1:m2"])
+    sql, params = qs.query.chain(DeleteQuery).get_compiler(connection=oracle).as_sql()
+    assert sql.startswith('DELETE FROM "DJANGO_ADMIN_LOG" WHERE')
+    assert '"CONTENT_TYPE_ID" = %s' in sql and 'DBMS_LOB.SUBSTR("DJANGO_ADMIN_LOG"."OBJECT_ID") IN (%s, %s)' in sql
+    assert list(params) == [3, "1:m1", "1:m2"]
