@@ -4,7 +4,9 @@
 records, for the JSON API, every request that may change something (any
 method but GET/HEAD/OPTIONS: creations, edits, deletes, erasures, key
 management, searches) and every refused one (401, 403), plus reads when
-``OAM_AUDIT_READS`` is on; for the staff pages, every POST. The WebSocket
+``OAM_AUDIT_READS`` is on; for the staff pages and the Django admin, every
+POST (the admin's own history, ``django_admin_log``, is erased with the records
+it names, so this is what keeps who changed or deleted what). The WebSocket
 consumer records each connection, accepted (101) or refused (its close code).
 A record keeps the route's template and the public thread and record ids its
 path named, never a user or agent id, and no ids at all when no project is
@@ -78,6 +80,34 @@ def _ids(request: HttpRequest) -> tuple[str | None, str | None]:
     return kwargs.get("thread_id"), record
 
 
+def _admin_object(request: HttpRequest, object_id: str) -> tuple[Any, str | None, str | None]:
+    """(project, thread id, record id) of an admin change/delete page's object.
+
+    Rows of a project have stored ids ``"<project pk>:<public id>"``
+    (``memory.tenancy``): the record keeps the project and the public id, as a
+    staff page's record does, so an erasure finds it (``scrub_erased``). A
+    thread's id goes in ``thread_id``, any other row's in ``record_id``;
+    objects without a project (users, projects themselves) keep no id.
+    """
+    from django.contrib.admin.utils import unquote
+
+    from memory.models import Project, Thread
+    from memory.tenancy import SEPARATOR, project_of, public_id
+
+    model = getattr(getattr(request.resolver_match.func, "model_admin", None), "model", None)
+    object_id = unquote(object_id)  # the admin quotes pks in its URLs (":" is "_3A")
+    if SEPARATOR not in object_id:  # keys, projects, users: integer pks, no project in them
+        return None, None, None
+    try:
+        project = Project.objects.filter(pk=project_of(object_id)).first()
+    except ValueError:
+        return None, None, None
+    if project is None:
+        return None, None, None
+    public = public_id(object_id)
+    return (project, public, None) if model is Thread else (project, None, public)
+
+
 class AuditMiddleware(ResponseMiddleware):
     """Records API and staff accesses after the response is made (see the module docstring).
 
@@ -92,7 +122,7 @@ class AuditMiddleware(ResponseMiddleware):
         if path.startswith("/api/") and not path.startswith(("/api/docs", "/api/openapi.json")):
             return (request.method not in READ_METHODS or response.status_code in (401, 403)
                     or getattr(settings, "OAM_AUDIT_READS", False))
-        return path.startswith("/staff/") and request.method == "POST"
+        return path.startswith(("/staff/", "/admin/")) and request.method == "POST"
 
     def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
         if self.needs_worker(request, response):
@@ -118,6 +148,8 @@ class AuditMiddleware(ResponseMiddleware):
         kwargs = getattr(getattr(request, "resolver_match", None), "kwargs", None) or {}
         project = Project.objects.filter(slug=kwargs["project"]).first() if "project" in kwargs else None
         thread_id, record_id = _ids(request)
+        if project is None and "object_id" in kwargs:
+            project, thread_id, record_id = _admin_object(request, kwargs["object_id"])
         record_access(channel="staff", method=request.method, route=route_template(request),
                       status=response.status_code, project=project, staff_user=request.user.get_username(),
                       thread_id=thread_id, record_id=record_id)

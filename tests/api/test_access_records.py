@@ -113,6 +113,34 @@ def test_staff_writes_are_recorded_with_the_staff_member(db, thread):
     assert record.route == "/staff/projects/{project}/threads/{thread_id}/memories/{memory_id}/delete/"
 
 
+def test_admin_writes_are_recorded_and_an_erasure_clears_their_ids(db):
+    """The admin's own history is erased with the records it names (no content may outlive them), so the
+    access records keep who changed or deleted what in the admin, under the object's project and public id."""
+    from django.contrib.admin.utils import quote
+
+    root = get_user_model().objects.create_superuser("root", password="pw-for-tests-only")
+    staff = Client()
+    staff.force_login(root)
+    client = AgentMemory(llm=None)
+    thread = client.create_thread(thread_id="t-ann", user_id="ann")
+    thread.add_memory("likes tea", memory_id="m-ann")
+    client.create_thread(thread_id="t-bob", user_id="bob").add_memory("likes coffee", memory_id="m-bob")
+    response = staff.post(f"/admin/memory/memory/{quote(f'{client.project.pk}:m-bob')}/delete/", {"post": "yes"})
+    assert response.status_code == 302
+    record = AccessRecord.objects.get(channel="staff")
+    assert (record.staff_user, record.project, record.method, record.record_id, record.thread_id) == (
+        "root", client.project, "POST", "m-bob", None)
+    assert record.route == "/admin/memory/memory/{object_id}/delete/"
+    staff.post(f"/admin/memory/memory/{quote(f'{client.project.pk}:m-ann')}/change/", {})
+    staff.post(f"/admin/memory/thread/{quote(f'{client.project.pk}:t-ann')}/change/", {})
+    assert AccessRecord.objects.filter(channel="staff", record_id="m-ann").exists()
+    assert AccessRecord.objects.filter(channel="staff", thread_id="t-ann").exists()
+
+    client.delete_user("ann")
+    assert not AccessRecord.objects.filter(record_id="m-ann").exists()
+    assert not AccessRecord.objects.filter(thread_id="t-ann").exists()
+
+
 # --- WebSockets -------------------------------------------------------------------------------------
 
 
