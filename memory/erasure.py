@@ -330,8 +330,13 @@ def expired_purge(*, now: datetime | None = None, batch: int = PURGE_BATCH) -> C
     Safe to run anywhere, any number of times, concurrently. Then
     ``memory.signals.purge_ran`` lets other layers purge what they keep for a
     bounded time (access records older than ``OAM_ACCESS_LOG_DAYS``, counted as
-    ``access_records``). The storage is scrubbed afterwards when anything was
-    deleted (``storage_scrub``).
+    ``access_records``). The storage is scrubbed afterwards (``storage_scrub``)
+    when this purge deleted anything or when any search chunk was deleted since
+    the last scrub by any path (``chunk_deletes_since_scrub``: a single delete
+    through the API, the staff pages or the client overwrites the row and its
+    FTS postings at once, but FTS5 may keep one of its terms as a page key
+    until the index is rewritten; so that key lives at most until the next
+    purge, ``OAM_PURGE_EXPIRED_SECONDS``, default an hour).
     """
     now = now or timezone.now()
     counts: Counter = Counter()
@@ -349,9 +354,37 @@ def expired_purge(*, now: datetime | None = None, batch: int = PURGE_BATCH) -> C
     for _receiver, result in purge_ran.send_robust(sender=expired_purge, now=now):
         if isinstance(result, int) and result:
             counts["access_records"] += result
-    if any(counts.values()):
+    if any(counts.values()) or chunk_deletes_since_scrub():
         storage_scrub()
     return counts
+
+
+#: Cache key of the chunk-delete total at the last scrub (``chunk_deletes_since_scrub``).
+SCRUBBED_DELETES_KEY = "oam:erasure:chunk-deletes-at-last-scrub"
+
+
+def chunk_deletes_total(connection=None) -> int | None:
+    """How many search chunks were ever deleted: SQLite's ``AUTOINCREMENT`` high-water mark of
+    ``oam_search_chunks`` (ids are never reused) minus the rows left. None on other databases."""
+    connection = connection or default_connection
+    if connection.vendor != "sqlite":
+        return None
+    table = SearchChunk._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT seq FROM sqlite_sequence WHERE name = %s", [table])
+        row = cursor.fetchone()
+        cursor.execute(f"SELECT COUNT(*) FROM {connection.ops.quote_name(table)}")
+        left = cursor.fetchone()[0]
+    return (row[0] if row else 0) - left
+
+
+def chunk_deletes_since_scrub(connection=None) -> bool:
+    """Whether a search chunk was deleted since the last ``storage_scrub`` (by any path), as far as the
+    cache knows (a cold cache, e.g. a restarted worker without Redis, answers True once)."""
+    from django.core.cache import cache
+
+    total = chunk_deletes_total(connection)
+    return total is not None and total != cache.get(SCRUBBED_DELETES_KEY)
 
 
 # --- the storage -----------------------------------------------------------------------------------
@@ -362,6 +395,12 @@ def oracle_text_optimize_sql(connection=None) -> list[str]:
     connection = connection or default_connection
     quote = connection.ops.quote_name
     return [f"BEGIN CTX_DDL.OPTIMIZE_INDEX('{quote(f'{KEYWORD_INDEX}_{i}')}', 'FULL'); END;" for i in (1, 2)]
+
+
+def _remember_scrubbed_deletes(connection) -> None:
+    from django.core.cache import cache
+
+    cache.set(SCRUBBED_DELETES_KEY, chunk_deletes_total(connection), None)
 
 
 def storage_scrub(connection=None) -> dict[str, Any]:
@@ -391,6 +430,7 @@ def storage_scrub(connection=None) -> dict[str, Any]:
                 done["secure_delete"] = bool(cursor.fetchone()[0])
                 keyword_index_rewrite(connection)  # before the checkpoint, which copies its pages into the file
                 done["keyword_index_optimized"] = True
+                _remember_scrubbed_deletes(connection)
                 cursor.execute("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_stat4'")
                 if cursor.fetchone():  # ANALYZE's samples of index keys: ids, user ids
                     cursor.execute("DELETE FROM sqlite_stat4 WHERE tbl LIKE 'oam\\_%' ESCAPE '\\'")

@@ -12,6 +12,7 @@ checks that no byte of it is left: not in the tables, not in free pages
 import datetime as dt
 import io
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,7 @@ from memory.models import (
     Thread,
     ThreadSummary,
 )
-from memory.tenancy import Tenant
+from memory.tenancy import Tenant, public_id
 from tests import image_samples as samples
 from tests.ids import key
 
@@ -283,7 +284,7 @@ def fts_segments() -> int:
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("segments, gone_by", [("merged", "erasure"), ("one", "expiry")])
+@pytest.mark.parametrize("segments, gone_by", [("merged", "erasure"), ("one", "expiry"), ("merged", "deletes")])
 def test_no_page_boundary_key_of_erased_words_survives_in_the_keyword_index(segments, gone_by):
     """Found by an attacker of #12: secure-delete removes an erased term's postings from an FTS5 segment, but
     the segment's b-tree keeps the first term of each leaf page as a separator key (``<fts>_idx``). A user
@@ -311,6 +312,15 @@ def test_no_page_boundary_key_of_erased_words_survives_in_the_keyword_index(segm
 
     if gone_by == "erasure":
         storage = client.erase_user("u5").storage
+    elif gone_by == "deletes":  # one at a time, as an application deletes (client, API, staff pages)
+        erasure._remember_scrubbed_deletes(connection)  # the state the last scrub left
+        assert erasure.chunk_deletes_since_scrub() is False
+        for stored in list(Message.objects.filter(thread_id=key("t-u5")).values_list("id", flat=True)):
+            assert victim.delete_message(public_id(stored)) == 1
+        assert erasure.chunk_deletes_since_scrub() is True
+        assert erasure.expired_purge() == Counter()  # nothing expired: the scrub runs for the deletes
+        assert erasure.chunk_deletes_since_scrub() is False
+        storage = {"keyword_index_optimized": True, "wal_truncated": True}  # not reported by the purge
     else:
         past = timezone.now() - dt.timedelta(seconds=1)
         Message.objects.filter(thread_id=key("t-u5")).update(expires_at=past)
