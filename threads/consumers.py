@@ -185,18 +185,31 @@ def _record(listener: Listener | int, thread_id: str, status: int) -> None:
                   staff_user=known.staff_user if known else "", thread_id=thread_id)
 
 
+def _handshake(scope, thread_id: str) -> tuple[Listener | int, tuple[str, dict] | None, int | None]:
+    """(listener or refusal code, (stored thread id, state) or None, refusal or None), recorded as an access.
+
+    One trip to a worker thread for the whole handshake instead of three
+    (authorize, state, record): under load each trip waits for a thread, and a
+    handshake that outlasts daphne's ``--websocket_connect_timeout`` (5 s) ends
+    in an abnormal close, which a browser takes as a reason to reconnect (a
+    browser test saw two attempts instead of one twice on a loaded machine).
+    """
+    listener = _authorize(scope)
+    found, refusal = None, listener if isinstance(listener, int) else None
+    if refusal is None:
+        found = _state(listener, thread_id)
+        if found is None:
+            refusal = NO_SUCH_THREAD
+    _record(listener, thread_id, refusal or ACCEPTED)
+    return listener, found, refusal
+
+
 class ExtractionConsumer(AsyncJsonWebsocketConsumer):
     """Relays one thread's extraction events to the client; the client sends nothing."""
 
     async def connect(self):
-        listener = await database_sync_to_async(_authorize)(self.scope)
         thread_id = self.scope["url_route"]["kwargs"]["thread_id"]
-        found, refusal = None, listener if isinstance(listener, int) else None
-        if refusal is None:
-            found = await database_sync_to_async(_state)(listener, thread_id)
-            if found is None:
-                refusal = NO_SUCH_THREAD
-        await database_sync_to_async(_record)(listener, thread_id, refusal or ACCEPTED)
+        listener, found, refusal = await database_sync_to_async(_handshake)(self.scope, thread_id)
         if refusal is not None:
             await self._refuse(refusal)
             return
