@@ -10,6 +10,10 @@ of the body, and answers there:
 * ``413`` when ``Content-Length`` is over ``OAM_MAX_REQUEST_BYTES``
   (``settings.DATA_UPLOAD_MAX_MEMORY_SIZE``, default 32 MiB, files included),
   or a body without a length grows past it;
+* ``414`` for a request line (method, path and query) over Twisted's line
+  limit (``HTTPChannel.MAX_LENGTH``, 16,384 bytes), ``431`` for a header line
+  over it: Twisted itself drops such a connection without a word (a
+  schemathesis run met it with an 18 KB query string);
 * ``401`` for a body sent to ``/api/`` without ``Authorization: Bearer <key>``;
   with a key, reading stops (the socket is paused) while the key is looked up
   in a worker thread (``threads.auth.api_key_lookup``), and a key that is not
@@ -107,7 +111,8 @@ def _key_check(token: str, address: str) -> int | None:
     return 429 if count_failed_key(address) else 401
 
 
-_REASONS = {401: "Unauthorized", 413: "Content Too Large", 429: "Too Many Requests"}
+_REASONS = {401: "Unauthorized", 413: "Content Too Large", 414: "URI Too Long", 429: "Too Many Requests",
+            431: "Request Header Fields Too Large"}
 _installed = False
 
 
@@ -121,6 +126,7 @@ def install() -> None:
     except ImportError:  # another ASGI server
         return
     from twisted.internet.threads import deferToThread
+    from twisted.web.http import HTTPChannel
 
     from threads.throttling import seconds_to_next_window
 
@@ -128,17 +134,26 @@ def install() -> None:
     content_chunk = WebRequest.handleContentChunk
     request_received = WebRequest.requestReceived
 
-    def refuse(request, status: int, detail: str) -> None:
-        request._oam_refused = True
-        request.requestHeaders.removeHeader(b"expect")  # no "100 Continue" after a final answer
-        transport = request.channel.transport if request.channel is not None else None
-        if transport is None:
-            return
+    def answer(transport, status: int, detail: str) -> None:
         body = json.dumps({"detail": detail, "field": None}).encode()
         retry = f"Retry-After: {seconds_to_next_window()}\r\n" if status == 429 else ""
         transport.write(f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: application/json\r\n{retry}"
                         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
         transport.loseConnection()
+
+    def refuse(request, status: int, detail: str) -> None:
+        request._oam_refused = True
+        request.requestHeaders.removeHeader(b"expect")  # no "100 Continue" after a final answer
+        transport = request.channel.transport if request.channel is not None else None
+        if transport is not None:
+            answer(transport, status, detail)
+
+    def line_too_long(channel, line) -> None:
+        limit = channel.MAX_LENGTH
+        if getattr(channel, "_HTTPChannel__first_line", True):
+            answer(channel.transport, 414, f"the request line (method, path and query) is over {limit} bytes")
+        else:
+            answer(channel.transport, 431, f"a request header line is over {limit} bytes")
 
     def gated_got_length(self, length):
         self._oam_refused, self._oam_pending, self._oam_received, self._oam_bytes = False, False, None, 0
@@ -198,4 +213,5 @@ def install() -> None:
     WebRequest.gotLength = gated_got_length
     WebRequest.handleContentChunk = gated_content_chunk
     WebRequest.requestReceived = gated_request_received
+    HTTPChannel.lineLengthExceeded = line_too_long
     _installed = True

@@ -150,3 +150,26 @@ def test_bodies_with_wrong_keys_count_against_the_address_and_end_in_429(tmp_pat
         assert status == 429 and re.search(rb"Retry-After: \d+", reply)
     finally:
         stop_process(process)
+
+
+def _raw(port: int, request: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(request)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    return reply
+
+
+def test_a_request_line_or_header_over_twisteds_line_limit_is_answered_not_dropped(live):
+    """A schemathesis run met an 18 KB query string: Twisted dropped the connection without an answer."""
+    _, port, key = live
+    query = "target_record_id=" + "%C3%8B" * 3100  # 18.6 KB, over HTTPChannel.MAX_LENGTH (16,384)
+    reply = _raw(port, f"DELETE /api/threads/t1/links?{query} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                       f"Authorization: Bearer {key}\r\n\r\n".encode())
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 414 ") and b"request line" in json.loads(body)["detail"].encode()
+    reply = _raw(port, f"GET /api/threads HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Long: {'a' * 17000}\r\n\r\n".encode())
+    assert reply.startswith(b"HTTP/1.1 431 ")
+    status, _ = api(port, "GET", "/api/threads", {}, key)  # the server is fine afterwards
+    assert status == 200
