@@ -165,3 +165,25 @@ def test_search_reads_its_records_unordered(thread):
     reads = [q["sql"] for q in queries if q["sql"].startswith(('SELECT "oam_messages"', 'SELECT "oam_memories"'))]
     assert len(reads) == 2
     assert not any("JOIN" in sql or "ORDER BY" in sql for sql in reads), reads
+
+
+# --- issue #16: the two ranking faults -------------------------------------------------------
+
+
+def test_neighbours_words_do_not_outrank_a_turns_own_meaning(client):
+    """A turn is not credited with its neighbour's words as if they were its own (issue #16).
+
+    "My receipt" (cosine distance ~0.82 to the query) once ranked above "I love pizza." (~0.45) for
+    "what food does the user like?": both turns' text and context (the two turns together) match only
+    "user" (the role), a term of every chunk whose BM25 is ~1e-6, yet rank fusion credited "My receipt"
+    first in both keyword arms (shorter text; the context weighted twice). Such matches now get no credit,
+    and the vector arm decides.
+    """
+    thread = client.create_thread(thread_id="t-food", user_id="u-food", agent_id="a")
+    thread.add_messages([{"role": "user", "content": "My receipt", "id": "receipt"},
+                         {"role": "user", "content": "I love pizza.", "id": "pizza"}])
+    for results in (thread.search("what food does the user like?"),
+                    client.search("what food does the user like?", user_id="u-food")):
+        ranked = [r.record_id for r in results]
+        assert ranked == ["pizza", "receipt"], [(r.record_id, r.distance, r.score) for r in results]
+
