@@ -52,9 +52,9 @@ from memory.chunking import estimate_tokens
 from memory.embedders import get_embedder
 from memory.errors import MAX_QUERY_CHARS, InvalidArgument, InvalidType, check_size, check_sql_count, check_text
 from memory.fields import VectorDistance
-from memory.links import attach_linked, check_max_linked_results, check_num_hops
+from memory.links import INVALIDATING_RELATIONS, attach_linked, check_max_linked_results, check_num_hops
 from memory.metadata_filter import compile_filter
-from memory.models import RECORD_TYPES, Image, Memory, Message, SearchChunk
+from memory.models import RECORD_TYPES, Image, Memory, Message, RecordLink, SearchChunk
 from memory.selectors import image_dto, live_q, memory_dto, message_dto
 from memory.tenancy import Tenant, stored_id
 from memory.types import NOTSET, MemorySearchConfig, SearchResult, SearchScope
@@ -657,6 +657,47 @@ def fuse(arms: dict[str, list[tuple[str, str]]], weights: dict[str, float] = ARM
     return sorted(scores.items(), key=lambda item: -item[1])
 
 
+def after_replacements(ranked: list[tuple[tuple[str, str], float]]) -> list[tuple[tuple[str, str], float]]:
+    """Move each memory that a ranked memory replaces to just after its replacement (issue #16).
+
+    A replacement is the source of a ``supersedes``, ``refines`` or ``duplicates`` relation
+    (``memory.links.INVALIDATING_RELATIONS``; the target is invalid while it lasts). A superseded memory
+    therefore never outranks its replacement, and falls out of the top results when its replacement ranks
+    last among them; it keeps its place when its replacement is not among the candidates. A moved memory's
+    score becomes at most the score of the result before it, so scores still decrease. One query, only
+    when memories are among the candidates; chains (C supersedes B supersedes A) end C, B, A.
+    """
+    memory_ids = {record_id for (kind, record_id), _ in ranked if kind == "memory"}
+    if len(memory_ids) < 2:
+        return ranked
+    replaced_by: dict[str, set[str]] = {}
+    for source, target in RecordLink.objects.filter(target_id__in=memory_ids, source_id__in=memory_ids,
+                                                    relation_type__in=INVALIDATING_RELATIONS).values_list(
+                                                        "source_id", "target_id").order_by():
+        if source != target:
+            replaced_by.setdefault(target, set()).add(source)
+    if not replaced_by:
+        return ranked
+    order = list(ranked)
+    moved: set[tuple[str, str]] = set()
+    for _ in range(len(order) * len(replaced_by) + 1):  # bounded: a cycle of relations cannot loop forever
+        position = {key: i for i, (key, _) in enumerate(order)}
+        for target, sources in replaced_by.items():
+            i = position[("memory", target)]
+            j = max(position[("memory", source)] for source in sources)
+            if i < j:
+                order.insert(j, order.pop(i))  # lands just after its last-ranked replacement
+                moved.add(("memory", target))
+                break
+        else:
+            break
+    for i in range(1, len(order)):
+        key, score = order[i]
+        if key in moved and score > order[i - 1][1]:
+            order[i] = (key, order[i - 1][1])
+    return order
+
+
 def search_records(request: SearchRequest) -> list[SearchResult]:
     """Run a validated search; results ordered by decreasing relevance.
 
@@ -683,7 +724,7 @@ def search_records(request: SearchRequest) -> list[SearchResult]:
         ranked = [(key, 1.0 - dist) for key, dist in distances.items()]
     else:
         ranked = fuse(arms)
-    ranked = ranked[: request.max_results]
+    ranked = after_replacements(ranked)[: request.max_results]
     missing = [key for key, _ in ranked if key not in distances]
     if missing:
         distances.update(_distances(missing, query_vector))

@@ -187,3 +187,26 @@ def test_neighbours_words_do_not_outrank_a_turns_own_meaning(client):
         ranked = [r.record_id for r in results]
         assert ranked == ["pizza", "receipt"], [(r.record_id, r.distance, r.score) for r in results]
 
+
+def test_a_superseded_memory_never_outranks_its_replacement(client):
+    """A memory superseded by another (spec: add_memory link_type="supersedes"; the target turns invalid)
+    ranks below the memory that replaced it. Invalid records are still returned by default
+    (spec: include_invalid_results, omitted means True), and left out with False."""
+    thread = client.create_thread(thread_id="t-move", user_id="u-move", agent_id="a")
+    old = thread.add_memory("The user lives in Paris", memory_id="paris")
+    new = thread.add_memory("The user moved to Berlin", memory_id="berlin", memory_id_to_link=old,
+                            link_type="supersedes")
+    query = "where does the user live?"
+    assert thread.search(query, max_results=1)[0].record_id == new
+    for results in (thread.search(query), client.search(query, user_id="u-move")):
+        ranked = [r.record_id for r in results]
+        assert ranked == [new, old], [(r.record_id, r.distance, r.score, r.record.status) for r in results]
+        assert results[0].score >= results[1].score
+    assert [r.record_id for r in thread.search(query, include_invalid_results=False)] == [new]
+
+    # A replacement linked with link_records, and a chain: the newest first.
+    newest = thread.add_memory("The user now lives in Lisbon", memory_id="lisbon", autonomous_linking=False)
+    thread.link_records(source_record_id=newest, source_record_type="memory", target_record_id=new,
+                        target_record_type="memory", relation_type="supersedes")
+    ranked = [r.record_id for r in thread.search(query)]
+    assert ranked.index(newest) < ranked.index(new) < ranked.index(old), ranked
