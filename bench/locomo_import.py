@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Benchmark: import LoCoMo through the service layer, then measure evidence retrieval.
 
-    .venv/bin/python bench/locomo_import.py [--samples conv-26 ...] [--quiet]
+    .venv/bin/python bench/locomo_import.py [--samples conv-26 ...] [--modes HYBRID ...] [--reuse] [--quiet]
 
 Uses its own fresh SQLite file, ``var/bench-locomo.sqlite3`` (removed and
 migrated at the start, left in place afterwards), never the development
@@ -16,6 +16,19 @@ database. Steps:
    (the fraction of a question's evidence turns found in the top k, averaged;
    the measure of ``shared/data/locomo/SOURCE.md``) overall and per category,
    and search latency percentiles.
+3. Tuning discipline (issue #16): the same figures for a fixed split of the
+   conversations by their order in the data file: the first five samples are
+   the TUNING half (constants may be chosen on them), the last five the REPORT
+   half (reported, never tuned on); ``splits`` holds tuning, report and all.
+   Per split: recall@1/5/10/20 with a normal-approximation 95 % interval on
+   the mean of the per-question recalls (mean +- 1.96 sd / sqrt(n)), hit@1
+   (the top result is an evidence turn) with a Wilson 95 % interval on the
+   per-question hits, both by category, and search p50/p95.
+
+``--reuse`` skips the fresh database and the import and searches the
+conversations already stored in ``var/bench-locomo.sqlite3`` by an earlier
+run (same data, so a ranking change can be measured without re-importing).
+``--modes`` runs only the given search modes (default: all three).
 
 Prints one JSON object on stdout; progress goes to stderr.
 """
@@ -26,6 +39,7 @@ import argparse
 import contextlib
 import io
 import json
+import math
 import os
 import sys
 import time
@@ -42,10 +56,20 @@ BASELINES_SOURCE_MD = {
 }
 
 
-def _fresh_database() -> None:
-    """Point Django at a new, empty SQLite file; must run before ``django.setup()``."""
+#: Fixed split of the LoCoMo samples by their order in the file (issue #16): the first TUNING_COUNT are the
+#: tuning half (constants are chosen on them only), the rest the report half (what a change is judged on).
+#: With the published file: tuning conv-26, -30, -41, -42, -43; report conv-44, -47, -48, -49, -50.
+TUNING_COUNT = 5
+MODES = ("HYBRID", "VECTOR", "KEYWORD")
+Z95 = 1.959964
+
+
+def _fresh_database(reuse: bool = False) -> None:
+    """Point Django at the benchmark's SQLite file, new and empty unless ``reuse``; run before ``django.setup()``."""
     DB_PATH.parent.mkdir(parents=True, exist_ok=True)
-    for suffix in ("", "-wal", "-shm", "-journal"):
+    if reuse and not DB_PATH.is_file():
+        raise SystemExit(f"--reuse: {DB_PATH} does not exist; run once without --reuse")
+    for suffix in ("", "-wal", "-shm", "-journal") if not reuse else ():
         Path(f"{DB_PATH}{suffix}").unlink(missing_ok=True)
     os.environ["OAM_SQLITE_PATH"] = str(DB_PATH)
     os.environ["OAM_ORACLE_DSN"] = ""  # SQLite even when the shell or .env names an Oracle database
@@ -56,14 +80,62 @@ def _mean(values: list[float]) -> float:
     return round(sum(values) / len(values), 3) if values else 0.0
 
 
+def mean_interval(values: list[float]) -> dict:
+    """Mean of per-question values with a normal-approximation 95 % interval (mean +- 1.96 sd / sqrt(n))."""
+    n = len(values)
+    if not n:
+        return {"mean": 0.0, "ci95": [0.0, 0.0], "n": 0}
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    half = Z95 * sd / math.sqrt(n)
+    return {"mean": round(mean, 3), "ci95": [round(max(0.0, mean - half), 3), round(min(1.0, mean + half), 3)],
+            "n": n}
+
+
+def wilson(hits: int, n: int) -> dict:
+    """Share ``hits / n`` with its Wilson score 95 % interval."""
+    if not n:
+        return {"rate": 0.0, "ci95": [0.0, 0.0], "n": 0}
+    p = hits / n
+    denom = 1 + Z95 ** 2 / n
+    centre = (p + Z95 ** 2 / (2 * n)) / denom
+    half = Z95 * math.sqrt(p * (1 - p) / n + Z95 ** 2 / (4 * n * n)) / denom
+    return {"rate": round(p, 3), "ci95": [round(max(0.0, centre - half), 3), round(min(1.0, centre + half), 3)],
+            "n": n}
+
+
+def split_summary(rows: list[dict], categories: dict[int, str]) -> dict:
+    """Recall@k (mean, normal interval) and hit@1 (Wilson) overall and by category, and latency, for ``rows``
+    (one per question: ``recall`` {k: value}, ``hit1`` bool, ``category``, ``latency_ms``)."""
+
+    def figures(part: list[dict]) -> dict:
+        return {"questions": len(part),
+                "recall": {f"@{k}": mean_interval([r["recall"][k] for r in part]) for k in KS},
+                "hit@1": wilson(sum(r["hit1"] for r in part), len(part))}
+
+    latencies = sorted(r["latency_ms"] for r in rows)
+    out = figures(rows)
+    out["per_category"] = {f"{c} {categories[c]}": figures([r for r in rows if r["category"] == c])
+                           for c in sorted({r["category"] for r in rows})}
+    if latencies:
+        import numpy as np
+
+        out["latency_ms"] = {"p50": round(float(np.percentile(latencies, 50)), 1),
+                             "p95": round(float(np.percentile(latencies, 95)), 1)}
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", nargs="+", metavar="SAMPLE_ID", help="only these samples (default: all ten)")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    parser.add_argument("--reuse", action="store_true",
+                        help="search the conversations an earlier run imported into the same file; no import")
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="search modes to run")
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
-    _fresh_database()
+    _fresh_database(reuse=args.reuse)
     import django
 
     django.setup()
@@ -83,6 +155,8 @@ def main(argv: list[str] | None = None) -> dict:
     verbosity = 0 if args.quiet else 1
     data_path = locomo.default_data_path()
     samples = list(locomo.iter_samples(data_path, sample_ids=args.samples))
+    file_order = [s.sample_id for s in locomo.iter_samples(data_path)]
+    tuning_ids, report_ids = file_order[:TUNING_COUNT], file_order[TUNING_COUNT:]
 
     call_command("migrate", verbosity=0, interactive=False)
     load_average = [round(x, 2) for x in os.getloadavg()]
@@ -93,6 +167,7 @@ def main(argv: list[str] | None = None) -> dict:
     model_load_s = time.perf_counter() - started
 
     started = time.perf_counter()
+    # With --reuse the import finds every session complete and adds nothing (import_locomo resumes).
     call_command("import_locomo", str(data_path), samples=[s.sample_id for s in samples], verbosity=verbosity,
                  stdout=sys.stderr, stderr=sys.stderr)
     import_s = time.perf_counter() - started
@@ -119,6 +194,7 @@ def main(argv: list[str] | None = None) -> dict:
         per_cat: dict[int, dict[int, list[float]]] = {}
         overall: dict[int, list[float]] = {k: [] for k in KS}
         latencies: list[float] = []
+        rows: list[dict] = []
         for sample_id, question, evidence in tqdm(jobs, unit="q", disable=args.quiet, file=sys.stderr, ncols=100,
                                                   desc=f"search {mode}"):
             t0 = time.perf_counter()
@@ -126,11 +202,20 @@ def main(argv: list[str] | None = None) -> dict:
             latencies.append((time.perf_counter() - t0) * 1000)
             ranked = [r.record.metadata.get("dia_id") for r in results]
             cat = per_cat.setdefault(question.category, {k: [] for k in KS})
+            row = {"sample": sample_id, "category": question.category, "latency_ms": latencies[-1], "recall": {},
+                   "hit1": bool(ranked) and ranked[0] in set(evidence)}
             for k in KS:
                 score = locomo.evidence_recall(ranked, evidence, k)
                 overall[k].append(score)
                 cat[k].append(score)
+                row["recall"][k] = score
+            rows.append(row)
         lat = np.asarray(latencies)
+        splits = {
+            "tuning": [r for r in rows if r["sample"] in tuning_ids],
+            "report": [r for r in rows if r["sample"] in report_ids],
+            "all": rows,
+        }
         return {
             "recall": {f"@{k}": _mean(overall[k]) for k in KS},
             "per_category": {
@@ -140,9 +225,10 @@ def main(argv: list[str] | None = None) -> dict:
             },
             "latency_ms": {"n": int(lat.size), "p50": round(float(np.percentile(lat, 50)), 1),
                            "p95": round(float(np.percentile(lat, 95)), 1), "mean": round(float(lat.mean()), 1)},
+            "splits": {name: split_summary(part, locomo.CATEGORIES) for name, part in splits.items() if part},
         }
 
-    modes = {mode: run(mode) for mode in ("HYBRID", "VECTOR", "KEYWORD")}
+    modes = {mode: run(mode) for mode in args.modes}
 
     return {
         "benchmark": "locomo_import",
@@ -158,6 +244,7 @@ def main(argv: list[str] | None = None) -> dict:
             "threads_stored": Thread.objects.filter(agent_id=locomo.AGENT_ID).count(),
             "messages_stored": Message.objects.filter(thread__agent_id=locomo.AGENT_ID).count(),
             "model_load_seconds": round(model_load_s, 2),
+            "reused_earlier_import": args.reuse,
             "seconds": round(import_s, 2),
             "turns_per_s": round(turns / import_s, 1),
         },
@@ -166,9 +253,12 @@ def main(argv: list[str] | None = None) -> dict:
             "questions": len(jobs),
             "questions_scored_on_partial_evidence": partial,
             "questions_skipped_no_resolvable_evidence": unresolved,
-            "hybrid (default)": modes["HYBRID"],
-            "vector_only (same chunks)": modes["VECTOR"],
-            "keyword_only_bm25 (same chunks)": modes["KEYWORD"],
+            "split": {"tuning": tuning_ids, "report": report_ids,
+                      "recall_interval": "normal approximation on the mean of per-question recalls",
+                      "hit@1_interval": "Wilson score on per-question hits"},
+            **({"hybrid (default)": modes["HYBRID"]} if "HYBRID" in modes else {}),
+            **({"vector_only (same chunks)": modes["VECTOR"]} if "VECTOR" in modes else {}),
+            **({"keyword_only_bm25 (same chunks)": modes["KEYWORD"]} if "KEYWORD" in modes else {}),
             "baselines_source_md": BASELINES_SOURCE_MD,
         },
     }

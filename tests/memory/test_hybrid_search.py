@@ -165,3 +165,48 @@ def test_search_reads_its_records_unordered(thread):
     reads = [q["sql"] for q in queries if q["sql"].startswith(('SELECT "oam_messages"', 'SELECT "oam_memories"'))]
     assert len(reads) == 2
     assert not any("JOIN" in sql or "ORDER BY" in sql for sql in reads), reads
+
+
+# --- issue #16: the two ranking faults -------------------------------------------------------
+
+
+def test_neighbours_words_do_not_outrank_a_turns_own_meaning(client):
+    """A turn is not credited with its neighbour's words as if they were its own (issue #16).
+
+    "My receipt" (cosine distance ~0.82 to the query) once ranked above "I love pizza." (~0.45) for
+    "what food does the user like?": both turns' text and context (the two turns together) match only
+    "user" (the role), a term of every chunk whose BM25 is ~1e-6, yet rank fusion credited "My receipt"
+    first in both keyword arms (shorter text; the context weighted twice). Such matches now get no credit,
+    and the vector arm decides.
+    """
+    thread = client.create_thread(thread_id="t-food", user_id="u-food", agent_id="a")
+    thread.add_messages([{"role": "user", "content": "My receipt", "id": "receipt"},
+                         {"role": "user", "content": "I love pizza.", "id": "pizza"}])
+    for results in (thread.search("what food does the user like?"),
+                    client.search("what food does the user like?", user_id="u-food")):
+        ranked = [r.record_id for r in results]
+        assert ranked == ["pizza", "receipt"], [(r.record_id, r.distance, r.score) for r in results]
+
+
+def test_a_superseded_memory_never_outranks_its_replacement(client):
+    """A memory superseded by another (spec: add_memory link_type="supersedes"; the target turns invalid)
+    ranks below the memory that replaced it. Invalid records are still returned by default
+    (spec: include_invalid_results, omitted means True), and left out with False."""
+    thread = client.create_thread(thread_id="t-move", user_id="u-move", agent_id="a")
+    old = thread.add_memory("The user lives in Paris", memory_id="paris")
+    new = thread.add_memory("The user moved to Berlin", memory_id="berlin", memory_id_to_link=old,
+                            link_type="supersedes")
+    query = "where does the user live?"
+    assert thread.search(query, max_results=1)[0].record_id == new
+    for results in (thread.search(query), client.search(query, user_id="u-move")):
+        ranked = [r.record_id for r in results]
+        assert ranked == [new, old], [(r.record_id, r.distance, r.score, r.record.status) for r in results]
+        assert results[0].score >= results[1].score
+    assert [r.record_id for r in thread.search(query, include_invalid_results=False)] == [new]
+
+    # A replacement linked with link_records, and a chain: the newest first.
+    newest = thread.add_memory("The user now lives in Lisbon", memory_id="lisbon", autonomous_linking=False)
+    thread.link_records(source_record_id=newest, source_record_type="memory", target_record_id=new,
+                        target_record_type="memory", relation_type="supersedes")
+    ranked = [r.record_id for r in thread.search(query)]
+    assert ranked.index(newest) < ranked.index(new) < ranked.index(old), ranked
