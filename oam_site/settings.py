@@ -263,7 +263,13 @@ OAM_EMBEDDED_WORKER_THREADS = env.int("OAM_EMBEDDED_WORKER_THREADS", default=2)
 # Embedder: dotted path of a class with ``dimensions`` and ``embed(texts)``.
 OAM_EMBEDDER = env.str("OAM_EMBEDDER", default="memory.embedders.MiniLMEmbedder")
 OAM_EMBEDDING_DIMENSIONS = env.int("OAM_EMBEDDING_DIMENSIONS", default=384)
-OAM_EMBEDDING_BATCH_SIZE = env.int("OAM_EMBEDDING_BATCH_SIZE", default=64)
+# Texts per forward pass. sentence-transformers sorts a call's texts by length and pads each batch
+# to its longest, so small batches pad less, and a CPU gains nothing from wider ones. On 2 cores,
+# all-MiniLM-L6-v2, medians of 3 (issue #13): chosen on LoCoMo conv-26 + conv-30 (788 turns, the
+# tuning half), batches of 16 embed 105.7 turns/s in one call and 101.0 in calls of 79 texts (the
+# size of a micro-batched pass under 8 clients), batches of 64 95.9 and 57.0; reported on conv-44 +
+# conv-47 (1,364 turns, report half): 111.6 and 93.0 against 99.1 and 57.6. 8 was no better.
+OAM_EMBEDDING_BATCH_SIZE = env.int("OAM_EMBEDDING_BATCH_SIZE", default=16)
 # Concurrent requests share forward passes (memory.embedders.MicroBatchingEmbedder), at most
 # this many texts a pass (bench/ingest.py).
 OAM_EMBEDDING_MICROBATCH = env.bool("OAM_EMBEDDING_MICROBATCH", default=True)
