@@ -7,7 +7,7 @@ bulk deletes, the expiry purge):
 
 * ``images_erase``, ``messages_erase``, ``memories_erase``, ``threads_erase``
   delete rows by stored id (``memory.tenancy``) with everything derived from
-  them: search chunks (``chunks_erase``, which also drops the embeddings from
+  them: search chunks (``memory.index.unindex``, which also drops the embeddings from
   this process's vector cache), attached images, relations (re-validating
   what they invalidated), summaries and extraction jobs, and the keyword
   context of the neighbouring messages. Each returns a ``Counter`` of rows.
@@ -18,7 +18,7 @@ bulk deletes, the expiry purge):
   ``ErasureReceipt`` that names the subject only by a keyed digest.
 * ``expired_purge`` deletes records whose ``expires_at`` has passed (until
   now they were only hidden), in batches; the worker runs it on a timer
-  (``memory.worker``) and ``manage.py purge_expired`` on demand.
+  (``oam_site.worker``) and ``manage.py purge_expired`` on demand.
 
 Deleting rows is not enough for a file database: SQLite keeps deleted text in
 free pages and in the WAL, and FTS5 keeps deleted terms in its segments. So
@@ -47,10 +47,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection as default_connection, transaction
-from django.db.models import Max, Min, QuerySet
+from django.db.models import Max, Min
 from django.utils import timezone
 
 from memory.errors import InvalidArgument, OutOfScope
+from memory.index import chunks_erase, refresh_message_contexts  # noqa: F401  (chunks_erase re-exported)
 from memory.models import (
     ErasureReceipt,
     ExtractionJob,
@@ -63,6 +64,7 @@ from memory.models import (
     ThreadSummary,
 )
 from memory.signals import subject_erased
+from memory.validators import check_id
 from memory.tenancy import Tenant, public_ids
 
 logger = logging.getLogger(__name__)
@@ -78,29 +80,6 @@ RECEIPT_COUNTS = ("threads", "messages", "memories", "images", "relations", "chu
 
 
 # --- rows and what is derived from them --------------------------------------------------------
-
-
-def chunks_erase(qs: QuerySet) -> int:
-    """Delete the search chunks of ``qs``; return how many.
-
-    After commit, their embeddings are dropped from this process's vector
-    cache (``VectorCache.forget``; other processes skip them as deleted when
-    a search meets them).
-    """
-    ids = list(qs.values_list("id", flat=True))
-    if not ids:
-        return 0
-    SearchChunk.objects.filter(id__in=ids).delete()
-    transaction.on_commit(lambda: _forget_vectors(ids))
-    return len(ids)
-
-
-def _forget_vectors(ids: list[int]) -> None:
-    from memory.vector_cache import get_vector_cache
-
-    cache = get_vector_cache()
-    if cache is not None:
-        cache.forget(ids)
 
 
 #: Ids per DELETE of ``admin_log_erase``: under SQLite's bound-parameter limit and Oracle's 1,000-item IN list.
@@ -154,8 +133,6 @@ def images_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Coun
 def messages_erase(keys: Iterable[str]) -> Counter:
     """Delete messages (stored ids) with their chunks and attached images, then refresh the keyword context of
     the neighbours in each thread that remains. Call inside a transaction."""
-    from memory.services import refresh_message_contexts
-
     keys = list(keys)
     counts: Counter = Counter()
     if not keys:
@@ -281,8 +258,6 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
     return is counted in the receipt. Callers wait for
     background extraction first (the client does, ``AgentMemory.delete_user``).
     """
-    from memory.services import check_id
-
     if subject not in SUBJECTS:
         raise InvalidArgument("subject", f"must be one of: {', '.join(SUBJECTS)}")
     field_name = f"{subject}_id"

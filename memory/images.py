@@ -38,6 +38,7 @@ from typing import Any
 
 from PIL import Image as PilImage
 
+from memory.prompts import CAPTION_SYSTEM_PROMPT, CAPTION_USER_PROMPT
 from memory.errors import InvalidArgument, InvalidType
 from memory.types import ImageMimeType
 
@@ -260,12 +261,6 @@ def _bomb(field: str, width: int, height: int, limits: ImageInputLimitConfig) ->
 
 # --- captions -------------------------------------------------------------------------
 
-CAPTION_SYSTEM_PROMPT = (
-    "You describe images for a searchable memory store. Write one or two plain sentences that say what the "
-    "image shows: objects, people (without guessing identities), any readable text, and the setting. "
-    "No preamble, no markdown."
-)
-CAPTION_USER_PROMPT = "Describe this image."
 #: Reply cap for one caption, in tokens.
 CAPTION_MAX_TOKENS = 200
 

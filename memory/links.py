@@ -43,27 +43,29 @@ from django.db import IntegrityError, connection as default_connection, transact
 from django.db.models import Q
 from django.utils import timezone
 
+from memory import index
 from memory import ttl as ttl_rules
 from memory.erasure import admin_log_erase
-from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound, check_sql_count
+from memory.prompts import BUILTIN_RELATIONS, link_prompt, link_schema  # noqa: F401
+from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound
 from memory.fields import VectorDistance
 from memory.locking import lock_first
 from memory.models import MEMORY_TYPES, Memory, RecordLink, SearchChunk, Thread
 from memory.selectors import Records, live_q, memory_dto
-from memory.services import check_id, check_metadata, check_scope_id
+from memory.validators import (  # noqa: F401  (check_relation_type, check_record_type re-exported)
+    RELATION_TYPE_MAX_LENGTH,
+    check_bounded_int,
+    check_id,
+    check_metadata,
+    check_record_type,
+    check_relation_type,
+    check_scope_id,
+)
 from memory.tenancy import public_id, stored_id
 from memory.types import NOTSET, LinkedRecord, RecordRelation, RecordStatus, SearchResult
 
 logger = logging.getLogger(__name__)
 
-#: Built-in relation types and their fixed reverse labels (spec: link_records).
-BUILTIN_RELATIONS: dict[str, str] = {
-    "supersedes": "is_superseded_by",
-    "contradicts": "contradicts",
-    "refines": "is_refined_by",
-    "supports": "is_supported_by",
-    "duplicates": "duplicates",
-}
 #: Relation types whose target becomes invalid (issue 6, "Lifecycle").
 INVALIDATING_RELATIONS = ("supersedes", "refines", "duplicates")
 #: ``search(num_hops=...)`` accepts 0 through 5 (spec: search).
@@ -72,7 +74,6 @@ MAX_HOPS = 5
 DEFAULT_MAX_LINKED_RESULTS = 100
 #: Nearest stored memories shown to the LLM for autonomous linking.
 LINK_CANDIDATES = 5
-RELATION_TYPE_MAX_LENGTH = RecordLink._meta.get_field("relation_type").max_length
 # Roots per graph query: stays under Oracle's 1,000-expression IN-list limit.
 _ROOTS_PER_QUERY = 500
 _TUPLE_FIELDS = ("source_record_id", "source_record_type", "target_record_id", "target_record_type", "relation_type")
@@ -89,49 +90,22 @@ class LinkExists(Conflict):
         self.args = (f"target_record_id: {self.message}",)
 
 
-# --- argument checks ----------------------------------------------------------------------
-
-
-def check_relation_type(value: Any, field: str = "relation_type") -> str:
-    """A relation label: a non-empty string of at most 64 characters (built-in or custom)."""
-    if not isinstance(value, str):
-        raise InvalidType(field, f"must be a string, not {type(value).__name__}")
-    if not value.strip():
-        raise InvalidArgument(field, "must not be empty")
-    if len(value) > RELATION_TYPE_MAX_LENGTH:
-        raise InvalidArgument(field, f"must be at most {RELATION_TYPE_MAX_LENGTH} characters")
-    return value
-
-
-def check_record_type(value: Any, field: str) -> str:
-    """An endpoint type: currently only the memory-like types (spec: link_records)."""
-    if not isinstance(value, str):
-        raise InvalidType(field, f"must be a string, not {type(value).__name__}")
-    if value not in MEMORY_TYPES:
-        raise InvalidArgument(field, f"both endpoints must be memory-like records: {', '.join(MEMORY_TYPES)}")
-    return value
+# --- argument checks (the rest are memory.validators) ------------------------------------
 
 
 def check_num_hops(value: Any) -> int:
     """``num_hops``: omitted is 0 (direct results only); given, an int from 0 through 5."""
     if value is NOTSET:
         return 0
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidType("num_hops", "must be an int")
-    if not 0 <= value <= MAX_HOPS:
-        raise InvalidArgument("num_hops", f"must be from 0 through {MAX_HOPS}")
-    return value
+    rule = f"must be from 0 through {MAX_HOPS}"
+    return check_bounded_int(value, "num_hops", low=0, high=MAX_HOPS, low_rule=rule, high_rule=rule)
 
 
 def check_max_linked_results(value: Any) -> int:
     """``max_linked_results``: omitted is 100; given, an int of 0 or more (0: no linked context)."""
     if value is NOTSET:
         return DEFAULT_MAX_LINKED_RESULTS
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidType("max_linked_results", "must be an int")
-    if value < 0:
-        raise InvalidArgument("max_linked_results", "must be 0 or more")
-    return check_sql_count(value, "max_linked_results")
+    return check_bounded_int(value, "max_linked_results", low=0, low_rule="must be 0 or more", sql_count=True)
 
 
 def opposite_label(relation_type: str, opposite_relation_type: Any = NOTSET) -> str:
@@ -176,7 +150,7 @@ def set_memory_status(memory_ids: Iterable[str], status: str) -> list[str]:
     ids = list(Memory.objects.filter(pk__in=list(memory_ids)).exclude(status=status).values_list("pk", flat=True))
     if ids:
         Memory.objects.filter(pk__in=ids).update(status=status, updated_at=timezone.now())
-        SearchChunk.objects.filter(source_kind="memory", record_id__in=ids).update(status=status)
+        index.reindex_state("memory", ids, status=status)
     return ids
 
 
@@ -656,58 +630,9 @@ def attach_linked(results: list[SearchResult], *, node_filter: Q, num_hops: int,
 
 # --- autonomous linking ----------------------------------------------------------------------
 
-_LINK_GUIDE = """You maintain the memory of an AI agent. A NEW memory was just stored. Decide how it relates \
-to each numbered EXISTING memory. Every relation reads: NEW <relation_type> EXISTING.
-
-- supersedes: NEW replaces EXISTING; same subject, EXISTING is outdated (a changed preference, a moved \
-address, a corrected fact). Example: NEW "now prefers coffee" supersedes EXISTING "likes tea".
-- refines: NEW says what EXISTING says, more precisely or completely, so EXISTING is no longer needed.
-- duplicates: NEW says the same thing as EXISTING.
-- contradicts: NEW conflicts with EXISTING and it is unclear which one holds.
-- supports: NEW is evidence for EXISTING; both stay true.
-
-Most memories are unrelated: leave them out. Propose a relation only when it clearly holds, at most one \
-per EXISTING memory. Reply {"links": []} when none does."""
 
 
-def link_schema(labels: list[str]) -> dict:
-    """JSON schema of the LLM's answer: ``{"links": [{"candidate": label, "relation_type": built-in}]}``.
 
-    Strict-mode friendly (every property required, no additional ones).
-    """
-    return {
-        "type": "object",
-        "properties": {
-            "links": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "candidate": {"type": "string", "enum": labels},
-                        "relation_type": {"type": "string", "enum": list(BUILTIN_RELATIONS)},
-                    },
-                    "required": ["candidate", "relation_type"],
-                    "additionalProperties": False,
-                },
-            }
-        },
-        "required": ["links"],
-        "additionalProperties": False,
-    }
-
-
-def _describe(memory: Memory) -> str:
-    when = f" (at {memory.timestamp})" if memory.timestamp else ""
-    return f"[{memory.memory_type}]{when} {memory.content}"
-
-
-def link_prompt(memory: Memory, candidates: list[Memory]) -> list[dict[str, str]]:
-    """Chat messages asking how ``memory`` relates to ``candidates`` (labelled M1, M2, ...)."""
-    listing = "\n".join(f"M{i}: {_describe(c)}" for i, c in enumerate(candidates, 1))
-    return [
-        {"role": "system", "content": _LINK_GUIDE},
-        {"role": "user", "content": f"NEW: {_describe(memory)}\n\nEXISTING:\n{listing}"},
-    ]
 
 
 def nearest_memory_chunks(*, thread_id: str, memory_id: str, vector, now, limit: int,

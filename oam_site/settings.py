@@ -229,7 +229,7 @@ if OAM_REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
-# --- Dramatiq (background extraction; memory.tasks, memory.worker) ------------------------
+# --- Dramatiq (background extraction; memory.tasks, oam_site.worker) ------------------------
 # Production: a Redis (redis://) or RabbitMQ (amqp://, needs `pip install dramatiq[rabbitmq]`)
 # broker and `manage.py rundramatiq` workers. Empty: an in-process StubBroker with an
 # embedded worker thread pool in the process that queues the work (no service to start).
@@ -240,7 +240,8 @@ _DRAMATIQ_MIDDLEWARE = [
     "dramatiq.middleware.Callbacks",
     "dramatiq.middleware.Retries",
     "django_dramatiq.middleware.DbConnectionsMiddleware",
-    "memory.worker.ExtractionSweepMiddleware",
+    "oam_site.worker.EmbeddedWorkerMiddleware",
+    "oam_site.worker.ExtractionSweepMiddleware",
 ]
 if OAM_DRAMATIQ_BROKER_URL.startswith(("redis://", "rediss://", "unix://")):
     DRAMATIQ_BROKER = {

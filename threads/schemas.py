@@ -702,7 +702,7 @@ class ExtractionRepairOut(Schema):
 
 
 class BrokerStatusOut(Schema):
-    """Whether the server reaches the Dramatiq broker now (``memory.worker.broker_status``)."""
+    """Whether the server reaches the Dramatiq broker now (``memory.tasks.broker_status``)."""
 
     kind: str = Field(description="redis, rabbitmq or in-process.")
     ok: bool | None = Field(description="null: not checked (RabbitMQ).")

@@ -202,7 +202,7 @@ def test_a_reachable_redis_broker_is_ok(db):
     from dramatiq.brokers.redis import RedisBroker
 
     from memory.tasks import extract_job
-    from memory.worker import broker_status
+    from oam_site.worker import broker_status
 
     before = extract_job.broker
     extract_job.broker = RedisBroker(url="redis://127.0.0.1:6379/0")
