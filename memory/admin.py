@@ -181,6 +181,18 @@ class ErasingAdmin(ProjectScopedAdmin):
         erasure.storage_scrub()
 
 
+class ServiceDeletes:
+    """Admins whose deletes go through a service that removes what the record owns (jobs, chunks, summaries).
+
+    Django's delete page would otherwise refuse (403) a record that owns rows whose admin is read-only (an
+    ``ExtractionJob`` of a thread being extracted): those rows are the service's to delete, not the user's.
+    """
+
+    def get_deleted_objects(self, objs, request):
+        deleted, model_count, _perms_needed, protected = super().get_deleted_objects(objs, request)
+        return deleted, model_count, set(), protected
+
+
 class MessageInline(admin.TabularInline):
     model = Message
     fields = ("seq", "role", "content", "timestamp", "status", "expires_at")
@@ -192,7 +204,7 @@ class MessageInline(admin.TabularInline):
 
 
 @admin.register(Thread)
-class ThreadAdmin(ProjectScopedAdmin):
+class ThreadAdmin(ServiceDeletes, ProjectScopedAdmin):
     """Threads. A new thread's ``id`` is the caller's id in the chosen project (``services.thread_create``)."""
 
     list_display = (shown_id, "project", "user_id", "agent_id", "created_at", "updated_at")
@@ -232,7 +244,7 @@ class ThreadAdmin(ProjectScopedAdmin):
 
 
 @admin.register(Message)
-class MessageAdmin(ErasingAdmin):
+class MessageAdmin(ServiceDeletes, ErasingAdmin):
     list_display = (shown_id, "project", "thread", "seq", "role", "short_content", "timestamp", "status",
                     "expires_at")
     list_filter = ("project", "status", "role", "created_at")
@@ -258,15 +270,22 @@ class MessageAdmin(ErasingAdmin):
             metadata=obj.metadata if "metadata" in changed else NOTSET,
         )
         if changed & {"status", "expires_at"}:
-            Message.objects.filter(pk=obj.pk).update(status=obj.status, expires_at=obj.expires_at)
-            SearchChunk.objects.filter(source_kind="message", record_id=obj.pk).update(
-                status=obj.status, expires_at=obj.expires_at)
+            services.message_state_update(thread=obj.thread, message_id=obj.public_id, status=obj.status,
+                                          expires_at=obj.expires_at)
 
-    erase = staticmethod(erasure.messages_erase)
+    def delete_model(self, request, obj):
+        self.delete_queryset(request, Message.objects.filter(pk=obj.pk))
+
+    def delete_queryset(self, request, queryset):
+        """``services.message_delete`` each message (the thread's running extraction fenced, as through the
+        API; expired ones too), then ``erasure.storage_scrub`` once."""
+        for row in list(queryset.select_related("thread")):
+            services.message_delete(thread=row.thread, message_id=row.public_id, include_expired=True)
+        erasure.storage_scrub()
 
 
 @admin.register(Memory)
-class MemoryAdmin(ErasingAdmin):
+class MemoryAdmin(ServiceDeletes, ErasingAdmin):
     list_display = (shown_id, "project", "memory_type", "short_content", "user_id", "thread_id", "status",
                     "expires_at")
     list_filter = ("project", "memory_type", "status", "created_at")
@@ -291,10 +310,17 @@ class MemoryAdmin(ErasingAdmin):
         services.memory_update(thread=Thread.objects.get(pk=obj.thread_id), memory_id=obj.public_id,
                                retention=AgentMemory(project=obj.project).retention_config, **given)
         if "expires_at" in changed:
-            Memory.objects.filter(pk=obj.pk).update(expires_at=obj.expires_at)
-            SearchChunk.objects.filter(source_kind="memory", record_id=obj.pk).update(expires_at=obj.expires_at)
+            services.memory_state_update(project=obj.project, memory_id=obj.public_id, expires_at=obj.expires_at)
 
-    erase = staticmethod(erasure.memories_erase)  # relations go, the records they invalidated revalidate
+    def delete_model(self, request, obj):
+        self.delete_queryset(request, Memory.objects.filter(pk=obj.pk))
+
+    def delete_queryset(self, request, queryset):
+        """``services.memory_delete_by_id`` each record (its thread's running extraction fenced, as through the
+        API; relations go, the records they invalidated revalidate), then ``erasure.storage_scrub`` once."""
+        for row in list(queryset.select_related("project")):
+            services.memory_delete_by_id(project=row.project, memory_id=row.public_id)
+        erasure.storage_scrub()
 
 
 @admin.register(Image)

@@ -38,9 +38,10 @@ from memory.services.memories import (  # noqa: F401
     memory_delete_by_id,
     memory_insert,
     memory_prepare,
+    memory_state_update,
     memory_update,
 )
-from memory.services.messages import message_delete, message_update, messages_add  # noqa: F401
+from memory.services.messages import message_delete, message_state_update, message_update, messages_add  # noqa: F401
 from memory.services.threads import thread_create, thread_delete, thread_update  # noqa: F401
 from memory.validators import (  # noqa: F401  (re-exported: these lived here before memory.validators)
     MAX_ID_LENGTH,

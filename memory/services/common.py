@@ -24,6 +24,7 @@ def lock_thread(thread_id: str) -> Thread:
     except Thread.DoesNotExist:
         raise NotFound("thread_id", public_id(thread_id)) from None
 
+
 def refresh_expiry(record, ttl_days: Any, ttl_anchor: Any, retention: MemoryRetentionConfig,
                     timestamp: str | None) -> bool:
     """Apply an expiration refresh to ``record`` per the update rules; True if changed."""
@@ -34,12 +35,16 @@ def refresh_expiry(record, ttl_days: Any, ttl_anchor: Any, retention: MemoryRete
     record.expires_at = ttl_rules.expires_at(days, anchor, created_at=record.created_at, timestamp=timestamp)
     return True
 
-def erase_fenced(thread: Thread, model, key: str, erase: Callable[[list[str]], Any], what: str) -> int:
+
+def erase_fenced(thread: Thread, model, key: str, erase: Callable[[list[str]], Any], what: str, *,
+                 include_expired: bool = False) -> int:
     """Erase the live ``model`` row ``key`` of this exact thread with ``erase``, fencing the thread's running
-    extraction in the same transaction (``memory.extraction.jobs_fence``); return 1, or 0 when absent."""
+    extraction in the same transaction (``memory.extraction.jobs_fence``); return 1, or 0 when absent.
+    ``include_expired`` erases an expired row too (the admin's deletes: it is stored data)."""
     with transaction.atomic():
         lock_thread(thread.pk)
-        if not model.objects.filter(live_q(timezone.now()), pk=key, thread_id=thread.pk).exists():
+        rows = model.objects.filter(pk=key, thread_id=thread.pk)
+        if not (rows if include_expired else rows.filter(live_q(timezone.now()))).exists():
             return 0
         jobs_fence(thread_id=thread.pk, reason=f"{what} deleted")
         erase([key])

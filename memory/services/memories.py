@@ -233,6 +233,31 @@ def memory_delete(*, thread: Thread, memory_id: Any) -> int:
     return erase_fenced(thread, Memory, key, memories_erase, f"memory {memory_id}")
 
 
+def memory_state_update(*, project: Project, memory_id: Any, status: Any = NOTSET, expires_at: Any = NOTSET) -> int:
+    """Set a memory-like record's ``status`` and/or ``expires_at`` (a datetime or None), whatever thread owns it,
+    with its chunks' copies; return 1, or 0 when absent.
+
+    The admin's edit of the expiry (``memory_update`` refreshes it only from a
+    TTL). Works on an expired record too. Raises ValueError for an unknown status.
+    """
+    fields = {}
+    if status is not NOTSET:
+        fields["status"] = check_status(status)
+    if expires_at is not NOTSET:
+        fields["expires_at"] = expires_at
+    key = stored_id(project.pk, check_id(memory_id, "memory_id"))
+    with transaction.atomic():
+        row = lock_first(Memory.objects.filter(pk=key))
+        if row is None:
+            return 0
+        if fields:
+            for name, value in fields.items():
+                setattr(row, name, value)
+            row.save(update_fields=[*fields, "updated_at"])
+            index.reindex_state("memory", [row.pk], **fields)
+    return 1
+
+
 def memory_delete_by_id(*, project: Project, memory_id: Any, allows: Callable[[Memory], bool] = lambda row: True
                         ) -> int:
     """Delete a memory-like record of ``project`` by id, whatever thread owns it (or none); return 1 or 0.

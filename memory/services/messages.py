@@ -29,7 +29,7 @@ from memory.models import Image, Message, Thread
 from memory.selectors import live_q
 from memory.tenancy import public_id, stored_id, stored_ids
 from memory.types import NOTSET, MemoryRetentionConfig, RecordStatus, TimeToLiveAnchor
-from memory.validators import check_id, check_metadata, check_size, check_text, per_item
+from memory.validators import check_id, check_status, check_metadata, check_size, check_text, per_item
 from memory.services.common import erase_fenced, lock_thread, refresh_expiry
 from memory.services.images import caption_parts, check_new_image_ids, insert_images, message_image_rows
 from memory.services.parts import ImagePart, parse_message, parse_parts
@@ -284,14 +284,40 @@ def message_update(
             index.reindex_state("image", image_ids, expires_at=msg.expires_at)
     return message_id
 
-def message_delete(*, thread: Thread, message_id: Any) -> int:
+def message_delete(*, thread: Thread, message_id: Any, include_expired: bool = False) -> int:
     """Delete one live message of this exact thread with its chunks and its images; return 1, or 0 when absent.
 
     The deletion itself is ``memory.erasure.messages_erase`` (which also closes
     the gap in the neighbours' keyword context). Does not wait for the thread's
     running extraction: it is fenced in the same transaction
     (``memory.extraction.jobs_fence``), so its commit writes nothing and its
-    next run no longer sees the message.
+    next run no longer sees the message. ``include_expired`` deletes an
+    expired message too (the admin's deletes; the API sees no expired record).
     """
     key = stored_id(thread.project_id, check_id(message_id, "message_id"))
-    return erase_fenced(thread, Message, key, messages_erase, f"message {message_id}")
+    return erase_fenced(thread, Message, key, messages_erase, f"message {message_id}", include_expired=include_expired)
+
+
+def message_state_update(*, thread: Thread, message_id: Any, status: Any = NOTSET, expires_at: Any = NOTSET) -> int:
+    """Set a message's ``status`` and/or ``expires_at`` (a datetime or None) with its chunks' copies; return 1 or 0.
+
+    The admin's edit of those two columns (no spec method changes them; a TTL
+    refresh is ``message_update``). Works on an expired message too. Raises
+    ValueError for an unknown status.
+    """
+    fields = {}
+    if status is not NOTSET:
+        fields["status"] = check_status(status)
+    if expires_at is not NOTSET:
+        fields["expires_at"] = expires_at
+    key = stored_id(thread.project_id, check_id(message_id, "message_id"))
+    with transaction.atomic():
+        msg = lock_first(Message.objects.filter(pk=key, thread_id=thread.pk))
+        if msg is None:
+            return 0
+        if fields:
+            for name, value in fields.items():
+                setattr(msg, name, value)
+            msg.save(update_fields=[*fields, "updated_at"])
+            index.reindex_state("message", [msg.pk], **fields)
+    return 1

@@ -14,6 +14,7 @@ from memory.models import Project, Thread
 from memory.tenancy import stored_id
 from memory.types import NOTSET
 from memory.validators import check_id, check_metadata, check_scope_id
+from memory.extraction.tracker import detach
 from memory.services.common import lock_thread
 
 
@@ -62,11 +63,14 @@ def thread_delete(*, project: Project, thread_id: Any) -> int:
 
     Its extraction jobs go with it, running ones included: a worker still
     waiting for its LLM finds them gone at its commit and writes nothing
-    (``memory.extraction._commit``), so nothing waits for it.
+    (``memory.extraction._commit``), so nothing waits for it. After commit
+    this process forgets the LLM and config a handle attached to the thread
+    (``memory.extraction.detach``), whichever edge deleted it.
     """
     key = stored_id(project.pk, check_id(thread_id, "thread_id"))
     with transaction.atomic():
         if lock_first(Thread.objects.filter(pk=key)) is None:
             return 0
         threads_erase([key])
+        transaction.on_commit(lambda: detach(key))
     return 1
