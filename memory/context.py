@@ -42,7 +42,7 @@ from memory.errors import MAX_QUERY_CHARS, InvalidArgument, InvalidType, check_s
 from memory.llm import Llm, LlmError, schema_instructions
 from memory.models import MEMORY_TYPES, Message, Thread, ThreadSummary
 from memory.selectors import live_q, message_dto
-from memory.services import reject_unknown
+from memory.validators import reject_unknown
 from memory.tenancy import public_id
 from memory.types import NOTSET, ContextCard, MemorySearchConfig, SearchResult, SearchScope, Summary
 

@@ -50,6 +50,7 @@ from django.db import connection as default_connection, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
+from memory.admin_log import ADMIN_LOG_BATCH, admin_log_erase  # noqa: F401  (re-exported)
 from memory.errors import InvalidArgument, OutOfScope
 from memory.index import chunks_erase, refresh_message_contexts  # noqa: F401  (chunks_erase re-exported)
 from memory.models import (
@@ -63,6 +64,7 @@ from memory.models import (
     Thread,
     ThreadSummary,
 )
+from memory.links import links_detach
 from memory.signals import subject_erased
 from memory.validators import check_id
 from memory.tenancy import Tenant, public_ids
@@ -80,39 +82,6 @@ RECEIPT_COUNTS = ("threads", "messages", "memories", "images", "relations", "chu
 
 
 # --- rows and what is derived from them --------------------------------------------------------
-
-
-#: Ids per DELETE of ``admin_log_erase``: under SQLite's bound-parameter limit and Oracle's 1,000-item IN list.
-ADMIN_LOG_BATCH = 500
-
-
-def admin_log_erase(model: type, keys: Iterable[Any]) -> int:
-    """Delete the Django admin's history (``django.contrib.admin.models.LogEntry``) of records of ``model``
-    (``keys``: their primary keys, the stored ids); return how many entries went. Call before the records go
-    when ``keys`` is a lazy queryset: it is read only when the admin has history for ``model`` at all.
-
-    The admin writes a row for every change and delete it makes, with the
-    record's id and its ``str()`` (``object_repr``): the records' ``__str__``
-    name only their kind and id, but entries written before did not (a
-    memory's first 60 characters), and the id itself may be personal
-    (found by an attacker of #12). So every erase function here deletes the
-    history of what it deletes, the admin's own delete entry included (its
-    ``delete_model`` runs after ``log_deletions``); counted as
-    ``admin_log_entries``.
-    """
-    from django.apps import apps
-
-    if not apps.is_installed("django.contrib.admin"):
-        return 0
-    from django.contrib.admin.models import LogEntry
-    from django.contrib.contenttypes.models import ContentType
-
-    entries = LogEntry.objects.filter(content_type=ContentType.objects.get_for_model(model))
-    if not entries.exists():
-        return 0
-    keys = [str(value) for value in keys]
-    return sum(entries.filter(object_id__in=keys[start:start + ADMIN_LOG_BATCH]).delete()[0]
-               for start in range(0, len(keys), ADMIN_LOG_BATCH))
 
 
 def images_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Counter:
@@ -151,8 +120,6 @@ def memories_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Co
     """Delete memory-like records (stored ids) with their chunks and relations; what their relations
     invalidated is valid again unless another relation holds it (``memory.links.links_detach``). Call inside
     a transaction. ``erased`` as in ``images_erase`` (the relations' ids too)."""
-    from memory.links import links_detach  # memory.links imports memory.services, which imports this module
-
     keys = list(keys)
     counts: Counter = Counter()
     if erased is not None:

@@ -45,7 +45,7 @@ from django.utils import timezone
 
 from memory import index
 from memory import ttl as ttl_rules
-from memory.erasure import admin_log_erase
+from memory.admin_log import admin_log_erase
 from memory.prompts import BUILTIN_RELATIONS, link_prompt, link_schema  # noqa: F401
 from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound
 from memory.fields import VectorDistance
@@ -349,7 +349,7 @@ def link_delete(
     type and ``relation_type``, in the stored source-to-target orientation (the
     reverse orientation matches nothing). ``relation_id`` must come alone.
     Removing the last supersedes/refines/duplicates relation into a record makes
-    it valid again. The admin's history of the relation goes too (``memory.erasure.admin_log_erase``).
+    it valid again. The admin's history of the relation goes too (``memory.admin_log.admin_log_erase``).
     Raises ValueError for a mixed or incomplete selector.
     """
     given = {name: value for name, value in zip(

@@ -26,7 +26,7 @@ from django.db import models
 from django.utils import timezone
 
 from memory.fields import VectorField
-from memory.tenancy import public_id
+from memory.ids import public_id
 
 MEMORY_TYPES = ("memory", "fact", "guideline", "preference")
 RECORD_TYPES = ("message", *MEMORY_TYPES, "image")

@@ -32,47 +32,16 @@ named in a URL or a WebSocket query, the admin's ``ProjectScopedAdmin``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from memory.errors import InvalidArgument, InvalidType, OutOfScope
+from memory.ids import SEPARATOR, project_of, public_id, public_ids, stored_id, stored_ids  # noqa: F401
 from memory.types import NOTSET, SearchScope
 
-SEPARATOR = ":"
 #: Slug of the project that holds everything stored before projects existed
 #: (migration 0006) and that ``AgentMemory()`` uses when given none.
 DEFAULT_PROJECT = "default"
-
-
-def stored_id(project_id: int, public: str) -> str:
-    """The id a record of project ``project_id`` is stored under: ``"<project_id>:<public>"``."""
-    return f"{int(project_id)}{SEPARATOR}{public}"
-
-
-def stored_ids(project_id: int, public: Iterable[str]) -> list[str]:
-    """``stored_id`` of each id, in order."""
-    return [stored_id(project_id, value) for value in public]
-
-
-def public_id(stored: str | None) -> str | None:
-    """The caller's id of a stored id (None stays None). Raises ValueError for a value with no project part."""
-    if stored is None:
-        return None
-    project, separator, public = stored.partition(SEPARATOR)
-    if not separator or not project.isdigit():
-        raise ValueError(f"{stored!r} is not a stored id (<project pk>:<id>)")
-    return public
-
-
-def public_ids(stored: Iterable[str]) -> list[str]:
-    """``public_id`` of each stored id, in order."""
-    return [public_id(value) for value in stored]
-
-
-def project_of(stored: str) -> int:
-    """The project pk a stored id belongs to."""
-    return int(stored.partition(SEPARATOR)[0])
 
 
 def project_create(*, slug: Any, name: Any = "") -> Any:
