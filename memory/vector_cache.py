@@ -353,16 +353,16 @@ _caches_lock = threading.Lock()
 
 def get_vector_cache(alias: str = "default") -> VectorCache | None:
     """The process's cache for database ``alias``, or None when ``settings.OAM_VECTOR_CACHE`` is off."""
-    from django.conf import settings
+    from memory import conf
 
-    if not getattr(settings, "OAM_VECTOR_CACHE", True):
+    if not conf.get("OAM_VECTOR_CACHE"):
         return None
     with _caches_lock:
         cache = _caches.get(alias)
         if cache is None:
             cache = _caches[alias] = VectorCache(
-                dimensions=settings.OAM_EMBEDDING_DIMENSIONS,
-                max_rows=getattr(settings, "OAM_VECTOR_CACHE_MAX_ROWS", 1_000_000),
+                dimensions=conf.get("OAM_EMBEDDING_DIMENSIONS"),
+                max_rows=conf.get("OAM_VECTOR_CACHE_MAX_ROWS"),
             )
         return cache
 

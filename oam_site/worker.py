@@ -26,8 +26,9 @@ import threading
 import time
 
 import dramatiq
-from django.conf import settings
 from dramatiq.brokers.stub import StubBroker
+
+from memory import conf
 
 logger = logging.getLogger(__name__)
 
@@ -55,14 +56,14 @@ def ensure_embedded_worker() -> dramatiq.Worker | None:
     ``settings.OAM_EMBEDDED_WORKER`` is off.
     """
     global _embedded
-    if _embedded is not None or not getattr(settings, "OAM_EMBEDDED_WORKER", True):
+    if _embedded is not None or not conf.get("OAM_EMBEDDED_WORKER"):
         return _embedded
     broker = _actor_broker()
     if not isinstance(broker, StubBroker):
         return None
     with _lock:
         if _embedded is None:
-            worker = dramatiq.Worker(broker, worker_threads=int(getattr(settings, "OAM_EMBEDDED_WORKER_THREADS", 2)),
+            worker = dramatiq.Worker(broker, worker_threads=int(conf.get("OAM_EMBEDDED_WORKER_THREADS")),
                                      worker_timeout=100)
             worker.start()
             _embedded = worker
@@ -107,8 +108,7 @@ class ExtractionSweepMiddleware(dramatiq.Middleware):
     def after_worker_boot(self, broker, worker) -> None:
         stop = threading.Event()
         self._stops[id(worker)] = stop
-        interval = self.interval if self.interval is not None else float(
-            getattr(settings, "OAM_EXTRACTION_SWEEP_SECONDS", 60))
+        interval = self.interval if self.interval is not None else float(conf.get("OAM_EXTRACTION_SWEEP_SECONDS"))
         threading.Thread(target=self._loop, args=(stop, interval), name="oam-extraction-sweep", daemon=True).start()
 
     def before_worker_shutdown(self, broker, worker) -> None:
@@ -121,7 +121,7 @@ class ExtractionSweepMiddleware(dramatiq.Middleware):
         from django.db import close_old_connections, connection
 
         boot = True
-        purge_every = float(getattr(settings, "OAM_PURGE_EXPIRED_SECONDS", 3600))
+        purge_every = float(conf.get("OAM_PURGE_EXPIRED_SECONDS"))
         next_purge = time.monotonic()
         while not stop.is_set():
             try:

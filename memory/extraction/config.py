@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import logging
 from typing import Any
-from django.conf import settings
+from memory import conf
 from memory.types import MemoryRetentionConfig
 
 
@@ -42,25 +42,26 @@ POLL_SECONDS = 0.1
 LINK_TYPES = {"updates": "supersedes", "contradicts": "contradicts"}
 
 
-def _setting(name: str, default: Any) -> Any:
-    return getattr(settings, name, default)
+def _setting(name: str, default: Any = None) -> Any:
+    """The setting ``name`` (``memory.conf.get``: its default lives there; ``default`` is ignored)."""
+    return conf.get(name)
 
 
 def duplicate_distance() -> float:
     """Cosine distance under which a candidate restates a stored memory (``OAM_EXTRACTION_DUPLICATE_DISTANCE``, 0.08)."""
-    return float(_setting("OAM_EXTRACTION_DUPLICATE_DISTANCE", 0.08))
+    return float(conf.get("OAM_EXTRACTION_DUPLICATE_DISTANCE"))
 
 
 def related_distance() -> float:
     """Cosine distance under which a candidate may update or contradict one (``OAM_EXTRACTION_RELATED_DISTANCE``, 0.25)."""
-    return float(_setting("OAM_EXTRACTION_RELATED_DISTANCE", 0.25))
+    return float(conf.get("OAM_EXTRACTION_RELATED_DISTANCE"))
 
 
 def max_attempts() -> int:
     """Claims of one job before it fails for good (``OAM_EXTRACTION_MAX_ATTEMPTS``, 4)."""
-    return int(_setting("OAM_EXTRACTION_MAX_ATTEMPTS", 4))
+    return conf.extraction_max_attempts()
 
 
 def default_retention() -> MemoryRetentionConfig:
     """Retention of extracted memories when no client says otherwise (the settings' defaults)."""
-    return MemoryRetentionConfig(default_ttl_days=settings.OAM_DEFAULT_TTL_DAYS, max_ttl_days=settings.OAM_MAX_TTL_DAYS)
+    return MemoryRetentionConfig(default_ttl_days=conf.get("OAM_DEFAULT_TTL_DAYS"), max_ttl_days=conf.get("OAM_MAX_TTL_DAYS"))

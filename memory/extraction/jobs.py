@@ -6,10 +6,11 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 from memory import progress
+from memory import conf
 from memory.extraction_config import BackgroundExtractionQueueFullBehavior as QueueFull
 from memory.extraction_config import MemoryExtractionConfig
 from memory.models import ExtractionJob, Thread
-from memory.extraction.config import ACTIVE, POLL_SECONDS, TRIGGER_ADD, _setting
+from memory.extraction.config import ACTIVE, POLL_SECONDS, TRIGGER_ADD
 from memory.extraction.queue import NOT_QUEUED, enqueue_job, note_not_queued  # noqa: F401  (re-exported)
 from memory.extraction.tracker import _accepted
 
@@ -123,7 +124,7 @@ def queue_has_room(config: MemoryExtractionConfig) -> bool:
     threads; its capacity is ``settings.OAM_EXTRACTION_QUEUE_CAPACITY``.
     Raises ``TimeoutError`` under WAIT_THEN_RAISE when no room frees up in time.
     """
-    capacity = int(_setting("OAM_EXTRACTION_QUEUE_CAPACITY", 1000))
+    capacity = int(conf.get("OAM_EXTRACTION_QUEUE_CAPACITY"))
 
     def full() -> bool:
         return ExtractionJob.objects.filter(status="queued").count() >= capacity

@@ -6,13 +6,14 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 from memory import progress, services
+from memory import conf
 from memory.extraction_config import MemoryExtractionConfig
 from memory.llm import Llm, LlmError, LlmInvalidOutput, LlmRequestRejected
 from memory.models import ExtractionJob, Memory, Message, Thread
 from memory.tenancy import stored_id
 from memory.types import MemoryRetentionConfig
 from memory.extraction.candidates import _last_seconds, Candidate, Decision, JobResult, inherited_metadata, parse_candidates, plan_slices
-from memory.extraction.config import ACTIVE, LINK_TYPES, POLL_SECONDS, TRIGGER_ADD, TRIGGER_EDIT, _setting, default_retention, max_attempts
+from memory.extraction.config import ACTIVE, LINK_TYPES, POLL_SECONDS, TRIGGER_ADD, TRIGGER_EDIT, default_retention, max_attempts
 from memory.extraction.dedup import decide
 from memory.extraction.jobs import ExtractionRejected, _chain_next, _claim, _finish_failed, _locked, _next_in_line, _release, job_schedule, queue_has_room
 from memory.prompts import MAX_OUTPUT_TOKENS, SCHEMA_NAME, extraction_prompt, extraction_schema
@@ -84,7 +85,7 @@ def run_inline(*, job_id: int, llm: Llm, retention: MemoryRetentionConfig | None
     ``timeout`` seconds (``OAM_EXTRACTION_INLINE_WAIT``, 300); after that it is
     left queued for a worker and "queued" is returned.
     """
-    timeout = float(_setting("OAM_EXTRACTION_INLINE_WAIT", 300)) if timeout is None else timeout
+    timeout = float(conf.get("OAM_EXTRACTION_INLINE_WAIT")) if timeout is None else timeout
     deadline = time.monotonic() + timeout
     while True:
         job = ExtractionJob.objects.filter(pk=job_id).first()

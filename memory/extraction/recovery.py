@@ -7,11 +7,12 @@ from django.db.models import F, Max
 from django.utils import timezone
 from memory import progress
 from memory.errors import NotFound
+from memory import conf
 from memory.extraction_config import MemoryExtractionConfig
 from memory.llm import get_llm
 from memory.models import ExtractionJob, Message, Thread
 from memory.selectors import live_q
-from memory.extraction.config import ACTIVE, TRIGGER_ADD, TRIGGER_EDIT, _setting
+from memory.extraction.config import ACTIVE, TRIGGER_ADD, TRIGGER_EDIT
 from memory.extraction.jobs import job_schedule, lock_row
 from memory.extraction.queue import NOT_QUEUED, broker_status, enqueue_job
 from memory.extraction.tracker import thread_config, thread_llm
@@ -44,8 +45,8 @@ def sweep(*, boot: bool = False) -> dict[str, int]:
     run anywhere, any number of times, concurrently.
     """
     now = timezone.now()
-    stale = now - datetime.timedelta(seconds=float(_setting("OAM_EXTRACTION_STALE_SECONDS", 1500)))
-    cutoff = now if boot else now - datetime.timedelta(seconds=float(_setting("OAM_EXTRACTION_RESEND_SECONDS", 300)))
+    stale = now - datetime.timedelta(seconds=float(conf.get("OAM_EXTRACTION_STALE_SECONDS")))
+    cutoff = now if boot else now - datetime.timedelta(seconds=float(conf.get("OAM_EXTRACTION_RESEND_SECONDS")))
     counts = {"requeued": 0, "covered": 0, "repaired": 0, "resent": 0, "created": 0}
     counts["requeued"] = ExtractionJob.objects.filter(status="running", started_at__lt=stale).update(
         status="queued", error="requeued by the sweep: the worker holding it stopped answering")
@@ -164,7 +165,7 @@ def queue_stall(thread: Thread, *, now=None) -> dict[str, Any] | None:
     """
     now = now or timezone.now()
     jobs = ExtractionJob.objects.filter(thread_id=thread.pk, trigger=TRIGGER_ADD)
-    stale = float(_setting("OAM_EXTRACTION_STALE_SECONDS", 1500))
+    stale = float(conf.get("OAM_EXTRACTION_STALE_SECONDS"))
     running = jobs.filter(status="running").order_by("started_at", "id").first()
     if running is not None:
         if running.started_at and (now - running.started_at).total_seconds() > stale:
@@ -184,7 +185,7 @@ def queue_stall(thread: Thread, *, now=None) -> dict[str, Any] | None:
     if first.error.startswith(NOT_QUEUED):
         return {"reason": "not_queued", "job_id": first.pk, "since": since, "detail": first.error}
     waited = (now - first.created_at).total_seconds()
-    limit = float(_setting("OAM_EXTRACTION_RESEND_SECONDS", 300)) + float(_setting("OAM_EXTRACTION_SWEEP_SECONDS", 60))
+    limit = float(conf.get("OAM_EXTRACTION_RESEND_SECONDS")) + float(conf.get("OAM_EXTRACTION_SWEEP_SECONDS"))
     if waited > limit:
         return {"reason": "waiting_for_worker", "job_id": first.pk, "since": since,
                 "detail": f"job {first.pk} has waited {waited:.0f} s for a worker (more than {limit:g} s): "
