@@ -43,6 +43,7 @@ from memory.models import (
     Thread,
     ThreadSummary,
 )
+from memory.errors import DomainError
 from memory.services import check_id, check_metadata, check_scope_id
 from memory.tenancy import DEFAULT_PROJECT, get_project, public_id, staff_projects
 from memory.types import NOTSET
@@ -143,7 +144,7 @@ def checked_form(**checks):
                 if name in data and name in self.changed_data:
                     try:
                         check(data[name], name)
-                    except (ValueError, TypeError) as exc:
+                    except DomainError as exc:
                         self.add_error(name, getattr(exc, "message", None) or str(exc))
             return data
 
