@@ -1,10 +1,10 @@
-"""Django admin for every table of the memory engine (issue 7: "Django admin stays complete").
+"""Django admin for every table of the memory engine ("Django admin stays complete").
 
 Threads, messages, memories, images and relations are edited and deleted
 through the same services the API uses (``save_model``/``delete_model``), so
 an edited memory is re-embedded and its chunks and relations stay in step.
 Single and bulk ("Delete selected") deletes of messages, memories and images
-go through ``memory.erasure`` (issue #12): their search text, embeddings,
+go through ``memory.erasure``: their search text, embeddings,
 relations and attached images go with them, expired records included; then
 ``erasure.storage_scrub`` makes the deletes final in the database file (its
 keyword index rewritten, the WAL emptied), as do thread deletes here.
@@ -12,11 +12,11 @@ Derived rows (search chunks, summaries, extraction jobs) are read-only here:
 the engine writes them. Each list has filters and a search box. Values the
 services would refuse (``checked_form``) are errors next to their field.
 
-Every list shows and filters by project (issue #12). Ids are shown as the
+Every list shows and filters by project. Ids are shown as the
 caller's (public) ids; the admin's own URLs use the stored ids
 (``memory.tenancy``), which are the primary keys.
 
-Staff by project (issue #12 item 4): every admin here (and in ``threads.admin``)
+Staff by project: every admin here (and in ``threads.admin``)
 is a ``ProjectScopedAdmin``: a superuser sees every row; another staff user
 only rows of the projects they are a member of (``memory.tenancy.staff_projects``):
 lists, change pages, actions and deletes, the project filter and the project
@@ -68,7 +68,7 @@ class MemberProjectFilter(admin.RelatedFieldListFilter):
 
 
 class ProjectScopedAdmin(admin.ModelAdmin):
-    """Rows of the projects the signed-in user may see (``memory.tenancy.staff_projects``; issue #12 item 4).
+    """Rows of the projects the signed-in user may see (``memory.tenancy.staff_projects``).
 
     ``project_path`` is the lookup from a row to its ``Project`` (``"pk"`` for
     projects themselves). A superuser sees every row; another staff user the
@@ -166,7 +166,7 @@ class ReadOnlyAdmin(ProjectScopedAdmin):
 
 class ErasingAdmin(ProjectScopedAdmin):
     """Deletes, single and bulk, through an erase function of ``memory.erasure`` (stored ids -> counts), then
-    ``erasure.storage_scrub``: the deleted text does not survive in the database file (issue #12 item 7)."""
+    ``erasure.storage_scrub``: the deleted text does not survive in the database file."""
 
     erase = None  # a staticmethod: memory.erasure.messages_erase, memories_erase ...
 
@@ -326,7 +326,7 @@ class MemoryAdmin(ServiceDeletes, ErasingAdmin):
 
 @admin.register(Image)
 class ImageAdmin(ErasingAdmin):
-    """Images (issue 5): description and metadata edited through ``Thread.update_image`` (re-embeds)."""
+    """Images: description and metadata edited through ``Thread.update_image`` (re-embeds)."""
 
     list_display = (shown_id, "project", "thread", "message", "mime_type", "width", "height", "size_bytes",
                     "short_description", "expires_at")

@@ -19,7 +19,7 @@ def admin_log_erase(model: type, keys: Iterable[Any]) -> int:
     record's id and its ``str()`` (``object_repr``): the records' ``__str__``
     name only their kind and id, but entries written before did not (a
     memory's first 60 characters), and the id itself may be personal
-    (found by an attacker of #12). So every erase function here deletes the
+    (found by a security review). So every erase function here deletes the
     history of what it deletes, the admin's own delete entry included (its
     ``delete_model`` runs after ``log_deletions``); counted as
     ``admin_log_entries``.

@@ -1,4 +1,4 @@
-"""Erasure (issue #12): deleting records for good, one end user or agent at a time, and what has expired.
+"""Erasure: deleting records for good, one end user or agent at a time, and what has expired.
 
 Every delete of the engine ends here, whichever door it came through (the
 spec's ``delete_*`` methods, ``AgentMemory.delete_user``/``delete_agent``/
@@ -220,7 +220,7 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
     same transaction, so that other layers drop what they keep about the
     erased threads and records (access records: ``thread_ids`` of the erased
     threads, ``record_ids`` of every memory, image and relation erased,
-    wherever it lived, found by an attacker of #12; API keys: every key fixed
+    wherever it lived, found by a security review; API keys: every key fixed
     to the subject, ``threads.auth.subject_keys_erase``); what the receivers
     return is counted in the receipt. Callers wait for
     background extraction first (the client does, ``AgentMemory.delete_user``).
@@ -402,7 +402,7 @@ def keyword_index_rewrite(connection=None) -> None:
     FTS5's ``secure-delete`` removes a deleted row's postings from the
     segments, but not the b-tree separator keys of a segment (``<fts>_idx``:
     the first term of each leaf page, or a prefix of it), so an erased word
-    that began a leaf page stayed in the file (found by an attacker of #12).
+    that began a leaf page stayed in the file (found by a security review).
     FTS5's ``optimize`` merges every segment into a new one, with new keys,
     and frees the old pages (zeroed: ``secure_delete``). It does nothing when
     the index is one segment already (as after the previous scrub), so a

@@ -54,7 +54,7 @@ def check_sql_count(value: int, field: str, rule: str = "") -> int:
     return value
 
 
-# --- bounds on the work one call may ask for (issue #13, README "Limits") ---------------------
+# --- bounds on the work one call may ask for (README "Limits") ---------------------
 #
 # Each is a ValueError (``InvalidArgument``) naming the field, a 422 over HTTP.
 
@@ -153,5 +153,5 @@ class Conflict(DomainError, ValueError):
 
 class OutOfScope(InvalidArgument):
     """A value reaches outside what the caller may touch: another end user or agent than the one a
-    restricted client acts for (``memory.tenancy.Tenant``; issue #12). A ``ValueError`` in Python,
+    restricted client acts for (``memory.tenancy.Tenant``). A ``ValueError`` in Python,
     HTTP 403 naming the field."""

@@ -1,6 +1,6 @@
 """Relations between memory-like records: writes, lifecycle, graph expansion and autonomous linking.
 
-Spec (``shared/spec/oracle_thread_api.txt``): ``link_records``,
+Spec (the Oracle AI Agent Memory thread API spec): ``link_records``,
 ``update_record_link``, ``delete_record_link``; ``add_memory``'s
 ``memory_id_to_link``/``link_type``/``link_id``/``link_timestamp``/
 ``link_metadata`` and ``autonomous_linking``; ``search``'s ``num_hops`` and
@@ -66,7 +66,7 @@ from memory.types import NOTSET, LinkedRecord, RecordRelation, RecordStatus, Sea
 
 logger = logging.getLogger(__name__)
 
-#: Relation types whose target becomes invalid (issue 6, "Lifecycle").
+#: Relation types whose target becomes invalid (see "Lifecycle" above).
 INVALIDATING_RELATIONS = ("supersedes", "refines", "duplicates")
 #: ``search(num_hops=...)`` accepts 0 through 5 (spec: search).
 MAX_HOPS = 5
@@ -384,7 +384,7 @@ def link_delete(
 def visible(qs, thread: Thread, restrict: dict[str, str] | None):
     """The relations of ``qs`` (of ``thread``) a client restricted by ``restrict`` (``Tenant.row_filter``) may see:
     both endpoints are memories of its user/agent. A relation to another user's or agent's record stored in
-    the thread does not exist for it (found by an attacker of #12). ``restrict`` empty or None: all of ``qs``.
+    the thread does not exist for it (found by a security review). ``restrict`` empty or None: all of ``qs``.
 
     Endpoints are always memories of the relation's own thread (``link_create``), hence the subquery's filter.
     """

@@ -1,6 +1,6 @@
 """Search over every record kind on ``oam_search_chunks``: vector, keyword or hybrid.
 
-Flow (ARCHITECTURE.md, "search"): resolve the scope by the spec's rules →
+Flow (docs/architecture.md, "Flows"): resolve the scope by the spec's rules →
 the same SQL filter (scope, record types, status, expiry, metadata filter)
 for every ranked list ("arm") → one result per record → fusion → token
 budgets → relations followed for ``num_hops`` (``memory.links``) →
@@ -20,15 +20,15 @@ HYBRID (the default) fuses all three by weighted reciprocal rank fusion
 ``k = 10`` and weights vector 1, text 1, context 2. Measured on LoCoMo
 (bench/locomo_import.py, 1,536 questions, per-user scope): evidence recall@10
 0.742 against 0.444 for vectors alone, 0.502 for plain BM25 and 0.532 for
-plain RRF (k=60) of the two (shared/data/locomo/SOURCE.md).
+plain RRF (k=60) of the two (``bench/locomo_import.py``, ``BASELINES_SOURCE_MD``).
 
-Two rules on top of the fusion (issue #16): in HYBRID a keyword match whose
+Two rules on top of the fusion: in HYBRID a keyword match whose
 BM25 carries no evidence (``MIN_BM25_EVIDENCE``) gets no rank credit, so a
 turn is not lifted by words every turn has, its neighbours' included; and a
 memory never outranks the memory that superseded, refined or duplicated it
 (``after_replacements``).
 
-Projects (issue #12): a search runs in one project (``SearchRequest.project_id``).
+Projects: a search runs in one project (``SearchRequest.project_id``).
 ``filtered_chunks`` is the one place that filters chunks, and it always adds
 ``project_id``; the vector arm (SQLite cache, SQL ranking, Oracle's approximate
 SQL), both keyword arms and graph expansion compile their WHERE clause from it.
@@ -68,7 +68,7 @@ CHUNK_OVERFETCH = 3
 ARM_DEPTH = 100
 SEARCH_MODES = ("VECTOR", "KEYWORD", "HYBRID")
 #: Arm weights and RRF constant. Split: chosen on ALL ten LoCoMo conversations before the tuning/report split
-#: existed (issue #16), so the report half is not unseen for them. Checked on the TUNING half only
+#: existed, so the report half is not unseen for them. Checked on the TUNING half only
 #: (bench/locomo_import.py --reuse, HYBRID, recall@10): context weight 2 -> 0.750, 1 -> 0.729, 0.75 -> 0.720,
 #: and the context arm limited to turns the text or vector arm found -> 0.749; kept at 2.
 ARM_WEIGHTS = {"vector": 1.0, "text": 1.0, "context": 2.0}
@@ -272,7 +272,7 @@ def keyword_terms(query: str) -> list[str]:
     tokenizer does), stopwords dropped, duplicates removed, at most 32 kept.
 
     Linear in the query: words are read lazily and reading stops at the
-    32nd term (issue #13: a list membership test per word made a 1 MB query
+    32nd term (a list membership test per word made a 1 MB query
     cost 152 CPU-seconds).
     """
     seen: dict[str, None] = {}
@@ -434,7 +434,7 @@ def vector_sql(request: SearchRequest, query_vector, limit: int, *, connection=N
     ``ORDER BY VECTOR_DISTANCE(embedding, :q, COSINE) FETCH APPROX FIRST n ROWS
     ONLY WITH TARGET ACCURACY a`` (``settings.OAM_VECTOR_TARGET_ACCURACY``,
     default 95) lets Oracle use the HNSW/IVF index of migration 0002, whose
-    metric is COSINE too (shared/reference/oracle.md section 3). Django can
+    metric is COSINE too (Oracle AI Vector Search User's Guide). Django can
     only emit ``FETCH FIRST``, an exact scan, hence hand-written SQL. The
     ORDER BY holds the distance expression alone, as the approximate form
     requires, and the filters are ``filter_sql``'s (the optimizer pre- or
@@ -630,7 +630,7 @@ def _dedupe(rows) -> list[tuple[str, str]]:
 #: Smallest BM25 score (its magnitude; FTS5's ``bm25()`` is negative) that counts as keyword evidence on
 #: SQLite. FTS5 clamps the IDF of a term found in half the indexed chunks or more to 1e-6, so a chunk that
 #: matches only such terms (the role "user" in a store of user turns) scores about 1e-6 per term: no evidence,
-#: and reciprocal rank fusion must not give it a rank's credit (issue #16: "My receipt" ranked first for
+#: and reciprocal rank fusion must not give it a rank's credit ("My receipt" ranked first for
 #: "what food does the user like?" on a fresh two-turn thread, on the length of a clamped "user" match).
 #: Applied in HYBRID only, where the vector arm still ranks every record: KEYWORD mode keeps such matches (in
 #: a store of one or two records every term is that common). Not tuned on LoCoMo (no split): a constant of
@@ -660,7 +660,7 @@ def fuse(arms: dict[str, list[tuple[str, str]]], weights: dict[str, float] = ARM
 
 
 def after_replacements(ranked: list[tuple[tuple[str, str], float]]) -> list[tuple[tuple[str, str], float]]:
-    """Move each memory that a ranked memory replaces to just after its replacement (issue #16).
+    """Move each memory that a ranked memory replaces to just after its replacement.
 
     A replacement is the source of a ``supersedes``, ``refines`` or ``duplicates`` relation
     (``memory.links.INVALIDATING_RELATIONS``; the target is invalid while it lasts). A superseded memory

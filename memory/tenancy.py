@@ -1,4 +1,4 @@
-"""Projects: where one application's records live, and how ids stay unique within a project (issue #12).
+"""Projects: where one application's records live, and how ids stay unique within a project.
 
 A ``memory.models.Project`` is the tenant: an application, or an environment of
 one. Every stored row carries its ``project`` column, and every read and write
@@ -96,7 +96,7 @@ def get_project(project: Any = None):
 
 
 def staff_projects(user: Any):
-    """The projects ``user`` may see and change as staff (issue #12 item 4): a ``QuerySet[Project]``.
+    """The projects ``user`` may see and change as staff: a ``QuerySet[Project]``.
 
     The one rule every staff door applies (the staff pages, the search
     playground and context-card preview, the staff WebSocket, the Django
@@ -132,7 +132,7 @@ def staff_project(user: Any, project: str | None) -> Any:
 
 @dataclass(frozen=True)
 class Tenant:
-    """Who a client acts for: a project, and optionally one end user and/or one agent of it (issue #12).
+    """Who a client acts for: a project, and optionally one end user and/or one agent of it.
 
     ``user_id``/``agent_id`` None: any user/agent of the project; a string:
     only that one (an API key with a fixed ``user_id`` makes such a client,
@@ -175,7 +175,7 @@ class Tenant:
         """A search's ``scope`` (a ``SearchScope`` or None) and explicit scope ``arguments`` with the fixed
         user and agent in place of unset ids, before the search's rules run (``memory.search.run_search``).
 
-        So a user-restricted client never needs to pass ``user_id`` (issue #12; the SDK's "client searches
+        So a user-restricted client never needs to pass ``user_id`` (the SDK's "client searches
         require explicit user scoping" was checked first, found by an attacker): its user is explicit. The
         ``exact_*`` flags stay as given, and a given id stays too (``limit_scope`` checks it). The ids go into
         ``scope`` when there is one, else into ``arguments`` (the two stay exclusive).

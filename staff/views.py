@@ -1,11 +1,10 @@
-"""Staff pages (issue 7): threads, a thread's records, search playground, context-card preview.
+"""Staff pages: threads, a thread's records, search playground, context-card preview.
 
-Thin edges (STYLE.md section 2): parse the form, make one call into
+Thin edges (docs/architecture.md, "Layers"): parse the form, make one call into
 ``memory`` (``memory.client`` spec methods, the same the JSON API in
 ``threads/api.py`` uses, or ``memory.services``; reads through
 ``memory.browse``), render. Every page works without JavaScript (forms post,
-then redirect back); with htmx a form swaps only its region (STYLE.md
-section 8: one view serves the page and its fragment, ``"page.html#region"``
+then redirect back); with htmx a form swaps only its region (one view serves the page and its fragment, ``"page.html#region"``
 when ``request.htmx``).
 
 Errors: the ``memory.errors.DomainError`` (a ``ValueError``/``TypeError``/``KeyError``
@@ -13,7 +12,7 @@ naming its field) that ``memory`` raises is shown next to the field it names (``
 status 422, htmx or not; a thread, message, memory, image or relation that is
 not there is a 404, and so is a project the signed-in user may not see
 (``memory.tenancy.staff_project``: superusers see every project, other staff
-the projects they are members of; issue #12 item 4), so a staff user cannot
+the projects they are members of), so a staff user cannot
 tell another project from one that does not exist.
 
 htmx writes also refresh the header counts out of band (``#thread-counts``)

@@ -54,3 +54,15 @@ def test_the_contracts_fail_on_an_upward_import_or_a_cycle(tmp_path, files, cont
     result = lint_imports(_fake_tree(tmp_path, files))
     assert result.returncode == 1, result.stdout + result.stderr
     assert contract in result.stdout, result.stdout
+
+
+def test_every_file_the_architecture_document_names_exists():
+    """``docs/architecture.md`` names files in backticks; a renamed or removed file fails here, not in a reader."""
+    import re
+
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    paths = {p.rstrip("/") for p in re.findall(r"`([a-z_./]+(?:\.py|\.md|/)|\.importlinter)`", text)}
+    paths |= {p.replace("<entity>", "messages") for p in re.findall(r"`([a-z_./<>]+\.py)`", text)}
+    assert len(paths) > 30, sorted(paths)
+    missing = sorted(p for p in paths if "/" in p or p.startswith(".") if not (ROOT / p).exists())
+    assert missing == [], missing

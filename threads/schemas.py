@@ -731,7 +731,7 @@ class ExtractionStateOut(Schema):
 
 
 class KeyIn(_In):
-    """A new API key of the calling key's project (issue #12)."""
+    """A new API key of the calling key's project."""
 
     name: str = Field(min_length=1, max_length=100, description="A label, e.g. the application using it.")
     permission: Literal["read", "write", "admin"] = Field(

@@ -68,7 +68,7 @@ def jobs_fence(*, thread_id: str, reason: str) -> list[int]:
     another attempt) and writes nothing; the job is sent again after commit and
     its next run reads the records as they are then. A fenced run counts as an
     attempt (``OAM_EXTRACTION_MAX_ATTEMPTS``). This replaces waiting for the
-    running job (issue #13: a delete waited minutes for a hung LLM).
+    running job (a delete used to wait minutes for a hung LLM).
     """
     running = list(ExtractionJob.objects.filter(thread_id=thread_id, status="running").values_list("pk", flat=True))
     if running:

@@ -39,9 +39,9 @@ def sweep(*, boot: bool = False) -> dict[str, int]:
       when extraction is due by the thread's stored config and an LLM is
       configured here; only threads that had extraction jobs or a stored config.
 
-    Every decision is taken on values read under the thread's lock (issue #13:
+    Every decision is taken on values read under the thread's lock: once
     a watermark read before a job's commit and acted on after it rewrote the
-    next job to start too early, and the thread never advanced again). Safe to
+    next job to start too early, and the thread never advanced again. Safe to
     run anywhere, any number of times, concurrently.
     """
     now = timezone.now()

@@ -71,7 +71,7 @@ def memory_prepare(
     Embedding is slow and needs no database lock: callers that write several
     records in one transaction (an extraction job's commit) prepare them
     first and insert them with ``memory_insert`` inside it, so no write lock is
-    held while the embedder runs (issue #13). Raises as ``memory_add``.
+    held while the embedder runs. Raises as ``memory_add``.
     """
     if not isinstance(content, str):
         raise InvalidType("content", f"must be a string, not {type(content).__name__}")

@@ -1,4 +1,4 @@
-"""Deletes while the LLM hangs (issue #13): they return at once and the running job writes nothing.
+"""Deletes while the LLM hangs: they return at once and the running job writes nothing.
 
 The LLM is a real OpenAI-compatible HTTP server on 127.0.0.1 (``ScriptedLlmServer``)
 whose answers wait until the test releases them; the worker is the embedded

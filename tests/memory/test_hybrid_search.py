@@ -167,11 +167,11 @@ def test_search_reads_its_records_unordered(thread):
     assert not any("JOIN" in sql or "ORDER BY" in sql for sql in reads), reads
 
 
-# --- issue #16: the two ranking faults -------------------------------------------------------
+# --- the two ranking faults -------------------------------------------------------
 
 
 def test_neighbours_words_do_not_outrank_a_turns_own_meaning(client):
-    """A turn is not credited with its neighbour's words as if they were its own (issue #16).
+    """A turn is not credited with its neighbour's words as if they were its own.
 
     "My receipt" (cosine distance ~0.82 to the query) once ranked above "I love pizza." (~0.45) for
     "what food does the user like?": both turns' text and context (the two turns together) match only

@@ -1,4 +1,4 @@
-"""Relations between memory-like records (issue 6; spec: link_records, update_record_link,
+"""Relations between memory-like records (spec: link_records, update_record_link,
 delete_record_link, add_memory's link arguments and autonomous_linking, search's num_hops)."""
 
 import asyncio
@@ -517,7 +517,7 @@ def test_the_llm_sees_the_new_memory_and_its_nearest_valid_memories_of_the_threa
 
 
 def test_a_restricted_clients_autonomous_linking_sees_and_links_its_own_users_memories_only(db):
-    """With #12's user-restricted keys: u2's client adding a memory to u2's thread, which also holds u1's memory,
+    """With user-restricted keys: u2's client adding a memory to u2's thread, which also holds u1's memory,
     must neither show u1's memory to the LLM nor let it supersede it (``propose_links(restrict=...)``)."""
     from memory.tenancy import Tenant, get_project
 

@@ -1,4 +1,4 @@
-"""Staff pages (issue 7) through the Django test client on a real SQLite file.
+"""Staff pages through the Django test client on a real SQLite file.
 
 Login, each page and its region ids, the thread list's filters and paging,
 inline edits going through the services (re-embedding), delete
@@ -291,7 +291,7 @@ def test_message_delete_asks_first_then_deletes(staff, htmx, filled):
     assert b"<html" not in fragment.content and b'class="confirm card"' in fragment.content
     assert Message.objects.filter(pk=key(mid)).exists()  # asking deletes nothing
     response = htmx.post(url)
-    # nothing replaces the list item; only the header counts come, out of band (issue 7 review)
+    # nothing replaces the list item; only the header counts come, out of band 
     body = response.content.decode().strip()
     assert response.status_code == 200 and body.startswith('<dl class="thread-facts" id="thread-counts" '
                                                             'hx-swap-oob="true">') and body.endswith("</dl>")
