@@ -32,6 +32,7 @@ from memory.validators import (
     check_status,
     check_text,
 )
+from memory.links.writes import PendingLink, pending_link
 from memory.services.common import erase_fenced, refresh_expiry
 
 
@@ -130,8 +131,18 @@ def memory_insert(prepared: PreparedMemory, *, link: Callable[[Memory], Any] | N
     return memory.public_id
 
 
-def memory_add(*, link: Callable[[Memory], Any] | None = None, **fields: Any) -> str:
-    """Store a memory-like record and index it; return its id.
+def memory_add(
+    *,
+    memory_id_to_link: Any = NOTSET,
+    link_type: Any = NOTSET,
+    link_id: Any = NOTSET,
+    link_timestamp: Any = NOTSET,
+    link_metadata: Any = NOTSET,
+    link_restrict: dict[str, str] | None = None,
+    link: PendingLink | None = None,
+    **fields: Any,
+) -> str:
+    """Store a memory-like record and index it, with its explicit relation when asked; return its id.
 
     ``fields`` are ``memory_prepare``'s: ``thread``, ``content``, ``retention``
     and optionally ``memory_type``, ``user_id``, ``agent_id``, ``thread_id``,
@@ -140,13 +151,29 @@ def memory_add(*, link: Callable[[Memory], Any] | None = None, **fields: Any) ->
     thread's user, agent and thread ids; a given ``thread_id`` names a thread of
     the same project (it need not exist; None: owned by no thread).
     ``source_message_ids`` are public message ids. ``memory_type`` defaults to "memory";
-    ``status`` to valid. ``link`` (a ``memory.links.PendingLink``) is called
-    with the saved memory inside the same transaction, so the memory and its
-    explicit relation commit together. Raises ValueError for an unknown type or
-    status, a taken ``memory_id`` or an empty content; TypeError for a
-    non-string content. Embeds before the transaction (``memory_prepare``,
-    then ``memory_insert``).
+    ``status`` to valid.
+
+    The spec's link arguments (``add_memory``: ``memory_id_to_link``,
+    ``link_type``, ``link_id``, ``link_timestamp``, ``link_metadata``) are
+    checked by ``memory.links.pending_link`` (``link_restrict``: a restricted
+    client's ``Tenant.row_filter``); omitted scope values then come from the
+    linked record, and the relation is inserted with the memory in the same
+    transaction, so both commit together. ``link`` is such a ``PendingLink``
+    already checked by the caller (instead of the link arguments). Raises
+    ValueError for an unknown type or status, a taken ``memory_id``, an empty
+    content or bad link arguments; TypeError for a non-string content. Embeds
+    before the transaction (``memory_prepare``, then ``memory_insert``).
     """
+    if link is None:
+        link = pending_link(thread=fields["thread"], memory_id_to_link=memory_id_to_link, link_type=link_type,
+                            link_id=link_id, link_timestamp=link_timestamp, link_metadata=link_metadata,
+                            restrict=link_restrict)
+        if link is not None:
+            scope = link.inherit_scope(*(fields.get(name, NOTSET) for name in ("user_id", "agent_id", "thread_id")))
+            fields.update((name, value) for name, value in zip(("user_id", "agent_id", "thread_id"), scope)
+                          if value is not NOTSET)
+    elif any(value is not NOTSET for value in (memory_id_to_link, link_type, link_id, link_timestamp, link_metadata)):
+        raise InvalidType("link", "give either a checked link or the link arguments, not both")
     return memory_insert(memory_prepare(**fields), link=link)
 
 

@@ -125,7 +125,7 @@ def test_filter_sql_compiles_once_per_search_and_follows_the_request(client, mon
     thread.add_memory("quasar observation log", memory_id="q", metadata={"k": 1})
     compiled = []
     real = search.filtered_chunks
-    monkeypatch.setattr(search, "filtered_chunks", lambda *a, **k: compiled.append(1) or real(*a, **k))
+    monkeypatch.setattr(search.query, "filtered_chunks", lambda *a, **k: compiled.append(1) or real(*a, **k))
     keyword = AgentMemory(search_config=MemorySearchConfig(mode="KEYWORD")).get_thread("t-f")
     assert [r.record_id for r in keyword.search("quasar observation")] == ["q"]
     assert len(compiled) == 1  # the text and context arms share one compiled clause

@@ -297,6 +297,29 @@ def test_add_memory_with_a_link_inherits_omitted_scopes_from_the_target(notes):
     assert (row.user_id, row.agent_id) == ("user-9", "agent-2")
 
 
+def test_the_memory_add_service_takes_the_link_arguments_itself(notes):
+    """``services.memory_add`` checks and inserts the explicit relation with the memory (no caller-built link)."""
+    from memory import services
+    from memory.types import MemoryRetentionConfig
+
+    notes.add_memory("Shared across agents", memory_id="shared", user_id=None, agent_id="agent-2")
+    services.memory_add(thread=notes.row, content="Shared note, corrected", memory_id="fix",
+                        retention=MemoryRetentionConfig(), memory_id_to_link="shared", link_type="supersedes",
+                        link_id="rel-fix")
+    row = RecordLink.objects.get(pk=key("rel-fix"))
+    assert (row.source_id, row.target_id, row.relation_type) == (key("fix"), key("shared"), "supersedes")
+    assert (Memory.objects.get(pk=key("fix")).user_id, Memory.objects.get(pk=key("fix")).agent_id) == (None, "agent-2")
+    assert invalid("shared") and valid("fix")
+    with pytest.raises(ValueError, match="link_type"):
+        services.memory_add(thread=notes.row, content="No type", retention=MemoryRetentionConfig(),
+                            memory_id_to_link="a")
+    link = links.pending_link(thread=notes.row, memory_id_to_link="a", link_type="supports")
+    with pytest.raises(TypeError, match="not both"):
+        services.memory_add(thread=notes.row, content="Both", retention=MemoryRetentionConfig(), link=link,
+                            link_type="supports")
+    assert not Memory.objects.filter(content__in=["No type", "Both"]).exists()
+
+
 def test_add_memory_link_errors_write_nothing(client, notes):
     other = client.create_thread(thread_id="t-other", user_id="user-1", agent_id="agent-1")
     other.add_memory("theirs", memory_id="theirs")

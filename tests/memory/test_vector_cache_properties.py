@@ -28,7 +28,7 @@ from django.utils import timezone
 from hypothesis import HealthCheck, example, given, seed, settings
 from hypothesis import strategies as st
 
-import memory.search as search_module
+import memory.search.backends as search_module  # the SQLite backend: its vector cache path and fallback
 import memory.vector_cache as vector_cache_module
 from memory.backends.sqlite_vec.base import Database
 from memory.models import RECORD_TYPES, Project, SearchChunk
