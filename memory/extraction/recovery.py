@@ -212,7 +212,7 @@ def extraction_state(*, thread: Thread) -> dict[str, Any]:
     ``pending_messages`` counts live messages after the watermark; ``thread_id`` is public.
     ``stalled`` is ``queue_stall`` (None when the queue advances),
     ``last_repair`` ``last_repair`` and ``broker`` the live
-    ``memory.worker.broker_status``. Raises KeyError (``NotFound``) when the
+    ``memory.extraction.queue.broker_status``. Raises KeyError (``NotFound``) when the
     thread is gone.
     """
     fresh = Thread.objects.filter(pk=thread.pk).first()  # the watermark moves
