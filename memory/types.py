@@ -138,7 +138,7 @@ class MemoryRecord:
 
 @dataclass
 class ImageRecord:
-    """A stored image (spec: list_images -> ImageRecord; issue #5).
+    """A stored image (spec: list_images -> ImageRecord).
 
     ``bytes`` is None unless the read asked for it (``list_images(image_id=...,
     include_bytes=True)``); ``description`` is the searchable text (None: not
