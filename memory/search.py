@@ -48,7 +48,6 @@ from django.db import connection as default_connection
 from django.db.models import Q
 from django.utils import timezone
 
-from memory.chunking import estimate_tokens
 from memory.embedders import get_embedder
 from memory.errors import MAX_QUERY_CHARS, InvalidArgument, InvalidType, check_size, check_sql_count, check_text
 from memory.fields import VectorDistance
@@ -237,6 +236,16 @@ def _check_budget(value: Any, default: int | None, field: str) -> int | None:
     return value if value > 0 else None
 
 
+#: Characters per token of the budget estimate (the SDK 26.8.0's ``_estimate_text_tokens``).
+BUDGET_CHARS_PER_TOKEN = 3.5
+
+
+def estimate_budget_tokens(text: str) -> int:
+    """Tokens of ``text`` as the search and context-card budgets count them: ``max(1, round(len / 3.5))``
+    (Python's round: halves to even), the SDK's estimate, so the same budget keeps the same results."""
+    return max(1, int(round(len(text) / BUDGET_CHARS_PER_TOKEN)))
+
+
 def apply_token_budgets(results: list[SearchResult], token_budget: int | None,
                         soft_token_budget: int | None) -> list[SearchResult]:
     """Trim ranked results to the spec's budgets on their formatted text.
@@ -245,11 +254,11 @@ def apply_token_budgets(results: list[SearchResult], token_budget: int | None,
     cumulative estimate fits; if the first does not fit, none. Soft
     ``soft_token_budget``: keep results up to and including the one whose
     cumulative estimate reaches the target. ``None`` disables either. Tokens
-    are estimated by ``memory.chunking.estimate_tokens``.
+    are estimated by ``estimate_budget_tokens`` (3.5 characters a token, as the SDK).
     """
     kept, total = [], 0
     for result in results:
-        cost = estimate_tokens(result.formatted_content)
+        cost = estimate_budget_tokens(result.formatted_content)
         if token_budget is not None and total + cost > token_budget:
             break
         kept.append(result)
@@ -371,6 +380,8 @@ def run_search(query: Any, *, tenant: Tenant, defaults: SearchScope, config: Mem
     user-restricted client need not name its user). Errors as those two raise them; ``Tenant.limit_scope``
     raises ``OutOfScope`` (ValueError) for a scope beyond a restricted tenant's user or agent.
     """
+    if isinstance(query, str) and not query.strip():
+        raise InvalidArgument("query", "must not be empty")  # SDK 26.8.0: ValueError for an empty query
     scope_arguments = {name: arguments.pop(name) for name in SCOPE_ARGUMENTS if name in arguments}
     scope, scope_arguments = tenant.fill_scope(scope, scope_arguments)
     resolved = tenant.limit_scope(resolve_scope(defaults, client=client, scope=scope, **scope_arguments))

@@ -430,8 +430,8 @@ def messages_add(
     """Append ``messages`` to ``thread``; return their ids in input order.
 
     ``metadata`` is one dict for the batch or a list with one entry per message;
-    a given dict is laid over the message's own metadata (omitted or None keeps
-    the message's own). ``ttl_days``/``ttl_anchor`` are scalars for the batch or
+    a given dict replaces the message's own metadata (SDK 26.8.0; omitted or None
+    keeps the message's own). ``ttl_days``/``ttl_anchor`` are scalars for the batch or
     lists. The whole batch is validated, embedded, then inserted in one
     transaction with its search chunks: one bad message writes nothing.
     Raises ValueError/TypeError naming the field (``messages[i].role`` ...).
@@ -462,7 +462,8 @@ def messages_add(
     for i, msg in enumerate(parsed):
         given = metas[i]
         if given is not NOTSET and given is not None:
-            msg.metadata = {**msg.metadata, **check_metadata(given, f"metadata[{i}]" if isinstance(metadata, list) else "metadata")}
+            # replaces the message's own metadata (SDK 26.8.0), it is not merged into it
+            msg.metadata = check_metadata(given, f"metadata[{i}]" if isinstance(metadata, list) else "metadata")
         days = ttl_rules.resolve_ttl_days(days_list[i], retention, "ttl_days")
         anchor = TimeToLiveAnchor.CREATED_AT if anchors[i] is NOTSET else ttl_rules.check_anchor(anchors[i])
         expiries.append(ttl_rules.expires_at(days, anchor, created_at=now, timestamp=msg.timestamp,
@@ -982,13 +983,20 @@ def thread_create(
     return thread
 
 
-def thread_update(*, thread: Thread, metadata: Any = NOTSET) -> Thread:
-    """Replace a thread's metadata (the only mutable thread field); return the row. KeyError when gone."""
+def thread_update(*, thread: Thread, metadata: Any = NOTSET, config_changes: dict[str, Any] | None = None) -> Thread:
+    """Replace a thread's metadata and/or set keys of its ``config`` (``config_changes``, already
+    validated by the caller); return the row. KeyError when gone."""
     with transaction.atomic():
         thread = _lock_thread(thread.pk)
+        fields = []
         if metadata is not NOTSET:
             thread.metadata = check_metadata(metadata)
-            thread.save(update_fields=["metadata", "updated_at"])
+            fields.append("metadata")
+        if config_changes:
+            thread.config = {**(thread.config or {}), **config_changes}
+            fields.append("config")
+        if fields:
+            thread.save(update_fields=[*fields, "updated_at"])
     return thread
 
 
@@ -1124,13 +1132,15 @@ def image_add(
     retention: MemoryRetentionConfig,
     limits: ImageInputLimitConfig | None = None,
     llm: Any = None,
+    caption_required: bool = False,
 ) -> str:
     """Store one image owned by ``thread`` and index its description; return its id (spec: add_image).
 
     ``image``: raw bytes, validated by ``memory.images.validate_image`` against
     ``limits`` (``mime_type`` omitted/None: detected; given: must match the
     bytes). ``description`` omitted or None: a caption from ``llm``
-    (``memory.images.generate_caption``; no LLM: None, and the image is not
+    (``memory.images.generate_caption``; no LLM: ValueError naming
+    ``description`` with ``caption_required``, the SDK's rule, else None, and the image is not
     searchable until described). ``user_id``/``agent_id``/``thread_id``: scope
     assertions that must equal the thread's. ``timestamp``/``ttl_days``/
     ``ttl_anchor`` as for memories (``memory.ttl``). The row and its chunks are
@@ -1158,6 +1168,8 @@ def image_add(
     if Image.objects.filter(pk=stored_id(thread.project_id, iid)).exists():
         raise Conflict("image_id", iid)
     if description is NOTSET or description is None:
+        if llm is None and caption_required:
+            raise InvalidArgument("description", "required: there is no LLM to caption the image")
         description = generate_caption(valid, llm, limits=limits)
     chunks = image_chunk_texts(description)
     vectors = _image_embeddings(chunks, stamp)

@@ -403,8 +403,8 @@ def _image_upload(request: HttpRequest, thread: Thread) -> tuple[bytes, dict, st
     ``Content-Length``) or the base64 decoded, so an oversize upload is refused
     without holding it twice.
     """
-    limit = thread.image_input_limit_config.max_image_bytes
-    too_big = f"the limit is {limit} bytes (ImageInputLimitConfig.max_image_bytes)"
+    limit = thread.image_input_limit_config.max_raw_image_bytes
+    too_big = f"the limit is {limit} bytes (ImageInputLimitConfig.max_raw_image_bytes)"
     if request.content_type == "multipart/form-data":
         length = int(request.META.get("CONTENT_LENGTH") or 0)
         if length > limit + MULTIPART_FIELDS_BYTES:  # refused before Django parses the form

@@ -129,10 +129,10 @@ def test_ttl_days_must_be_an_integer(api, thread):
     resp = add_messages(api, "t-main", [{"role": "user", "content": "x"}], ttl_days="3")
     assert resp.status_code == 422
     assert "ttl_days" in error_fields(resp)
-    resp = add_messages(api, "t-main", [{"role": "user", "content": "x"}], ttl_days=0)
+    resp = add_messages(api, "t-main", [{"role": "user", "content": "x"}], ttl_days=-1)
     assert resp.status_code == 422
     assert resp.json()["detail"] == [
-        {"loc": ["body", "ttl_days"], "msg": "must be at least 1 day", "type": "value_error"}
+        {"loc": ["body", "ttl_days"], "msg": "must be 0 or more days (0: expires at once)", "type": "value_error"}
     ]
 
 

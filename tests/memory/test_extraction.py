@@ -71,7 +71,10 @@ def test_config_defaults_follow_the_spec_where_it_gives_them():
     assert config.memory_extraction_window == -1 and config.context_summary_update_frequency == -1
     assert config.enable_context_summary is True and config.memory_extraction_inherit_message_metadata is True
     assert config.extraction_mode is MemoryExtractionMode.BACKGROUND
-    assert config.background_extraction_queue_full_behavior is BackgroundExtractionQueueFullBehavior.WAIT_THEN_SKIP
+    # the SDK 26.8.0 defaults (tests/memory/test_sdk_parity.py compares all of them)
+    assert config.background_extraction_queue_full_behavior is BackgroundExtractionQueueFullBehavior.DROP
+    assert config.background_extraction_queue_put_timeout_seconds == 300.0
+    assert config.memory_extraction_token_limit == 100_000
 
 
 def test_config_validates_and_normalises():
