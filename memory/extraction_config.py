@@ -64,8 +64,9 @@ class MemoryExtractionImageContext(_CaseInsensitiveEnum):
     """What extraction sees of a message's images (SDK 26.8: ``MemoryExtractionImageContext``, default DISABLED).
 
     ``DISABLED``: nothing. ``IMAGE``: the image itself (needs a vision LLM). ``CAPTION``: its stored
-    description. ``MEMORY``: its description, also stored as a memory. Here the image parts of a
-    message reach the extraction prompt as their descriptions whenever the value is not DISABLED.
+    description. ``MEMORY``: its description, also stored as a memory. Here extraction reads a message's
+    text parts only, DISABLED's behaviour, whatever the value: the others are accepted and kept so that
+    an SDK application's config constructs (README, "Switching from oracleagentmemory").
     """
 
     DISABLED = "disabled"
@@ -78,7 +79,9 @@ class MemoryLinkExtractionMode(_CaseInsensitiveEnum):
     """When extracted memories are related to stored ones (SDK 26.8: ``MemoryLinkExtractionMode``).
 
     ``DISABLED``: never. ``DURING_EXTRACTION``: in the extraction call. ``POST_EXTRACTION`` (default):
-    in a call of its own after it (here ``memory.links.propose_links``).
+    in a call of its own after it. Here an extracted memory that updates or contradicts a stored one is
+    related to it from the extraction's own decision (``memory.extraction``) unless the mode is DISABLED;
+    the two other modes behave alike.
     """
 
     DISABLED = "disabled"

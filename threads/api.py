@@ -30,13 +30,13 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.responses import Status
 
-from memory import erasure, extraction, selectors
+from memory import erasure, extraction, selectors, waiting
 from memory.aio import in_worker
 from memory.client import AgentMemory, Thread
 from memory.errors import MAX_SQL_COUNT, InvalidArgument, NotFound
 from memory.extraction_config import MemoryExtractionConfig
-from memory.images import decode_image_base64
-from memory.types import ImageMimeType, ImageRecord, MemoryRecord, Message
+from memory.images import ImageInputLimitConfig, decode_image_base64
+from memory.types import ImageMimeType, ImageRecord, MemoryRecord, Message, SearchScope
 
 from threads.json_body import parse_json_body
 from threads.auth import (
@@ -170,11 +170,15 @@ def _written_memory(thread: Thread, memory_id: str) -> MemoryRecord:
 
 @router.post("/threads", response={201: ThreadOut, 409: ErrorOut, **INVALID})
 async def thread_create(request: HttpRequest, payload: ThreadIn):
-    """Create a thread; 409 when ``thread_id`` is taken. ``memory_extraction_config`` is stored with it."""
+    """Create a thread; 409 when ``thread_id`` is taken. ``memory_extraction_config`` and
+    ``image_input_limit_config`` (each laid over the server's defaults field by field) are stored with it."""
     data = payload.model_dump(exclude_unset=True)
     config = data.pop("memory_extraction_config", None)
     if config is not None:
         data["memory_extraction_config"] = MemoryExtractionConfig.from_dict(config)
+    limits = data.pop("image_input_limit_config", None)
+    if limits is not None:
+        data["image_input_limit_config"] = ImageInputLimitConfig.from_dict(limits)
     return Status(201, await _memory(request).create_thread_async(**data))
 
 
@@ -582,7 +586,7 @@ async def link_delete_by_endpoints(request: HttpRequest, thread_id: str, endpoin
 async def thread_search(request: HttpRequest, thread_id: str, payload: SearchIn):
     """Search from a thread: omitted scope fields inherit the thread's (exact user and agent,
     ``exact_thread_match=false``)."""
-    data = payload.model_dump(exclude_unset=True)
+    data = _search_arguments(payload)
     return await (await _thread(request, thread_id)).search_async(data.pop("query"), **data)
 
 
@@ -590,8 +594,17 @@ async def thread_search(request: HttpRequest, thread_id: str, payload: SearchIn)
 async def search(request: HttpRequest, payload: SearchIn):
     """Search one user's records across threads (SDK ``OracleAgentMemory.search``): ``user_id`` is required and
     exact (422 otherwise); an omitted agent or thread is open."""
-    data = payload.model_dump(exclude_unset=True)
+    data = _search_arguments(payload)
     return await _memory(request).search_async(data.pop("query"), **data)
+
+
+def _search_arguments(payload: SearchIn) -> dict:
+    """The search's arguments as given; ``scope`` becomes a ``SearchScope`` of the fields it sets (422 when it
+    comes with explicit scope fields: ``memory.search.resolve_scope``)."""
+    data = payload.model_dump(exclude_unset=True)
+    if data.get("scope") is not None:
+        data["scope"] = SearchScope(**data["scope"])
+    return data
 
 
 # --- summaries and context cards ----------------------------------------------------
@@ -615,12 +628,20 @@ async def thread_context_card(request: HttpRequest, thread_id: str, payload: Con
 # --- extraction ----------------------------------------------------------------------
 
 
-@router.get("/threads/{thread_id}/extraction", auth=READ, response={200: ExtractionStateOut, **NOT_FOUND})
-async def thread_extraction(request: HttpRequest, thread_id: str):
+@router.get("/threads/{thread_id}/extraction", auth=READ, response={200: ExtractionStateOut, **NOT_FOUND, **INVALID})
+async def thread_extraction(request: HttpRequest, thread_id: str,
+                            wait: float = Query(None, ge=0, le=waiting.MAX_EXTRACTION_WAIT_SECONDS, description=(
+                                "Seconds (0-60) to wait, first, until none of the thread's extraction jobs is "
+                                "queued or running (SDK wait_for_memory_extraction); the answer's settled says "
+                                "whether it came to that."))):
     """The thread's extraction state: watermark, last message seq, pending messages and jobs, the last
-    job (counts, seconds, error) and the stored config. Live progress: ``/ws/threads/{thread_id}/extraction/``."""
+    job (counts, seconds, error) and the stored config. Live progress: ``/ws/threads/{thread_id}/extraction/``.
+    With ``wait``, a long poll: answers as soon as the thread's queued and running jobs are done (failed
+    ones count as done), or when ``wait`` seconds have passed (``settled`` false)."""
     thread = await _thread(request, thread_id)
-    return await in_worker(extraction.extraction_state, thread=thread.row)
+    settled = None if wait is None else await waiting.wait_until_settled(thread.row.pk, wait)
+    state = await in_worker(extraction.extraction_state, thread=thread.row)
+    return {**state, "settled": settled}
 
 
 # --- API keys (admin) ------------------------------------------------------------------

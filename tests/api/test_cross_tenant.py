@@ -64,7 +64,8 @@ class Case:
 
 #: (method, OpenAPI path) -> the request and the status the victim, the foreign key and the neighbour get.
 CASES = {
-    ("POST", "/api/threads"): Case(409, 201, 403, body={"thread_id": "c4", "user_id": "u1", "agent_id": "a1"}),
+    ("POST", "/api/threads"): Case(409, 201, 403, body={"thread_id": "c4", "user_id": "u1", "agent_id": "a1",
+                                                        "image_input_limit_config": {"max_raw_image_bytes": 999}}),
     ("GET", "/api/threads"): Case(200, 200, 200),
     ("GET", "/api/threads/{thread_id}"): Case(200, 404, 404),
     ("PATCH", "/api/threads/{thread_id}"): Case(200, 404, 404, body={"metadata": {"planted": True}}),
@@ -99,10 +100,11 @@ CASES = {
     ("PATCH", "/api/threads/{thread_id}/links/{relation_id}"): Case(200, 404, 404, body={"metadata": {"x": 1}}),
     ("DELETE", "/api/threads/{thread_id}/links/{relation_id}"): Case(204, 404, 404),
     ("POST", "/api/threads/{thread_id}/search"): Case(200, 404, 404, body={"query": "secret", "max_results": 50}),
-    ("POST", "/api/search"): Case(200, 200, 403, body={"query": "secret", "user_id": "u1", "max_results": 50}),
+    ("POST", "/api/search"): Case(200, 200, 403, body={"query": "secret", "max_results": 50,
+                                                       "scope": {"user_id": "u1", "exact_user_match": True}}),
     ("GET", "/api/threads/{thread_id}/summary"): Case(200, 404, 404),
     ("POST", "/api/threads/{thread_id}/context-card"): Case(200, 404, 404, body={"max_recent_messages": 5}),
-    ("GET", "/api/threads/{thread_id}/extraction"): Case(200, 404, 404),
+    ("GET", "/api/threads/{thread_id}/extraction"): Case(200, 404, 404, query={"wait": 1}),
     ("GET", "/api/keys"): Case(200, 200, 403),
     ("POST", "/api/keys"): Case(201, 201, 403, body={"name": "minted"}),
     ("POST", "/api/keys/{key_id}/rotate"): Case(200, 404, 403),
@@ -205,6 +207,27 @@ def test_every_route_refuses_another_tenant_and_another_user(victim, anon):
             assert MARK not in text, (name, method, path, text[:300])
             assert not any(prefix in text for prefix in victim["prefixes"]), (name, method, path)
     assert snapshot(victim["project"]) == before
+
+
+def test_search_scope_forms_and_extraction_wait_stay_within_the_tenant(victim):
+    """The route table above tries /api/search with a prebuilt ``scope``; here the explicit form and a scope
+    naming another user, and the extraction long poll, each with both attackers."""
+    foreign = bearer(api_key_create(name="foreign2", project=Project.objects.create(slug="attacker2"),
+                                    permission="admin")[1])
+    neighbour = bearer(api_key_create(name="neighbour2", project=victim["project"], permission="admin",
+                                      user_id="u2")[1])
+    explicit = {"query": "secret", "user_id": "u1", "max_results": 50}
+    for attacker, expected in ((foreign, 200), (neighbour, 403)):
+        for body, status in ((explicit, expected), ({"query": "secret", "scope": {"user_id": "u1"}}, expected),
+                             # a client search must match its user exactly, whoever asks
+                             ({"query": "secret", "scope": {"user_id": "u1", "exact_user_match": False}}, 422)):
+            answer = send(attacker, "POST", "/api/search", body)
+            assert answer.status_code == status, (body, answer.content[:300])
+            assert MARK not in answer.content.decode("utf-8", "replace")
+        answer = send(attacker, "GET", "/api/threads/c4/extraction?wait=0.2", None)
+        assert answer.status_code == 404 and MARK not in answer.content.decode()
+    own = send(bearer(victim["admin"]), "POST", "/api/search", explicit)
+    assert own.status_code == 200 and MARK in own.content.decode()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -12,6 +12,8 @@ import threading
 import time
 import warnings
 
+import dataclasses
+
 import pytest
 from django.db import connection
 from django.utils import timezone
@@ -303,6 +305,17 @@ def test_an_update_or_contradiction_is_stored_with_a_relation(db, verdict, decis
     assert (link.source_id, link.target_id, link.relation_type) == (new.pk, old.pk, relation)
     assert llm.requests[-1].schema_name == extraction.JUDGE_SCHEMA_NAME
     assert ExtractionJob.objects.order_by("id").last().memories_linked == 1
+
+
+def test_link_extraction_mode_disabled_stores_no_relation(db):
+    llm = ScriptedLlm([memories(("preference", "Caroline likes hiking.", ["m1"])),
+                       memories(("preference", "Caroline no longer likes hiking.", ["m1"])),
+                       judged("updates")])
+    thread = make_thread(llm, dataclasses.replace(INLINE, memory_link_extraction_mode="DISABLED"))
+    thread.add_messages([{"role": "user", "content": "I like hiking"}])
+    thread.add_messages([{"role": "user", "content": "I stopped liking hiking"}])
+    assert Memory.objects.count() == 2 and not RecordLink.objects.exists()
+    assert ExtractionJob.objects.order_by("id").last().memories_linked == 0
 
 
 def test_judge_restates_skips_and_unrelated_keeps(db):
