@@ -17,7 +17,8 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from memory.errors import MAX_CONTENT_CHARS, InvalidArgument, InvalidType, OutOfScope, check_size, check_text
+from memory.errors import (MAX_CONTENT_CHARS, InvalidArgument, InvalidType, NotFound, OutOfScope, check_size,
+                           check_text)
 from memory.listing import _filter_metadata, check_limit
 from memory.models import Profile
 from memory.tenancy import Tenant
@@ -96,6 +97,17 @@ def profile_list(**arguments: Any) -> list[UserProfileRecord | AgentProfileRecor
     """Profiles of one kind in the tenant's project, oldest first; ``metadata_filter`` (search grammar) and
     ``limit`` (omitted: 100, None: all) as ``memory.listing``."""
     return [profile_record(row) for row in profile_queryset(**arguments)]
+
+
+def profile_get(*, tenant: Tenant, kind: str, subject_id: Any) -> UserProfileRecord | AgentProfileRecord:
+    """One profile of the tenant's project; KeyError (``NotFound``) when there is none or it is outside a
+    restricted tenant."""
+    kind = _check_kind(kind)
+    subject = _subject(tenant, kind, subject_id, write=False)
+    row = Profile.objects.filter(project=tenant.project, kind=kind, subject_id=subject).first()
+    if row is None:
+        raise NotFound(f"{kind}_id", subject)
+    return profile_record(row)
 
 
 def profile_delete(*, tenant: Tenant, kind: str, subject_id: Any) -> int:

@@ -131,9 +131,16 @@ class ThreadIn(_In):
 
 
 class ThreadPatchIn(_In):
-    """Replace a thread's metadata (null clears it; omitted leaves it)."""
+    """Replace a thread's metadata (null clears it; omitted leaves it) and store settings (SDK update_thread):
+    each config laid over the thread's stored one field by field."""
 
     metadata: Metadata = None
+    memory_extraction_config: MemoryExtractionConfigIn | None = Field(
+        None, description="Extraction settings laid over the stored ones; omit to keep them."
+    )
+    image_input_limit_config: ImageInputLimitConfigIn | None = Field(
+        None, description="Image limits laid over the stored ones; omit to keep them."
+    )
 
 
 class ThreadOut(Schema):
@@ -882,3 +889,45 @@ class ErasureOut(Schema):
     @staticmethod
     def resolve_completed_at(obj) -> str | None:
         return obj.completed_at.isoformat() if obj.completed_at else None
+
+
+# --- client-level lists and profiles (SDK OracleAgentMemory) -------------------------------------
+
+
+class ProjectListQuery(Schema):
+    """Filters of a project-wide list (SDK ``list_messages``/``list_memories``/``list_images``): each scope
+    field omitted is no filter, given matches exactly; ``metadata_filter`` is JSON text (the search grammar)."""
+
+    user_id: str = Field(None, description="Only records of this user.")
+    agent_id: str = Field(None, description="Only records of this agent.")
+    thread_id: str = Field(None, description="Only records of this thread.")
+    metadata_filter: str = Field(None, description="A metadata filter as JSON text (the search grammar).")
+
+
+class ProjectImageListQuery(ProjectListQuery):
+    """``ProjectListQuery`` with an image id (standalone images only, as the SDK's client-level list)."""
+
+    image_id: str = Field(None, description="Only this image.")
+
+
+class ProfileIn(_In):
+    """A user's or agent's profile (SDK ``add_user``/``add_agent``); replaces a stored one."""
+
+    information: str = Field(description="Free-form information about the user or agent.")
+    metadata: Metadata = None
+
+
+class ProfileQuery(Schema):
+    """Filter of the profile listing."""
+
+    metadata_filter: str = Field(None, description="A metadata filter as JSON text (the search grammar).")
+
+
+class ProfileOut(Schema):
+    """A profile (SDK ``UserProfileRecord``/``AgentProfileRecord``): ``id`` is the user or agent id."""
+
+    record_type: Literal["user_profile", "agent_profile"]
+    id: str
+    content: str | None
+    metadata: dict[str, Any] | None
+    timestamp: str | None

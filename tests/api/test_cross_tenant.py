@@ -36,6 +36,7 @@ from memory.models import (
     Image,
     Memory,
     Message,
+    Profile,
     Project,
     RecordLink,
     SearchChunk,
@@ -110,6 +111,13 @@ CASES = {
     ("POST", "/api/keys/{key_id}/rotate"): Case(200, 404, 403),
     ("DELETE", "/api/keys/{key_id}"): Case(204, 404, 403),
     ("DELETE", "/api/memories/{memory_id}"): Case(204, 404, 404),
+    ("PATCH", "/api/memories/{memory_id}"): Case(200, 404, 404, body={"content": "edited"}),
+    ("GET", "/api/messages"): Case(200, 200, 403, query={"user_id": "u1"}),
+    ("GET", "/api/memories"): Case(200, 200, 200, query={"metadata_filter": json.dumps({"secret": MARK})}),
+    ("GET", "/api/images"): Case(200, 200, 200, query={"thread_id": "c4"}),
+    ("PUT", "/api/profiles/{kind}/{subject_id}"): Case(200, 200, 403, body={"information": "planted"}),
+    ("GET", "/api/profiles/{kind}"): Case(200, 200, 200),
+    ("DELETE", "/api/profiles/{kind}/{subject_id}"): Case(204, 404, 403),
     ("DELETE", "/api/users/{user_id}"): Case(200, 200, 403),
     ("DELETE", "/api/agents/{agent_id}"): Case(200, 200, 403),
     ("GET", "/api/erasures"): Case(200, 200, 403),
@@ -143,13 +151,14 @@ def victim(db):
     ThreadSummary.objects.create(thread=thread.row, project=project, content=f"Talks about {MARK}", through_seq=2)
     ExtractionJob.objects.create(thread=thread.row, project=project, from_seq=1, to_seq=2, status="done")
     client.create_thread(thread_id="c5", user_id="u2", agent_id="a2").add_memory("u2's own note", memory_id="n2")
+    client.add_user("u1", f"Profile of {MARK}", metadata={"s": MARK})
     receipt = client.erase_user("someone-gone")
     admin_row, admin_raw = api_key_create(name="victim-admin", project=project, permission="admin")
     spare_row, _ = api_key_create(name="victim-spare", project=project)
     return {"project": project, "admin": admin_raw, "prefixes": [admin_row.prefix, spare_row.prefix],
             "ids": {"thread_id": "c4", "message_id": "m1", "memory_id": "k1", "image_id": "img",
                     "relation_id": "r1", "key_id": str(spare_row.pk), "receipt_id": receipt.receipt_id,
-                    "user_id": "u1", "agent_id": "a1"},
+                    "user_id": "u1", "agent_id": "a1", "kind": "users", "subject_id": "u1"},
             "special": {("DELETE", "/api/memories/{memory_id}"): {"memory_id": "k-float"}}}
 
 
@@ -157,7 +166,7 @@ def snapshot(project) -> dict:
     """Everything the victim project holds, as comparable values."""
     rows = {}
     for model in (Thread, Message, Memory, Image, RecordLink, ThreadSummary, ExtractionJob, SearchChunk,
-                  ErasureReceipt, ApiKey):
+                  ErasureReceipt, ApiKey, Profile):
         values = model.objects.filter(project=project).order_by("pk").values()
         rows[model.__name__] = [{k: v for k, v in row.items() if k not in ("data", "embedding", "last_used_at")}
                                 for row in values]

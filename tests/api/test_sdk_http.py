@@ -109,3 +109,63 @@ def test_wait_answers_when_the_running_job_finishes(api, two_users):
 def test_a_bad_wait_is_422(api, two_users, wait):
     resp = api.get(f"/api/threads/t-u1/extraction?wait={wait}")
     assert resp.status_code == 422 and error_fields(resp) == ["wait"]
+
+
+# --- client-level lists, memory updates, profiles, thread settings ----------------------------------
+
+
+def test_project_wide_lists(api, two_users):
+    assert api.post("/api/threads/t-u1/messages", {"messages": [
+        {"role": "user", "content": "hi from u1", "metadata": {"k": 1}}]}).status_code == 201
+    assert api.post("/api/threads/t-u2/messages", {"messages": [{"role": "user", "content": "hi from u2"}]}
+                    ).status_code == 201
+    messages = api.get("/api/messages").json()
+    assert [m["content"] for m in messages["items"]] == ["hi from u1", "hi from u2"] and messages["count"] == 2
+    assert [m["content"] for m in api.get("/api/messages", {"user_id": "u2"}).json()["items"]] == ["hi from u2"]
+    assert [m["content"] for m in api.get("/api/messages", {"metadata_filter": '{"k": 1}'}).json()["items"]] == [
+        "hi from u1"]
+    memories = api.get("/api/memories", {"thread_id": "t-u2"}).json()
+    assert [m["content"] for m in memories["items"]] == ["u2 drinks green tea"]
+    assert api.get("/api/memories", {"limit": 1}).json()["count"] == 2
+    resp = api.post("/api/threads/t-u1/images", {"data": base64.b64encode(samples.png()).decode(),
+                                                 "description": "a card", "image_id": "img-1"})
+    assert resp.status_code == 201
+    assert [i["id"] for i in api.get("/api/images", {"user_id": "u1"}).json()["items"]] == ["img-1"]
+    assert api.get("/api/images", {"user_id": "u2"}).json()["count"] == 0
+    assert api.get("/api/memories", {"metadata_filter": "{not json"}).status_code == 422
+
+
+def test_update_a_memory_by_id(api, two_users):
+    [memory] = api.get("/api/memories", {"user_id": "u1"}).json()["items"]
+    resp = api.patch(f"/api/memories/{memory['id']}", {"content": "u1 drinks black tea", "metadata": {"v": 2}})
+    assert resp.status_code == 200 and resp.json()["content"] == "u1 drinks black tea"
+    assert resp.json()["metadata"] == {"v": 2}
+    assert api.patch("/api/memories/missing", {"content": "x"}).status_code == 404
+
+
+def test_profiles_over_http(api):
+    resp = api.put("/api/profiles/users/u1", {"information": "Prefers concise answers.", "metadata": {"src": "crm"}})
+    assert resp.status_code == 200
+    assert resp.json() == {"record_type": "user_profile", "id": "u1", "content": "Prefers concise answers.",
+                           "metadata": {"src": "crm"}, "timestamp": resp.json()["timestamp"]}
+    assert api.put("/api/profiles/agents/a1", {"information": "Travel assistant."}).status_code == 200
+    assert [p["id"] for p in api.get("/api/profiles/users").json()["items"]] == ["u1"]
+    assert [p["id"] for p in api.get("/api/profiles/agents").json()["items"]] == ["a1"]
+    assert api.get("/api/profiles/users", {"metadata_filter": '{"src": "web"}'}).json()["count"] == 0
+    assert api.put("/api/profiles/users/u1", {"information": "  "}).status_code == 422
+    assert api.put("/api/profiles/people/u1", {"information": "x"}).status_code == 422
+    assert api.delete("/api/profiles/users/u1").status_code == 204
+    assert api.delete("/api/profiles/users/u1").status_code == 404
+
+
+def test_thread_settings_over_patch(api, two_users):
+    resp = api.patch("/api/threads/t-u1", {"memory_extraction_config": {"memory_extraction_frequency": 3},
+                                           "image_input_limit_config": {"max_raw_image_bytes": 200}})
+    assert resp.status_code == 200, resp.content
+    config = Thread.objects.get(pk=key("t-u1")).config
+    assert config["memory_extraction_frequency"] == 3 and config["image_input_limit_config"] == {
+        "max_raw_image_bytes": 200}
+    state = api.get("/api/threads/t-u1/extraction").json()
+    assert state["config"]["memory_extraction_frequency"] == 3
+    assert api.patch("/api/threads/t-u1", {"image_input_limit_config": {"max_raw_image_bytes": 0}}
+                     ).status_code == 422
