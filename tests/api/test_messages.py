@@ -33,16 +33,17 @@ def test_add_returns_201_with_ids_in_order_and_stores_them(api, thread):
     assert second["timestamp"] == second["created_at"]  # no event time: falls back to creation time
 
 
-def test_batch_metadata_is_laid_over_each_message_and_lists_go_per_message(api, thread):
+def test_batch_metadata_replaces_each_messages_own_and_lists_go_per_message(api, thread):
+    # SDK 26.8.0: a given metadata replaces the message's own (no merge); None keeps the message's own
     resp = add_messages(
         api, "t-main",
         [{"role": "user", "content": "a", "metadata": {"own": 1}}, {"role": "user", "content": "b"}],
         metadata=[{"batch": "x"}, None],
     )
     assert resp.status_code == 201
-    assert [m["metadata"] for m in items(api.get(URL))] == [{"own": 1, "batch": "x"}, {}]
+    assert [m["metadata"] for m in items(api.get(URL))] == [{"batch": "x"}, {}]
     add_messages(api, "t-main", [{"role": "user", "content": "c", "metadata": {"own": 2}}], metadata={"batch": "y"})
-    assert items(api.get(URL))[-1]["metadata"] == {"own": 2, "batch": "y"}
+    assert items(api.get(URL))[-1]["metadata"] == {"batch": "y"}
 
 
 def test_ttl_lists_apply_per_message(api, thread):
