@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/api_load.py [--clients 16 64] [--processes 1 2] [--seconds 8] [--warmup 2] [--rounds 2]
 
-Issue #13 ("async views"). Two kinds of server, both ``python -m oam_site.serve``
+Async views. Two kinds of server, both ``python -m oam_site.serve``
 (daphne, what ``make serve`` runs) on 127.0.0.1 over one fresh SQLite file,
 ``var/bench-api-load/oam.sqlite3`` (removed at the start, left afterwards):
 

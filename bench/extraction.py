@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> dict:
     from memory.llm import OpenAICompatibleLlm
     from memory.llm_server import local_llm_server
     from memory.models import ExtractionJob, Memory, Message
-    from memory.worker import stop_embedded_worker
+    from oam_site.worker import stop_embedded_worker
     from threads.auth import api_key_create
 
     call_command("migrate", verbosity=0, interactive=False)

@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/ingest.py [--samples conv-26 conv-30] [--clients 8] [--repeat 3]
 
-Issue #13 ("ingest at the embedder's speed"). The same LoCoMo turns (the
+Ingest at the embedder's speed. The same LoCoMo turns (the
 ``--samples`` conversations, every session) are measured three ways, one after
 the other on the same machine:
 

@@ -14,9 +14,9 @@ database. Steps:
    conversation: ``client.search(question, user_id=<sample>,
    record_types=["message"], max_results=20)``; evidence recall@1/5/10/20
    (the fraction of a question's evidence turns found in the top k, averaged;
-   the measure of ``shared/data/locomo/SOURCE.md``) overall and per category,
+   ``memory.locomo.evidence_recall``) overall and per category,
    and search latency percentiles.
-3. Tuning discipline (issue #16): the same figures for a fixed split of the
+3. Tuning discipline: the same figures for a fixed split of the
    conversations by their order in the data file: the first five samples are
    the TUNING half (constants may be chosen on them), the last five the REPORT
    half (reported, never tuned on); ``splits`` holds tuning, report and all.
@@ -48,7 +48,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DB_PATH = ROOT / "var" / "bench-locomo.sqlite3"
 KS = (1, 5, 10, 20)
-# SOURCE.md, each turn indexed as "<speaker>: <text> [shares a photo: <caption>]".
+# with the same measure, each turn indexed as "<speaker>: <text> [shares a photo: <caption>]".
 BASELINES_SOURCE_MD = {
     "vector all-MiniLM-L6-v2": {"@1": 0.156, "@5": 0.353, "@10": 0.444, "@20": 0.542},
     "bm25": {"@1": 0.229, "@5": 0.431, "@10": 0.502, "@20": 0.585},
@@ -56,7 +56,7 @@ BASELINES_SOURCE_MD = {
 }
 
 
-#: Fixed split of the LoCoMo samples by their order in the file (issue #16): the first TUNING_COUNT are the
+#: Fixed split of the LoCoMo samples by their order in the file: the first TUNING_COUNT are the
 #: tuning half (constants are chosen on them only), the rest the report half (what a change is judged on).
 #: With the published file: tuning conv-26, -30, -41, -42, -43; report conv-44, -47, -48, -49, -50.
 TUNING_COUNT = 5

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark: what multi-tenancy (issue #12) costs search, and how long existing data takes to migrate.
+"""Benchmark: what multi-tenancy costs search, and how long existing data takes to migrate.
 
     .venv/bin/python bench/tenancy_cost.py [--baseline 5b97de7] [--samples conv-26 conv-30]
         [--chunks 100000] [--scale-queries 30] [--scale-rounds 6] [--locomo-rounds 4] [--block 5]

@@ -1,10 +1,10 @@
-"""Django admin for every table of the memory engine (issue 7: "Django admin stays complete").
+"""Django admin for every table of the memory engine ("Django admin stays complete").
 
 Threads, messages, memories, images and relations are edited and deleted
 through the same services the API uses (``save_model``/``delete_model``), so
 an edited memory is re-embedded and its chunks and relations stay in step.
 Single and bulk ("Delete selected") deletes of messages, memories and images
-go through ``memory.erasure`` (issue #12): their search text, embeddings,
+go through ``memory.erasure``: their search text, embeddings,
 relations and attached images go with them, expired records included; then
 ``erasure.storage_scrub`` makes the deletes final in the database file (its
 keyword index rewritten, the WAL emptied), as do thread deletes here.
@@ -12,11 +12,11 @@ Derived rows (search chunks, summaries, extraction jobs) are read-only here:
 the engine writes them. Each list has filters and a search box. Values the
 services would refuse (``checked_form``) are errors next to their field.
 
-Every list shows and filters by project (issue #12). Ids are shown as the
+Every list shows and filters by project. Ids are shown as the
 caller's (public) ids; the admin's own URLs use the stored ids
 (``memory.tenancy``), which are the primary keys.
 
-Staff by project (issue #12 item 4): every admin here (and in ``threads.admin``)
+Staff by project: every admin here (and in ``threads.admin``)
 is a ``ProjectScopedAdmin``: a superuser sees every row; another staff user
 only rows of the projects they are a member of (``memory.tenancy.staff_projects``):
 lists, change pages, actions and deletes, the project filter and the project
@@ -44,6 +44,7 @@ from memory.models import (
     Thread,
     ThreadSummary,
 )
+from memory.errors import DomainError
 from memory.services import check_id, check_metadata, check_scope_id
 from memory.tenancy import DEFAULT_PROJECT, get_project, public_id, staff_projects
 from memory.types import NOTSET
@@ -68,7 +69,7 @@ class MemberProjectFilter(admin.RelatedFieldListFilter):
 
 
 class ProjectScopedAdmin(admin.ModelAdmin):
-    """Rows of the projects the signed-in user may see (``memory.tenancy.staff_projects``; issue #12 item 4).
+    """Rows of the projects the signed-in user may see (``memory.tenancy.staff_projects``).
 
     ``project_path`` is the lookup from a row to its ``Project`` (``"pk"`` for
     projects themselves). A superuser sees every row; another staff user the
@@ -144,7 +145,7 @@ def checked_form(**checks):
                 if name in data and name in self.changed_data:
                     try:
                         check(data[name], name)
-                    except (ValueError, TypeError) as exc:
+                    except DomainError as exc:
                         self.add_error(name, getattr(exc, "message", None) or str(exc))
             return data
 
@@ -166,7 +167,7 @@ class ReadOnlyAdmin(ProjectScopedAdmin):
 
 class ErasingAdmin(ProjectScopedAdmin):
     """Deletes, single and bulk, through an erase function of ``memory.erasure`` (stored ids -> counts), then
-    ``erasure.storage_scrub``: the deleted text does not survive in the database file (issue #12 item 7)."""
+    ``erasure.storage_scrub``: the deleted text does not survive in the database file."""
 
     erase = None  # a staticmethod: memory.erasure.messages_erase, memories_erase ...
 
@@ -182,6 +183,18 @@ class ErasingAdmin(ProjectScopedAdmin):
         erasure.storage_scrub()
 
 
+class ServiceDeletes:
+    """Admins whose deletes go through a service that removes what the record owns (jobs, chunks, summaries).
+
+    Django's delete page would otherwise refuse (403) a record that owns rows whose admin is read-only (an
+    ``ExtractionJob`` of a thread being extracted): those rows are the service's to delete, not the user's.
+    """
+
+    def get_deleted_objects(self, objs, request):
+        deleted, model_count, _perms_needed, protected = super().get_deleted_objects(objs, request)
+        return deleted, model_count, set(), protected
+
+
 class MessageInline(admin.TabularInline):
     model = Message
     fields = ("seq", "role", "content", "timestamp", "status", "expires_at")
@@ -193,7 +206,7 @@ class MessageInline(admin.TabularInline):
 
 
 @admin.register(Thread)
-class ThreadAdmin(ProjectScopedAdmin):
+class ThreadAdmin(ServiceDeletes, ProjectScopedAdmin):
     """Threads. A new thread's ``id`` is the caller's id in the chosen project (``services.thread_create``)."""
 
     list_display = (shown_id, "project", "user_id", "agent_id", "created_at", "updated_at")
@@ -233,7 +246,7 @@ class ThreadAdmin(ProjectScopedAdmin):
 
 
 @admin.register(Message)
-class MessageAdmin(ErasingAdmin):
+class MessageAdmin(ServiceDeletes, ErasingAdmin):
     list_display = (shown_id, "project", "thread", "seq", "role", "short_content", "timestamp", "status",
                     "expires_at")
     list_filter = ("project", "status", "role", "created_at")
@@ -259,15 +272,22 @@ class MessageAdmin(ErasingAdmin):
             metadata=obj.metadata if "metadata" in changed else NOTSET,
         )
         if changed & {"status", "expires_at"}:
-            Message.objects.filter(pk=obj.pk).update(status=obj.status, expires_at=obj.expires_at)
-            SearchChunk.objects.filter(source_kind="message", record_id=obj.pk).update(
-                status=obj.status, expires_at=obj.expires_at)
+            services.message_state_update(thread=obj.thread, message_id=obj.public_id, status=obj.status,
+                                          expires_at=obj.expires_at)
 
-    erase = staticmethod(erasure.messages_erase)
+    def delete_model(self, request, obj):
+        self.delete_queryset(request, Message.objects.filter(pk=obj.pk))
+
+    def delete_queryset(self, request, queryset):
+        """``services.message_delete`` each message (the thread's running extraction fenced, as through the
+        API; expired ones too), then ``erasure.storage_scrub`` once."""
+        for row in list(queryset.select_related("thread")):
+            services.message_delete(thread=row.thread, message_id=row.public_id, include_expired=True)
+        erasure.storage_scrub()
 
 
 @admin.register(Memory)
-class MemoryAdmin(ErasingAdmin):
+class MemoryAdmin(ServiceDeletes, ErasingAdmin):
     list_display = (shown_id, "project", "memory_type", "short_content", "user_id", "thread_id", "status",
                     "expires_at")
     list_filter = ("project", "memory_type", "status", "created_at")
@@ -292,15 +312,22 @@ class MemoryAdmin(ErasingAdmin):
         services.memory_update(thread=Thread.objects.get(pk=obj.thread_id), memory_id=obj.public_id,
                                retention=AgentMemory(project=obj.project).retention_config, **given)
         if "expires_at" in changed:
-            Memory.objects.filter(pk=obj.pk).update(expires_at=obj.expires_at)
-            SearchChunk.objects.filter(source_kind="memory", record_id=obj.pk).update(expires_at=obj.expires_at)
+            services.memory_state_update(project=obj.project, memory_id=obj.public_id, expires_at=obj.expires_at)
 
-    erase = staticmethod(erasure.memories_erase)  # relations go, the records they invalidated revalidate
+    def delete_model(self, request, obj):
+        self.delete_queryset(request, Memory.objects.filter(pk=obj.pk))
+
+    def delete_queryset(self, request, queryset):
+        """``services.memory_delete_by_id`` each record (its thread's running extraction fenced, as through the
+        API; relations go, the records they invalidated revalidate), then ``erasure.storage_scrub`` once."""
+        for row in list(queryset.select_related("project")):
+            services.memory_delete_by_id(project=row.project, memory_id=row.public_id)
+        erasure.storage_scrub()
 
 
 @admin.register(Image)
 class ImageAdmin(ErasingAdmin):
-    """Images (issue 5): description and metadata edited through ``Thread.update_image`` (re-embeds)."""
+    """Images: description and metadata edited through ``Thread.update_image`` (re-embeds)."""
 
     list_display = (shown_id, "project", "thread", "message", "mime_type", "width", "height", "size_bytes",
                     "short_description", "expires_at")

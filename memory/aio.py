@@ -1,4 +1,4 @@
-"""Running the synchronous engine from async code: ``in_worker`` and ``run_inline`` (issue #13, async views).
+"""Running the synchronous engine from async code: ``in_worker`` and ``run_inline``.
 
 The ORM, the embedder and the LLM client are synchronous, so async callers
 (``memory.client``'s ``_async`` twins, the API's ``async def`` operations in

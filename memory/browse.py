@@ -1,4 +1,4 @@
-"""Reads for the staff pages (issue 7): thread lists with counts, a thread's records as stored.
+"""Reads for the staff pages: thread lists with counts, a thread's records as stored.
 
 The spec's reads (``memory.selectors``) hide expired records and return the
 public value types. Staff need to see everything a thread holds, expired and

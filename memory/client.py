@@ -1,7 +1,7 @@
 """In-process Python API: ``AgentMemory`` and its ``Thread`` handles.
 
 Method names, parameters, defaults, return values and errors follow the
-OracleThread API (``shared/spec/oracle_thread_api.txt``). Every method has an
+OracleThread API (the Oracle AI Agent Memory thread API spec). Every method has an
 ``_async`` twin that runs the same code in Django's thread-sensitive executor
 (the ORM is synchronous; ``memory.aio.in_worker``).
 
@@ -326,7 +326,7 @@ class Thread(_WithAsyncTwins):
         The spec waits for earlier background extraction first; here the
         thread's running extraction is fenced instead (``services.message_delete``):
         it writes nothing and runs again without the message, and the delete
-        returns at once (issue #13: deletes waited minutes for a hung LLM).
+        returns at once (deletes used to wait minutes for a hung LLM).
         """
         return services.message_delete(thread=self._row, message_id=message_id)
 
@@ -665,7 +665,7 @@ class Thread(_WithAsyncTwins):
 class AgentMemory(_WithAsyncTwins):
     """Entry point of the Python API: creates, opens, deletes and searches threads of one project.
 
-    ``project`` (issue #12): a ``memory.models.Project`` or its slug; omitted,
+    ``project``: a ``memory.models.Project`` or its slug; omitted,
     the ``default`` project (``memory.tenancy.get_project``; KeyError for an
     unknown slug). Every thread, record and search of this client and of the
     handles it makes is in that project, and ids are unique within it only.

@@ -37,11 +37,12 @@ from django.utils import timezone
 
 from memory import search as search_engine
 from memory.chunking import estimate_tokens
+from memory.prompts import MAX_TOPICS, SUMMARY_SCHEMA, SUMMARY_SCHEMA_NAME, SUMMARY_SYSTEM_PROMPT  # noqa: F401
 from memory.errors import MAX_QUERY_CHARS, InvalidArgument, InvalidType, check_sql_count
 from memory.llm import Llm, LlmError, schema_instructions
 from memory.models import MEMORY_TYPES, Message, Thread, ThreadSummary
 from memory.selectors import live_q, message_dto
-from memory.services import reject_unknown
+from memory.validators import reject_unknown
 from memory.tenancy import public_id
 from memory.types import NOTSET, ContextCard, MemorySearchConfig, SearchResult, SearchScope, Summary
 
@@ -58,7 +59,6 @@ DEFAULT_MAX_RELEVANT_RESULTS = 5
 DEFAULT_MAX_RECENT_MESSAGES = 0
 #: Reply cap for one summary call, in tokens.
 SUMMARY_REPLY_TOKENS = 600
-MAX_TOPICS = 8
 MAX_TOPIC_CHARS = 80
 #: Record types a card's ``min_relevant_results_by_type`` accepts.
 CARD_RECORD_TYPES = ("message", *MEMORY_TYPES)
@@ -66,23 +66,6 @@ CARD_RECORD_TYPES = ("message", *MEMORY_TYPES)
 #: excluded and already chosen records still leave enough.
 SEARCH_MARGIN = 5
 
-SUMMARY_SCHEMA_NAME = "thread_summary"
-SUMMARY_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "summary": {"type": "string", "minLength": 1},
-        "topics": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_TOPICS},
-    },
-    "required": ["summary", "topics"],
-    "additionalProperties": False,
-}
-SUMMARY_SYSTEM_PROMPT = (
-    "You keep a running summary of a conversation between a user and an AI assistant. "
-    "Given the previous summary (possibly empty) and the new messages, write an updated summary of the "
-    "whole conversation so far: who is involved, what the user wants, decisions, facts, preferences and "
-    "open questions. Use at most 200 words and only information from the input. "
-    f"Also list up to {MAX_TOPICS} short topics (two to four words each)."
-)
 
 
 # --- thread settings and argument checks ----------------------------------------------

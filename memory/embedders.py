@@ -96,8 +96,8 @@ class MicroBatchingEmbedder:
     """Concurrent ``embed`` calls share forward passes (group commit for embeddings).
 
     Each request embeds its own few texts; on this hardware one call per session
-    reached 84 turns/s where one call over all turns reached 132 (issue #13,
-    sentence-transformers sorts a call's texts by length into fewer, fuller
+    reached 84 turns/s where one call over all turns reached 132
+    (sentence-transformers sorts a call's texts by length into fewer, fuller
     batches). Here the first caller leads: it embeds what is queued, in one call
     to ``inner`` of at most ``max_texts`` texts (its own first, then other callers'
     whole calls in arrival order), hands each caller its rows, and passes the lead

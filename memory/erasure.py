@@ -1,4 +1,4 @@
-"""Erasure (issue #12): deleting records for good, one end user or agent at a time, and what has expired.
+"""Erasure: deleting records for good, one end user or agent at a time, and what has expired.
 
 Every delete of the engine ends here, whichever door it came through (the
 spec's ``delete_*`` methods, ``AgentMemory.delete_user``/``delete_agent``/
@@ -7,7 +7,7 @@ bulk deletes, the expiry purge):
 
 * ``images_erase``, ``messages_erase``, ``memories_erase``, ``threads_erase``
   delete rows by stored id (``memory.tenancy``) with everything derived from
-  them: search chunks (``chunks_erase``, which also drops the embeddings from
+  them: search chunks (``memory.index.unindex``, which also drops the embeddings from
   this process's vector cache), attached images, relations (re-validating
   what they invalidated), summaries and extraction jobs, and the keyword
   context of the neighbouring messages. Each returns a ``Counter`` of rows.
@@ -18,7 +18,7 @@ bulk deletes, the expiry purge):
   ``ErasureReceipt`` that names the subject only by a keyed digest.
 * ``expired_purge`` deletes records whose ``expires_at`` has passed (until
   now they were only hidden), in batches; the worker runs it on a timer
-  (``memory.worker``) and ``manage.py purge_expired`` on demand.
+  (``oam_site.worker``) and ``manage.py purge_expired`` on demand.
 
 Deleting rows is not enough for a file database: SQLite keeps deleted text in
 free pages and in the WAL, and FTS5 keeps deleted terms in its segments. So
@@ -47,10 +47,12 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection as default_connection, transaction
-from django.db.models import Max, Min, QuerySet
+from django.db.models import Max, Min
 from django.utils import timezone
 
+from memory.admin_log import ADMIN_LOG_BATCH, admin_log_erase  # noqa: F401  (re-exported)
 from memory.errors import InvalidArgument, OutOfScope
+from memory.index import chunks_erase, refresh_message_contexts  # noqa: F401  (chunks_erase re-exported)
 from memory.models import (
     ErasureReceipt,
     ExtractionJob,
@@ -62,7 +64,9 @@ from memory.models import (
     Thread,
     ThreadSummary,
 )
+from memory.links import links_detach
 from memory.signals import subject_erased
+from memory.validators import check_id
 from memory.tenancy import Tenant, public_ids
 
 logger = logging.getLogger(__name__)
@@ -78,62 +82,6 @@ RECEIPT_COUNTS = ("threads", "messages", "memories", "images", "relations", "chu
 
 
 # --- rows and what is derived from them --------------------------------------------------------
-
-
-def chunks_erase(qs: QuerySet) -> int:
-    """Delete the search chunks of ``qs``; return how many.
-
-    After commit, their embeddings are dropped from this process's vector
-    cache (``VectorCache.forget``; other processes skip them as deleted when
-    a search meets them).
-    """
-    ids = list(qs.values_list("id", flat=True))
-    if not ids:
-        return 0
-    SearchChunk.objects.filter(id__in=ids).delete()
-    transaction.on_commit(lambda: _forget_vectors(ids))
-    return len(ids)
-
-
-def _forget_vectors(ids: list[int]) -> None:
-    from memory.vector_cache import get_vector_cache
-
-    cache = get_vector_cache()
-    if cache is not None:
-        cache.forget(ids)
-
-
-#: Ids per DELETE of ``admin_log_erase``: under SQLite's bound-parameter limit and Oracle's 1,000-item IN list.
-ADMIN_LOG_BATCH = 500
-
-
-def admin_log_erase(model: type, keys: Iterable[Any]) -> int:
-    """Delete the Django admin's history (``django.contrib.admin.models.LogEntry``) of records of ``model``
-    (``keys``: their primary keys, the stored ids); return how many entries went. Call before the records go
-    when ``keys`` is a lazy queryset: it is read only when the admin has history for ``model`` at all.
-
-    The admin writes a row for every change and delete it makes, with the
-    record's id and its ``str()`` (``object_repr``): the records' ``__str__``
-    name only their kind and id, but entries written before did not (a
-    memory's first 60 characters), and the id itself may be personal
-    (found by an attacker of #12). So every erase function here deletes the
-    history of what it deletes, the admin's own delete entry included (its
-    ``delete_model`` runs after ``log_deletions``); counted as
-    ``admin_log_entries``.
-    """
-    from django.apps import apps
-
-    if not apps.is_installed("django.contrib.admin"):
-        return 0
-    from django.contrib.admin.models import LogEntry
-    from django.contrib.contenttypes.models import ContentType
-
-    entries = LogEntry.objects.filter(content_type=ContentType.objects.get_for_model(model))
-    if not entries.exists():
-        return 0
-    keys = [str(value) for value in keys]
-    return sum(entries.filter(object_id__in=keys[start:start + ADMIN_LOG_BATCH]).delete()[0]
-               for start in range(0, len(keys), ADMIN_LOG_BATCH))
 
 
 def images_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Counter:
@@ -154,8 +102,6 @@ def images_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Coun
 def messages_erase(keys: Iterable[str]) -> Counter:
     """Delete messages (stored ids) with their chunks and attached images, then refresh the keyword context of
     the neighbours in each thread that remains. Call inside a transaction."""
-    from memory.services import refresh_message_contexts
-
     keys = list(keys)
     counts: Counter = Counter()
     if not keys:
@@ -174,8 +120,6 @@ def memories_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Co
     """Delete memory-like records (stored ids) with their chunks and relations; what their relations
     invalidated is valid again unless another relation holds it (``memory.links.links_detach``). Call inside
     a transaction. ``erased`` as in ``images_erase`` (the relations' ids too)."""
-    from memory.links import links_detach  # memory.links imports memory.services, which imports this module
-
     keys = list(keys)
     counts: Counter = Counter()
     if erased is not None:
@@ -276,13 +220,11 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
     same transaction, so that other layers drop what they keep about the
     erased threads and records (access records: ``thread_ids`` of the erased
     threads, ``record_ids`` of every memory, image and relation erased,
-    wherever it lived, found by an attacker of #12; API keys: every key fixed
+    wherever it lived, found by a security review; API keys: every key fixed
     to the subject, ``threads.auth.subject_keys_erase``); what the receivers
     return is counted in the receipt. Callers wait for
     background extraction first (the client does, ``AgentMemory.delete_user``).
     """
-    from memory.services import check_id
-
     if subject not in SUBJECTS:
         raise InvalidArgument("subject", f"must be one of: {', '.join(SUBJECTS)}")
     field_name = f"{subject}_id"
@@ -460,7 +402,7 @@ def keyword_index_rewrite(connection=None) -> None:
     FTS5's ``secure-delete`` removes a deleted row's postings from the
     segments, but not the b-tree separator keys of a segment (``<fts>_idx``:
     the first term of each leaf page, or a prefix of it), so an erased word
-    that began a leaf page stayed in the file (found by an attacker of #12).
+    that began a leaf page stayed in the file (found by a security review).
     FTS5's ``optimize`` merges every segment into a new one, with new keys,
     and frees the old pages (zeroed: ``secure_delete``). It does nothing when
     the index is one segment already (as after the previous scrub), so a

@@ -1,7 +1,10 @@
 """Domain errors. Each is the built-in type the spec names, carrying the field at fault.
 
-The HTTP layer maps them: ``InvalidArgument`` -> 422, ``NotFound`` -> 404,
-``Conflict`` -> 409, each with a JSON body naming ``field`` and the rule.
+Every one is a ``DomainError`` too, so an edge catches ``DomainError`` (a bad
+input, shown to the caller) and lets any other ``ValueError``/``TypeError``/
+``KeyError`` (a programming error) surface as a 500. The HTTP layer maps them:
+``InvalidArgument`` -> 422, ``NotFound`` -> 404, ``Conflict`` -> 409, each with
+a JSON body naming ``field`` and the rule.
 """
 
 from __future__ import annotations
@@ -9,7 +12,15 @@ from __future__ import annotations
 import json
 
 
-class InvalidArgument(ValueError):
+class DomainError(Exception):
+    """Base of the engine's errors about its input: each subclass is also the built-in type the spec names
+    (``ValueError``, ``TypeError``, ``KeyError``) and has ``field`` (the argument at fault) and ``message``."""
+
+    field: str
+    message: str
+
+
+class InvalidArgument(DomainError, ValueError):
     """A value breaks a rule of the spec (``ValueError``); ``field`` names the argument."""
 
     def __init__(self, field: str, message: str):
@@ -18,7 +29,7 @@ class InvalidArgument(ValueError):
         self.message = message
 
 
-class InvalidType(TypeError):
+class InvalidType(DomainError, TypeError):
     """An argument has the wrong type, or is not an argument at all (``TypeError``)."""
 
     def __init__(self, field: str, message: str):
@@ -43,7 +54,7 @@ def check_sql_count(value: int, field: str, rule: str = "") -> int:
     return value
 
 
-# --- bounds on the work one call may ask for (issue #13, README "Limits") ---------------------
+# --- bounds on the work one call may ask for (README "Limits") ---------------------
 #
 # Each is a ValueError (``InvalidArgument``) naming the field, a 422 over HTTP.
 
@@ -117,7 +128,7 @@ def check_json_text(value, field: str) -> None:
         raise InvalidArgument(field, "is not valid Unicode text (a key or string holds a lone surrogate)") from None
 
 
-class NotFound(KeyError):
+class NotFound(DomainError, KeyError):
     """A thread, message or memory does not exist here (``KeyError``, as the spec says)."""
 
     def __init__(self, field: str, value: str):
@@ -130,7 +141,7 @@ class NotFound(KeyError):
         return self.args[0]
 
 
-class Conflict(ValueError):
+class Conflict(DomainError, ValueError):
     """A caller-chosen id is already taken (``ValueError``; HTTP 409)."""
 
     def __init__(self, field: str, value: str):
@@ -142,5 +153,5 @@ class Conflict(ValueError):
 
 class OutOfScope(InvalidArgument):
     """A value reaches outside what the caller may touch: another end user or agent than the one a
-    restricted client acts for (``memory.tenancy.Tenant``; issue #12). A ``ValueError`` in Python,
+    restricted client acts for (``memory.tenancy.Tenant``). A ``ValueError`` in Python,
     HTTP 403 naming the field."""

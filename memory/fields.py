@@ -4,7 +4,7 @@ One Python value on every backend, a ``numpy.ndarray`` of float32 with shape
 ``(dimensions,)``; the column type depends on the database:
 
 * Oracle Database 23ai/26ai: ``VECTOR(N, FLOAT32)``, bound through python-oracledb
-  as ``array.array("f")`` (shared/reference/oracle.md, facts 4 and 5: Django's
+  as ``array.array("f")`` (python-oracledb binds ``VECTOR`` values as ``array.array``; Django's
   ``OracleParam`` would ``str()`` an array, so it travels in a wrapper with
   ``bind_parameter`` and ``input_size``).
 * SQLite: a BLOB of little-endian float32, the layout sqlite-vec reads.
@@ -153,7 +153,7 @@ class VectorDistance(Func):
     ``VectorDistance("embedding", query_vector, metric="COSINE")``; smaller is
     closer. Metrics: COSINE (default) and EUCLIDEAN. On Oracle the metric must
     equal the vector index's DISTANCE or the index is not used
-    (shared/reference/oracle.md, fact 2).
+    (Oracle AI Vector Search User's Guide, "Vector Distance Metrics").
     """
 
     output_field = FloatField()

@@ -1,4 +1,4 @@
-"""Untrusted image bytes: limits, validation with Pillow, and captions by the thread's LLM (issue #5).
+"""Untrusted image bytes: limits, validation with Pillow, and captions by the thread's LLM.
 
 Spec: ``add_image``/``update_image`` (``mime_type`` "detected and validated
 from the image bytes when omitted; the supported detected types are PNG,
@@ -38,6 +38,7 @@ from typing import Any
 
 from PIL import Image as PilImage
 
+from memory.prompts import CAPTION_SYSTEM_PROMPT, CAPTION_USER_PROMPT
 from memory.errors import InvalidArgument, InvalidType
 from memory.types import NOTSET, ImageMimeType
 
@@ -212,7 +213,7 @@ def decode_image_base64(value: Any, field: str, mime_type: Any = None,
     ``mime_type`` (ValueError naming ``mime_field``); the declared type
     returned (the URI's, else ``mime_type``, else None) then goes to
     ``validate_image``, which refuses it when the bytes are something else
-    (issue #5: "declared types that lie"). Errors of ``decode_base64`` otherwise.
+    (declared types that lie). Errors of ``decode_base64`` otherwise.
     """
     declared = check_mime_type(mime_type, mime_field)
     if isinstance(value, str) and value.strip().startswith("data:"):
@@ -297,12 +298,6 @@ def _bomb(field: str, width: int, height: int, limits: ImageInputLimitConfig) ->
 
 # --- captions -------------------------------------------------------------------------
 
-CAPTION_SYSTEM_PROMPT = (
-    "You describe images for a searchable memory store. Write one or two plain sentences that say what the "
-    "image shows: objects, people (without guessing identities), any readable text, and the setting. "
-    "No preamble, no markdown."
-)
-CAPTION_USER_PROMPT = "Describe this image."
 #: Reply cap for one caption, in tokens.
 CAPTION_MAX_TOKENS = 200
 

@@ -30,6 +30,8 @@ from typing import Any, Protocol
 import jsonschema
 from django.conf import settings
 
+from memory import conf
+
 Messages = list[dict[str, str]]
 JsonValue = dict | list
 
@@ -571,7 +573,7 @@ def get_llm() -> Llm | None:
     if not _llm_built:
         with _llm_lock:
             if not _llm_built:
-                base_url = getattr(settings, "OAM_LLM_BASE_URL", "")
+                base_url = conf.get("OAM_LLM_BASE_URL")
                 _llm = (
                     OpenAICompatibleLlm(
                         base_url=base_url,

@@ -82,7 +82,7 @@ class LocalLlmServer:
         """Say why the server is gone, or ``None`` while it runs.
 
         The text gives the exit code (and, for a signal, its name and meaning:
-        SIGILL is a build that uses instructions this CPU lacks, issue #11), the
+        SIGILL is a build that uses instructions this CPU lacks), the
         command and the tail of the server's log. The test fixtures attach it to
         a failing test, and ``manage.py run_local_llm`` raises it, so a server
         that died after it started is never only a "Connection refused".

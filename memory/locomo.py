@@ -2,7 +2,7 @@
 
 LoCoMo (Maharana et al., ACL 2024; CC BY-NC 4.0) is test and benchmark input
 only: it is read from the shared data folder and never copied into the repo
-(``shared/data/locomo/SOURCE.md`` describes the layout). This module only
+(github.com/snap-research/locomo describes the layout). This module only
 parses; ``manage.py import_locomo`` writes through ``memory.client``.
 
 File shape (a list of samples)::
@@ -102,7 +102,7 @@ class Question:
         """The evidence ids that are turns of the conversation (what retrieval can find), in order.
 
         Three category 1-4 questions of the file cite one id that is not a turn;
-        scoring them on the rest gives the 1,536 questions of ``SOURCE.md``.
+        scoring them on the rest gives 1,536 questions (``bench/locomo_import.py``).
         """
         known = dia_ids if isinstance(dia_ids, (set, frozenset)) else set(dia_ids)
         return tuple(e for e in self.evidence if e in known)
@@ -269,7 +269,7 @@ def session_messages(sample_id: str, session: Session) -> list[dict[str, Any]]:
 def evidence_recall(ranked_dia_ids: Sequence[str], evidence: Iterable[str], k: int) -> float:
     """Fraction of the (unique) evidence ids found among the first ``k`` ranked ids.
 
-    The measure of ``SOURCE.md``'s baselines; 0.0 for empty evidence.
+    The measure behind ``bench/locomo_import.py``'s baselines; 0.0 for empty evidence.
     """
     wanted = set(evidence)
     if not wanted:

@@ -1,19 +1,19 @@
-"""Tables of the memory engine (ARCHITECTURE.md, "Records and tables").
+"""Tables of the memory engine (docs/architecture.md, "Tables").
 
 Names follow the spec's vocabulary. Every table has an explicit short
 ``db_table`` because Django's Oracle backend truncates identifiers to 30
-characters (shared/reference/oracle.md, fact 5). Images (``oam_images``, migration
+characters (``django.db.backends.oracle``: ``max_name_length()`` is 30). Images (``oam_images``, migration
 0005), relations and summaries have their own tables; an image is searchable
 through a ``SearchChunk`` with ``source_kind`` and ``record_type`` ``image``.
 
-Every row belongs to a ``Project`` (migration 0006, issue #12) and record ids
+Every row belongs to a ``Project`` (migration 0006) and record ids
 are stored as ``"<project pk>:<public id>"`` (``memory.tenancy``), so the
 caller's ids are unique within a project only.
 
 A record's ``__str__`` is its kind and public id, never its content: the
 admin stores it in its history (``django_admin_log.object_repr``) on every
 change and delete, where an erasure would otherwise have to find user text
-(found by an attacker of #12; ``memory.erasure.admin_log_erase`` deletes the
+(found by a security review; ``memory.erasure.admin_log_erase`` deletes the
 history of what is erased). Lists show content in columns of their own.
 """
 
@@ -26,7 +26,7 @@ from django.db import models
 from django.utils import timezone
 
 from memory.fields import VectorField
-from memory.tenancy import public_id
+from memory.ids import public_id
 
 MEMORY_TYPES = ("memory", "fact", "guideline", "preference")
 RECORD_TYPES = ("message", *MEMORY_TYPES, "image")
@@ -63,7 +63,7 @@ class Project(models.Model):
     ``on_delete=PROTECT``: a project is deleted only once it is empty.
 
     ``members``: the staff users who may see and change it on the staff pages,
-    the admin and the staff WebSocket (issue #12 item 4); superusers see every
+    the admin and the staff WebSocket; superusers see every
     project (``memory.tenancy.staff_projects``). Only superusers edit it
     (``memory.admin.ProjectAdmin``, ``manage.py add_project_member``).
     """
@@ -203,7 +203,7 @@ class SearchChunk(models.Model):
     """One searchable unit of a record: its text, scope, state and embedding.
 
     One table for every record kind means one vector index and one query for
-    "search everything in this scope" (ARCHITECTURE.md). Scope, status,
+    "search everything in this scope" (docs/architecture.md). Scope, status,
     expiry and metadata are copies kept in step with the record by the
     services, in the same transaction, so filters run here without joins.
     ``project`` comes first in the scope index: every search filters by it
@@ -357,7 +357,7 @@ class ImageManager(models.Manager.from_queryset(ImageQuerySet)):
 
 
 class Image(models.Model):
-    """An image owned by a thread (spec: add_image, ImageRecord; issue #5).
+    """An image owned by a thread (spec: add_image, ImageRecord).
 
     ``data`` holds the validated bytes (``BLOB`` on Oracle and SQLite) and is
     deferred by the default manager: read it with ``Image.objects.with_bytes()``.
@@ -404,7 +404,7 @@ class Image(models.Model):
 
 
 class ErasureReceipt(models.Model):
-    """A record that everything about one user or agent of a project was erased (issue #12; GDPR Art. 17).
+    """A record that everything about one user or agent of a project was erased (GDPR Art. 17).
 
     The subject is kept only as ``subject_digest``, an HMAC of its id
     (``memory.erasure.subject_digest``): the receipt proves the erasure to

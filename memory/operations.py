@@ -1,31 +1,29 @@
-"""Migration operations for vector indexes (ARCHITECTURE.md, "VECTOR columns").
+"""Migration operations for vector indexes (docs/architecture.md, "Tables").
 
 ``CreateVectorIndex`` builds the approximate-search index of a ``VectorField``
 column on Oracle Database 23ai/26ai. Django cannot express a vector index
-(``db_index=True`` would give a useless B-tree, shared/reference/oracle.md
-section 5, "Custom field ``db_type()``"), so migrations add one with this
+(``db_index=True`` would give a useless B-tree on a ``VECTOR`` column), so migrations add one with this
 operation.
 
 On Oracle it emits ONE statement, a PL/SQL anonymous block that
 
 1. tries an HNSW index (``ORGANIZATION INMEMORY NEIGHBOR GRAPH``), which lives
-   in the SGA vector pool (oracle.md section 3, "HNSW");
+   in the SGA vector pool (Oracle AI Vector Search User's Guide, "In-Memory Neighbor Graph Vector Index");
 2. when that fails with ORA-51962 (``vector_memory_size`` is 0 or too small,
    as on a fresh Free container), creates an IVF index instead
    (``ORGANIZATION NEIGHBOR PARTITIONS``), which is stored on disk and works
-   without a vector pool (oracle.md section 3, "IVF");
+   without a vector pool (Oracle AI Vector Search User's Guide, "Neighbor Partition Vector Index");
 3. re-raises any other error.
 
 Both use the same ``DISTANCE`` metric as ``memory.fields.VectorDistance``: a
 query whose metric differs from the index's is answered by an exact scan
-(oracle.md section 2, "Metric resolution"). The reverse is ``DROP INDEX``.
+(Oracle AI Vector Search User's Guide, "Vector Distance Metrics"). The reverse is ``DROP INDEX``.
 
 On every other vendor it does nothing: SQLite ranks by brute force with
 sqlite-vec's ``vec_distance_*`` functions for now.
 
 The statement goes through ``schema_editor.execute``, so ``sqlmigrate`` and
-``collect_sql`` show it and it compiles without a database (oracle.md
-section 5, "Does compiling SQL need a live connection?").
+``collect_sql`` show it and it compiles without a database (``tests/oracle/offline.py``).
 
 Notes for later migrations:
 
@@ -49,11 +47,11 @@ from django.db.migrations.operations.base import Operation, OperationCategory
 from memory.fields import METRICS, VectorField
 
 # Oracle error raised by CREATE VECTOR INDEX ... INMEMORY NEIGHBOR GRAPH when the
-# vector pool cannot hold the graph (oracle.md section 3, "Memory requirement").
+# vector pool cannot hold the graph (Oracle AI Vector Search User's Guide, "Size the Vector Pool").
 VECTOR_POOL_ERROR = -51962
 
 # Django 5.2's Oracle backend hard-codes 30-character identifiers and
-# hash-truncates longer ones (oracle.md section 5, "Identifier length").
+# hash-truncates longer ones (``django.db.backends.oracle.operations``).
 MAX_NAME_LENGTH = 30
 _IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_$#]*$")
 
@@ -81,7 +79,7 @@ class CreateVectorIndex(Operation):
           ELSE RAISE; END IF;
         END;
 
-    Arguments (ranges from oracle.md section 3):
+    Arguments (ranges from the Oracle AI Vector Search User's Guide, "CREATE VECTOR INDEX"):
 
     * ``name``: index name, a plain identifier of at most 30 characters so that
       Django keeps it as written (uppercased) instead of hash-truncating it.
@@ -179,14 +177,14 @@ class CreateVectorIndex(Operation):
         return ddl
 
     def hnsw_sql(self, schema_editor, model) -> str:
-        """``CREATE VECTOR INDEX ... INMEMORY NEIGHBOR GRAPH`` (oracle.md section 3, HNSW)."""
+        """``CREATE VECTOR INDEX ... INMEMORY NEIGHBOR GRAPH`` (Oracle AI Vector Search User's Guide, HNSW)."""
         return self._index_ddl(
             schema_editor, model, "INMEMORY NEIGHBOR GRAPH",
             f"TYPE HNSW, NEIGHBORS {self.neighbors}, EFCONSTRUCTION {self.efconstruction}",
         )
 
     def ivf_sql(self, schema_editor, model) -> str:
-        """``CREATE VECTOR INDEX ... NEIGHBOR PARTITIONS`` (oracle.md section 3, IVF)."""
+        """``CREATE VECTOR INDEX ... NEIGHBOR PARTITIONS`` (Oracle AI Vector Search User's Guide, IVF)."""
         return self._index_ddl(
             schema_editor, model, "NEIGHBOR PARTITIONS",
             f"TYPE IVF, NEIGHBOR PARTITIONS {self.partitions}",
@@ -248,7 +246,7 @@ class CreateKeywordIndex(Operation):
       with ``'rebuild'`` for rows already there. Queries join it on
       ``rowid = <table>.id`` (``memory.search``).
     * Oracle: one ``CREATE SEARCH INDEX <name>_<n> ON <table> (<column>)`` per
-      column (Oracle Text, ``SYNC ON COMMIT`` by default; oracle.md section 6),
+      column (Oracle Text, ``SYNC ON COMMIT`` by default; Oracle Text Reference, "CREATE SEARCH INDEX"),
       queried with ``CONTAINS(column, :q, 1) > 0`` and ``SCORE(1)``. The
       columns must be ``CLOB`` (``memory.models.SearchTextField``): Oracle Text
       does not index NCLOB.

@@ -2,7 +2,7 @@
 
 Each event is a channel-layer message ``{"type": "extraction.<event>",
 "thread_id": ..., "job_id": ..., ...}`` carrying ids, counts and seconds only
-(STYLE.md section 6): ``extraction.queued``, ``.started``, ``.progress``
+(docs/architecture.md, "Flows"): ``extraction.queued``, ``.started``, ``.progress``
 (one LLM call done), ``.memory_created``, ``.memory_linked``, ``.finished``,
 ``.failed``, ``.repaired`` (the sweep made a stuck queue advance) and
 ``.fenced`` (a delete took a running job back; it runs again).

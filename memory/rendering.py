@@ -1,7 +1,7 @@
 """Render records and context cards as the XML-like text agents paste into prompts.
 
-The element layout is the context card's ``<relevant_information>`` entries
-(issue 4): an element named after the record type holding ``<record_id>``,
+The element layout is the context card's ``<relevant_information>`` entries:
+an element named after the record type holding ``<record_id>``,
 ``<timestamp>`` when known, ``<role>`` for messages, ``<status>`` and
 ``<content>``; two-space indentation; text escaped so content cannot close a tag.
 """

@@ -10,7 +10,10 @@ the job and not raised.
 Queue ``extraction``; the broker is ``settings.DRAMATIQ_BROKER``
 (django_dramatiq): Redis or RabbitMQ with ``manage.py rundramatiq`` workers in
 production, an in-process ``StubBroker`` with an embedded worker otherwise
-(``memory.worker``).
+(``oam_site.worker``, started by its broker middleware before the first send).
+
+Importing this module installs the actor as the engine's queue
+(``memory.extraction.queue.install``); ``MemoryConfig.ready`` imports it.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ from __future__ import annotations
 import logging
 
 import dramatiq
-from django.conf import settings
+from dramatiq.brokers.stub import StubBroker
 
-from memory.worker import ensure_embedded_worker
+from memory import conf
+from memory.extraction import queue
 
 logger = logging.getLogger(__name__)
 
@@ -29,32 +33,68 @@ QUEUE = "extraction"
 
 @dramatiq.actor(
     queue_name=QUEUE,
-    max_retries=getattr(settings, "OAM_EXTRACTION_MAX_ATTEMPTS", 4),
+    max_retries=conf.extraction_max_attempts(),
     min_backoff=2_000,
     max_backoff=120_000,
-    time_limit=int(getattr(settings, "OAM_EXTRACTION_TIME_LIMIT", 1200)) * 1000,
+    time_limit=conf.extraction_time_limit() * 1000,
 )
 def extract_job(job_id: int) -> None:
     """Run extraction job ``job_id`` (``memory.extraction.job_run``)."""
-    from memory.extraction import job_run  # the actor module stays importable before the models
+    from memory.extraction.pipeline import job_run
 
     job_run(job_id=job_id)
+
+
+def send_job(job_id: int) -> None:
+    """Send ``extract_job(job_id)`` to the actor's broker (raises when the broker refuses it)."""
+    extract_job.send(job_id)
 
 
 def enqueue_job(job_id: int) -> bool:
     """Send ``extract_job(job_id)``; return whether the broker took it. Never raises.
 
-    Starts the embedded worker first when this process runs one. A failed
-    send is noted on the job (``memory.extraction.note_not_queued``), where
-    the extraction state shows it, and recovered by the sweep.
+    A failed send is noted on the job (``memory.extraction.queue.note_not_queued``),
+    where the extraction state shows it, and recovered by the sweep.
     """
-    try:
-        ensure_embedded_worker()
-        extract_job.send(job_id)
-    except Exception as exc:  # noqa: BLE001 - the job row stays queued; memory.extraction.sweep re-sends it
-        logger.warning("could not queue extraction job %s; the sweep will retry", job_id, exc_info=True)
-        from memory.extraction import note_not_queued
+    return queue.enqueue_job(job_id)
 
-        note_not_queued(job_id, exc)
-        return False
-    return True
+
+#: Seconds the broker check of ``broker_status`` waits to connect and for the answer.
+BROKER_CHECK_TIMEOUT = 1.0
+
+
+def broker_status() -> dict[str, object]:
+    """Whether this process can reach the Dramatiq broker now: ``{"kind", "ok", "error"}``.
+
+    ``kind``: ``redis``, ``rabbitmq``, ``in-process`` (the ``StubBroker``;
+    always ok) or the broker's class name. Redis is asked for a ``PING`` on a
+    connection of its own with ``BROKER_CHECK_TIMEOUT`` seconds to connect and
+    answer, so a broker that is down costs a request at most that long;
+    ``error`` is the reason when it fails. Other brokers are not checked
+    (``ok`` None). Never raises.
+    """
+    broker = extract_job.broker
+    if isinstance(broker, StubBroker):
+        return {"kind": "in-process", "ok": True, "error": None}
+    from dramatiq.brokers.redis import RedisBroker
+
+    if not isinstance(broker, RedisBroker):
+        kind = "rabbitmq" if type(broker).__name__ == "RabbitmqBroker" else type(broker).__name__
+        return {"kind": kind, "ok": None, "error": None}
+    import redis
+
+    pool = broker.client.connection_pool
+    kwargs = {**pool.connection_kwargs, "socket_connect_timeout": BROKER_CHECK_TIMEOUT,
+              "socket_timeout": BROKER_CHECK_TIMEOUT, "retry": None}
+    client = redis.Redis(connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs))
+    try:
+        client.ping()
+    except Exception as exc:  # noqa: BLE001 - any failure is the answer
+        return {"kind": "redis", "ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+    finally:
+        client.close()
+        client.connection_pool.disconnect()
+    return {"kind": "redis", "ok": True, "error": None}
+
+
+queue.install(send=send_job, status=broker_status)

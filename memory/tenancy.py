@@ -1,4 +1,4 @@
-"""Projects: where one application's records live, and how ids stay unique within a project (issue #12).
+"""Projects: where one application's records live, and how ids stay unique within a project.
 
 A ``memory.models.Project`` is the tenant: an application, or an environment of
 one. Every stored row carries its ``project`` column, and every read and write
@@ -32,47 +32,16 @@ named in a URL or a WebSocket query, the admin's ``ProjectScopedAdmin``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from memory.errors import InvalidArgument, InvalidType, OutOfScope
+from memory.ids import SEPARATOR, project_of, public_id, public_ids, stored_id, stored_ids  # noqa: F401
 from memory.types import NOTSET, SearchScope
 
-SEPARATOR = ":"
 #: Slug of the project that holds everything stored before projects existed
 #: (migration 0006) and that ``AgentMemory()`` uses when given none.
 DEFAULT_PROJECT = "default"
-
-
-def stored_id(project_id: int, public: str) -> str:
-    """The id a record of project ``project_id`` is stored under: ``"<project_id>:<public>"``."""
-    return f"{int(project_id)}{SEPARATOR}{public}"
-
-
-def stored_ids(project_id: int, public: Iterable[str]) -> list[str]:
-    """``stored_id`` of each id, in order."""
-    return [stored_id(project_id, value) for value in public]
-
-
-def public_id(stored: str | None) -> str | None:
-    """The caller's id of a stored id (None stays None). Raises ValueError for a value with no project part."""
-    if stored is None:
-        return None
-    project, separator, public = stored.partition(SEPARATOR)
-    if not separator or not project.isdigit():
-        raise ValueError(f"{stored!r} is not a stored id (<project pk>:<id>)")
-    return public
-
-
-def public_ids(stored: Iterable[str]) -> list[str]:
-    """``public_id`` of each stored id, in order."""
-    return [public_id(value) for value in stored]
-
-
-def project_of(stored: str) -> int:
-    """The project pk a stored id belongs to."""
-    return int(stored.partition(SEPARATOR)[0])
 
 
 def project_create(*, slug: Any, name: Any = "") -> Any:
@@ -127,7 +96,7 @@ def get_project(project: Any = None):
 
 
 def staff_projects(user: Any):
-    """The projects ``user`` may see and change as staff (issue #12 item 4): a ``QuerySet[Project]``.
+    """The projects ``user`` may see and change as staff: a ``QuerySet[Project]``.
 
     The one rule every staff door applies (the staff pages, the search
     playground and context-card preview, the staff WebSocket, the Django
@@ -163,7 +132,7 @@ def staff_project(user: Any, project: str | None) -> Any:
 
 @dataclass(frozen=True)
 class Tenant:
-    """Who a client acts for: a project, and optionally one end user and/or one agent of it (issue #12).
+    """Who a client acts for: a project, and optionally one end user and/or one agent of it.
 
     ``user_id``/``agent_id`` None: any user/agent of the project; a string:
     only that one (an API key with a fixed ``user_id`` makes such a client,
@@ -206,7 +175,7 @@ class Tenant:
         """A search's ``scope`` (a ``SearchScope`` or None) and explicit scope ``arguments`` with the fixed
         user and agent in place of unset ids, before the search's rules run (``memory.search.run_search``).
 
-        So a user-restricted client never needs to pass ``user_id`` (issue #12; the SDK's "client searches
+        So a user-restricted client never needs to pass ``user_id`` (the SDK's "client searches
         require explicit user scoping" was checked first, found by an attacker): its user is explicit. The
         ``exact_*`` flags stay as given, and a given id stays too (``limit_scope`` checks it). The ids go into
         ``scope`` when there is one, else into ``arguments`` (the two stay exclusive).

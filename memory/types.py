@@ -194,7 +194,7 @@ def memory_record(**fields: Any) -> MemoryRecord:
 
 @dataclass
 class ImageRecord(Record):
-    """A stored image (spec: list_images -> ImageRecord; issue #5).
+    """A stored image (spec: list_images -> ImageRecord).
 
     ``bytes`` is None unless the read asked for it (``list_images(image_id=...,
     include_bytes=True)``); ``description`` is the searchable text (None: not

@@ -3,7 +3,7 @@
 Why: on SQLite the vector arm used to rank every scoped chunk with
 ``vec_distance_cosine`` in SQL. That reads every 1.5 KB embedding row through
 the pager per query: 7.4 times an in-memory numpy scan at 100,000 chunks
-(``bench/search_scale.py``, issue #3's target is at most 2 times). sqlite-vec's
+(``bench/search_scale.py``, the target is at most 2 times). sqlite-vec's
 ``vec0`` KNN is a brute-force scan of its own pages (about 6 times numpy at
 100k, measured in the same way) and its binary quantisation loses recall.
 Oracle has a real vector index (HNSW/IVF, ``memory.search.vector_sql``); this
@@ -45,7 +45,7 @@ filter falls back to ranking its rows in SQL. A candidate whose true distance
 differs from the cached one by more than the bound means ids were reused: the
 cache is dropped and that search ranks in SQL.
 
-Projects (issue #12): each row keeps its chunk's ``project_id``, and a search
+Projects: each row keeps its chunk's ``project_id``, and a search
 takes candidates among its own project's rows only (``Snapshot.candidates``'s
 ``project_id``), so another tenant's chunks neither crowd out the candidates
 nor reach the SQL that checks them.
@@ -197,7 +197,7 @@ class VectorCache:
             return None if self._too_big else self._snapshot
 
     def forget(self, chunk_ids) -> None:
-        """Drop deleted chunks for good: zero their vectors in memory and mark them dead (erasure, issue #12).
+        """Drop deleted chunks for good: zero their vectors in memory and mark them dead (erasure).
 
         ``mark_dead`` only hides a row; an erased record's embedding must not
         stay in this process's memory either. Ids not held are ignored.
@@ -353,16 +353,16 @@ _caches_lock = threading.Lock()
 
 def get_vector_cache(alias: str = "default") -> VectorCache | None:
     """The process's cache for database ``alias``, or None when ``settings.OAM_VECTOR_CACHE`` is off."""
-    from django.conf import settings
+    from memory import conf
 
-    if not getattr(settings, "OAM_VECTOR_CACHE", True):
+    if not conf.get("OAM_VECTOR_CACHE"):
         return None
     with _caches_lock:
         cache = _caches.get(alias)
         if cache is None:
             cache = _caches[alias] = VectorCache(
-                dimensions=settings.OAM_EMBEDDING_DIMENSIONS,
-                max_rows=getattr(settings, "OAM_VECTOR_CACHE_MAX_ROWS", 1_000_000),
+                dimensions=conf.get("OAM_EMBEDDING_DIMENSIONS"),
+                max_rows=conf.get("OAM_VECTOR_CACHE_MAX_ROWS"),
             )
         return cache
 

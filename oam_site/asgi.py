@@ -1,7 +1,7 @@
 """ASGI entry point: HTTP through Django, WebSockets through Channels (served by daphne).
 
 With the embedded (in-process) Dramatiq broker, the first connection starts
-this server's worker threads (``memory.worker``), whose start-up sweep picks
+this server's worker threads (``oam_site.worker``), whose start-up sweep picks
 up extraction work left queued by an earlier run. Under daphne, request
 bodies that are too large, or sent to the API without a valid key, are
 refused before they are read (``oam_site.request_gate``).
@@ -19,7 +19,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from memory.vector_cache import warm_in_background  # noqa: E402
-from memory.worker import ensure_embedded_worker  # noqa: E402
+from oam_site.worker import ensure_embedded_worker  # noqa: E402
 from oam_site.request_gate import install as install_request_gate  # noqa: E402
 from oam_site.routing import websocket_urlpatterns  # noqa: E402
 from threads.consumers import OriginValidatorUnlessApiKey  # noqa: E402

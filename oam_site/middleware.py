@@ -26,7 +26,7 @@ PUBLIC_PATHS = ("/api/docs", "/api/openapi.json")
 
 
 class PrivateApiResponsesMiddleware(ResponseMiddleware):
-    """``Cache-Control: no-store, private`` on API and staff responses (issue #13).
+    """``Cache-Control: no-store, private`` on API and staff responses.
 
     A shared cache or the browser's disk must not keep a user's memories, image
     bytes or context cards. The API documentation stays cacheable.

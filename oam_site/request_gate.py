@@ -2,7 +2,7 @@
 
 daphne (through Twisted) stores a request's whole body and then hands all of it
 to the application at once, before any middleware or view runs: a 100 MB
-upload without a key grew the server by 1.1 GB before the 401 (issue #13).
+upload without a key grew the server by 1.1 GB before the 401.
 ``install()`` (called by ``oam_site.asgi`` when daphne serves it) hooks
 daphne's ``WebRequest`` where Twisted has read the headers and not yet a byte
 of the body, and answers there:

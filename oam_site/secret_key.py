@@ -1,7 +1,7 @@
 """The Django ``SECRET_KEY`` when ``DJANGO_SECRET_KEY`` is not set: random, per install, never a constant.
 
 A key that is a public constant lets anyone forge signed values (sessions,
-signed cookies, password-reset tokens): issue #13 rendered a forged signed
+signed cookies, password-reset tokens): a public default key rendered a forged signed
 message on a staff page. The embedded default must still start with no
 configuration (``make serve``), so the first start writes
 ``secrets.token_urlsafe(50)`` to a file readable by its owner only and every

@@ -60,7 +60,7 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "oam_site.middleware.PrivateApiResponsesMiddleware",
     "oam_site.middleware.ApiJsonErrorsMiddleware",
-    "threads.audit.AuditMiddleware",  # access records: API writes and refusals, staff writes (issue #12)
+    "threads.audit.AuditMiddleware",  # access records: API writes and refusals, staff writes
     "axes.middleware.AxesMiddleware",  # last: it turns a locked-out login into its 429 page
 ]
 
@@ -138,7 +138,7 @@ LOGIN_REDIRECT_URL = "staff:home"
 OAM_ORACLE_DSN = env.str("OAM_ORACLE_DSN", default="")
 if OAM_ORACLE_DSN:
     # Thin mode, pooled. NAME is an Easy Connect string such as
-    # "localhost:1521/FREEPDB1"; HOST/PORT stay empty (oracle.md fact 5).
+    # "localhost:1521/FREEPDB1"; HOST/PORT stay empty (Django docs, "Oracle notes": an Easy Connect string as NAME).
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.oracle",
@@ -229,7 +229,7 @@ if OAM_REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
-# --- Dramatiq (background extraction; memory.tasks, memory.worker) ------------------------
+# --- Dramatiq (background extraction; memory.tasks, oam_site.worker) ------------------------
 # Production: a Redis (redis://) or RabbitMQ (amqp://, needs `pip install dramatiq[rabbitmq]`)
 # broker and `manage.py rundramatiq` workers. Empty: an in-process StubBroker with an
 # embedded worker thread pool in the process that queues the work (no service to start).
@@ -240,7 +240,8 @@ _DRAMATIQ_MIDDLEWARE = [
     "dramatiq.middleware.Callbacks",
     "dramatiq.middleware.Retries",
     "django_dramatiq.middleware.DbConnectionsMiddleware",
-    "memory.worker.ExtractionSweepMiddleware",
+    "oam_site.worker.EmbeddedWorkerMiddleware",
+    "oam_site.worker.ExtractionSweepMiddleware",
 ]
 if OAM_DRAMATIQ_BROKER_URL.startswith(("redis://", "rediss://", "unix://")):
     DRAMATIQ_BROKER = {
@@ -265,7 +266,7 @@ OAM_EMBEDDER = env.str("OAM_EMBEDDER", default="memory.embedders.MiniLMEmbedder"
 OAM_EMBEDDING_DIMENSIONS = env.int("OAM_EMBEDDING_DIMENSIONS", default=384)
 # Texts per forward pass. sentence-transformers sorts a call's texts by length and pads each batch
 # to its longest, so small batches pad less, and a CPU gains nothing from wider ones. On 2 cores,
-# all-MiniLM-L6-v2, medians of 3 (issue #13): chosen on LoCoMo conv-26 + conv-30 (788 turns, the
+# all-MiniLM-L6-v2, medians of 3: chosen on LoCoMo conv-26 + conv-30 (788 turns, the
 # tuning half), batches of 16 embed 105.7 turns/s in one call and 101.0 in calls of 79 texts (the
 # size of a micro-batched pass under 8 clients), batches of 64 95.9 and 57.0; reported on conv-44 +
 # conv-47 (1,364 turns, report half): 111.6 and 93.0 against 99.1 and 57.6. 8 was no better.

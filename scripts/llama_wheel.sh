@@ -4,7 +4,7 @@
 # pip builds llama-cpp-python from source, and llama.cpp's default is GGML_NATIVE=ON
 # (-march=native): on a CPU that advertises AMX or AVX-512 the library then uses those
 # instructions and dies with "illegal instruction" on another CPU of the same machine
-# kind (issue #11). This build turns native tuning off and pins the x86-64-v3 baseline
+# kind. This build turns native tuning off and pins the x86-64-v3 baseline
 # (SSE4.2, AVX, AVX2, BMI2, FMA, F16C) with AVX-512 and AMX off, so the same wheel runs
 # on every x86-64 CPU from Haswell / Zen 1 on. tests/llm/test_portable_build.py checks
 # the installed library for AVX-512/AMX instructions.

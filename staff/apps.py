@@ -1,4 +1,4 @@
-"""The staff web UI (issue 7): Django templates and htmx on top of ``memory``."""
+"""The staff web UI: Django templates and htmx on top of ``memory``."""
 
 from django.apps import AppConfig
 

@@ -22,6 +22,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from memory.context import CARD_RECORD_TYPES
+from memory.errors import DomainError
 from memory.links import BUILTIN_RELATIONS
 from memory.metadata_filter import compile_filter
 from memory.models import MEMORY_TYPES, RECORD_TYPES, STATUSES
@@ -123,7 +124,7 @@ class ThreadFilterForm(StaffForm):
         value = self.cleaned_data["metadata"]
         try:
             compile_filter(value)
-        except ValueError as exc:
+        except DomainError as exc:
             raise ValidationError(str(exc)) from None
         return value
 

@@ -1,6 +1,6 @@
 """Routes of the staff pages, mounted at ``/staff/`` (namespace ``staff``).
 
-Pages of records live under their project, ``projects/<slug>/`` (issue #12:
+Pages of records live under their project, ``projects/<slug>/`` (
 ids are unique within a project only). Thread, message, memory and relation
 ids are public ids and path segments (``str``: no slash), as in the JSON API
 and the WebSocket route.

@@ -1,19 +1,18 @@
-"""Staff pages (issue 7): threads, a thread's records, search playground, context-card preview.
+"""Staff pages: threads, a thread's records, search playground, context-card preview.
 
-Thin edges (STYLE.md section 2): parse the form, make one call into
+Thin edges (docs/architecture.md, "Layers"): parse the form, make one call into
 ``memory`` (``memory.client`` spec methods, the same the JSON API in
 ``threads/api.py`` uses, or ``memory.services``; reads through
 ``memory.browse``), render. Every page works without JavaScript (forms post,
-then redirect back); with htmx a form swaps only its region (STYLE.md
-section 8: one view serves the page and its fragment, ``"page.html#region"``
+then redirect back); with htmx a form swaps only its region (one view serves the page and its fragment, ``"page.html#region"``
 when ``request.htmx``).
 
-Errors: the ``ValueError``/``TypeError``/``KeyError`` that ``memory`` raises
-is shown next to the field it names (``staff.forms.add_service_error``) with
+Errors: the ``memory.errors.DomainError`` (a ``ValueError``/``TypeError``/``KeyError``
+naming its field) that ``memory`` raises is shown next to the field it names (``staff.forms.add_service_error``) with
 status 422, htmx or not; a thread, message, memory, image or relation that is
 not there is a 404, and so is a project the signed-in user may not see
 (``memory.tenancy.staff_project``: superusers see every project, other staff
-the projects they are members of; issue #12 item 4), so a staff user cannot
+the projects they are members of), so a staff user cannot
 tell another project from one that does not exist.
 
 htmx writes also refresh the header counts out of band (``#thread-counts``)
@@ -43,7 +42,7 @@ from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
 from memory import browse, extraction, selectors, services
 from memory.client import AgentMemory, Thread
-from memory.errors import NotFound
+from memory.errors import DomainError, NotFound
 from memory.models import MEMORY_TYPES, STATUSES, Project, Thread as ThreadRow
 from memory.tenancy import staff_project, staff_projects
 from staff.forms import (
@@ -63,8 +62,9 @@ from staff.templatetags.staff_tags import domid
 from staff.thumbnails import thumbnail
 
 INVALID = 422
-#: What ``memory`` raises for bad input (the spec's error types: ValueError, TypeError, KeyError).
-SERVICE_ERRORS = (ValueError, TypeError, KeyError)
+#: What ``memory`` raises for bad input (``memory.errors.DomainError``: the spec's ValueError, TypeError,
+#: KeyError with the field at fault). Any other exception is a programming error and a 500.
+SERVICE_ERRORS = (DomainError,)
 DETAIL = "staff/thread_detail.html"
 #: Choices the inline memory form lists.
 FORM_CHOICES = {"memory_types": MEMORY_TYPES, "statuses": STATUSES, "ttl_anchors": TTL_ANCHORS}

@@ -113,15 +113,18 @@ def local_llm_settings(local_llm_server, settings) -> Iterator[None]:
 def fresh_extraction_tracker(monkeypatch):
     """No LLMs attached and no accepted extraction work in this process (``memory.extraction``)."""
     from memory import extraction
+    from memory.extraction import tracker
 
-    monkeypatch.setattr(extraction, "_tracker", extraction._Tracker())
+    fresh = tracker._Tracker()
+    monkeypatch.setattr(tracker, "_tracker", fresh)
+    monkeypatch.setattr(extraction, "_tracker", fresh)
 
 
 @pytest.fixture
 def extraction_worker(transactional_db, settings) -> Iterator[object]:
     """The embedded Dramatiq worker on the in-process StubBroker for one test (sweep at boot only)."""
     from memory.tasks import extract_job
-    from memory.worker import ensure_embedded_worker, stop_embedded_worker
+    from oam_site.worker import ensure_embedded_worker, stop_embedded_worker
 
     settings.OAM_EMBEDDED_WORKER = True
     settings.OAM_EXTRACTION_SWEEP_SECONDS = 0

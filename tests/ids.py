@@ -1,4 +1,4 @@
-"""Stored ids for tests that read tables directly (issue #12).
+"""Stored ids for tests that read tables directly.
 
 Records are stored under ``"<project pk>:<public id>"`` (``memory.tenancy``);
 these helpers give the stored form of a public id in a project (default: the

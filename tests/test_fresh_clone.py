@@ -1,4 +1,4 @@
-"""What a newcomer meets on a fresh clone, run as they would run it (issue #11, part 4).
+"""What a newcomer meets on a fresh clone, run as they would run it.
 
 ``manage.py migrate`` without ``make``: there is no ``var/`` yet. The SQLite backend
 creates the database file's folder on its first connection, or names the setting to

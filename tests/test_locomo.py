@@ -21,7 +21,7 @@ needs_data = pytest.mark.skipif(not DATA.is_file(), reason=f"LoCoMo data file no
 # the sample's "qa" list, whose one evidence turn all-MiniLM-L6-v2 ranks first.
 SINGLE_HOP = ("conv-30", 39)
 # Hybrid search measured 0.741 over all ten conversations (bench/locomo_import.py)
-# and 0.741 on the 81 questions of conv-30; SOURCE.md's baselines: 0.444 vector, 0.502 BM25, 0.532 RRF.
+# and 0.741 on the 81 questions of conv-30; the baselines of bench/locomo_import.py: 0.444 vector, 0.502 BM25, 0.532 RRF.
 MIN_RECALL_AT_10 = 0.60
 
 

@@ -1,4 +1,4 @@
-"""Security settings (issue #13, part 3): no public secret key, production block that passes
+"""Security settings: no public secret key, production block that passes
 ``check --deploy``, staff login throttling (django-axes), CSP on staff pages, no-store on private responses.
 """
 

@@ -1,4 +1,4 @@
-"""Django admin for API keys (issue #12): create (the key shown once), list, rotate and revoke.
+"""Django admin for API keys: create (the key shown once), list, rotate and revoke.
 
 Every change goes through ``threads.auth`` (``api_key_create``/``_rotate``/``_revoke``),
 the functions the commands and ``/api/keys`` use. Keys are revoked, not

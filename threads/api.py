@@ -7,7 +7,7 @@ forwarded (``model_dump(exclude_unset=True)``), so an omitted key is ``NOTSET``
 in ``memory`` and the spec's default applies. Domain errors become HTTP
 statuses in ``oam_site.api``.
 
-Operations are ``async def`` (issue #13): they run on the server's event loop
+Operations are ``async def``: they run on the server's event loop
 and await the client's ``_async`` methods, or ``memory.aio.in_worker`` of the
 same call where the client has none, so the engine's synchronous work (ORM,
 embedder, LLM) runs in the request's own worker thread and the loop never
@@ -99,7 +99,7 @@ from threads.schemas import (
 
 router = Router(tags=["threads"])
 
-#: Route permissions (issue #12). A route without ``auth=`` needs ``write``, the
+#: Route permissions. A route without ``auth=`` needs ``write``, the
 #: API's default (``oam_site.api``): forgetting it refuses a read key, never the reverse.
 READ, WRITE, ADMIN = ApiKeyAuth("read"), ApiKeyAuth("write"), ApiKeyAuth("admin")
 

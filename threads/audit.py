@@ -1,4 +1,4 @@
-"""Access records (issue #12): which key, or which staff member, did what, through which door.
+"""Access records: which key, or which staff member, did what, through which door.
 
 ``record_access`` writes one ``threads.models.AccessRecord``. ``AuditMiddleware``
 records, for the JSON API, every request that may change something (any
@@ -12,7 +12,7 @@ A record keeps the route's template and the public thread and record ids its
 path named, never a user or agent id, and no ids at all when no project is
 known (a request refused before its key was: 401, a WebSocket's 4401/4403;
 such ids could not be found again by an erasure, which works per project:
-found by an attacker of #12); erasing a user clears the thread and
+found by a security review); erasing a user clears the thread and
 record ids of the erased threads, and the record ids of every erased record
 wherever it lived (``scrub_erased``, on ``memory.signals.subject_erased``).
 Recording never breaks the request: a failure is logged.
@@ -181,7 +181,7 @@ def scrub_erased(sender, *, project, thread_ids: list[str], record_ids: list[str
 def access_records_purge(sender=None, *, now, **kwargs) -> int:
     """``memory.signals.purge_ran``: delete access records older than ``OAM_ACCESS_LOG_DAYS``; return how many.
 
-    Keeps the log bounded (issue #12: "kept bounded (retention setting)"); 0 or
+    Keeps the log bounded (kept bounded by a retention setting); 0 or
     less keeps them forever.
     """
     from datetime import timedelta

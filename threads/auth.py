@@ -1,4 +1,4 @@
-"""API keys: creating, rotating, revoking and checking them, for the JSON API and the WebSockets (issue #12).
+"""API keys: creating, rotating, revoking and checking them, for the JSON API and the WebSockets.
 
 A key is ``secrets.token_urlsafe(32)``; the database keeps its SHA-256 digest
 and a short prefix, so a leaked table does not leak usable keys. The raw key
@@ -198,7 +198,7 @@ def subject_keys_erase(sender, *, project: Project, subject: str, subject_id: st
     """``memory.signals.subject_erased``: delete every key of ``project`` fixed to the erased user or agent;
     return the rows deleted (``api_keys``, and ``admin_log_entries``: the admin's history of those keys).
 
-    Found by an attacker of #12: a key created with ``user_id="u1"`` stayed
+    Found by a security review: a key created with ``user_id="u1"`` stayed
     active after ``DELETE /api/users/u1`` and could write new data for u1.
     Deleted rather than revoked and scrubbed: the key's ``user_id`` (and,
     usually, its name, e.g. "widget for u1") is data about the erased

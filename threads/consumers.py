@@ -1,4 +1,4 @@
-"""WebSocket consumers: transport only (STYLE.md section 6).
+"""WebSocket consumers: transport only (docs/architecture.md, "Layers").
 
 ``/ws/threads/<thread_id>/extraction/`` streams a thread's extraction
 progress. Authentication: a staff session (``scope["user"]`` from
@@ -6,7 +6,7 @@ progress. Authentication: a staff session (``scope["user"]`` from
 (default: the default project), or a usable API key, sent as
 ``Authorization: Bearer <key>`` or ``?api_key=<key>`` (browsers cannot set
 headers on a WebSocket), listening in its project and, for a key with a fixed
-user or agent, to that user's and agent's threads only (issue #12).
+user or agent, to that user's and agent's threads only.
 
 Refusals carry an application close code: 4401 no valid credentials (no
 session, or a wrong or inactive API key), 4403 a signed-in user who is not
@@ -236,7 +236,7 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
         process whose message cannot reach this one (the in-memory channel
         layer), or deleted by an erasure. For a staff session (``_recheck_staff``):
         a user removed from the project (``manage.py add_project_member --remove``,
-        the admin), no longer staff or active, or deleted. Both found by attackers of #12.
+        the admin), no longer staff or active, or deleted. Both found by a security review.
         """
         from django.conf import settings
 

@@ -1,4 +1,4 @@
-"""A base for middleware that works on the response, native in both of Django's modes (issue #13).
+"""A base for middleware that works on the response, native in both of Django's modes.
 
 Django's ``MiddlewareMixin`` runs under ASGI by sending each ``process_response``
 to a worker thread and back; a sync-only middleware makes Django run every

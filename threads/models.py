@@ -4,7 +4,7 @@ Keys are never stored: only the SHA-256 of the key (``key_hash``) and a short
 ``prefix`` to recognise it in the admin. Explicit short table and index names,
 because Django's Oracle backend truncates identifiers to 30 characters.
 
-A key belongs to one project and acts with one permission (issue #12):
+A key belongs to one project and acts with one permission:
 ``read`` < ``write`` < ``admin``; with ``user_id``/``agent_id`` it acts for that
 end user/agent only (``memory.tenancy.Tenant``). It may expire, is revoked
 rather than deleted (``is_active`` False, ``revoked_at`` set), and records
@@ -59,7 +59,7 @@ class ApiKey(models.Model):
 
 
 class AccessRecord(models.Model):
-    """Who did what through which door (issue #12): one row per API write, refused request, WebSocket
+    """Who did what through which door: one row per API write, refused request, WebSocket
     connection and staff write (``threads.audit``).
 
     ``route`` is the route's template (``/api/threads/{thread_id}/messages``),

@@ -751,7 +751,7 @@ class ExtractionRepairOut(Schema):
 
 
 class BrokerStatusOut(Schema):
-    """Whether the server reaches the Dramatiq broker now (``memory.worker.broker_status``)."""
+    """Whether the server reaches the Dramatiq broker now (``memory.tasks.broker_status``)."""
 
     kind: str = Field(description="redis, rabbitmq or in-process.")
     ok: bool | None = Field(description="null: not checked (RabbitMQ).")
@@ -783,7 +783,7 @@ class ExtractionStateOut(Schema):
 
 
 class KeyIn(_In):
-    """A new API key of the calling key's project (issue #12)."""
+    """A new API key of the calling key's project."""
 
     name: str = Field(min_length=1, max_length=100, description="A label, e.g. the application using it.")
     permission: Literal["read", "write", "admin"] = Field(

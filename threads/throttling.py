@@ -1,4 +1,4 @@
-"""Per-key request rates for the JSON API, and a cap on wrong keys per client address (issue #13).
+"""Per-key request rates for the JSON API, and a cap on wrong keys per client address.
 
 Counting is a fixed one-minute window in Django's cache (``cache.add`` +
 ``cache.incr``, atomic in Redis and in the local-memory cache), so every process

@@ -1,7 +1,7 @@
 """Vector index on ``oam_search_chunks.embedding`` (Oracle only).
 
 HNSW with an IVF fallback when the vector pool is not configured
-(``memory.operations.CreateVectorIndex``, shared/reference/oracle.md section 3).
+(``memory.operations.CreateVectorIndex``, Oracle AI Vector Search User's Guide).
 DISTANCE COSINE matches ``memory.search``'s ``VectorDistance`` metric, so the
 optimizer can use the index. A no-op on SQLite (sqlite-vec brute force).
 """

@@ -1,4 +1,4 @@
-"""Projects (issue #12): a ``project`` column on every table, record ids unique within a project.
+"""Projects: a ``project`` column on every table, record ids unique within a project.
 
 Everything stored before goes to the ``default`` project, created here as the
 first row of ``oam_projects`` (pk 1 on SQLite and Oracle: the table is new),

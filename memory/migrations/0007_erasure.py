@@ -1,4 +1,4 @@
-"""Erasure (issue #12): receipts, and FTS5 ``secure-delete`` on the keyword index (SQLite).
+"""Erasure: receipts, and FTS5 ``secure-delete`` on the keyword index (SQLite).
 
 With ``secure-delete`` an FTS5 delete removes the row's terms from the index
 at once, instead of leaving them in older segments until a merge (the issue

@@ -1,4 +1,4 @@
-"""Staff by project (issue #12 item 4): ``Project.members``, the staff users who may see a project.
+"""Staff by project: ``Project.members``, the staff users who may see a project.
 
 The through table is Django's, ``oam_projects_members`` (``project_id``,
 ``user_id``, unique together): short enough for Oracle's 30-character names

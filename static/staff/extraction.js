@@ -1,4 +1,4 @@
-/* Live extraction progress on the staff thread page (issue 7).
+/* Live extraction progress on the staff thread page.
  *
  * Opens the thread's WebSocket (/ws/threads/<id>/extraction/, authenticated
  * by the staff session cookie) and writes each event into

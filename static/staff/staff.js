@@ -1,4 +1,4 @@
-/* Keyboard focus after htmx swaps on the staff pages (issue 7).
+/* Keyboard focus after htmx swaps on the staff pages.
  *
  * A swap replaces the element that had focus (the form's button), so focus
  * would drop to <body>. Write responses name the element to focus in

@@ -1,4 +1,4 @@
-"""Access records and key revocation on open sockets (issue #12, step e).
+"""Access records and key revocation on open sockets.
 
 "Nothing records which key created or changed a record": every API write,
 every refused request, every staff write and every WebSocket connection is an
@@ -68,7 +68,7 @@ def test_an_erasure_leaves_no_user_or_thread_id_in_the_records(db):
 
 
 def test_an_erasure_scrubs_the_ids_of_erased_records_that_lived_in_threads_that_remain(db):
-    """Found by an attacker of #12: ann's memory stored in bob's thread (and one in no thread) was erased with
+    """Found by a security review: ann's memory stored in bob's thread (and one in no thread) was erased with
     ann, but the access records of its writes kept its id under bob's surviving thread. Now every erased
     memory, image and relation loses its id in the records, wherever it lived; bob's own records stay."""
     admin, _, _ = keyed(permission="admin")
@@ -191,7 +191,7 @@ def test_revoking_or_rotating_a_key_closes_its_sockets_and_only_its(settings, fr
 
 @pytest.mark.django_db(transaction=True)
 def test_refusals_before_a_key_is_known_keep_no_thread_or_record_id(settings, fresh_extraction_tracker):
-    """Found by an attacker of #12: a 401 or a refused WebSocket was recorded with no project and the ids of
+    """Found by a security review: a 401 or a refused WebSocket was recorded with no project and the ids of
     its path, which no erasure (per project) can find. Now such a record keeps the route, method, status and
     time only; an existing one loses its ids (migration threads 0004)."""
     import importlib
@@ -283,7 +283,7 @@ def test_the_periodic_purge_deletes_access_records_past_their_retention(db, sett
 
 @pytest.mark.django_db(transaction=True)
 def test_a_socket_closes_when_its_key_expires_or_is_revoked_by_another_process(settings, fresh_extraction_tracker):
-    """Found by an attacker of #12: ``manage.py revoke_api_key`` runs in another process, whose message the
+    """Found by a security review: ``manage.py revoke_api_key`` runs in another process, whose message the
     in-memory channel layer cannot carry, and an expiry sends nothing. The socket re-checks its key."""
     from datetime import timedelta
 
@@ -315,7 +315,7 @@ def test_a_socket_closes_when_its_key_expires_or_is_revoked_by_another_process(s
 
 @pytest.mark.django_db(transaction=True)
 def test_erasing_a_user_deletes_the_keys_fixed_to_them_and_closes_their_sockets(settings, fresh_extraction_tracker):
-    """Found by an attacker of #12: a key created for one user stayed usable after that user's erasure and
+    """Found by a security review: a key created for one user stayed usable after that user's erasure and
     wrote new data for them. Now every key fixed to the erased user (or agent) is deleted, with the admin's
     history of it; its sockets close; its access records stay, without it."""
     from django.contrib.admin.models import LogEntry

@@ -1,4 +1,4 @@
-"""Every route of the API, and the WebSocket, tried with a key that must not reach the victim (issue #12, step f).
+"""Every route of the API, and the WebSocket, tried with a key that must not reach the victim.
 
 The victim is a project with a thread ``c4`` of user ``u1`` holding messages,
 an image part, memories, a relation, a standalone image, a summary, an

@@ -68,7 +68,7 @@ def test_the_state_needs_an_api_key(anon, make_thread):
 
 
 def test_a_queue_that_stays_full_under_wait_then_raise_is_503_and_the_messages_stay(api, make_thread, settings):
-    """TimeoutError reaches HTTP only from a full extraction queue now: deletes no longer wait (issue #13)."""
+    """TimeoutError reaches HTTP only from a full extraction queue now: deletes no longer wait."""
     from memory.llm import reset_llm
 
     settings.OAM_EXTRACTION_QUEUE_CAPACITY = 0

@@ -1,4 +1,4 @@
-"""Deletes while the LLM hangs (issue #13): they return at once and the running job writes nothing.
+"""Deletes while the LLM hangs: they return at once and the running job writes nothing.
 
 The LLM is a real OpenAI-compatible HTTP server on 127.0.0.1 (``ScriptedLlmServer``)
 whose answers wait until the test releases them; the worker is the embedded
@@ -100,3 +100,67 @@ def test_a_message_delete_fences_the_running_job(api, extraction_worker, fresh_e
     assert Thread.objects.get(pk=key("t-hung")).extracted_through_seq == 2
     state = api.get("/api/threads/t-hung/extraction").json()
     assert state["stalled"] is None and state["pending_messages"] == 0
+
+
+@pytest.fixture
+def admin_browser(db):
+    """A signed-in superuser's browser for the Django admin."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    user = get_user_model().objects.create_superuser("admin-edge", "admin@example.com", "pw-for-tests-only")
+    browser = Client()
+    browser.force_login(user)
+    return browser
+
+
+@pytest.mark.parametrize("edge", ["api", "admin"])
+def test_a_thread_deleted_through_any_edge_leaves_its_running_extraction_and_is_detached(
+        edge, api, admin_browser, extraction_worker, fresh_extraction_tracker, hung_llm):
+    """The admin's thread delete is the API's: it returns without waiting for the hung LLM, the running job's
+    commit finds its rows gone and writes nothing, and this process forgets the thread (``extraction.detach``)."""
+    from django.contrib.admin.utils import quote
+
+    from memory.extraction import tracker
+
+    server, release = hung_llm
+    _thread_with_hung_job(api, "t-hung", server, 1)
+    with tracker._tracker.cond:
+        assert key("t-hung") in tracker._tracker.attached and key("t-hung") in tracker._tracker.accepted
+    started = time.monotonic()
+    if edge == "api":
+        resp = api.delete("/api/threads/t-hung")
+        assert resp.status_code == 204, resp.content
+    else:
+        resp = admin_browser.post(f"/admin/memory/thread/{quote(key('t-hung'))}/delete/", {"post": "yes"})
+        assert resp.status_code == 302, resp.content
+    elapsed = time.monotonic() - started
+    assert elapsed < DELETE_SECONDS, elapsed
+    with tracker._tracker.cond:
+        assert key("t-hung") not in tracker._tracker.attached and key("t-hung") not in tracker._tracker.accepted
+    release.set()
+    assert extract_job.broker.join(QUEUE, timeout=60_000) is None
+    assert not Thread.objects.filter(pk=key("t-hung")).exists()
+    assert not Memory.objects.exists() and not Message.objects.exists() and not ExtractionJob.objects.exists()
+
+
+@pytest.mark.parametrize("edge", ["api", "admin"])
+def test_a_message_deleted_through_any_edge_fences_the_running_job(
+        edge, api, admin_browser, extraction_worker, fresh_extraction_tracker, hung_llm):
+    """The admin's message delete fences the thread's running extraction as the API's does: the first run
+    writes nothing and the job runs again without the deleted message."""
+    from django.contrib.admin.utils import quote
+
+    server, release = hung_llm
+    ids = _thread_with_hung_job(api, "t-hung", server, 1)
+    if edge == "api":
+        assert api.delete(f"/api/threads/t-hung/messages/{ids[0]}").status_code == 204
+    else:
+        resp = admin_browser.post(f"/admin/memory/message/{quote(key(ids[0]))}/delete/", {"post": "yes"})
+        assert resp.status_code == 302, resp.content
+    _wait_for_requests(server, 2)
+    release.set()
+    extract_job.broker.join(QUEUE, timeout=60_000)
+    assert "I love green tea." not in str(server.requests[1]["messages"])
+    assert [m.source_message_ids for m in Memory.objects.all()] == [[ids[1]]]
+    assert (ExtractionJob.objects.get().status, ExtractionJob.objects.get().attempts) == ("done", 2)

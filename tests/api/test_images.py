@@ -1,4 +1,4 @@
-"""Images over HTTP (issue #5): base64 JSON and multipart uploads, listing, bytes, updates, deletes,
+"""Images over HTTP: base64 JSON and multipart uploads, listing, bytes, updates, deletes,
 multimodal messages, search, and the 422s for unsafe images. Real Pillow-made files (tests/image_samples.py)."""
 
 import base64

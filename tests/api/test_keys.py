@@ -1,4 +1,4 @@
-"""Scoped API keys (issue #12): project, permission, fixed user and agent, expiry, revocation, use times.
+"""Scoped API keys: project, permission, fixed user and agent, expiry, revocation, use times.
 
 Every request acts for its key: the key's project, and for a key with a fixed
 ``user_id``/``agent_id`` that user's and agent's threads and records only.
@@ -107,7 +107,7 @@ def test_a_user_keys_searches_stay_with_its_user(two_users):
     mine, _ = client_for(user_id="u1")
     own = mine.post("/api/search", {"query": "pet iguana", "user_id": "u1", "max_results": 50})
     assert own.status_code == 200 and {r["record"]["user_id"] for r in own.json()} == {"u1"}
-    unscoped = mine.post("/api/search", {"query": "pet iguana", "max_results": 50})  # its user is explicit (#12)
+    unscoped = mine.post("/api/search", {"query": "pet iguana", "max_results": 50})  # its user is explicit
     assert unscoped.status_code == 200 and unscoped.json() == own.json()
     loose = mine.post("/api/search", {"query": "iguana", "user_id": "u1", "exact_user_match": False})
     assert loose.status_code == 422  # the SDK refuses it for every client search (test_search_scope)
@@ -267,7 +267,7 @@ def test_commands_create_list_rotate_and_revoke_scoped_keys(db):
 
 
 def test_a_user_restricted_key_does_not_see_another_users_memory_stored_in_its_thread(db):
-    """Found by an attacker of #12: an admin stored user u1's memory in user u2's thread; u2's key read and
+    """Found by a security review: an admin stored user u1's memory in user u2's thread; u2's key read and
     edited it. Now it is "not found" for u2's key everywhere (get, list, PATCH, DELETE), as for the SDK's
     restricted client, and untouched; the project's unrestricted key still sees it."""
     client = AgentMemory()
@@ -306,7 +306,7 @@ def shared_thread(db):
 
 
 def test_a_user_restricted_key_sees_no_relation_to_another_users_record_in_its_thread(shared_thread):
-    """Found by an attacker of #12: the links of u2's thread listed a relation to u1's memory stored there, with
+    """Found by a security review: the links of u2's thread listed a relation to u1's memory stored there, with
     its id. Now, for u2's key, a relation with an endpoint it cannot see does not exist (``memory.links.visible``):
     not listed, not readable, not changed or deleted, not made; search's linked results never reach it."""
     u2, _ = client_for(user_id="u2", permission="write")
@@ -355,7 +355,7 @@ def test_the_python_client_of_a_restricted_tenant_sees_the_same_relations(shared
 
 @pytest.mark.parametrize("kind", ["thread", "memory", "message", "image", "relation"])
 def test_a_taken_id_is_a_409_that_names_nothing_but_the_id(two_users, kind):
-    """Ids are unique per project (issue #12), so a user-restricted key learns that an id it asks for is taken by
+    """Ids are unique per project, so a user-restricted key learns that an id it asks for is taken by
     someone in its project: a deliberate, documented limit (README, "API keys"). The answer says only that: no
     owner, no user, agent or thread of the record that holds the id."""
     thread = two_users.get_thread("t-u1")

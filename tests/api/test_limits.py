@@ -1,4 +1,4 @@
-"""Every documented limit over HTTP (issue #13 part 2): a 422 naming the field, never a 500."""
+"""Every documented limit over HTTP: a 422 naming the field, never a 500."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Request bodies refused before daphne reads them (issue #13, ``oam_site.request_gate``).
+"""Request bodies refused before daphne reads them (``oam_site.request_gate``).
 
 A real daphne process on 127.0.0.1 with a SQLite file of its own; clients are raw
 sockets, so the body really is offered to the server; its peak memory is read
@@ -21,7 +21,7 @@ import pytest
 from tests.browser.harness import ROOT, server_env, start_daphne, stop_process
 
 MB = 1024 * 1024
-#: "Does not grow the server by more than a few MB" (issue #13).
+#: "Does not grow the server by more than a few MB".
 GROWTH_MB = 8
 BOUNDARY = "oam-gate-boundary"
 

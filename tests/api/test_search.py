@@ -137,7 +137,7 @@ def test_a_search_across_threads_needs_a_user_and_exact_matching(api, thread):
 
 
 def test_a_user_restricted_key_searches_without_user_id(api, world):
-    """Issue #12: "A user-restricted key never needs to pass user_id" (was a 422, found by an attacker)."""
+    """"A user-restricted key never needs to pass user_id" (was a 422, found by an attacker)."""
     from tests.api.helpers import JsonClient
     from threads.auth import api_key_create
 

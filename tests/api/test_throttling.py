@@ -1,4 +1,4 @@
-"""Per-key request rates and the wrong-key cap (``threads.throttling``, issue #13 part 3)."""
+"""Per-key request rates and the wrong-key cap (``threads.throttling``)."""
 
 from __future__ import annotations
 

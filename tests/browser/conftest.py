@@ -1,4 +1,4 @@
-"""Fixtures of the real-browser tests (issue #7): Playwright driving Debian's Chromium against daphne.
+"""Fixtures of the real-browser tests: Playwright driving Debian's Chromium against daphne.
 
 One server and one browser serve every test of this folder (package scope):
 

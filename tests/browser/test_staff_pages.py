@@ -1,4 +1,4 @@
-"""The staff pages (issue #7) in Debian's Chromium against daphne: Playwright, real WebSocket, real htmx.
+"""The staff pages in Debian's Chromium against daphne: Playwright, real WebSocket, real htmx.
 
 Fixtures from ``tests/browser/conftest.py``: ``live_app`` (daphne on its own
 SQLite file with the LoCoMo sample ``conv-30`` imported and three memories and

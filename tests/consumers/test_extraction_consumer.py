@@ -193,7 +193,7 @@ def test_a_staff_session_listens_in_the_project_it_names(application, thread):
                                           ("deleted", 4401), ("made superuser", None)])
 def test_a_staff_socket_closes_once_its_user_may_no_longer_see_the_project(application, thread, settings, change,
                                                                            code):
-    """Found by an attacker of #12: a staff socket outlived the membership it was opened with. Now it checks its
+    """Found by a security review: a staff socket outlived the membership it was opened with. Now it checks its
     user every ``OAM_WS_KEY_RECHECK_SECONDS`` as key sockets check their key, and closes with the code a new
     handshake would get: 4404 no longer a member, 4403 no longer active staff, 4401 no such user."""
     from django.core.management import call_command

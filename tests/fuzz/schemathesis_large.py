@@ -1,4 +1,4 @@
-"""Schemathesis hooks that make the generated inputs large (issue #13: "no 500 for any input").
+"""Schemathesis hooks that make the generated inputs large ("no 500 for any input").
 
 Not a test module: load it with ``SCHEMATHESIS_HOOKS=tests.fuzz.schemathesis_large``
 (README, "Limits"). In each generated JSON body one value, chosen at random

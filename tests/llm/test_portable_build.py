@@ -1,4 +1,4 @@
-"""The installed llama.cpp library runs on every CPU of this machine kind (issue #11).
+"""The installed llama.cpp library runs on every CPU of this machine kind.
 
 A native build (llama.cpp's default ``GGML_NATIVE=ON``) on a CPU with AMX or AVX-512
 puts those instructions in ``libggml-cpu.so``; on a CPU without them the server dies

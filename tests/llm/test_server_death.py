@@ -1,4 +1,4 @@
-"""A llama.cpp server that dies after it started is reported with its exit code and log (issue #11).
+"""A llama.cpp server that dies after it started is reported with its exit code and log.
 
 A build that uses instructions the CPU lacks answers ``GET /v1/models`` and then dies
 with SIGILL on its first completion; the tests only showed "Connection refused". Here

@@ -1,4 +1,4 @@
-"""``MicroBatchingEmbedder``: concurrent calls share forward passes, each gets exactly its rows (issue #13)."""
+"""``MicroBatchingEmbedder``: concurrent calls share forward passes, each gets exactly its rows."""
 
 from __future__ import annotations
 

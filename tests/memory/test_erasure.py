@@ -1,4 +1,4 @@
-"""Erasure (issue #12, step d): one user or agent at a time, every delete path, and the bytes of the file.
+"""Erasure: one user or agent at a time, every delete path, and the bytes of the file.
 
 The canary test writes a unique word into every place a user's data lands
 (message text and metadata, memory text and metadata, an image's description
@@ -287,7 +287,7 @@ def fts_segments() -> int:
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("segments, gone_by", [("merged", "erasure"), ("one", "expiry"), ("merged", "deletes")])
 def test_no_page_boundary_key_of_erased_words_survives_in_the_keyword_index(segments, gone_by):
-    """Found by an attacker of #12: secure-delete removes an erased term's postings from an FTS5 segment, but
+    """Found by a security review: secure-delete removes an erased term's postings from an FTS5 segment, but
     the segment's b-tree keeps the first term of each leaf page as a separator key (``<fts>_idx``). A user
     whose words spread over several leaf pages of a segment that also holds another user's words (merged by
     FTS5's automerge; or the single segment an earlier rewrite left, on which a plain ``optimize`` does
@@ -353,7 +353,7 @@ def test_no_page_boundary_key_of_erased_words_survives_in_the_keyword_index(segm
 
 @pytest.mark.django_db(transaction=True)
 def test_the_admins_history_keeps_no_content_and_goes_with_what_it_names():
-    """Found by an attacker of #12: the admin writes ``str(record)`` into ``django_admin_log`` on every change
+    """Found by a security review: the admin writes ``str(record)`` into ``django_admin_log`` on every change
     and delete, and a memory's ``str`` began with its content; an erasure left those rows."""
     from django.contrib.admin.models import CHANGE, LogEntry
     from django.contrib.admin.utils import quote

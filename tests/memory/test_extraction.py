@@ -1,6 +1,6 @@
 """Automatic memory extraction (memory.extraction) with a scripted LLM.
 
-The LLM is ``ScriptedLlm`` (STYLE.md section 10: mock only the LLM); the
+The LLM is ``ScriptedLlm`` (the only part replaced in these tests); the
 database, embedder and Dramatiq broker are real. Background runs use the
 embedded worker on the in-process ``StubBroker`` (``extraction_worker``).
 """
@@ -493,7 +493,7 @@ def test_wait_times_out_on_unfinished_accepted_work_and_deletes_do_not_wait(
     mid = thread.add_memory("Ann likes tea", autonomous_linking=False)
     with pytest.raises(TimeoutError):
         thread.wait_for_memory_extraction(timeout=0.3)
-    # deletes fence running extraction instead of waiting for it (issue #13): they delete at once
+    # deletes fence running extraction instead of waiting for it: they delete at once
     assert thread.delete_message(ids[0]) == 1 and thread.delete_memory(mid) == 1
     assert not Message.objects.filter(pk=key(ids[0])).exists() and not Memory.objects.filter(pk=key(mid)).exists()
     with pytest.raises(TypeError):

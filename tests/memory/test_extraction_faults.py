@@ -1,4 +1,4 @@
-"""Extraction under faults (issue #13 part 1): the sweep racing a commit, stalled queues, deletes
+"""Extraction under faults: the sweep racing a commit, stalled queues, deletes
 during a hung LLM, and the write lock while embedding or calling the LLM.
 
 Real SQLite file, real embedder, real threads; the LLM is ``ScriptedLlm`` or a
@@ -48,7 +48,7 @@ def _writes_watermark(sql: str) -> bool:
 
 
 def test_the_sweep_never_acts_on_a_watermark_a_commit_is_moving(transactional_db, settings):
-    """Issue #13: the sweep read the watermark, waited for the write lock while job B committed, then
+    """The sweep read the watermark, waited for the write lock while job B committed, then
     "repaired a gap" with the stale value, rewriting the next job to start too early: stuck forever.
 
     The sweep runs until it is about to read the watermark (or to take the lock to read it under,
@@ -202,7 +202,7 @@ def test_a_reachable_redis_broker_is_ok(db):
     from dramatiq.brokers.redis import RedisBroker
 
     from memory.tasks import extract_job
-    from memory.worker import broker_status
+    from oam_site.worker import broker_status
 
     before = extract_job.broker
     extract_job.broker = RedisBroker(url="redis://127.0.0.1:6379/0")

@@ -125,7 +125,7 @@ def test_filter_sql_compiles_once_per_search_and_follows_the_request(client, mon
     thread.add_memory("quasar observation log", memory_id="q", metadata={"k": 1})
     compiled = []
     real = search.filtered_chunks
-    monkeypatch.setattr(search, "filtered_chunks", lambda *a, **k: compiled.append(1) or real(*a, **k))
+    monkeypatch.setattr(search.query, "filtered_chunks", lambda *a, **k: compiled.append(1) or real(*a, **k))
     keyword = AgentMemory(search_config=MemorySearchConfig(mode="KEYWORD")).get_thread("t-f")
     assert [r.record_id for r in keyword.search("quasar observation")] == ["q"]
     assert len(compiled) == 1  # the text and context arms share one compiled clause
@@ -167,11 +167,11 @@ def test_search_reads_its_records_unordered(thread):
     assert not any("JOIN" in sql or "ORDER BY" in sql for sql in reads), reads
 
 
-# --- issue #16: the two ranking faults -------------------------------------------------------
+# --- the two ranking faults -------------------------------------------------------
 
 
 def test_neighbours_words_do_not_outrank_a_turns_own_meaning(client):
-    """A turn is not credited with its neighbour's words as if they were its own (issue #16).
+    """A turn is not credited with its neighbour's words as if they were its own.
 
     "My receipt" (cosine distance ~0.82 to the query) once ranked above "I love pizza." (~0.45) for
     "what food does the user like?": both turns' text and context (the two turns together) match only

@@ -1,4 +1,4 @@
-"""Images as memory (issue #5) through the Python API: validation, captions, CRUD, messages, search.
+"""Images as memory through the Python API: validation, captions, CRUD, messages, search.
 
 Every image is a real file built by Pillow (tests/image_samples.py), hostile
 ones included; the store is the real SQLite file with sqlite-vec and the real

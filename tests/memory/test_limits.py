@@ -1,4 +1,4 @@
-"""Bounded work per call (issue #13 part 2): each documented limit is a ValueError naming the field,
+"""Bounded work per call: each documented limit is a ValueError naming the field,
 and input right at a limit still works (real SQLite file, real embedder)."""
 
 from __future__ import annotations

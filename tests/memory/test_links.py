@@ -1,4 +1,4 @@
-"""Relations between memory-like records (issue 6; spec: link_records, update_record_link,
+"""Relations between memory-like records (spec: link_records, update_record_link,
 delete_record_link, add_memory's link arguments and autonomous_linking, search's num_hops)."""
 
 import asyncio
@@ -297,6 +297,29 @@ def test_add_memory_with_a_link_inherits_omitted_scopes_from_the_target(notes):
     assert (row.user_id, row.agent_id) == ("user-9", "agent-2")
 
 
+def test_the_memory_add_service_takes_the_link_arguments_itself(notes):
+    """``services.memory_add`` checks and inserts the explicit relation with the memory (no caller-built link)."""
+    from memory import services
+    from memory.types import MemoryRetentionConfig
+
+    notes.add_memory("Shared across agents", memory_id="shared", user_id=None, agent_id="agent-2")
+    services.memory_add(thread=notes.row, content="Shared note, corrected", memory_id="fix",
+                        retention=MemoryRetentionConfig(), memory_id_to_link="shared", link_type="supersedes",
+                        link_id="rel-fix")
+    row = RecordLink.objects.get(pk=key("rel-fix"))
+    assert (row.source_id, row.target_id, row.relation_type) == (key("fix"), key("shared"), "supersedes")
+    assert (Memory.objects.get(pk=key("fix")).user_id, Memory.objects.get(pk=key("fix")).agent_id) == (None, "agent-2")
+    assert invalid("shared") and valid("fix")
+    with pytest.raises(ValueError, match="link_type"):
+        services.memory_add(thread=notes.row, content="No type", retention=MemoryRetentionConfig(),
+                            memory_id_to_link="a")
+    link = links.pending_link(thread=notes.row, memory_id_to_link="a", link_type="supports")
+    with pytest.raises(TypeError, match="not both"):
+        services.memory_add(thread=notes.row, content="Both", retention=MemoryRetentionConfig(), link=link,
+                            link_type="supports")
+    assert not Memory.objects.filter(content__in=["No type", "Both"]).exists()
+
+
 def test_add_memory_link_errors_write_nothing(client, notes):
     other = client.create_thread(thread_id="t-other", user_id="user-1", agent_id="agent-1")
     other.add_memory("theirs", memory_id="theirs")
@@ -517,7 +540,7 @@ def test_the_llm_sees_the_new_memory_and_its_nearest_valid_memories_of_the_threa
 
 
 def test_a_restricted_clients_autonomous_linking_sees_and_links_its_own_users_memories_only(db):
-    """With #12's user-restricted keys: u2's client adding a memory to u2's thread, which also holds u1's memory,
+    """With user-restricted keys: u2's client adding a memory to u2's thread, which also holds u1's memory,
     must neither show u1's memory to the LLM nor let it supersede it (``propose_links(restrict=...)``)."""
     from memory.tenancy import Tenant, get_project
 

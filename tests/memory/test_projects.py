@@ -1,4 +1,4 @@
-"""Projects (issue #12): ids are unique within a project, and nothing of one project reaches another.
+"""Projects: ids are unique within a project, and nothing of one project reaches another.
 
 Two applications use the same ids (thread ``c4``, user ``u1``, message ``m1``,
 memory ``k1``, image ``img``, relation ``r1``) and the same words; each sees

@@ -1,4 +1,4 @@
-"""Migration 0006 (issue #12) on a real SQLite file: rows stored before projects move to ``default``.
+"""Migration 0006 on a real SQLite file: rows stored before projects move to ``default``.
 
 The test database is migrated back to 0005, filled through the historical
 models, and migrated forward again: ids become stored ids, every row gets

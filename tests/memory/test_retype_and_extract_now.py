@@ -1,4 +1,4 @@
-"""Engine support for the staff pages (issue 7): retyping a memory, and extracting pending messages on demand."""
+"""Engine support for the staff pages: retyping a memory, and extracting pending messages on demand."""
 
 import pytest
 

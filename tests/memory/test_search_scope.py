@@ -1,4 +1,4 @@
-"""Search scoping as the SDK (``oracleagentmemory`` 26.8.0) does it (issue #12, step c).
+"""Search scoping as the SDK (``oracleagentmemory`` 26.8.0) does it.
 
 Checked against the SDK's own code (``OracleAgentMemory._prepare_scope``,
 ``_validate_search_scope``, ``_default_search_scope``, ``_resolve_scope_exact``;
@@ -100,7 +100,7 @@ def test_max_results_above_the_sdk_bound_is_refused(people):
 
 
 def test_a_user_restricted_client_searches_its_user_without_naming_it(people):
-    """Issue #12: "A user-restricted key never needs to pass user_id" (found missing by an attacker of #12:
+    """"A user-restricted key never needs to pass user_id" (found missing by a security review:
     the SDK's rule was checked before the restriction filled the user in). The rule still holds for others."""
     from memory.errors import OutOfScope
     from memory.tenancy import Tenant

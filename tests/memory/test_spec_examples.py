@@ -1,4 +1,4 @@
-"""The spec's own examples (shared/spec/oracle_thread_api.txt), run against the real engine."""
+"""The spec's own examples (Oracle AI Agent Memory thread API), run against the real engine."""
 
 import asyncio
 

@@ -13,7 +13,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-import memory.search as search_module
+import memory.search.backends as search_module  # the SQLite backend: its vector cache path and fallback
 import memory.vector_cache as vector_cache_module
 from memory.models import SearchChunk
 from memory.search import build_request, chunk_queryset, vector_arm

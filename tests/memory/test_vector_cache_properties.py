@@ -28,7 +28,7 @@ from django.utils import timezone
 from hypothesis import HealthCheck, example, given, seed, settings
 from hypothesis import strategies as st
 
-import memory.search as search_module
+import memory.search.backends as search_module  # the SQLite backend: its vector cache path and fallback
 import memory.vector_cache as vector_cache_module
 from memory.backends.sqlite_vec.base import Database
 from memory.models import RECORD_TYPES, Project, SearchChunk
@@ -113,7 +113,7 @@ ROW = st.fixed_dictionaries({
     "thread_id": st.sampled_from(["t1", "t2", "t3", None]), "record_type": st.sampled_from(RECORD_TYPES),
     "status": st.sampled_from(["valid", "valid", "invalid"]), "expires": st.sampled_from([None, None, -1, 1]),
     "metadata": METADATA, "second_chunk": st.integers(0, 5),  # 0: a second chunk of the previous record
-    "project": st.sampled_from([0, 0, 1]),  # History.projects: the default one or another (issue #12)
+    "project": st.sampled_from([0, 0, 1]),  # History.projects: the default one or another
 })
 SEARCH = st.fixed_dictionaries({
     "scope": SCOPES, "record_types": st.one_of(st.none(), st.lists(st.sampled_from(RECORD_TYPES), min_size=1,

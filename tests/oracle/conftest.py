@@ -1,4 +1,4 @@
-"""Fixtures for the offline Oracle checks (shared/reference/oracle.md section 5).
+"""Fixtures for the offline Oracle checks (``tests/oracle/offline.py``).
 
 ``oracle`` is one Oracle ``DatabaseWrapper`` (23.7) for the whole session,
 registered in ``django.db.connections`` as ``oracle_offline`` so that

@@ -1,7 +1,6 @@
 """Helpers that compile Oracle SQL without an Oracle server.
 
-shared/reference/oracle.md section 5, "Does compiling SQL need a live
-connection?": an Oracle ``DatabaseWrapper`` compiles queries and DDL offline
+An Oracle ``DatabaseWrapper`` compiles queries and DDL offline
 once ``oracle_version``, ``operators`` and ``pattern_ops`` are set on the
 instance (each would otherwise open a connection the first time it is read).
 Every wrapper made here refuses to connect: ``get_new_connection`` raises

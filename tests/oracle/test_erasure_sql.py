@@ -1,4 +1,4 @@
-"""Erasure (issue #12) on Oracle 23.7, compiled without a database: the receipts table and the text-index upkeep."""
+"""Erasure on Oracle 23.7, compiled without a database: the receipts table and the text-index upkeep."""
 
 from memory.erasure import oracle_text_optimize_sql
 from memory.models import Memory, SearchChunk

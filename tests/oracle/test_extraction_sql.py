@@ -1,4 +1,4 @@
-"""Extraction's own queries compiled for Oracle 23.7 without a database (shared/reference/oracle.md section 5)."""
+"""Extraction's own queries compiled for Oracle 23.7 without a database (``tests/oracle/offline.py``)."""
 
 import datetime
 

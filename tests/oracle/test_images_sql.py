@@ -1,4 +1,4 @@
-"""Images (issue #5) on Oracle 23.7, compiled offline: the oam_images DDL (BLOB bytes) and the image queries.
+"""Images on Oracle 23.7, compiled offline: the oam_images DDL (BLOB bytes) and the image queries.
 
 What a live Oracle would need, checked on the text: the bytes column is a
 ``BLOB`` (Django's ``BinaryField``; a ``RAW`` would stop at 2000 bytes), the

@@ -1,4 +1,4 @@
-"""metadata_filter compiled for Oracle 23.7 without a database (oracle.md sections 5 and 7).
+"""metadata_filter compiled for Oracle 23.7 without a database (``tests/oracle/offline.py``).
 
 Django's Oracle JSONField is NCLOB ``IS JSON``; each positive test is one
 ``JSON_EXISTS`` with a literal path (keys quoted as JSON strings inside an SQL

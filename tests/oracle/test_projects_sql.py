@@ -1,4 +1,4 @@
-"""Projects (issue #12) on Oracle 23.7, compiled without a database.
+"""Projects on Oracle 23.7, compiled without a database.
 
 Migration 0006 widens every id column to ``NVARCHAR2(300)`` before ids get
 their project prefix (Oracle enforces lengths, SQLite does not), drops and

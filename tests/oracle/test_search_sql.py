@@ -4,7 +4,7 @@
 checks its Oracle text (VECTOR_DISTANCE with the index's metric, filters, row
 limit, JSON paths) and how its query vector is bound: a ``VectorBind`` that
 Django's ``OracleParam`` passes to python-oracledb as ``array.array('f')``
-with input size ``DB_TYPE_VECTOR`` (oracle.md section 5, "Gotcha 2").
+with input size ``DB_TYPE_VECTOR`` (``memory.fields.VectorBind``).
 """
 
 import array
@@ -134,7 +134,7 @@ def test_oracle_param_passes_the_vector_through(compiled_search, query_vector):
 
 
 def test_oracle_param_would_stringify_a_bare_array():
-    """Why VectorBind exists: a plain array.array is sent as its repr text (oracle.md 5)."""
+    """Why VectorBind exists: a plain array.array is sent as its repr text (Django's ``OracleParam``)."""
     param = OracleParam(array.array("f", [1.0, 2.0]), stand_in_cursor(), True)
     assert param.force_bytes == "array('f', [1.0, 2.0])"
     assert param.input_size is None

@@ -27,7 +27,7 @@ def test_db_type_per_vendor(oracle, sqlite):
 
 
 def test_not_null_on_oracle_despite_empty_strings_as_null(oracle):
-    """Oracle makes columns of fields with empty_strings_allowed nullable (oracle.md 5, Gotcha 1)."""
+    """Oracle makes columns of fields with empty_strings_allowed nullable (``DatabaseFeatures.interprets_empty_strings_as_nulls``)."""
     field = SearchChunk._meta.get_field("embedding")
     assert field.empty_strings_allowed is False
     with oracle.schema_editor(collect_sql=True, atomic=False) as editor:
@@ -84,7 +84,7 @@ def test_from_db_value_sqlite_bytes(sqlite):
 
 
 def test_from_db_value_oracle_array(oracle):
-    """python-oracledb fetches VECTOR(n, FLOAT32) as array.array('f') (oracle.md 4)."""
+    """python-oracledb fetches VECTOR(n, FLOAT32) as array.array('f') (python-oracledb documentation, "Using VECTOR Data")."""
     field = VectorField(dimensions=4)
     value = field.from_db_value(array.array("f", [0.5, 1.5, -2.0, 8.0]), None, oracle)
     assert isinstance(value, np.ndarray) and value.dtype == np.float32

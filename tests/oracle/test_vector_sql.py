@@ -3,7 +3,7 @@
 Django can only emit ``FETCH FIRST`` (an exact scan), so ``memory.search.vector_sql``
 writes ``FETCH APPROX FIRST n ROWS ONLY WITH TARGET ACCURACY a`` itself, ordered by
 the distance expression alone, with the COSINE metric of the index
-(shared/reference/oracle.md section 3).
+(Oracle AI Vector Search User's Guide).
 """
 
 import array
@@ -39,7 +39,7 @@ def test_vector_arm_is_an_approximate_top_k_with_target_accuracy(oracle, request
     distance = f'VECTOR_DISTANCE({T}."EMBEDDING", %s, COSINE)'
     assert sql.startswith(f'SELECT {T}."SOURCE_KIND", {T}."RECORD_ID", {distance} AS "DISTANCE" FROM {T} WHERE (')
     assert sql.endswith(f"ORDER BY {distance} FETCH APPROX FIRST 100 ROWS ONLY WITH TARGET ACCURACY 95")
-    assert "OFFSET" not in sql  # paging an approximate result is not defined (oracle.md section 3)
+    assert "OFFSET" not in sql  # paging an approximate result is not defined (Oracle AI Vector Search User's Guide)
     for fragment in (f'{T}."USER_ID" = %s', f'{T}."AGENT_ID" = %s', f'{T}."THREAD_ID" = %s',
                      f'{T}."RECORD_TYPE" IN (%s, %s)', f'{T}."STATUS" = %s', f'{T}."EXPIRES_AT" IS NULL',
                      "JSON_EXISTS("):

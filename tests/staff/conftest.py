@@ -2,7 +2,7 @@
 
 The root conftest's ``client`` is an ``AgentMemory``; the HTTP clients here are
 ``staff`` (logged-in staff user, a member of the default project: staff who
-are not superusers see only their projects, issue #12 item 4) and ``anon``.
+are not superusers see only their projects) and ``anon``.
 """
 
 import pytest

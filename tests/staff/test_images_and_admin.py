@@ -1,4 +1,4 @@
-"""Image thumbnails in the staff timeline, and a Django admin that covers every model (issue 7)."""
+"""Image thumbnails in the staff timeline, and a Django admin that covers every model."""
 
 import io
 import re

@@ -1,4 +1,4 @@
-"""Staff pages (issue 7) through the Django test client on a real SQLite file.
+"""Staff pages through the Django test client on a real SQLite file.
 
 Login, each page and its region ids, the thread list's filters and paging,
 inline edits going through the services (re-embedding), delete
@@ -291,7 +291,7 @@ def test_message_delete_asks_first_then_deletes(staff, htmx, filled):
     assert b"<html" not in fragment.content and b'class="confirm card"' in fragment.content
     assert Message.objects.filter(pk=key(mid)).exists()  # asking deletes nothing
     response = htmx.post(url)
-    # nothing replaces the list item; only the header counts come, out of band (issue 7 review)
+    # nothing replaces the list item; only the header counts come, out of band 
     body = response.content.decode().strip()
     assert response.status_code == 200 and body.startswith('<dl class="thread-facts" id="thread-counts" '
                                                             'hx-swap-oob="true">') and body.endswith("</dl>")
@@ -509,3 +509,28 @@ def test_the_timeline_pages_through_long_conversations(staff, htmx, filled, monk
     assert ids_in(second.content, "data-message-id") == filled["messages"][2:]
     assert '<ol class="timeline" start="3">' in html
     assert staff.get(f"{DETAIL}timeline/?page=2")["Location"] == f"{DETAIL}?page=2"  # no JS: the page itself
+
+
+
+def test_a_bad_input_is_shown_but_a_programming_error_is_a_500(staff, filled, monkeypatch):
+    """The staff views catch the engine's ``DomainError`` (a bad input, shown next to its field with a 422), not
+    every ``ValueError``: one that is not a domain error is a bug and surfaces (a 500)."""
+    from memory import services
+    from memory.errors import DomainError, InvalidArgument
+
+    assert issubclass(InvalidArgument, DomainError) and issubclass(InvalidArgument, ValueError)
+
+    def bad_input(**kwargs):
+        raise InvalidArgument("content", "is refused by the test")
+
+    monkeypatch.setattr(services, "memory_update", bad_input)
+    response = edit_memory(staff, "mem-new", content="User lives in Oslo")
+    assert response.status_code == 422 and "is refused by the test" in response.content.decode()
+
+    def bug(**kwargs):
+        raise ValueError("a programming error")
+
+    monkeypatch.setattr(services, "memory_update", bug)
+    with pytest.raises(ValueError, match="a programming error"):
+        edit_memory(staff, "mem-new", content="User lives in Oslo")
+    assert Memory.objects.get(pk=key("mem-new")).content == "User lives in Lisbon"

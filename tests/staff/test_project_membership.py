@@ -1,4 +1,4 @@
-"""Staff by project (issue #12 item 4): superusers see everything; other staff only their projects.
+"""Staff by project: superusers see everything; other staff only their projects.
 
 The staff side of ``tests/api/test_cross_tenant.py``. Project ``hidden-zq`` holds a
 filled thread; ``staffer`` (``staff_user``) is a member of the default project

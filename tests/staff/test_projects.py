@@ -1,4 +1,4 @@
-"""Staff pages by project (issue #12): a project's threads, records and search, under ``/staff/projects/<slug>/``."""
+"""Staff pages by project: a project's threads, records and search, under ``/staff/projects/<slug>/``."""
 
 from memory.client import AgentMemory
 from memory.models import Project

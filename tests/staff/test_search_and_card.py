@@ -1,4 +1,4 @@
-"""The search playground and the context-card preview (issue 7) through the Django test client."""
+"""The search playground and the context-card preview through the Django test client."""
 
 import re
 

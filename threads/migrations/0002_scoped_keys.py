@@ -1,4 +1,4 @@
-"""Scoped API keys (issue #12): project, permission, fixed user/agent, expiry, revocation and use times.
+"""Scoped API keys: project, permission, fixed user/agent, expiry, revocation and use times.
 
 Keys made before belong to the ``default`` project (pk 1, ``memory`` 0006) and
 keep what they could do: ``write`` (read and write every record of it).

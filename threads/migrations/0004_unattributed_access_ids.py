@@ -1,4 +1,4 @@
-"""Access records without a project keep no thread or record id (issue #12, found by an attacker).
+"""Access records without a project keep no thread or record id (found by a security review).
 
 A request refused before its key was known (401, a WebSocket's 4401) was
 recorded with the thread and record ids of its path and no project; an

@@ -1,6 +1,6 @@
 """SQLite backend with the sqlite-vec extension loaded on every connection.
 
-This is the embedded default database (ARCHITECTURE.md, "Embedded default and
+This is the embedded default database (docs/architecture.md, "Embedded default and
 production"). It is Django's own SQLite backend with two changes:
 
 * The DB-API module is ``pysqlite3`` (package ``pysqlite3-binary``) when the
@@ -94,7 +94,7 @@ def ensure_database_folder(name) -> None:
 
     In-memory databases (``:memory:``, ``file:...mode=memory``) are left alone.
     Raises ``ImproperlyConfigured`` naming ``OAM_VAR_DIR`` and ``OAM_SQLITE_PATH``
-    when the folder cannot be created or is not writable (issue #11: ``manage.py migrate`` on a
+    when the folder cannot be created or is not writable (``manage.py migrate`` on a
     fresh clone failed with "unable to open database file").
     """
     name = str(name)
@@ -118,7 +118,7 @@ def ensure_database_folder(name) -> None:
 #: Opening and closing SQLite connections happen one at a time per process. Under load (a
 #: schemathesis run against daphne, each request opening and closing its connection in its own
 #: thread) SQLite 3.51.1 from pysqlite3-binary deadlocked with one thread in open and another in
-#: the close of a WAL connection (py-spy, issue #13); queries themselves are not serialised.
+#: the close of a WAL connection (py-spy); queries themselves are not serialised.
 CONNECT_CLOSE_LOCK = threading.Lock()
 
 
@@ -143,7 +143,7 @@ class DatabaseWrapper(sqlite_base.DatabaseWrapper):
         register_functions(conn)
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA legacy_alter_table = OFF")
-        # Deleted content is overwritten with zeros, not left in free pages (issue #12, memory.erasure).
+        # Deleted content is overwritten with zeros, not left in free pages.
         conn.execute("PRAGMA secure_delete = ON")
         for init_command in self.init_commands:
             if init_command := init_command.strip():

@@ -1,6 +1,6 @@
 """``manage.py add_project_member <slug> <username> [--remove]``: who may see a project as staff.
 
-Staff by project (issue #12 item 4): superusers see every project, other
+Staff by project: superusers see every project, other
 staff users the projects they are members of (``Project.members``,
 ``memory.tenancy.staff_projects``). This grants (or, with ``--remove``,
 withdraws) one membership; the admin's project page does the same for

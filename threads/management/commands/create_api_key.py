@@ -1,4 +1,4 @@
-"""``manage.py create_api_key <name>``: create an API key and print it once (issue #12: scoped keys)."""
+"""``manage.py create_api_key <name>``: create an API key and print it once (scoped keys)."""
 
 from __future__ import annotations
 

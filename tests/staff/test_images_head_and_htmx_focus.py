@@ -1,4 +1,4 @@
-"""Second review of the staff pages (issue 7): what a staff user could not see or do.
+"""Staff pages: standalone images, HEAD on every page, htmx counts and focus, confirmations, filter errors.
 
 * standalone images (``add_image``, ``POST /api/threads/{id}/images``) get an
   ``#images`` region on the thread page, with inline edit and delete through

@@ -5,7 +5,7 @@ Production: ``DRAMATIQ_BROKER`` is Redis (or RabbitMQ) and workers are
 a ``StubBroker`` (an in-memory queue) and one ``dramatiq.Worker`` with
 ``OAM_EMBEDDED_WORKER_THREADS`` threads inside the process that queues the
 work, started by ``ensure_embedded_worker()`` the first time work is queued
-or when the ASGI server takes its first connection (``oam_site.asgi``).
+(``EmbeddedWorkerMiddleware``, in ``DRAMATIQ_BROKER["MIDDLEWARE"]``) or when the ASGI server takes its first connection (``oam_site.asgi``).
 ``OAM_EMBEDDED_WORKER=false`` turns it off (tests start their own).
 
 ``ExtractionSweepMiddleware`` (in ``DRAMATIQ_BROKER["MIDDLEWARE"]``) runs
@@ -26,8 +26,9 @@ import threading
 import time
 
 import dramatiq
-from django.conf import settings
 from dramatiq.brokers.stub import StubBroker
+
+from memory import conf
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,13 @@ def _actor_broker() -> dramatiq.Broker:
     return extract_job.broker
 
 
+def broker_status() -> dict[str, object]:
+    """Whether this process reaches the Dramatiq broker now (``memory.tasks.broker_status``)."""
+    from memory.tasks import broker_status as status
+
+    return status()
+
+
 def ensure_embedded_worker() -> dramatiq.Worker | None:
     """Start this process's embedded worker if the broker is in-process and none runs; return it.
 
@@ -48,14 +56,14 @@ def ensure_embedded_worker() -> dramatiq.Worker | None:
     ``settings.OAM_EMBEDDED_WORKER`` is off.
     """
     global _embedded
-    if _embedded is not None or not getattr(settings, "OAM_EMBEDDED_WORKER", True):
+    if _embedded is not None or not conf.get("OAM_EMBEDDED_WORKER"):
         return _embedded
     broker = _actor_broker()
     if not isinstance(broker, StubBroker):
         return None
     with _lock:
         if _embedded is None:
-            worker = dramatiq.Worker(broker, worker_threads=int(getattr(settings, "OAM_EMBEDDED_WORKER_THREADS", 2)),
+            worker = dramatiq.Worker(broker, worker_threads=int(conf.get("OAM_EMBEDDED_WORKER_THREADS")),
                                      worker_timeout=100)
             worker.start()
             _embedded = worker
@@ -72,42 +80,16 @@ def stop_embedded_worker(timeout: int = 30_000) -> None:
         worker.stop(timeout=timeout)
 
 
-#: Seconds the broker check of ``broker_status`` waits to connect and for the answer.
-BROKER_CHECK_TIMEOUT = 1.0
+class EmbeddedWorkerMiddleware(dramatiq.Middleware):
+    """Start this process's embedded worker (``ensure_embedded_worker``) before a message is sent.
 
-
-def broker_status() -> dict[str, object]:
-    """Whether this process can reach the Dramatiq broker now: ``{"kind", "ok", "error"}``.
-
-    ``kind``: ``redis``, ``rabbitmq``, ``in-process`` (the ``StubBroker``;
-    always ok) or the broker's class name. Redis is asked for a ``PING`` on a
-    connection of its own with ``BROKER_CHECK_TIMEOUT`` seconds to connect and
-    answer, so a broker that is down costs a request at most that long;
-    ``error`` is the reason when it fails. Other brokers are not checked
-    (``ok`` None). Never raises.
+    The engine sends extraction jobs without knowing where they run
+    (``memory.extraction.queue``); with the in-process broker this is what
+    makes the first send start the worker that will run it.
     """
-    broker = _actor_broker()
-    if isinstance(broker, StubBroker):
-        return {"kind": "in-process", "ok": True, "error": None}
-    from dramatiq.brokers.redis import RedisBroker
 
-    if not isinstance(broker, RedisBroker):
-        kind = "rabbitmq" if type(broker).__name__ == "RabbitmqBroker" else type(broker).__name__
-        return {"kind": kind, "ok": None, "error": None}
-    import redis
-
-    pool = broker.client.connection_pool
-    kwargs = {**pool.connection_kwargs, "socket_connect_timeout": BROKER_CHECK_TIMEOUT,
-              "socket_timeout": BROKER_CHECK_TIMEOUT, "retry": None}
-    client = redis.Redis(connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs))
-    try:
-        client.ping()
-    except Exception as exc:  # noqa: BLE001 - any failure is the answer
-        return {"kind": "redis", "ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
-    finally:
-        client.close()
-        client.connection_pool.disconnect()
-    return {"kind": "redis", "ok": True, "error": None}
+    def before_enqueue(self, broker, message, delay) -> None:
+        ensure_embedded_worker()
 
 
 class ExtractionSweepMiddleware(dramatiq.Middleware):
@@ -126,8 +108,7 @@ class ExtractionSweepMiddleware(dramatiq.Middleware):
     def after_worker_boot(self, broker, worker) -> None:
         stop = threading.Event()
         self._stops[id(worker)] = stop
-        interval = self.interval if self.interval is not None else float(
-            getattr(settings, "OAM_EXTRACTION_SWEEP_SECONDS", 60))
+        interval = self.interval if self.interval is not None else float(conf.get("OAM_EXTRACTION_SWEEP_SECONDS"))
         threading.Thread(target=self._loop, args=(stop, interval), name="oam-extraction-sweep", daemon=True).start()
 
     def before_worker_shutdown(self, broker, worker) -> None:
@@ -140,7 +121,7 @@ class ExtractionSweepMiddleware(dramatiq.Middleware):
         from django.db import close_old_connections, connection
 
         boot = True
-        purge_every = float(getattr(settings, "OAM_PURGE_EXPIRED_SECONDS", 3600))
+        purge_every = float(conf.get("OAM_PURGE_EXPIRED_SECONDS"))
         next_purge = time.monotonic()
         while not stop.is_set():
             try:

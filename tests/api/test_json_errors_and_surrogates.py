@@ -1,4 +1,4 @@
-"""Defects a new-user review of issue #11 found, each a regression test.
+"""Every error under /api/ is JSON naming the field, whatever the input.
 
 Every answer under /api/ is JSON naming the field: a lone UTF-16 surrogate in a
 query-string filter or a multipart ``metadata`` field is a 422 (was a 500, or stored);

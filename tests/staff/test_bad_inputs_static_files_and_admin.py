@@ -1,4 +1,4 @@
-"""Regressions found by a staff-user review of the pages (issue 7): each was a server error or a bad write.
+"""Inputs at the edge of what the staff pages and the admin accept, and static files: never a server error or a bad write.
 
 * static files (staff CSS, htmx, the API docs' Swagger UI) are served when daphne runs without ``collectstatic``;
 * a TTL whose expiry falls after year 9999, and context-card counts beyond SQL's

@@ -1,0 +1,155 @@
+"""Automatic memory extraction: typed memories from a thread's messages, with provenance.
+
+Flow (docs/architecture.md, "Flows"): ``add_messages`` commits the raw
+messages first, then ``extraction_after_add`` decides whether extraction is
+due and records an ``ExtractionJob`` over the new message range. INLINE runs
+it at once (``run_inline``); BACKGROUND hands its id to the Dramatiq actor
+``memory.tasks.extract_job`` after commit. ``job_run`` does the work:
+
+1. claim the job (a transaction: it must be queued and, for ``add_messages``
+   jobs, start right after the thread's watermark ``extracted_through_seq``);
+2. split the range into LLM calls (``plan_slices``: at most
+   ``memory_extraction_window`` target messages per call, under
+   ``memory_extraction_token_limit`` prompt tokens) and ask the LLM for
+   ``{"memories": [{memory_type, content, source_message_ids}]}`` against a
+   JSON schema whose ``source_message_ids`` can only name the call's targets;
+3. compare each candidate with the scope's stored memories (``decide``):
+   cosine distance below ``DUPLICATE_DISTANCE`` is the same memory (skipped);
+   below ``RELATED_DISTANCE`` a short LLM question tells restates / updates /
+   contradicts / unrelated; updates and contradictions are stored with a
+   relation (``memory.links``: supersedes / contradicts) and the decision in
+   ``metadata["extraction"]``;
+4. one transaction writes the memories and their chunks
+   (``services.memory_add``), the relations, the new watermark and the job's
+   counts, if and only if the job still holds its claim and the watermark is
+   where it was: a range is never extracted twice, even when a message is
+   delivered twice or a slow worker outlives its claim;
+5. progress events go to the thread's channel-layer group after commit
+   (``memory.progress``), then the durable summary is refreshed when due
+   (``memory.context.summary_refresh_if_due``).
+
+The watermark is the truth and the queue only a trigger: ``sweep`` (worker
+start-up and every ``OAM_EXTRACTION_SWEEP_SECONDS``) re-queues jobs whose
+worker died, re-sends jobs whose queue message was lost, and creates a job for
+messages that never got one.
+
+Failures never touch the raw messages. An LLM that is unreachable is retried
+(Dramatiq backoff, ``OAM_EXTRACTION_MAX_ATTEMPTS`` claims in all); invalid
+output after the adapter's retries skips that call; a job that fails for good
+is marked failed and the watermark moves past it (spec: "Extraction failures
+count as finished").
+
+Editing a message (``extraction_after_edit``) re-extracts that message with
+its earlier history as context when it was already extracted; such jobs
+never move the watermark (spec: update_message Notes).
+
+Projects: a job works in its thread's project. The per-process bookkeeping is
+keyed by the thread's stored id (``memory.tenancy``); candidates are compared
+with memories of the same project only; ids in events, metadata and
+``source_message_ids`` are public.
+
+Modules: ``config`` (settings and constants), ``queue`` (sending job ids to
+the worker), ``tracker`` (what this process knows beyond the database, and
+``wait_for_extraction``), ``jobs`` (the job state machine: schedule, fence,
+claim, release), ``candidates`` (slices of messages and the LLM's
+candidates), ``dedup`` (duplicates, updates, contradictions), ``pipeline``
+(running a job, inline or in a worker), ``recovery`` (the sweep and the state
+report). The prompts and reply schemas are ``memory.prompts``. Every public
+name is re-exported here.
+"""
+
+from memory.extraction.config import (  # noqa: F401
+    TRIGGER_ADD,
+    TRIGGER_EDIT,
+    ACTIVE,
+    REEXTRACT_CONTEXT_MESSAGES,
+    PROMPT_OVERHEAD_TOKENS,
+    MIN_MESSAGE_BUDGET,
+    NEAREST_MEMORIES,
+    POLL_SECONDS,
+    LINK_TYPES,
+    _setting,
+    duplicate_distance,
+    related_distance,
+    max_attempts,
+    default_retention,
+)
+from memory.extraction.queue import (  # noqa: F401
+    NOT_QUEUED,
+    install,
+    enqueue_job,
+    broker_status,
+    note_not_queued,
+)
+from memory.extraction.tracker import (  # noqa: F401
+    _Attached,
+    _Tracker,
+    _tracker,
+    attach,
+    detach,
+    _accepted,
+    inflight,
+    thread_config,
+    thread_llm,
+    wait_for_extraction,
+    check_timeout,
+    accepted_threads,
+)
+from memory.extraction.jobs import (  # noqa: F401
+    ExtractionRejected,
+    lock_queryset,
+    lock_row,
+    FENCED,
+    jobs_fence,
+    job_schedule,
+    queue_has_room,
+    _claim,
+)
+from memory.extraction.candidates import (  # noqa: F401
+    SourceMessage,
+    Slice,
+    Candidate,
+    Decision,
+    JobResult,
+    message_budget,
+    plan_slices,
+    parse_candidates,
+    inherited_metadata,
+)
+from memory.extraction.dedup import (  # noqa: F401
+    nearest_memories_queryset,
+    decide,
+)
+from memory.extraction.pipeline import (  # noqa: F401
+    extraction_after_add,
+    extraction_after_edit,
+    run_inline,
+    job_run,
+    _commit,
+)
+from memory.extraction.recovery import (  # noqa: F401
+    sweep,
+    REPAIRED,
+    queue_repair,
+    orphan_threads_queryset,
+    job_summary,
+    queue_stall,
+    repairs_queryset,
+    last_repair,
+    extraction_state,
+)
+from memory.prompts import (  # noqa: F401
+    RELATIONS,
+    SCHEMA_NAME,
+    JUDGE_SCHEMA_NAME,
+    MAX_MEMORIES_PER_CALL,
+    CONTENT_MAX_CHARS,
+    MAX_SOURCES_PER_MEMORY,
+    MAX_OUTPUT_TOKENS,
+    SYSTEM_PROMPT,
+    system_prompt,
+    extraction_schema,
+    extraction_prompt,
+    JUDGE_SYSTEM_PROMPT,
+    JUDGE_SCHEMA,
+)

@@ -1,0 +1,223 @@
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from django.utils import timezone
+from memory.chunking import estimate_tokens
+from memory.extraction_config import MemoryExtractionConfig
+from memory.llm import Llm
+from memory.models import MEMORY_TYPES, ExtractionJob, Message, Thread, ThreadSummary
+from memory.selectors import live_q
+from memory.extraction.config import MIN_MESSAGE_BUDGET, PROMPT_OVERHEAD_TOKENS, REEXTRACT_CONTEXT_MESSAGES, TRIGGER_EDIT
+from memory.prompts import extraction_schema, system_prompt
+
+
+# --- running a job ------------------------------------------------------------------------
+
+
+@dataclass
+class SourceMessage:
+    """A message as shown to the LLM: ``ref`` ("m1" for targets, "c1" for context) maps replies back.
+
+    ``id`` is the message's public id (what ``source_message_ids`` keeps).
+    """
+
+    ref: str
+    id: str
+    seq: int
+    role: str
+    text: str
+    timestamp: str | None
+    metadata: dict[str, Any]
+
+    def line(self) -> str:
+        when = f" ({self.timestamp})" if self.timestamp else ""
+        return f"[{self.ref}]{when} {self.role}: {self.text}"
+
+
+@dataclass
+class Slice:
+    """One LLM call: the target messages, earlier context messages and the summary before them."""
+
+    targets: list[SourceMessage]
+    context: list[SourceMessage] = field(default_factory=list)
+    summary: str | None = None
+
+
+@dataclass
+class Candidate:
+    """A memory the LLM proposed, with the target messages it cited."""
+
+    memory_type: str
+    content: str
+    sources: list[SourceMessage]
+
+
+@dataclass
+class Decision:
+    """What happens to a candidate: ``new``, ``duplicate`` (skipped), ``updates`` or ``contradicts``.
+
+    ``related_memory_id`` is the public id of the stored memory it was compared with.
+    """
+
+    candidate: Candidate
+    action: str
+    related_memory_id: str | None = None
+    distance: float | None = None
+    note: str | None = None
+
+
+@dataclass
+class JobResult:
+    """Counts of a finished job (also in the ``extraction.finished`` event)."""
+
+    memories_created: int = 0
+    memories_linked: int = 0
+    duplicates_skipped: int = 0
+    rejected_candidates: int = 0
+    llm_calls: int = 0
+    failed_calls: int = 0
+    llm_seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+
+def message_budget(config: MemoryExtractionConfig) -> int | None:
+    """Prompt tokens left for messages and summary under ``memory_extraction_token_limit`` (None: no cap)."""
+    limit = config.memory_extraction_token_limit
+    if limit <= 0:
+        return None
+    window = config.memory_extraction_window
+    fixed = (estimate_tokens(system_prompt(config))
+             + estimate_tokens(json.dumps(extraction_schema([f"m{i}" for i in range(1, (window if window > 0 else 64) + 1)])))
+             + PROMPT_OVERHEAD_TOKENS)
+    return max(MIN_MESSAGE_BUDGET, limit - fixed)
+
+
+def _clip(text: str, tokens: int | None) -> str:
+    if tokens is None or estimate_tokens(text) <= tokens:
+        return text
+    return text[: max(0, tokens * 4 - 8)] + " …[cut]"
+
+
+def _source(row: Message, ref: str, budget: int | None) -> SourceMessage:
+    return SourceMessage(ref=ref, id=row.public_id, seq=row.seq, role=row.role, text=_clip(row.content, budget),
+                         timestamp=row.timestamp, metadata=dict(row.metadata or {}))
+
+
+def plan_slices(thread: Thread, job: ExtractionJob, config: MemoryExtractionConfig) -> list[Slice]:
+    """Split the job's live messages into LLM calls.
+
+    Each call has at most ``memory_extraction_window`` targets (no limit when
+    <= 0) whose lines fit the token budget (one message bigger than the whole
+    budget is cut); with a window, earlier messages fill the rest of it as
+    context while they fit. A re-extraction (``update_message``) job targets
+    its one message with up to ``window - 1`` (else ``REEXTRACT_CONTEXT_MESSAGES``)
+    earlier messages. A stored summary that ends before a call's first target
+    leads its prompt when ``enable_context_summary`` is on.
+    """
+    now = timezone.now()
+    budget = message_budget(config)
+    live = Message.objects.filter(live_q(now), thread_id=thread.pk)
+    rows = list(live.filter(seq__gte=job.from_seq, seq__lte=job.to_seq).order_by("seq"))
+    window = config.memory_extraction_window
+    groups: list[list[Message]] = []
+    used = 0
+    for row in rows:
+        cost = estimate_tokens(_source(row, "m00", budget).line())
+        if groups and ((window > 0 and len(groups[-1]) >= window)
+                       or (budget is not None and used + cost > budget)):
+            groups.append([])
+            used = 0
+        if not groups:
+            groups.append([])
+        groups[-1].append(row)
+        used += cost
+    summary = None
+    if config.enable_context_summary:
+        summary = ThreadSummary.objects.filter(thread_id=thread.pk).values_list("content", "through_seq").first()
+    slices = []
+    for group in groups:
+        targets = [_source(row, f"m{i}", budget) for i, row in enumerate(group, 1)]
+        room = None if budget is None else budget - sum(estimate_tokens(t.line()) for t in targets)
+        text = None
+        if summary and summary[0] and summary[1] < group[0].seq:
+            text = _clip(summary[0], None if room is None else max(0, room // 4))
+            room = None if room is None else room - estimate_tokens(text)
+        if job.trigger == TRIGGER_EDIT:
+            want = window - 1 if window > 0 else REEXTRACT_CONTEXT_MESSAGES
+        else:
+            want = window - len(group) if window > 0 else 0
+        earlier = list(live.filter(seq__lt=group[0].seq).order_by("-seq")[:max(0, want)])
+        context: list[SourceMessage] = []
+        for row in earlier:  # newest first, while they fit
+            line = _source(row, "c0", budget)
+            cost = estimate_tokens(line.line())
+            if room is not None and cost > room:
+                break
+            room = None if room is None else room - cost
+            context.insert(0, line)
+        for i, item in enumerate(context, 1):
+            item.ref = f"c{i}"
+        slices.append(Slice(targets=targets, context=context, summary=text))
+    return slices
+
+
+_WORD = re.compile(r"[^\W\d_]{2,}")
+
+
+def parse_candidates(reply: dict, piece: Slice) -> tuple[list[Candidate], int]:
+    """Turn a schema-valid reply into candidates; return them and how many items were rejected.
+
+    Whitespace is normalised; an item is rejected when it repeats an earlier
+    one, names no target message, or is not text (fewer than two words of two
+    or more letters: a small model sometimes fills the string with symbols).
+    Sources are kept in message order, so the last is the latest.
+    """
+    by_ref = {m.ref: m for m in piece.targets}
+    seen: set[str] = set()
+    out, rejected = [], 0
+    for item in reply.get("memories", []):
+        content = " ".join(str(item.get("content", "")).split())
+        refs = set(item.get("source_message_ids", []))
+        sources = [m for m in piece.targets if m.ref in refs]
+        if (len(_WORD.findall(content)) < 2 or not sources or content.casefold() in seen
+                or item.get("memory_type") not in MEMORY_TYPES):
+            rejected += 1
+            continue
+        seen.add(content.casefold())
+        out.append(Candidate(memory_type=item["memory_type"], content=content, sources=sources))
+    return out, rejected
+
+
+_MISSING = object()
+
+
+def inherited_metadata(sources: Sequence[SourceMessage], rule: bool | tuple[str, ...]) -> tuple[dict[str, Any], list[str]]:
+    """Return (metadata a memory inherits from its source messages, keys left out because they differ).
+
+    ``rule``: True (every key), a tuple of top-level keys, or False (none). A
+    key is inherited when every source message has it with the same value
+    (spec: "the selected metadata must match across those messages"); a key
+    some sources lack or disagree on is reported instead.
+    """
+    if rule is False or not sources:
+        return {}, []
+    keys = list(dict.fromkeys(k for m in sources for k in m.metadata)) if rule is True else list(rule)
+    inherited, conflicts = {}, []
+    for key in keys:
+        values = [m.metadata.get(key, _MISSING) for m in sources]
+        if all(v is _MISSING for v in values):
+            continue
+        if all(v is not _MISSING and v == values[0] for v in values):
+            inherited[key] = values[0]
+        else:
+            conflicts.append(key)
+    return inherited, conflicts
+
+
+def _last_seconds(llm: Llm) -> float:
+    stats = getattr(llm, "last_call", None)
+    return float(stats.seconds) if stats is not None else 0.0

@@ -1,0 +1,149 @@
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+from memory.errors import InvalidArgument, InvalidType
+from memory.extraction_config import MemoryExtractionConfig
+from memory.llm import Llm, get_llm
+from memory.models import ExtractionJob, Thread
+from memory.extraction.config import ACTIVE, POLL_SECONDS
+
+
+# --- what this process knows beyond the database ----------------------------------------
+
+
+@dataclass
+class _Attached:
+    llm: Llm | None
+    config: MemoryExtractionConfig
+
+
+class _Tracker:
+    """Process-wide bookkeeping for ``wait_for_memory_extraction``.
+
+    All three are keyed by the thread's stored id (``Thread.pk``).
+    ``attached``: the LLM object and config a thread handle used, so that an
+    in-process (embedded) worker extracts with the caller's LLM; workers in
+    other processes use ``settings.OAM_LLM_*`` and ``Thread.config``.
+    ``accepted``: per thread, the highest job id handed to the queue by this
+    process. ``inflight``: calls that are storing messages and may be about
+    to accept a job.
+    """
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.attached: dict[str, _Attached] = {}
+        self.accepted: dict[str, int] = {}
+        self.inflight: dict[str, int] = {}
+
+
+_tracker = _Tracker()
+
+
+def attach(thread_id: str, *, llm: Llm | None, config: MemoryExtractionConfig) -> None:
+    """Remember the LLM and config a thread handle extracts with, for this process's worker."""
+    with _tracker.cond:
+        _tracker.attached[thread_id] = _Attached(llm=llm, config=config)
+
+
+def detach(thread_id: str) -> None:
+    """Forget what ``attach`` remembered (the thread was deleted)."""
+    with _tracker.cond:
+        _tracker.attached.pop(thread_id, None)
+        _tracker.accepted.pop(thread_id, None)
+
+
+def _accepted(thread_id: str, job_id: int) -> None:
+    with _tracker.cond:
+        _tracker.accepted[thread_id] = max(job_id, _tracker.accepted.get(thread_id, 0))
+
+
+@contextmanager
+def inflight(thread_id: str) -> Iterator[None]:
+    """Mark a call that may accept extraction work for ``thread_id`` (``wait_for_memory_extraction`` waits for it)."""
+    with _tracker.cond:
+        _tracker.inflight[thread_id] = _tracker.inflight.get(thread_id, 0) + 1
+    try:
+        yield
+    finally:
+        with _tracker.cond:
+            left = _tracker.inflight[thread_id] - 1
+            if left:
+                _tracker.inflight[thread_id] = left
+            else:
+                del _tracker.inflight[thread_id]
+            _tracker.cond.notify_all()
+
+
+def thread_config(thread: Thread, default: MemoryExtractionConfig | None = None) -> MemoryExtractionConfig:
+    """The thread's extraction config: ``Thread.config`` over the attached (client) config over the defaults."""
+    with _tracker.cond:
+        attached = _tracker.attached.get(thread.pk)
+    base = default or (attached.config if attached else None)
+    return MemoryExtractionConfig.from_thread_config(thread.config, base)
+
+
+def thread_llm(thread_id: str) -> Llm | None:
+    """The LLM to extract with: the one attached in this process, else ``get_llm()`` (None: none)."""
+    with _tracker.cond:
+        attached = _tracker.attached.get(thread_id)
+    if attached is not None and attached.llm is not None:
+        return attached.llm
+    return get_llm()
+
+
+# --- waiting ------------------------------------------------------------------------------------
+
+
+def wait_for_extraction(*, thread_id: str, timeout: float | None) -> None:
+    """Wait until the thread's extraction accepted by this process before the call has finished.
+
+    First waits for calls of this process that are storing messages for the
+    thread (they may be about to accept work), then for every job of the
+    thread up to the last one this process handed to the queue. Failed jobs
+    count as finished. ``timeout`` in seconds (None: no limit). Raises
+    ``TimeoutError`` when time runs out (spec: wait_for_memory_extraction).
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+
+    def left() -> float | None:
+        return None if deadline is None else deadline - time.monotonic()
+
+    with _tracker.cond:
+        while _tracker.inflight.get(thread_id):
+            remaining = left()
+            if remaining is not None and remaining <= 0:
+                raise TimeoutError(f"extraction for thread {thread_id!r} is still being accepted after {timeout:g} s")
+            _tracker.cond.wait(remaining)
+        last = _tracker.accepted.get(thread_id)
+    if last is None:
+        return
+    pending = ExtractionJob.objects.filter(thread_id=thread_id, pk__lte=last, status__in=ACTIVE)
+    while pending.exists():
+        remaining = left()
+        if remaining is not None and remaining <= 0:
+            raise TimeoutError(f"background extraction for thread {thread_id!r} did not finish within {timeout:g} s")
+        time.sleep(POLL_SECONDS if remaining is None else min(POLL_SECONDS, remaining))
+
+
+def accepted_threads(*, prefix: str = "") -> list[str]:
+    """Stored ids (starting with ``prefix``) of the threads this process accepted extraction work for,
+    or is about to (for the client-level ``wait_for_memory_extraction``)."""
+    with _tracker.cond:
+        keys = set(_tracker.accepted) | set(_tracker.inflight)
+    return sorted(k for k in keys if k.startswith(prefix))
+
+
+def check_timeout(timeout: Any) -> float | None:
+    """``timeout`` of the wait methods: None or a number of seconds >= 0 (TypeError/ValueError otherwise)."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise InvalidType("timeout", "must be a number of seconds or None")
+    if timeout < 0 or timeout != timeout:
+        raise InvalidArgument("timeout", "must be 0 or more")
+    return float(timeout)

@@ -1,0 +1,75 @@
+"""Relations between memory-like records: writes, lifecycle, graph expansion and autonomous linking.
+
+Spec (the Oracle AI Agent Memory thread API spec): ``link_records``,
+``update_record_link``, ``delete_record_link``; ``add_memory``'s
+``memory_id_to_link``/``link_type``/``link_id``/``link_timestamp``/
+``link_metadata`` and ``autonomous_linking``; ``search``'s ``num_hops`` and
+``max_linked_results``.
+
+Rules kept here:
+
+* Both endpoints are live memory-like records ("memory", "fact", "guideline",
+  "preference") whose ``thread_id`` is this exact thread; a record is never
+  linked to itself; one relation per endpoint pair, in one orientation
+  (``RecordLink.pair_key`` is the sorted pair, unique).
+* ``relation_type`` reads source -> target, ``opposite_relation_type`` target ->
+  source. Built-in types carry their fixed reverse label
+  (``BUILTIN_RELATIONS``); a custom type's reverse defaults to the same label.
+* Lifecycle: the target of a ``supersedes``, ``refines`` or ``duplicates``
+  relation is invalid; when the last such relation into it goes away (deleted,
+  retyped, or its other endpoint deleted) it is valid again. Status changes are
+  written to the memory and its ``SearchChunk`` rows in the same transaction.
+* Graph expansion (``linked_sql``/``attach_linked``): one recursive query walks
+  relations in both directions from the direct memory results, bounded by the
+  hop count, never revisiting a record on the same path, passing only through
+  records the search may show (scope, expiry, status).
+* Autonomous linking (``propose_links``): the LLM compares a new memory with its
+  nearest stored memories of the thread and proposes relations from it, as
+  JSON validated against ``link_schema``.
+
+Ids: functions take and return public ids; rows hold stored ids of the
+thread's project (``memory.tenancy``), so a relation never reaches another project.
+
+Modules: ``rules`` (constants, checks, the status lifecycle), ``writes``
+(link_records, update, delete, reads, ``add_memory``'s pending link),
+``graph`` (graph expansion for search), ``autonomous`` (autonomous linking).
+The prompt and reply schema are ``memory.prompts``. Every public name is
+re-exported here.
+"""
+
+from memory.links.rules import (  # noqa: F401
+    INVALIDATING_RELATIONS,
+    MAX_HOPS,
+    DEFAULT_MAX_LINKED_RESULTS,
+    LINK_CANDIDATES,
+    LinkExists,
+    check_num_hops,
+    check_max_linked_results,
+    opposite_label,
+    pair_key,
+    relation_dto,
+    set_memory_status,
+    revalidate,
+    links_detach,
+)
+from memory.links.writes import (  # noqa: F401
+    link_create,
+    link_update,
+    link_delete,
+    visible,
+    link_get,
+    link_list,
+    PendingLink,
+    pending_link,
+)
+from memory.links.graph import (  # noqa: F401
+    linked_sql,
+    attach_linked,
+)
+from memory.links.autonomous import (  # noqa: F401
+    nearest_memory_chunks,
+    link_candidates,
+    propose_links,
+)
+from memory.prompts import BUILTIN_RELATIONS, link_prompt, link_schema  # noqa: F401
+from memory.validators import RELATION_TYPE_MAX_LENGTH, check_record_type, check_relation_type  # noqa: F401

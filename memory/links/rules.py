@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+from django.db.models import Q
+from django.utils import timezone
+from memory import index
+from memory.prompts import BUILTIN_RELATIONS
+from memory.errors import Conflict
+from memory.models import Memory, RecordLink
+from memory.validators import check_bounded_int, check_relation_type
+from memory.tenancy import public_id
+from memory.types import NOTSET, RecordRelation, RecordStatus
+
+
+logger = logging.getLogger(__name__)
+
+
+#: Relation types whose target becomes invalid (see "Lifecycle" above).
+INVALIDATING_RELATIONS = ("supersedes", "refines", "duplicates")
+
+
+#: ``search(num_hops=...)`` accepts 0 through 5 (spec: search).
+MAX_HOPS = 5
+
+
+#: ``search(max_linked_results=...)`` when omitted (spec: search).
+DEFAULT_MAX_LINKED_RESULTS = 100
+
+
+#: Nearest stored memories shown to the LLM for autonomous linking.
+LINK_CANDIDATES = 5
+
+
+_TUPLE_FIELDS = ("source_record_id", "source_record_type", "target_record_id", "target_record_type", "relation_type")
+
+
+class LinkExists(Conflict):
+    """The endpoint pair already has a relation, in either orientation (``ValueError``; HTTP 409)."""
+
+    def __init__(self, source_id: str, target_id: str, relation_id: str):
+        super().__init__("target_record_id", target_id)
+        self.relation_id = relation_id
+        self.message = (f"records {source_id!r} and {target_id!r} are already related by relation "
+                        f"{relation_id!r}; only one orientation can be stored for an endpoint pair")
+        self.args = (f"target_record_id: {self.message}",)
+
+
+# --- argument checks (the rest are memory.validators) ------------------------------------
+
+
+def check_num_hops(value: Any) -> int:
+    """``num_hops``: omitted is 0 (direct results only); given, an int from 0 through 5."""
+    if value is NOTSET:
+        return 0
+    rule = f"must be from 0 through {MAX_HOPS}"
+    return check_bounded_int(value, "num_hops", low=0, high=MAX_HOPS, low_rule=rule, high_rule=rule)
+
+
+def check_max_linked_results(value: Any) -> int:
+    """``max_linked_results``: omitted is 100; given, an int of 0 or more (0: no linked context)."""
+    if value is NOTSET:
+        return DEFAULT_MAX_LINKED_RESULTS
+    return check_bounded_int(value, "max_linked_results", low=0, low_rule="must be 0 or more", sql_count=True)
+
+
+def opposite_label(relation_type: str, opposite_relation_type: Any = NOTSET) -> str:
+    """The reverse label: the given one, else the built-in's fixed label, else the same label."""
+    if opposite_relation_type is not NOTSET:
+        return check_relation_type(opposite_relation_type, "opposite_relation_type")
+    return BUILTIN_RELATIONS.get(relation_type, relation_type)
+
+
+def pair_key(a: str, b: str) -> str:
+    """The unordered endpoint pair (stored ids) as one unambiguous string (ids may contain any character)."""
+    first, second = sorted((a, b))
+    return f"{len(first)}:{first}|{second}"
+
+
+def relation_dto(row: RecordLink) -> RecordRelation:
+    """A ``RecordRelation`` value from a stored row."""
+    return RecordRelation(
+        relation_id=public_id(row.pk),
+        thread_id=public_id(row.thread_id),
+        source_record_id=public_id(row.source_id),
+        source_record_type=row.source_type,
+        target_record_id=public_id(row.target_id),
+        target_record_type=row.target_type,
+        relation_type=row.relation_type,
+        opposite_relation_type=row.opposite_relation_type,
+        timestamp=row.timestamp,
+        metadata=dict(row.metadata or {}),
+        created_at=row.created_at.isoformat() if row.created_at else None,
+    )
+
+
+# --- lifecycle -------------------------------------------------------------------------------
+
+
+def set_memory_status(memory_ids: Iterable[str], status: str) -> list[str]:
+    """Set the status of memories (stored ids) and their search chunks; return the ids that changed.
+
+    Call inside the writing transaction: the chunk copy of ``status`` is what
+    search filters on (``include_invalid_results=False``).
+    """
+    ids = list(Memory.objects.filter(pk__in=list(memory_ids)).exclude(status=status).values_list("pk", flat=True))
+    if ids:
+        Memory.objects.filter(pk__in=ids).update(status=status, updated_at=timezone.now())
+        index.reindex_state("memory", ids, status=status)
+    return ids
+
+
+def revalidate(memory_ids: Iterable[str]) -> list[str]:
+    """Make valid again the given memories that no ``supersedes``/``refines``/``duplicates`` relation targets.
+
+    Called when such a relation went away. Returns the ids whose status changed.
+    """
+    ids = set(memory_ids)
+    if not ids:
+        return []
+    still = set(RecordLink.objects.filter(target_id__in=ids, relation_type__in=INVALIDATING_RELATIONS)
+                .values_list("target_id", flat=True))
+    return set_memory_status(ids - still, RecordStatus.VALID.value)
+
+
+def links_detach(*, memory_ids: Iterable[str], erased: set[str] | None = None) -> int:
+    """Delete every relation touching the given memories (stored ids), re-validating the other endpoints.
+
+    ``services.memory_delete`` calls this inside its transaction (relations
+    cascade with their records). Returns the number of relations deleted;
+    ``erased`` (a set) gets their stored ids (``memory.erasure``).
+    """
+    ids = list(memory_ids)
+    rows = list(RecordLink.objects.filter(Q(source_id__in=ids) | Q(target_id__in=ids))
+                .values_list("pk", "target_id", "relation_type"))
+    if erased is not None:
+        erased.update(pk for pk, _, _ in rows)
+    if not rows:
+        return 0
+    RecordLink.objects.filter(pk__in=[pk for pk, _, _ in rows]).delete()
+    revalidate(t for _, t, kind in rows if kind in INVALIDATING_RELATIONS and t not in ids)
+    return len(rows)

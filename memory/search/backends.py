@@ -1,0 +1,275 @@
+"""The vendor seam of search: one backend per database, chosen in one place (``backend_for``).
+
+A backend answers the two arms that differ by vendor:
+
+* ``vector_rows``: the nearest filtered chunks as (source_kind, record_id,
+  cosine distance). SQLite: exact KNN from this process's vector cache
+  (``memory.vector_cache``, ``_cached_vector_rows``), or the filtered chunks
+  ranked in SQL (``memory.search.query.chunk_queryset``). Oracle: the vector
+  index, approximate (``vector_sql``).
+* ``keyword_sql``: a keyword arm over the ``text`` or ``context`` column.
+  SQLite: FTS5 ``MATCH`` ranked by ``bm25()``; Oracle: Oracle Text
+  ``CONTAINS`` ranked by ``SCORE``. ``keyword_evidence`` drops matches that are
+  no evidence (SQLite's clamped BM25 scores in HYBRID).
+
+Both filter with the WHERE clause the ORM compiles for ``filtered_chunks``
+(``filter_sql``), so every arm filters identically. Another vendor gets the
+base ``SearchBackend``: the vector arm ranked in SQL, no keyword arm.
+"""
+
+from __future__ import annotations
+
+import json
+import numpy as np
+from memory import conf
+from django.db import connection as default_connection
+from memory.models import SearchChunk
+from memory.vector_cache import get_vector_cache, in_transaction_now, rounding_bound
+from memory.search.query import chunk_queryset, filter_sql
+from memory.search.request import SearchRequest
+
+
+#: Name of the keyword index (migration 0004): the FTS5 table on SQLite; the
+#: Oracle Text indexes are ``<name>_1`` (text) and ``<name>_2`` (context).
+KEYWORD_INDEX = "oam_search_chunks_fts"
+
+
+def vector_sql(request: SearchRequest, query_vector, limit: int, *, connection=None,
+               now=None) -> tuple[str, list]:
+    """Oracle's vector arm: rows of (source_kind, record_id, distance), approximate, best first.
+
+    ``ORDER BY VECTOR_DISTANCE(embedding, :q, COSINE) FETCH APPROX FIRST n ROWS
+    ONLY WITH TARGET ACCURACY a`` (``settings.OAM_VECTOR_TARGET_ACCURACY``,
+    default 95) lets Oracle use the HNSW/IVF index of migration 0002, whose
+    metric is COSINE too (Oracle AI Vector Search User's Guide). Django can
+    only emit ``FETCH FIRST``, an exact scan, hence hand-written SQL. The
+    ORDER BY holds the distance expression alone, as the approximate form
+    requires, and the filters are ``filter_sql``'s (the optimizer pre- or
+    in-filters them on HNSW, post-filters on IVF).
+    """
+    connection = connection or default_connection
+    if connection.vendor != "oracle":
+        raise NotImplementedError("vector_sql is Oracle's approximate form; SQLite uses memory.vector_cache")
+    where_sql, where_params = filter_sql(request, now, connection)
+    quote = connection.ops.quote_name
+    table = quote(SearchChunk._meta.db_table)
+    kind, rid, emb = (f"{table}.{quote(name)}" for name in ("source_kind", "record_id", "embedding"))
+    field = SearchChunk._meta.get_field("embedding")
+    bind = field.get_db_prep_value(query_vector, connection)
+    accuracy = int(conf.get("OAM_VECTOR_TARGET_ACCURACY"))
+    if not 0 < accuracy <= 100:
+        raise ValueError("OAM_VECTOR_TARGET_ACCURACY must be within 1..100")
+    distance = f"VECTOR_DISTANCE({emb}, %s, COSINE)"
+    sql = (
+        f"SELECT {kind}, {rid}, {distance} AS {quote('distance')} FROM {table} WHERE ({where_sql}) "
+        f"ORDER BY {distance} FETCH APPROX FIRST {int(limit)} ROWS ONLY WITH TARGET ACCURACY {accuracy}"
+    )
+    return sql, [bind, *where_params, bind]
+
+
+#: First candidate count of the cached vector arm, per wanted row and at least.
+CANDIDATES_PER_ROW = 2
+
+
+MIN_CANDIDATES = 200
+
+
+#: Largest candidate set tried before ranking the filtered rows in SQL instead.
+MAX_CANDIDATES = 50_000
+
+
+def _cached_vector_rows(cache, snapshot, request: SearchRequest, query_vector, now, limit: int) -> list[tuple] | None:
+    """Exact top ``limit`` filtered chunks using the vector cache; None to fall back to SQL ranking.
+
+    Candidates are the ``K`` nearest cached chunks of the request's project whatever the other filters, plus
+    every chunk within twice the float32 rounding bound of the ``K``-th
+    (``memory.vector_cache.rounding_bound``: ties and near-duplicates). One
+    SQL statement returns, for each candidate that still exists, its true
+    distance and whether it passes the filters, and ranks the filtered chunks
+    newer than the snapshot (rows written since the last refresh, or inside
+    this transaction). The answer is exact for that statement's view of the
+    table when the ``limit``-th passing candidate is no farther than any chunk
+    left out can be, or every live chunk was a candidate. Otherwise ``K`` is
+    raised to what the observed pass rate needs (once); a filter that passes
+    too few candidates (a single thread in a large store, say) returns None,
+    and SQL ranks the filtered rows, which are then few. Also None for a zero
+    query vector (every SQL distance is NULL) and when a candidate's true
+    distance disagrees with the cache (reused ids: the cache is dropped; or a
+    vector whose float32 norm is zero or overflows, seen differently by
+    numpy and sqlite-vec).
+    Distances are floats, or None for a zero chunk vector (ranked first, as in SQL).
+    """
+    vec = np.asarray(query_vector, dtype="<f4")
+    if not np.any(vec):
+        return None
+    blob = vec.tobytes()
+    where_sql, where_params = filter_sql(request, now)
+    table = default_connection.ops.quote_name(SearchChunk._meta.db_table)
+    in_transaction = in_transaction_now(default_connection)
+    bound = rounding_bound(snapshot.matrix.shape[1])
+    candidates = max(MIN_CANDIDATES, limit * CANDIDATES_PER_ROW)
+
+    def key(row):  # (distance, chunk id) as SQLite orders them: NULL first
+        return (row[3] is not None, row[3] if row[3] is not None else 0.0, row[0])
+
+    for _ in range(2):
+        ids, scores, floor = snapshot.candidates(vec, candidates, margin=2 * bound, project_id=request.project_id)
+        with default_connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id, source_kind, record_id, vec_distance_cosine(embedding, %s), "
+                f"CASE WHEN ({where_sql}) THEN 1 ELSE 0 END FROM {table} "
+                f"WHERE id IN (SELECT value FROM json_each(%s)) "
+                f"UNION ALL SELECT * FROM (SELECT id, source_kind, record_id, "
+                f"vec_distance_cosine(embedding, %s) AS distance, 2 FROM {table} "
+                f"WHERE id > %s AND ({where_sql}) ORDER BY distance, id LIMIT %s)",
+                [blob, *where_params, json.dumps(ids.tolist()), blob, snapshot.max_id, *where_params, limit],
+            )
+            rows = cursor.fetchall()
+        found = [row for row in rows if row[4] != 2]
+        newer = [row for row in rows if row[4] == 2]
+        cached = dict(zip(ids.tolist(), (1.0 - scores.astype(np.float64)).tolist()))
+        for chunk_id, _, _, distance, _ in found:
+            expected = cached[chunk_id]
+            if (distance is None) != (expected == -np.inf):
+                return None  # a vector float32 cannot normalise (zero or overflowing norm) seen two ways
+            if distance is not None and abs(distance - expected) > bound:
+                cache.clear()  # the id names another vector now: reload on the next refresh
+                return None
+        if len(found) < ids.size and not in_transaction:
+            cache.mark_dead(snapshot, set(ids.tolist()) - {row[0] for row in found})
+        passed = sorted((row for row in found if row[4]), key=key)
+        if floor == -np.inf:
+            break  # every live cached chunk was a candidate
+        if len(passed) >= limit:
+            farthest = passed[limit - 1][3]
+            if farthest is None or farthest <= 1.0 - floor - bound:
+                break  # every chunk left out is farther (cosine distance > 1 - floor - bound)
+        rate = len(passed) / max(len(found), 1)
+        wanted = max(int(limit / rate * 2), 2 * candidates) if rate else MAX_CANDIDATES + 1
+        if wanted > MAX_CANDIDATES:
+            return None
+        candidates = wanted
+    else:
+        return None
+    rows = sorted(passed[:limit] + newer, key=key)[:limit]
+    return [(kind, record_id, None if distance is None else float(distance))
+            for _, kind, record_id, distance, _ in rows]
+
+
+def keyword_sql(request: SearchRequest, column: str, terms: list[str], limit: int, *, connection=None,
+                now=None) -> tuple[str, list]:
+    """SQL for a keyword arm over ``column`` ("text" or "context"): rows of (source_kind, record_id, rank).
+
+    The WHERE clause is the one the ORM compiles for ``filtered_chunks`` on the
+    same connection, so both arms filter identically; only the match differs,
+    by ``connection``'s backend (``SqliteBackend.keyword_sql``,
+    ``OracleBackend.keyword_sql``). Raises ``NotImplementedError`` on another vendor.
+    """
+    if column not in ("text", "context"):
+        raise ValueError("column must be 'text' or 'context'")
+    if not terms:
+        raise ValueError("terms must not be empty")
+    connection = connection or default_connection
+    where_sql, where_params = filter_sql(request, now, connection)
+    quote = connection.ops.quote_name
+    table = quote(SearchChunk._meta.db_table)
+    sql, match = backend_for(connection).keyword_sql(column=column, terms=terms, limit=int(limit), quote=quote,
+                                                      table=table, where_sql=where_sql, vendor=connection.vendor)
+    return sql, [match, *where_params]
+
+
+#: Smallest BM25 score (its magnitude; FTS5's ``bm25()`` is negative) that counts as keyword evidence on
+#: SQLite. FTS5 clamps the IDF of a term found in half the indexed chunks or more to 1e-6, so a chunk that
+#: matches only such terms (the role "user" in a store of user turns) scores about 1e-6 per term: no evidence,
+#: and reciprocal rank fusion must not give it a rank's credit ("My receipt" ranked first for
+#: "what food does the user like?" on a fresh two-turn thread, on the length of a clamped "user" match).
+#: Applied in HYBRID only, where the vector arm still ranks every record: KEYWORD mode keeps such matches (in
+#: a store of one or two records every term is that common). Not tuned on LoCoMo (no split): a constant of
+#: FTS5's clamp, far below the score of any term found in fewer than half the chunks.
+MIN_BM25_EVIDENCE = 1e-3
+
+
+class SearchBackend:
+    """What every vendor does the same way; the base for a database without vector index or keyword index."""
+
+    def vector_rows(self, request: SearchRequest, query_vector, now, limit: int, connection) -> list[tuple]:
+        """Up to ``limit`` rows of (source_kind, record_id, cosine distance), best first: every filtered chunk
+        ranked in SQL (``chunk_queryset``)."""
+        return list(chunk_queryset(request, query_vector, now, limit=limit))
+
+    def keyword_sql(self, *, column: str, terms: list[str], limit: int, quote, table: str, where_sql: str,
+                    vendor: str) -> tuple[str, str]:
+        """(SQL with two placeholders groups: the match, then ``where_sql``'s params; the match string)."""
+        raise NotImplementedError(f"keyword search is not available on {vendor}")
+
+    def keyword_evidence(self, request: SearchRequest, rows: list[tuple]) -> list[tuple]:
+        """The keyword rows that count as evidence (all of them here)."""
+        return rows
+
+
+class SqliteBackend(SearchBackend):
+    """SQLite with sqlite-vec: the vector cache for exact KNN, FTS5 for keywords."""
+
+    def vector_rows(self, request, query_vector, now, limit, connection):
+        cache = get_vector_cache()
+        snapshot = cache.snapshot(connection) if cache is not None else None
+        if snapshot is not None:
+            rows = _cached_vector_rows(cache, snapshot, request, query_vector, now, limit)
+            if rows is not None:
+                return rows
+        return super().vector_rows(request, query_vector, now, limit, connection)
+
+    def keyword_sql(self, *, column, terms, limit, quote, table, where_sql, vendor):
+        """``<fts> MATCH '<column> : ("t1" OR "t2")'`` cross-joined on rowid (FTS first), ranked by ``bm25()``
+        (smaller is better)."""
+        fts = KEYWORD_INDEX
+        kind, rid = (f"{table}.{quote(name)}" for name in ("source_kind", "record_id"))
+        match = f"{column} : (" + " OR ".join(f'"{t}"' for t in terms) + ")"
+        weights = "1.0, 0.0" if column == "text" else "0.0, 1.0"
+        sql = (
+            # CROSS JOIN makes SQLite drive from the FTS matches; with a plain
+            # JOIN it may scan the scoped chunks and probe the FTS index once
+            # per row (1.7 s instead of a few ms per query on LoCoMo).
+            f"SELECT {kind}, {rid}, bm25({fts}, {weights}) AS rank FROM {fts} "
+            f"CROSS JOIN {table} ON {table}.{quote('id')} = {fts}.rowid "
+            f"WHERE {fts} MATCH %s AND ({where_sql}) ORDER BY rank LIMIT {limit}"
+        )
+        return sql, match
+
+    def keyword_evidence(self, request, rows):
+        """In HYBRID, only matches whose BM25 magnitude reaches ``MIN_BM25_EVIDENCE``."""
+        if request.mode != "HYBRID":
+            return rows
+        return [row for row in rows if row[2] is not None and -row[2] >= MIN_BM25_EVIDENCE]
+
+
+class OracleBackend(SearchBackend):
+    """Oracle Database 23ai/26ai: the vector index (approximate fetch) and Oracle Text."""
+
+    def vector_rows(self, request, query_vector, now, limit, connection):
+        sql, params = vector_sql(request, query_vector, limit, connection=connection, now=now)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return [(k, r, float(d)) for k, r, d in cursor.fetchall()]
+
+    def keyword_sql(self, *, column, terms, limit, quote, table, where_sql, vendor):
+        """``CONTAINS(<column>, '{t1} ACCUM {t2}', 1) > 0`` ranked by ``SCORE(1)`` descending, ``FETCH FIRST n
+        ROWS ONLY``. Terms are word characters only and wrapped in braces, Oracle Text's escape for reserved
+        words, so a query cannot inject operators."""
+        kind, rid, col = (f"{table}.{quote(name)}" for name in ("source_kind", "record_id", column))
+        match = " ACCUM ".join("{" + t + "}" for t in terms)
+        sql = (
+            f"SELECT {kind}, {rid}, SCORE(1) AS {quote('rank')} FROM {table} "
+            f"WHERE CONTAINS({col}, %s, 1) > 0 AND ({where_sql}) "
+            f"ORDER BY SCORE(1) DESC FETCH FIRST {limit} ROWS ONLY"
+        )
+        return sql, match
+
+
+#: The backend of each vendor; ``backend_for`` is the one place a vendor is chosen.
+BACKENDS: dict[str, SearchBackend] = {"sqlite": SqliteBackend(), "oracle": OracleBackend()}
+
+
+def backend_for(connection=None) -> SearchBackend:
+    """The search backend of ``connection`` (default: the default database)."""
+    return BACKENDS.get((connection or default_connection).vendor, SearchBackend())

@@ -1,0 +1,310 @@
+"""Memory-like record writes: ``memory_add`` (``memory_prepare`` + ``memory_insert``), ``memory_update``,
+``memory_delete``, ``memory_delete_by_id``."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from memory import index
+from memory import ttl as ttl_rules
+from memory.chunking import chunk_text
+from memory.embedders import get_embedder
+from memory.erasure import memories_erase
+from memory.extraction.jobs import jobs_fence
+from memory.errors import MAX_CONTENT_CHARS, Conflict, InvalidArgument, InvalidType, NotFound
+from memory.locking import lock_first
+from memory.models import Memory, Project, RecordLink, Thread
+from memory.selectors import live_q
+from memory.tenancy import stored_id
+from memory.types import NOTSET, MemoryRetentionConfig, RecordStatus, TimeToLiveAnchor
+from memory.validators import (
+    check_id,
+    check_memory_type,
+    check_metadata,
+    check_scope_id,
+    check_size,
+    check_status,
+    check_text,
+)
+from memory.links.writes import PendingLink, pending_link
+from memory.services.common import erase_fenced, refresh_expiry
+
+
+
+
+@dataclass
+class PreparedMemory:
+    """A validated, embedded memory ready to insert (``memory_prepare`` -> ``memory_insert``).
+
+    ``row`` is the unsaved ``Memory``; ``chunk_rows`` its unsaved
+    ``SearchChunk`` rows with their embeddings.
+    """
+
+    row: Memory
+    chunk_rows: list[index.SearchChunk]
+
+
+def memory_prepare(
+    *,
+    thread: Thread,
+    content: Any,
+    memory_type: Any = NOTSET,
+    user_id: Any = NOTSET,
+    agent_id: Any = NOTSET,
+    thread_id: Any = NOTSET,
+    memory_id: Any = NOTSET,
+    metadata: Any = None,
+    timestamp: Any = None,
+    ttl_days: Any = NOTSET,
+    ttl_anchor: Any = NOTSET,
+    status: Any = NOTSET,
+    source_message_ids: Sequence[str] = (),
+    retention: MemoryRetentionConfig,
+) -> PreparedMemory:
+    """Validate and embed a memory-like record without writing it (see ``memory_add`` for the rules).
+
+    Embedding is slow and needs no database lock: callers that write several
+    records in one transaction (an extraction job's commit) prepare them
+    first and insert them with ``memory_insert`` inside it, so no write lock is
+    held while the embedder runs. Raises as ``memory_add``.
+    """
+    if not isinstance(content, str):
+        raise InvalidType("content", f"must be a string, not {type(content).__name__}")
+    if not content.strip():
+        raise InvalidArgument("content", "must not be empty")
+    check_text(content, "content")
+    check_size(content, "content", MAX_CONTENT_CHARS)
+    mtype = check_memory_type(memory_type)
+    owner = thread.pk if thread_id is NOTSET else check_scope_id(thread_id, "thread_id")
+    scope = {
+        "user_id": thread.user_id if user_id is NOTSET else check_scope_id(user_id, "user_id"),
+        "agent_id": thread.agent_id if agent_id is NOTSET else check_scope_id(agent_id, "agent_id"),
+        "thread_id": owner if thread_id is NOTSET or owner is None else stored_id(thread.project_id, owner),
+    }
+    mid = str(uuid.uuid4()) if memory_id is NOTSET else check_id(memory_id, "memory_id")
+    key = stored_id(thread.project_id, mid)
+    meta = check_metadata(metadata)
+    stamp = ttl_rules.check_timestamp(timestamp)
+    state = RecordStatus.VALID.value if status is NOTSET else check_status(status)
+    now = timezone.now()
+    days = ttl_rules.resolve_ttl_days(ttl_days, retention)
+    anchor = TimeToLiveAnchor.CREATED_AT if ttl_anchor is NOTSET else ttl_rules.check_anchor(ttl_anchor)
+    expiry = ttl_rules.expires_at(days, anchor, created_at=now, timestamp=stamp)
+    if Memory.objects.filter(pk=key).exists():
+        raise Conflict("memory_id", mid)
+    chunks = chunk_text(content)
+    vectors = get_embedder().embed([index.embedding_text(c, stamp) for c in chunks])
+    row = Memory(
+        id=key, project_id=thread.project_id, memory_type=mtype, content=content, timestamp=stamp,
+        event_at=ttl_rules.parse_timestamp(stamp), metadata=meta, status=state, expires_at=expiry,
+        source_message_ids=list(source_message_ids), created_at=now, **scope,
+    )
+    chunk_rows = index.chunk_rows(project_id=thread.project_id, source_kind="memory", record_id=key, record_type=mtype,
+                             chunks=chunks, vectors=vectors, status=state, expires_at=expiry, metadata=meta,
+                             now=now, **scope)
+    return PreparedMemory(row=row, chunk_rows=chunk_rows)
+
+
+def memory_insert(prepared: PreparedMemory, *, link: Callable[[Memory], Any] | None = None) -> str:
+    """Insert a prepared memory and its chunks in one transaction (a savepoint inside another); return its
+    public id (the caller's, ``memory.tenancy``).
+
+    ``link`` is called with the saved memory inside it (see ``memory_add``).
+    Raises ``Conflict`` when the id was taken since ``memory_prepare``.
+    """
+    memory = prepared.row
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                memory.save(force_insert=True)
+        except IntegrityError:
+            raise Conflict("memory_id", memory.public_id) from None  # lost a race for a caller-chosen id
+        index.index_rows(prepared.chunk_rows)
+        if link is not None:
+            link(memory)
+    return memory.public_id
+
+
+def memory_add(
+    *,
+    memory_id_to_link: Any = NOTSET,
+    link_type: Any = NOTSET,
+    link_id: Any = NOTSET,
+    link_timestamp: Any = NOTSET,
+    link_metadata: Any = NOTSET,
+    link_restrict: dict[str, str] | None = None,
+    link: PendingLink | None = None,
+    **fields: Any,
+) -> str:
+    """Store a memory-like record and index it, with its explicit relation when asked; return its id.
+
+    ``fields`` are ``memory_prepare``'s: ``thread``, ``content``, ``retention``
+    and optionally ``memory_type``, ``user_id``, ``agent_id``, ``thread_id``,
+    ``memory_id``, ``metadata``, ``timestamp``, ``ttl_days``, ``ttl_anchor``,
+    ``status``, ``source_message_ids``. Omitted scope values inherit the
+    thread's user, agent and thread ids; a given ``thread_id`` names a thread of
+    the same project (it need not exist; None: owned by no thread).
+    ``source_message_ids`` are public message ids. ``memory_type`` defaults to "memory";
+    ``status`` to valid.
+
+    The spec's link arguments (``add_memory``: ``memory_id_to_link``,
+    ``link_type``, ``link_id``, ``link_timestamp``, ``link_metadata``) are
+    checked by ``memory.links.pending_link`` (``link_restrict``: a restricted
+    client's ``Tenant.row_filter``); omitted scope values then come from the
+    linked record, and the relation is inserted with the memory in the same
+    transaction, so both commit together. ``link`` is such a ``PendingLink``
+    already checked by the caller (instead of the link arguments). Raises
+    ValueError for an unknown type or status, a taken ``memory_id``, an empty
+    content or bad link arguments; TypeError for a non-string content. Embeds
+    before the transaction (``memory_prepare``, then ``memory_insert``).
+    """
+    if link is None:
+        link = pending_link(thread=fields["thread"], memory_id_to_link=memory_id_to_link, link_type=link_type,
+                            link_id=link_id, link_timestamp=link_timestamp, link_metadata=link_metadata,
+                            restrict=link_restrict)
+        if link is not None:
+            scope = link.inherit_scope(*(fields.get(name, NOTSET) for name in ("user_id", "agent_id", "thread_id")))
+            fields.update((name, value) for name, value in zip(("user_id", "agent_id", "thread_id"), scope)
+                          if value is not NOTSET)
+    elif any(value is not NOTSET for value in (memory_id_to_link, link_type, link_id, link_timestamp, link_metadata)):
+        raise InvalidType("link", "give either a checked link or the link arguments, not both")
+    return memory_insert(memory_prepare(**fields), link=link)
+
+
+def memory_update(
+    *,
+    thread: Thread,
+    memory_id: Any,
+    content: Any = NOTSET,
+    metadata: Any = NOTSET,
+    timestamp: Any = NOTSET,
+    ttl_days: Any = NOTSET,
+    ttl_anchor: Any = NOTSET,
+    status: Any = NOTSET,
+    memory_type: Any = NOTSET,
+    retention: MemoryRetentionConfig,
+) -> str:
+    """Update a memory-like record whose stored thread_id is this thread's.
+
+    Omitted values are preserved; metadata replaces the stored object; a new
+    content is re-embedded; ``timestamp=None`` clears the event time. A TTL
+    refresh anchored on TIMESTAMP uses the replacement timestamp or the stored
+    one. ``memory_type`` (not a spec ``update_memory`` parameter: the staff
+    pages and the admin retype memories) changes the record's type, its
+    chunks' ``record_type`` and the endpoint types of its relations, in the
+    same transaction. Raises KeyError when missing, expired or another
+    thread's; ValueError for an unknown type or status.
+    """
+    key = stored_id(thread.project_id, check_id(memory_id, "memory_id"))
+    new_type = check_memory_type(memory_type) if memory_type is not NOTSET else NOTSET
+    if content is not NOTSET:
+        if not isinstance(content, str):
+            raise InvalidType("content", f"must be a string, not {type(content).__name__}")
+        if not content.strip():
+            raise InvalidArgument("content", "must not be empty")
+        check_text(content, "content")
+        check_size(content, "content", MAX_CONTENT_CHARS)
+    new_meta = check_metadata(metadata) if metadata is not NOTSET else NOTSET
+    new_stamp = ttl_rules.check_timestamp(timestamp) if timestamp is not NOTSET else NOTSET
+    new_status = check_status(status) if status is not NOTSET else NOTSET
+    chunks = vectors = None
+    if content is not NOTSET or new_stamp is not NOTSET:
+        # The embedding covers content and event time (``embedding_text``).
+        # Embedding is slow: refuse a missing record before paying for it.
+        stored = (Memory.objects.filter(live_q(timezone.now()), pk=key, thread_id=thread.pk)
+                  .values_list("content", "timestamp").first())
+        if stored is None:
+            raise NotFound("memory_id", memory_id)
+        chunks = chunk_text(stored[0] if content is NOTSET else content)
+        stamp = stored[1] if new_stamp is NOTSET else new_stamp
+        vectors = get_embedder().embed([index.embedding_text(c, stamp) for c in chunks])
+    with transaction.atomic():
+        memory = lock_first(Memory.objects.filter(live_q(timezone.now()), pk=key, thread_id=thread.pk))
+        if memory is None:
+            raise NotFound("memory_id", memory_id)
+        if content is not NOTSET:
+            memory.content = content
+        if new_meta is not NOTSET:
+            memory.metadata = new_meta
+        if new_stamp is not NOTSET:
+            memory.timestamp = new_stamp
+            memory.event_at = ttl_rules.parse_timestamp(new_stamp)
+        if new_status is not NOTSET:
+            memory.status = new_status
+        if new_type is not NOTSET and new_type != memory.memory_type:
+            memory.memory_type = new_type
+            # Relations record their endpoints' types (link_records' tuple); keep them true.
+            RecordLink.objects.filter(source_id=memory.pk).update(source_type=new_type)
+            RecordLink.objects.filter(target_id=memory.pk).update(target_type=new_type)
+        refresh_expiry(memory, ttl_days, ttl_anchor, retention, memory.timestamp)
+        memory.save()
+        index.sync_record(memory, "memory", memory.memory_type, chunks, vectors)
+    return memory_id
+
+
+def memory_delete(*, thread: Thread, memory_id: Any) -> int:
+    """Delete one memory-like record of this exact thread; return 1, or 0 when absent.
+
+    Its relations go with it, and records it superseded, refined or
+    duplicated are valid again unless another such relation remains
+    (``memory.erasure.memories_erase``). The thread's running extraction is
+    fenced, not waited for (see ``message_delete``).
+    """
+    key = stored_id(thread.project_id, check_id(memory_id, "memory_id"))
+    return erase_fenced(thread, Memory, key, memories_erase, f"memory {memory_id}")
+
+
+def memory_state_update(*, project: Project, memory_id: Any, status: Any = NOTSET, expires_at: Any = NOTSET) -> int:
+    """Set a memory-like record's ``status`` and/or ``expires_at`` (a datetime or None), whatever thread owns it,
+    with its chunks' copies; return 1, or 0 when absent.
+
+    The admin's edit of the expiry (``memory_update`` refreshes it only from a
+    TTL). Works on an expired record too. Raises ValueError for an unknown status.
+    """
+    fields = {}
+    if status is not NOTSET:
+        fields["status"] = check_status(status)
+    if expires_at is not NOTSET:
+        fields["expires_at"] = expires_at
+    key = stored_id(project.pk, check_id(memory_id, "memory_id"))
+    with transaction.atomic():
+        row = lock_first(Memory.objects.filter(pk=key))
+        if row is None:
+            return 0
+        if fields:
+            for name, value in fields.items():
+                setattr(row, name, value)
+            row.save(update_fields=[*fields, "updated_at"])
+            index.reindex_state("memory", [row.pk], **fields)
+    return 1
+
+
+def memory_delete_by_id(*, project: Project, memory_id: Any, allows: Callable[[Memory], bool] = lambda row: True
+                        ) -> int:
+    """Delete a memory-like record of ``project`` by id, whatever thread owns it (or none); return 1 or 0.
+
+    SDK ``OracleAgentMemory.delete_memory``: the way to delete a memory stored
+    with another ``thread_id`` or none, which no thread handle reaches. An
+    expired record is deleted too (it is stored data). ``allows`` (a
+    restricted client's ``Tenant.allows``) decides whether the caller may see
+    the row; one it may not counts as absent. The owning thread's running
+    extraction, if any, is fenced (see ``message_delete``).
+    """
+    key = stored_id(project.pk, check_id(memory_id, "memory_id"))
+    with transaction.atomic():
+        row = lock_first(Memory.objects.filter(pk=key))
+        if row is None or not allows(row):
+            return 0
+        if row.thread_id and lock_first(Thread.objects.filter(pk=row.thread_id)) is not None:
+            jobs_fence(thread_id=row.thread_id, reason=f"memory {memory_id} deleted")
+        memories_erase([key])
+    return 1
+
+
+# --- threads ----------------------------------------------------------------------------

@@ -1,0 +1,83 @@
+"""Thread writes: ``thread_create``, ``thread_update``, ``thread_delete``."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from memory.erasure import threads_erase
+from memory.errors import Conflict
+from memory.locking import lock_first
+from memory.models import Project, Thread
+from memory.tenancy import stored_id
+from memory.types import NOTSET
+from memory.validators import check_id, check_metadata, check_scope_id
+from memory.extraction.tracker import detach
+from memory.services.common import lock_thread
+
+
+def thread_create(
+    *,
+    project: Project,
+    thread_id: Any = NOTSET,
+    user_id: Any = NOTSET,
+    agent_id: Any = NOTSET,
+    metadata: Any = None,
+    config: dict[str, Any] | None = None,
+) -> Thread:
+    """Create a thread in ``project``. Omitted ids are generated (UUID4), as the spec's OracleThread does.
+
+    Raises ValueError (``Conflict``) when ``thread_id`` is taken in this project
+    (another project's thread of that id is another thread).
+    """
+    tid = str(uuid.uuid4()) if thread_id is NOTSET or thread_id is None else check_id(thread_id, "thread_id")
+    uid = str(uuid.uuid4()) if user_id is NOTSET else check_scope_id(user_id, "user_id")
+    aid = str(uuid.uuid4()) if agent_id is NOTSET else check_scope_id(agent_id, "agent_id")
+    meta = check_metadata(metadata)
+    key = stored_id(project.pk, tid)
+    if Thread.objects.filter(pk=key).exists():
+        raise Conflict("thread_id", tid)
+    thread = Thread(id=key, project=project, user_id=uid, agent_id=aid, metadata=meta, config=config or {})
+    try:
+        with transaction.atomic():
+            thread.save(force_insert=True)
+    except IntegrityError:
+        raise Conflict("thread_id", tid) from None  # lost a race since the check
+    return thread
+
+
+def thread_update(*, thread: Thread, metadata: Any = NOTSET, config_changes: dict[str, Any] | None = None) -> Thread:
+    """Replace a thread's metadata and/or set keys of its ``config`` (``config_changes``, already
+    validated by the caller); return the row. KeyError when gone."""
+    with transaction.atomic():
+        thread = lock_thread(thread.pk)
+        fields = []
+        if metadata is not NOTSET:
+            thread.metadata = check_metadata(metadata)
+            fields.append("metadata")
+        if config_changes:
+            thread.config = {**(thread.config or {}), **config_changes}
+            fields.append("config")
+        if fields:
+            thread.save(update_fields=[*fields, "updated_at"])
+    return thread
+
+
+def thread_delete(*, project: Project, thread_id: Any) -> int:
+    """Delete a thread of ``project`` with its messages, memories, their relations and all chunks; return 1 or 0.
+
+    Its extraction jobs go with it, running ones included: a worker still
+    waiting for its LLM finds them gone at its commit and writes nothing
+    (``memory.extraction._commit``), so nothing waits for it. After commit
+    this process forgets the LLM and config a handle attached to the thread
+    (``memory.extraction.detach``), whichever edge deleted it.
+    """
+    key = stored_id(project.pk, check_id(thread_id, "thread_id"))
+    with transaction.atomic():
+        if lock_first(Thread.objects.filter(pk=key)) is None:
+            return 0
+        threads_erase([key])
+        transaction.on_commit(lambda: detach(key))
+    return 1
