@@ -382,7 +382,7 @@ class Thread(_WithAsyncTwins):
         ``memory_id_to_link`` with ``link_type`` (a built-in relation) also
         stores a relation from the new memory to that memory of this thread, in
         the same transaction; omitted scopes then inherit from the target
-        (``memory.links.pending_link``). ``autonomous_linking`` (default on when
+        (``services.memory_add``, ``memory.links.pending_link``). ``autonomous_linking`` (default on when
         the thread has an LLM) then lets the LLM relate the new memory to its
         nearest memories (``memory.links.propose_links``); an LLM failure is
         logged and leaves the memory stored. Raises ValueError for an unknown
@@ -393,11 +393,6 @@ class Thread(_WithAsyncTwins):
         if autonomous_linking is not NOTSET and not isinstance(autonomous_linking, bool):
             raise TypeError("autonomous_linking: must be a bool")
         tenant = self._client.tenant
-        link = links.pending_link(thread=self._row, memory_id_to_link=memory_id_to_link, link_type=link_type,
-                                  link_id=link_id, link_timestamp=link_timestamp, link_metadata=link_metadata,
-                                  restrict=tenant.row_filter())
-        if link is not None:
-            user_id, agent_id, thread_id = link.inherit_scope(user_id, agent_id, thread_id)
         user_id, agent_id = tenant.fill("user_id", user_id), tenant.fill("agent_id", agent_id)
         if tenant.restricted and thread_id is not NOTSET and thread_id is not None and thread_id != self.thread_id:
             try:  # another thread, which must be one of the restricted client's own
@@ -408,7 +403,8 @@ class Thread(_WithAsyncTwins):
             thread=self._row, content=content, memory_type=memory_type, user_id=user_id, agent_id=agent_id,
             thread_id=thread_id, memory_id=memory_id, metadata=_or(metadata, None), timestamp=_or(timestamp, None),
             ttl_days=ttl_days, ttl_anchor=ttl_anchor, status=status, retention=self._client.retention_config,
-            link=link,
+            memory_id_to_link=memory_id_to_link, link_type=link_type, link_id=link_id, link_timestamp=link_timestamp,
+            link_metadata=link_metadata, link_restrict=tenant.row_filter(),
         )
         llm = self.llm if autonomous_linking is not False else None
         if llm is not None:
