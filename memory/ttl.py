@@ -26,7 +26,8 @@ from memory.types import NOTSET, MemoryRetentionConfig, TimeToLiveAnchor
 
 
 def parse_timestamp(value: str | None) -> dt.datetime | None:
-    """Parse an ISO-8601 string to an aware UTC datetime; None when absent or not ISO-8601."""
+    """Parse an ISO-8601 string to an aware UTC datetime; None when absent, not ISO-8601, or outside the
+    years 1-9999 once in UTC (``0001-01-01T00:00:00+14:00``: Python's datetime cannot hold it)."""
     if value is None:
         return None
     try:
@@ -40,7 +41,10 @@ def parse_timestamp(value: str | None) -> dt.datetime | None:
             return None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=dt.timezone.utc)
-    return parsed.astimezone(dt.timezone.utc)
+    try:
+        return parsed.astimezone(dt.timezone.utc)
+    except OverflowError:
+        return None
 
 
 def check_timestamp(value: Any, field: str = "timestamp") -> str | None:

@@ -267,3 +267,18 @@ def test_a_lone_surrogate_in_one_message_is_422_and_the_batch_is_not_written(api
     assert Message.objects.count() == 0 and not SearchChunk.objects.exists()
     resp = api.post(URL, '{"messages": [{"role": "user", "content": "whole \\ud83d\\ude00"}]}')
     assert resp.status_code == 201 and contents(api) == ["whole \U0001F600"]
+
+
+@pytest.mark.parametrize("stamp", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"])
+def test_a_timestamp_outside_the_years_python_holds_in_utc_is_kept_as_given_not_a_500(api, thread, stamp):
+    """Found by a reviewer: converting these to UTC overflows Python's datetime (year 0 or 10000), and the
+    request answered an HTML 500. They are ISO-8601 strings, kept as given, like any timestamp that names
+    no instant the service can use; anchoring a TTL on one is the 422 of a non-ISO timestamp."""
+    resp = add_messages(api, "t-main", [{"role": "user", "content": "x", "timestamp": stamp}])
+    assert resp.status_code == 201, resp.content
+    assert [m["timestamp"] for m in items(api.get(URL))] == [stamp]
+    resp = add_messages(api, "t-main", [{"role": "user", "content": "y", "timestamp": stamp}],
+                        ttl_anchor="timestamp", ttl_days=3)
+    assert resp.status_code == 422 and resp.json()["detail"][0]["loc"] == ["body", "messages[0].timestamp"]
+    resp = api.post("/api/threads/t-main/memories", {"content": "z", "timestamp": stamp})
+    assert resp.status_code == 201, resp.content
