@@ -6,7 +6,9 @@ is the user or agent id itself (the SDK: "the returned record identifier is the 
 the application uses as ``user_id``"). Adding a profile that exists replaces its information and
 metadata. Within a restricted tenant (``memory.tenancy.Tenant``) a user-restricted client reads and
 writes only its own user's profile, an agent-restricted one only its own agent's; a client restricted
-to a user reads agent profiles but does not write them (``OutOfScope``). An erasure of a user or agent
+to a user reads the profiles of the agents it shares a thread with (and an agent-restricted one those of
+its threads' users) but does not write them (``OutOfScope``): a key of one agent reads nothing about
+users it never talked to. An erasure of a user or agent
 deletes the profile in the same transaction (``erase_profiles``, a ``memory.signals.subject_erased``
 receiver). Bad input: TypeError/ValueError naming the argument.
 """
@@ -20,7 +22,7 @@ from django.db import IntegrityError, transaction
 from memory.errors import (MAX_CONTENT_CHARS, InvalidArgument, InvalidType, NotFound, OutOfScope, check_size,
                            check_text)
 from memory.listing import _filter_metadata, check_limit
-from memory.models import Profile
+from memory.models import Profile, Thread
 from memory.tenancy import Tenant
 from memory.types import NOTSET, AgentProfileRecord, UserProfileRecord
 
@@ -45,6 +47,18 @@ def _subject(tenant: Tenant, kind: str, value: Any, *, write: bool) -> str:
         raise OutOfScope(field, f"a client restricted to one {'agent' if kind == 'user' else 'user'} cannot "
                                 f"write {kind} profiles")
     return value
+
+
+def _within(qs, tenant: Tenant, kind: str):
+    """Profiles of ``kind`` a restricted tenant may read: its own subject's, and those of the other kind
+    that share one of its threads (the ids in the ``user_id``/``agent_id`` columns of those threads)."""
+    fixed = getattr(tenant, f"{kind}_id")
+    if fixed is not None:
+        return qs.filter(subject_id=fixed)
+    if tenant.restricted:
+        threads = Thread.objects.filter(project=tenant.project, **tenant.row_filter())
+        return qs.filter(subject_id__in=threads.exclude(**{f"{kind}_id": None}).values(f"{kind}_id"))
+    return qs
 
 
 def profile_record(row: Profile) -> UserProfileRecord | AgentProfileRecord:
@@ -85,9 +99,7 @@ def profile_queryset(*, tenant: Tenant, kind: str, metadata_filter: Any = NOTSET
     """The validated query behind ``profile_list`` (also compiled for Oracle in tests/oracle)."""
     kind = _check_kind(kind)
     qs = Profile.objects.filter(project=tenant.project, kind=kind)
-    fixed = getattr(tenant, f"{kind}_id")
-    if fixed is not None:
-        qs = qs.filter(subject_id=fixed)
+    qs = _within(qs, tenant, kind)
     qs = _filter_metadata(qs, metadata_filter).order_by("created_at", "id")
     limit = check_limit(limit)
     return qs[:limit] if limit is not None else qs
@@ -104,7 +116,8 @@ def profile_get(*, tenant: Tenant, kind: str, subject_id: Any) -> UserProfileRec
     restricted tenant."""
     kind = _check_kind(kind)
     subject = _subject(tenant, kind, subject_id, write=False)
-    row = Profile.objects.filter(project=tenant.project, kind=kind, subject_id=subject).first()
+    row = _within(Profile.objects.filter(project=tenant.project, kind=kind, subject_id=subject), tenant,
+                  kind).first()
     if row is None:
         raise NotFound(f"{kind}_id", subject)
     return profile_record(row)

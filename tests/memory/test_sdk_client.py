@@ -289,6 +289,32 @@ def test_profiles_stay_within_a_restricted_tenant(db):
     assert Profile.objects.get(subject_id="u2").information == "someone else"
 
 
+def test_a_restricted_client_reads_only_the_profiles_of_those_it_shares_a_thread_with(db):
+    """Found by a reviewer: a key fixed to agent a2 listed every user's profile ("lives in Rome") though a2
+    never had a thread with them. The other kind's profiles are readable only across a shared thread."""
+    from memory import profiles
+    from memory.tenancy import Tenant, get_project
+
+    client = AgentMemory(llm=None)
+    client.add_user("u1", "lives in Rome")
+    client.add_user("u2", "lives in Oslo")
+    client.add_agent("a1", "travel agent")
+    client.add_agent("a2", "cooking agent")
+    client.create_thread(thread_id="t-u2-a2", user_id="u2", agent_id="a2")
+    project = get_project(None)
+    agent_key = AgentMemory(llm=None, tenant=Tenant(project=project, agent_id="a2"))
+    assert [u.id for u in agent_key.list_users()] == ["u2"]
+    assert [a.id for a in agent_key.list_agents()] == ["a2"]
+    assert profiles.profile_get(tenant=agent_key.tenant, kind="user", subject_id="u2").content == "lives in Oslo"
+    with pytest.raises(KeyError):
+        profiles.profile_get(tenant=agent_key.tenant, kind="user", subject_id="u1")
+    user_key = AgentMemory(llm=None, tenant=Tenant(project=project, user_id="u1"))
+    assert user_key.list_agents() == []  # u1 shares no thread with any agent
+    client.create_thread(thread_id="t-u1-a1", user_id="u1", agent_id="a1")
+    assert [a.id for a in user_key.list_agents()] == ["a1"]
+    assert [u.id for u in client.list_users()] == ["u1", "u2"]  # an unrestricted client reads them all
+
+
 def test_wait_and_close(db):
     client = AgentMemory(llm=None)
     client.create_thread(thread_id="t-close", extract_memories=False).add_messages([{"role": "user", "content": "x"}])
