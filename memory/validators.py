@@ -15,6 +15,7 @@ Integer arguments go through one check, ``check_bounded_int``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,14 +61,22 @@ def check_bounded_int(value: Any, field: str, *, low: int | None = None, high: i
     return value
 
 
+#: Control characters (C0, DEL, C1): no identifier needs them, and an id holding NUL or ESC reached the admin's
+#: pages and terminals as binary (found by a reviewer).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
 def check_id(value: Any, field: str) -> str:
-    """A caller-chosen identifier: a non-empty string of at most 255 characters."""
+    """A caller-chosen identifier: a non-empty string of at most 255 characters, no control character."""
     if not isinstance(value, str):
         raise InvalidType(field, f"must be a string, not {type(value).__name__}")
     if not value.strip():
         raise InvalidArgument(field, "must not be empty")
     if len(value) > MAX_ID_LENGTH:
         raise InvalidArgument(field, f"must be at most {MAX_ID_LENGTH} characters")
+    if control := _CONTROL.search(value):
+        raise InvalidArgument(field, f"must not hold a control character (U+{ord(control.group()):04X} at "
+                                     f"position {control.start()})")
     return check_text(value, field)
 
 

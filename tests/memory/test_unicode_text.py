@@ -55,3 +55,19 @@ def test_valid_astral_characters_are_fine(thread):
     (message_id,) = thread.add_messages([{"role": "user", "content": "I love 🍕"}])
     assert thread.get_message(message_id).content == "I love 🍕"
     assert [r.record.id for r in thread.search("🍕 pizza", max_results=1)] == [message_id]
+
+
+@pytest.mark.parametrize("bad", ["a\x00b", "a\x1b[31mb", "tab\there", "del\x7f", "c1\x85"])
+def test_identifiers_refuse_control_characters_naming_the_field(client, thread, bad):
+    """Found by a reviewer: NUL and ESC were accepted in thread, user, memory and profile ids and reached the
+    admin's pages as binary. Content may hold them (a message is text a user typed); an identifier may not."""
+    before = counts()
+    for call, field in ((lambda: client.create_thread(thread_id=bad), "thread_id"),
+                        (lambda: client.create_thread(user_id=bad), "user_id"),
+                        (lambda: thread.add_memory("ok", memory_id=bad), "memory_id"),
+                        (lambda: client.add_user(bad, "info"), "user_id")):
+        with pytest.raises(ValueError, match=f"^{field}: must not hold a control character"):
+            call()
+    assert counts() == before
+    (message_id,) = thread.add_messages([{"role": "user", "content": f"content may hold {bad}"}])
+    assert thread.get_message(message_id).content == f"content may hold {bad}"
