@@ -53,7 +53,7 @@ Prints one JSON object on stdout: F1 mean (95 % normal interval), judge
 accuracy (Wilson 95 % interval over the questions the judge labelled),
 both by category and by split (tuning/report halves of
 ``bench/locomo_import.py``), context/prompt/completion tokens and latency
-p50/p95; ``--details`` adds one row per question. Progress goes to stderr.
+p50/p95; ``--details`` adds one row per question (with the context text). Progress goes to stderr.
 An answer or judge call that fails (``memory.llm.LlmError``) is recorded in
 the row (``answer_error``/``judge_error``) and counted in ``failures``.
 """
@@ -380,7 +380,8 @@ def run(args: argparse.Namespace, db_path: Path) -> dict:
             context, records = card_context(sample.sample_id, question.question, index)
         context_ms = (time.perf_counter() - t0) * 1000
         row = {"sample": sample.sample_id, "category": question.category, "question": question.question,
-               "gold": question.answer, "context_tokens": estimate_tokens(context), "context_records": records,
+               "gold": question.answer, "context": context, "context_tokens": estimate_tokens(context),
+               "context_records": records,
                "token_budget": budget, "context_ms": round(context_ms, 1)}
         t0 = time.perf_counter()
         try:
