@@ -83,9 +83,10 @@ def fuse(arms: dict[str, list[tuple[str, str]]], weights: dict[str, float] = ARM
 
 #: Second stage, speaker match (HYBRID): among the first SPEAKER_POOL fused candidates, a message whose speaker
 #: (its role) the query names as a word gains SPEAKER_BONUS times the query's best fused score. Split: chosen on
-#: the TUNING half of LoCoMo only (bench/locomo_import.py), bonus from {0.1, 0.25, 0.5} on a 50-candidate pool:
-#: tuning hit@1 0.403 -> 0.434, recall@10 0.747 -> 0.769; the report half, never tuned on: hit@1 0.372 -> 0.412,
-#: recall@10 0.731 -> 0.743 (the same offline rescoring of the stored fused candidates).
+#: the TUNING half of LoCoMo only, bonus from {0, 0.1, 0.25, 0.5} on a 50-candidate pool (offline rescoring of
+#: the stored fused candidates). Then bench/locomo_import.py --reuse --modes HYBRID, before -> after:
+#: tuning hit@1 0.403 -> 0.434, recall@10 0.750 -> 0.768; report half (never tuned on) hit@1 0.372 -> 0.412,
+#: recall@10 0.732 -> 0.745; search p50 1.02x (interleaved on the same load).
 SPEAKER_POOL = 50
 SPEAKER_BONUS = 0.5
 #: Roles that name a position in a chat, not a person: a query saying "the user" names no speaker.
