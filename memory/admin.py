@@ -37,6 +37,7 @@ from memory.models import (
     Image,
     Memory,
     Message,
+    Profile,
     Project,
     RecordLink,
     SearchChunk,
@@ -436,3 +437,22 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
     list_display = ("id", "project", "subject", "cascade", "requested_by", "requested_at", "completed_at")
     list_filter = ("project", "subject", "requested_at")
     search_fields = ("subject_digest", "requested_by")
+
+
+@admin.register(Profile)
+class ProfileAdmin(ProjectScopedAdmin):
+    """User and agent profiles (``memory.profiles``; the SDK's ``add_user``/``add_agent``). A delete
+    scrubs the storage afterwards (``erasure.storage_scrub``): the information is about a person."""
+
+    list_display = ("subject_id", "kind", "project", "updated_at")
+    list_filter = ("project", "kind", "updated_at")
+    search_fields = ("subject_id", "information")
+    readonly_fields = ("created_at", "updated_at")
+
+    def delete_model(self, request, obj):
+        super().delete_model(request, obj)
+        erasure.storage_scrub()
+
+    def delete_queryset(self, request, queryset):
+        super().delete_queryset(request, queryset)
+        erasure.storage_scrub()

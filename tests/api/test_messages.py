@@ -33,16 +33,17 @@ def test_add_returns_201_with_ids_in_order_and_stores_them(api, thread):
     assert second["timestamp"] == second["created_at"]  # no event time: falls back to creation time
 
 
-def test_batch_metadata_is_laid_over_each_message_and_lists_go_per_message(api, thread):
+def test_batch_metadata_replaces_each_messages_own_and_lists_go_per_message(api, thread):
+    # SDK 26.8.0: a given metadata replaces the message's own (no merge); None keeps the message's own
     resp = add_messages(
         api, "t-main",
         [{"role": "user", "content": "a", "metadata": {"own": 1}}, {"role": "user", "content": "b"}],
         metadata=[{"batch": "x"}, None],
     )
     assert resp.status_code == 201
-    assert [m["metadata"] for m in items(api.get(URL))] == [{"own": 1, "batch": "x"}, {}]
+    assert [m["metadata"] for m in items(api.get(URL))] == [{"batch": "x"}, {}]
     add_messages(api, "t-main", [{"role": "user", "content": "c", "metadata": {"own": 2}}], metadata={"batch": "y"})
-    assert items(api.get(URL))[-1]["metadata"] == {"own": 2, "batch": "y"}
+    assert items(api.get(URL))[-1]["metadata"] == {"batch": "y"}
 
 
 def test_ttl_lists_apply_per_message(api, thread):
@@ -129,10 +130,10 @@ def test_ttl_days_must_be_an_integer(api, thread):
     resp = add_messages(api, "t-main", [{"role": "user", "content": "x"}], ttl_days="3")
     assert resp.status_code == 422
     assert "ttl_days" in error_fields(resp)
-    resp = add_messages(api, "t-main", [{"role": "user", "content": "x"}], ttl_days=0)
+    resp = add_messages(api, "t-main", [{"role": "user", "content": "x"}], ttl_days=-1)
     assert resp.status_code == 422
     assert resp.json()["detail"] == [
-        {"loc": ["body", "ttl_days"], "msg": "must be at least 1 day", "type": "value_error"}
+        {"loc": ["body", "ttl_days"], "msg": "must be 0 or more days (0: expires at once)", "type": "value_error"}
     ]
 
 
