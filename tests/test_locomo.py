@@ -158,6 +158,27 @@ def test_unknown_sample_is_a_command_error():
         call_command("import_locomo", samples=["conv-nope"], verbosity=0)
 
 
+@pytest.mark.parametrize("bad", [0, -2])
+def test_sessions_below_one_is_a_command_error(bad):
+    with pytest.raises(CommandError, match="--sessions"):
+        call_command("import_locomo", sessions=bad, verbosity=0)
+
+
+@needs_data
+@pytest.mark.slow
+def test_sessions_imports_only_the_first_sessions(db):
+    """``--sessions 1`` stores the first session's thread and turns and nothing of the later sessions."""
+    by_size = sorted(locomo.iter_samples(DATA), key=lambda s: s.turn_count)
+    sample = by_size[1]  # not the module fixture's sample
+    out = StringIO()
+    call_command("import_locomo", samples=[sample.sample_id], sessions=1, verbosity=1, stdout=out, stderr=StringIO())
+    first = sample.sessions[0]
+    assert f"1 thread(s) created, 0 already complete, {len(first.turns)} message(s) added" in out.getvalue()
+    assert list(Thread.objects.filter(user_id=sample.sample_id).values_list("metadata__session", flat=True)) == [
+        first.number]
+    assert Message.objects.filter(thread__user_id=sample.sample_id).count() == len(first.turns)
+
+
 # --- importing one conversation ------------------------------------------------------------
 
 

@@ -210,3 +210,40 @@ def test_a_superseded_memory_never_outranks_its_replacement(client):
                         target_record_type="memory", relation_type="supersedes")
     ranked = [r.record_id for r in thread.search(query)]
     assert ranked.index(newest) < ranked.index(new) < ranked.index(old), ranked
+
+
+def test_hybrid_ranks_first_the_turn_of_the_speaker_the_query_names(thread, monkeypatch):
+    """Second stage: the turn of the speaker the query names outranks the other speaker's turn that asked the
+    same question (the vector arm alone puts the asking turn first)."""
+    from memory.search import ranking
+
+    thread.add_messages([
+        {"role": "Caroline", "content": "Melanie, what did you do last weekend?", "id": "c1"},
+        {"role": "Melanie", "content": "I went camping with the kids.", "id": "m1"},
+    ])
+    client = AgentMemory()
+
+    def top(query):
+        results = client.search(query, user_id="user-1", record_types=["message"], max_results=2)
+        return [r.record.id for r in results]
+
+    query = "What did Melanie do last weekend?"
+    monkeypatch.setattr(ranking, "SPEAKER_BONUS", 0.0)
+    assert top(query) == ["c1", "m1"]  # without the stage the asking turn wins
+    monkeypatch.setattr(ranking, "SPEAKER_BONUS", 0.5)
+    assert top(query) == ["m1", "c1"]
+    assert top("What did melanie do last weekend?") == ["m1", "c1"]  # case-insensitive
+
+
+def test_speaker_match_ignores_generic_roles_and_keeps_scores_decreasing(db):
+    """'the user' names no speaker; scores still decrease after the stage."""
+    from memory.search import ranking
+
+    ranked = [(("message", key("u1")), 0.2), (("message", key("a1")), 0.1)]
+    roles = {key("u1"): "user", key("a1"): "assistant", key("c9"): "Caroline"}
+    assert ranking.speaker_match(ranked, "what food does the user like?", roles) == ranked
+    ranked = [(("message", key("a1")), 0.2), (("message", key("u1")), 0.1)]
+    mixed = [*ranked, (("message", key("c9")), 0.15)]
+    out = ranking.speaker_match(mixed, "What did Caroline say?", roles)
+    assert out[0] == (("message", key("c9")), 0.15 + ranking.SPEAKER_BONUS * 0.2)
+    assert [score for _, score in out] == sorted((score for _, score in out), reverse=True)

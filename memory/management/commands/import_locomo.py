@@ -6,12 +6,14 @@ messages are. One user per sample (``user_id`` = sample id, ``agent_id`` =
 "locomo"), one thread per session ("conv-26-s1"), one ``add_messages`` call,
 hence one transaction, per session. Message ids are deterministic
 ("conv-26:D1:3"), so a rerun adds only what is missing and a complete import
-adds nothing.
+adds nothing. ``--sessions N`` imports only the first N sessions of each
+sample (a small sample for smoke runs, e.g. ``bench/locomo_qa.py --sessions 2``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import time
 from pathlib import Path
@@ -58,9 +60,16 @@ class Command(BaseCommand):
             "--samples", nargs="+", metavar="SAMPLE_ID", default=None,
             help="import only these samples, e.g. --samples conv-26 conv-30 (default: all)",
         )
+        parser.add_argument(
+            "--sessions", type=int, metavar="N", default=None,
+            help="import only the first N sessions of each sample (default: all; N >= 1)",
+        )
 
-    def handle(self, *args, path: str | None = None, samples: list[str] | None = None, **options):
+    def handle(self, *args, path: str | None = None, samples: list[str] | None = None,
+               sessions: int | None = None, **options):
         verbosity = options["verbosity"]
+        if sessions is not None and (isinstance(sessions, bool) or not isinstance(sessions, int) or sessions < 1):
+            raise CommandError(f"--sessions must be a whole number >= 1, got {sessions!r}")
         source = Path(path) if path else locomo.default_data_path()
         if not source.is_file():
             raise CommandError(f"LoCoMo file not found: {source} (pass a path or set OAM_LOCOMO_PATH)")
@@ -76,6 +85,8 @@ class Command(BaseCommand):
             if unknown:
                 raise CommandError(f"unknown sample id(s) {', '.join(unknown)}; the file has {', '.join(sorted(known))}")
             parsed = [s for s in parsed if s.sample_id in set(samples)]
+        if sessions is not None:
+            parsed = [dataclasses.replace(s, sessions=s.sessions[:sessions]) for s in parsed]
 
         client = AgentMemory()
         # Load the model before the clock starts; its loader draws its own
