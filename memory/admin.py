@@ -36,6 +36,7 @@ from memory.models import (
     ExtractionJob,
     Image,
     Memory,
+    MemoryVersion,
     Message,
     Project,
     RecordLink,
@@ -436,3 +437,12 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
     list_display = ("id", "project", "subject", "cascade", "requested_by", "requested_at", "completed_at")
     list_filter = ("project", "subject", "requested_at")
     search_fields = ("subject_digest", "requested_by")
+
+
+@admin.register(MemoryVersion)
+class MemoryVersionAdmin(ReadOnlyAdmin):
+    """The history of memories (``memory.history``): appended by the services, deleted only by erasure."""
+
+    list_display = ("memory_id", "version", "action", "actor_kind", "actor_id", "project", "created_at")
+    list_filter = ("project", "action", "actor_kind", "created_at")
+    search_fields = ("memory_id", "thread_id", "actor_id", "reason")

@@ -60,6 +60,7 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "oam_site.middleware.PrivateApiResponsesMiddleware",
     "oam_site.middleware.ApiJsonErrorsMiddleware",
+    "oam_site.middleware.HistoryActorMiddleware",  # who acts, for memory history (memory.history)
     "threads.audit.AuditMiddleware",  # access records: API writes and refusals, staff writes
     "axes.middleware.AxesMiddleware",  # last: it turns a locked-out login into its 429 page
 ]

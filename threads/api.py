@@ -89,6 +89,7 @@ from threads.schemas import (
     ThreadPatchIn,
     ValidationErrorOut,
 )
+from threads.schemas import MemoryRestoreOut, MemoryVersionOut  # memory history
 
 router = Router(tags=["threads"])
 
@@ -714,3 +715,27 @@ async def erasure_list(request: HttpRequest):
 async def erasure_get(request: HttpRequest, receipt_id: str):
     """One erasure receipt of the project."""
     return await in_worker(erasure.receipt_get, project=_project_admin(request).project, receipt_id=receipt_id)
+
+
+# --- memory history (memory.history) --------------------------------------------------------
+
+
+@router.get("/threads/{thread_id}/memories/{memory_id}/history", auth=READ,
+            response={200: list[MemoryVersionOut], **NOT_FOUND, **INVALID}, tags=["history"])
+async def memory_history(request: HttpRequest, thread_id: str, memory_id: str):
+    """The history of a memory of this thread, oldest version first: who changed it, when, before -> after and
+    why (``Thread.get_memory_history``). Kept after the memory is deleted, until its user is erased; 404 when
+    the thread has none for that id (or the key may not see it)."""
+    versions = await (await _thread(request, thread_id)).get_memory_history_async(memory_id)
+    return [version.to_dict() for version in versions]
+
+
+@router.post("/threads/{thread_id}/memories/{memory_id}/history/{version}/restore",
+             response={200: MemoryRestoreOut, **NOT_FOUND, **INVALID}, tags=["history"])
+async def memory_restore(request: HttpRequest, thread_id: str, memory_id: str, version: int):
+    """Undo: restore a version of a memory of this thread as a new version (``Thread.restore_memory_version``);
+    content, type, metadata, status and expiry come back and the memory is re-indexed. 404 for a missing
+    memory or version."""
+    thread = await _thread(request, thread_id)
+    number = await thread.restore_memory_version_async(memory_id, version)
+    return {"version": number, "memory": await in_worker(_written_memory, thread, memory_id)}

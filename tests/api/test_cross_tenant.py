@@ -35,6 +35,7 @@ from memory.models import (
     ExtractionJob,
     Image,
     Memory,
+    MemoryVersion,
     Message,
     Project,
     RecordLink,
@@ -112,6 +113,8 @@ CASES = {
     ("DELETE", "/api/agents/{agent_id}"): Case(200, 200, 403),
     ("GET", "/api/erasures"): Case(200, 200, 403),
     ("GET", "/api/erasures/{receipt_id}"): Case(200, 404, 403),
+    ("GET", "/api/threads/{thread_id}/memories/{memory_id}/history"): Case(200, 404, 404),
+    ("POST", "/api/threads/{thread_id}/memories/{memory_id}/history/{version}/restore"): Case(200, 404, 404),
 }
 
 
@@ -133,6 +136,7 @@ def victim(db):
     ])
     thread.add_memory(f"The user's secret is {MARK}", memory_id="k1", memory_type="preference",
                       metadata={"secret": MARK})
+    thread.update_memory("k1", metadata={"secret": MARK, "edited": True})  # a history of two versions
     thread.add_memory(f"The user repeats {MARK}", memory_id="k2")
     thread.add_memory(f"The user hides {MARK} under the mat", memory_id="k3")
     thread.link_records("k2", "memory", "k1", "preference", "supports", relation_id="r1", metadata={"s": MARK})
@@ -147,7 +151,7 @@ def victim(db):
     return {"project": project, "admin": admin_raw, "prefixes": [admin_row.prefix, spare_row.prefix],
             "ids": {"thread_id": "c4", "message_id": "m1", "memory_id": "k1", "image_id": "img",
                     "relation_id": "r1", "key_id": str(spare_row.pk), "receipt_id": receipt.receipt_id,
-                    "user_id": "u1", "agent_id": "a1"},
+                    "user_id": "u1", "agent_id": "a1", "version": "1"},
             "special": {("DELETE", "/api/memories/{memory_id}"): {"memory_id": "k-float"}}}
 
 
@@ -155,7 +159,7 @@ def snapshot(project) -> dict:
     """Everything the victim project holds, as comparable values."""
     rows = {}
     for model in (Thread, Message, Memory, Image, RecordLink, ThreadSummary, ExtractionJob, SearchChunk,
-                  ErasureReceipt, ApiKey):
+                  ErasureReceipt, ApiKey, MemoryVersion):
         values = model.objects.filter(project=project).order_by("pk").values()
         rows[model.__name__] = [{k: v for k, v in row.items() if k not in ("data", "embedding", "last_used_at")}
                                 for row in values]
