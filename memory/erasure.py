@@ -50,7 +50,7 @@ from django.db import connection as default_connection, transaction
 from django.db.models import Max, Min, Q
 from django.utils import timezone
 
-from memory import history
+from memory import history, provenance
 from memory.admin_log import ADMIN_LOG_BATCH, admin_log_erase  # noqa: F401  (re-exported)
 from memory.errors import InvalidArgument, OutOfScope
 from memory.index import chunks_erase, refresh_message_contexts  # noqa: F401  (chunks_erase re-exported)
@@ -66,7 +66,7 @@ from memory.models import (
     Thread,
     ThreadSummary,
 )
-from memory.links import links_detach
+from memory.links import links_detach, set_memory_status
 from memory.signals import subject_erased
 from memory.validators import check_id
 from memory.tenancy import Tenant, public_ids
@@ -103,12 +103,14 @@ def images_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Coun
 
 def messages_erase(keys: Iterable[str]) -> Counter:
     """Delete messages (stored ids) with their chunks and attached images, then refresh the keyword context of
-    the neighbours in each thread that remains. Call inside a transaction."""
+    the neighbours in each thread that remains. Call inside a transaction. The memories derived only from them
+    follow first (``derived_follow``)."""
     keys = list(keys)
     counts: Counter = Counter()
     if not keys:
         return counts
     spans = list(Message.objects.filter(pk__in=keys).values("thread_id").annotate(lo=Min("seq"), hi=Max("seq")))
+    derived_follow(keys)
     counts += images_erase(Image.objects.filter(message_id__in=keys).values_list("pk", flat=True))
     counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="message", record_id__in=keys))
     counts["messages"] += Message.objects.filter(pk__in=keys).delete()[0]
@@ -116,6 +118,44 @@ def messages_erase(keys: Iterable[str]) -> Counter:
     for span in spans:
         refresh_message_contexts(span["thread_id"], span["lo"], span["hi"])
     return counts
+
+
+def derived_follow(keys: list[str]) -> provenance.DerivedReceipt:
+    """Invalidate or delete (``OAM_DERIVED_MEMORY_POLICY``) the memories derived only from these messages
+    (stored ids, about to be deleted; ``memory.provenance.derived_only_from``); return what was done.
+
+    Each memory touched gets a history version whose reason names the
+    messages (and the actor's own reason); an invalid memory stays as it is
+    under "invalidate". The receipt goes to the caller's ``provenance.collecting()``
+    and a ``derived_memories`` event to each thread's WebSocket group
+    (``memory.progress``), sent on commit. Call inside the delete's transaction.
+    """
+    receipt = provenance.DerivedReceipt(messages=public_ids(keys))
+    rows = provenance.derived_only_from(keys)
+    if not rows:
+        return receipt
+    actor = history.current_actor()
+    why = f"source message {', '.join(receipt.messages[:5])}{' ...' if len(keys) > 5 else ''} " + (
+        "expired" if actor.kind == "ttl" else "deleted") + (f" ({actor.reason})" if actor.reason else "")
+    with history.because(why):
+        if provenance.policy() == "delete":
+            memories_erase([row.pk for row in rows])
+            receipt.deleted = [row.public_id for row in rows]
+        else:
+            receipt.invalidated = public_ids(set_memory_status([row.pk for row in rows], "invalid", reason=why))
+    from memory import progress
+
+    threads: dict[str, list[Memory]] = {}
+    for row in rows:
+        if row.thread_id:
+            threads.setdefault(row.thread_id, []).append(row)
+    for thread_id, mine in threads.items():
+        ids = {row.public_id for row in mine}
+        progress.send(thread_id, "derived_memories", policy=provenance.policy(), messages=receipt.messages[:100],
+                      invalidated=[m for m in receipt.invalidated if m in ids][:100],
+                      deleted=[m for m in receipt.deleted if m in ids][:100])
+    provenance.note(receipt)
+    return receipt
 
 
 def memories_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Counter:

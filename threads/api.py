@@ -20,6 +20,7 @@ same operations as sync views (``oam_site.api.api_urls``), for
 """
 
 
+import json
 import pydantic
 import pydantic_core
 from django.conf import settings
@@ -30,7 +31,7 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.responses import Status
 
-from memory import erasure, extraction, selectors
+from memory import erasure, extraction, provenance, selectors
 from memory.aio import in_worker
 from memory.client import AgentMemory, Thread
 from memory.errors import MAX_SQL_COUNT, InvalidArgument, NotFound
@@ -96,6 +97,8 @@ router = Router(tags=["threads"])
 #: Route permissions. A route without ``auth=`` needs ``write``, the
 #: API's default (``oam_site.api``): forgetting it refuses a read key, never the reverse.
 READ, WRITE, ADMIN = ApiKeyAuth("read"), ApiKeyAuth("write"), ApiKeyAuth("admin")
+#: Header of a message delete that names the memories following their source (``memory.provenance``).
+DERIVED_HEADER = "OAM-Derived-Memories"
 
 NOT_FOUND = {404: ErrorOut}
 INVALID = {422: ValidationErrorOut}
@@ -263,10 +266,15 @@ async def message_update(request: HttpRequest, thread_id: str, message_id: str, 
 
 
 @router.delete("/threads/{thread_id}/messages/{message_id}", response={204: None, **NOT_FOUND, **INVALID})
-async def message_delete(request: HttpRequest, thread_id: str, message_id: str):
-    """Delete a message of this exact thread; 404 when absent or another thread's."""
-    if not await (await _thread(request, thread_id)).delete_message_async(message_id):
-        raise NotFound("message_id", message_id)
+async def message_delete(request: HttpRequest, thread_id: str, message_id: str, response: HttpResponse):
+    """Delete a message of this exact thread; 404 when absent or another thread's. The memories derived only
+    from it are invalidated or deleted (``OAM_DERIVED_MEMORY_POLICY``, ``memory.provenance``); when any was,
+    the ``OAM-Derived-Memories`` header answers the receipt as JSON (``messages``, ``invalidated``, ``deleted``)."""
+    with provenance.collecting() as derived:
+        if not await (await _thread(request, thread_id)).delete_message_async(message_id):
+            raise NotFound("message_id", message_id)
+    if not derived.empty:
+        response[DERIVED_HEADER] = json.dumps(derived.to_dict(), ensure_ascii=True)
     return Status(204, None)
 
 

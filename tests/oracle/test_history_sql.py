@@ -37,3 +37,19 @@ def test_erasure_deletes_a_subjects_history_in_one_statement(oracle):
     assert sql.startswith('DELETE FROM "OAM_MEMORY_VERSIONS" WHERE')
     assert '"USER_ID" = %s' in sql and '"THREAD_ID" IN (%s)' in sql and '"PROJECT_ID" = %s' in sql
     assert sorted(map(str, params)) == sorted(["u1", "7:t1", "7:m1", "7"])
+
+
+def test_derived_memories_are_matched_by_a_like_on_their_sources(oracle):
+    """``memory.provenance.derived_only_from``: a case-insensitive LIKE on the JSON text (an NCLOB on Oracle)."""
+    from django.db.models import Q
+
+    from memory.models import Memory
+
+    qs = Memory.objects.filter(Q(source_message_ids__icontains='"m1"') | Q(source_message_ids__icontains='"m2"'),
+                               project_id=7)
+    sql, params = qs.query.get_compiler(connection=oracle).as_sql()
+    # UPPER and LIKE take an NCLOB in Oracle SQL; the pattern is bound as NCHAR
+    like = 'UPPER("OAM_MEMORIES"."SOURCE_MESSAGE_IDS") LIKE UPPER(TRANSLATE(%s USING NCHAR_CS)) ESCAPE'
+    assert sql.count(like) == 2
+    assert '"OAM_MEMORIES"."PROJECT_ID" = %s' in sql
+    assert sorted(map(str, params)) == ['%"m1"%', '%"m2"%', "7"]
