@@ -31,7 +31,7 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.responses import Status
 
-from memory import erasure, extraction, provenance, selectors
+from memory import erasure, extraction, portability, provenance, selectors
 from memory.aio import in_worker
 from memory.client import AgentMemory, Thread
 from memory.errors import MAX_SQL_COUNT, InvalidArgument, NotFound
@@ -747,3 +747,23 @@ async def memory_restore(request: HttpRequest, thread_id: str, memory_id: str, v
     thread = await _thread(request, thread_id)
     number = await thread.restore_memory_version_async(memory_id, version)
     return {"version": number, "memory": await in_worker(_written_memory, thread, memory_id)}
+
+
+# --- export (memory.portability) ------------------------------------------------------------------
+
+
+def _export_text(project, user_id: str) -> str:
+    return "".join(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n"
+                   for line in portability.export_lines(project=project, user_id=user_id))
+
+
+@router.get("/users/{user_id}/export", auth=ADMIN, response={200: None, **INVALID}, tags=["export"])
+async def user_export(request: HttpRequest, user_id: str):
+    """One user's memory as JSON Lines (``application/x-ndjson``; the format of ``manage.py export_memory``,
+    ``memory.portability``): threads, messages, images base64, memories, relations, summaries and memory
+    history, never vectors. An admin key with no fixed user or agent (403 otherwise); a user with nothing
+    stored gets the header line only. ``manage.py import_memory`` loads it."""
+    project = _project_admin(request).project
+    text = await in_worker(_export_text, project, user_id)
+    return HttpResponse(text, content_type="application/x-ndjson; charset=utf-8",
+                        headers={"Content-Disposition": 'attachment; filename="memory-export.jsonl"'})

@@ -115,6 +115,7 @@ CASES = {
     ("GET", "/api/erasures/{receipt_id}"): Case(200, 404, 403),
     ("GET", "/api/threads/{thread_id}/memories/{memory_id}/history"): Case(200, 404, 404),
     ("POST", "/api/threads/{thread_id}/memories/{memory_id}/history/{version}/restore"): Case(200, 404, 404),
+    ("GET", "/api/users/{user_id}/export"): Case(200, 200, 403),  # the foreign key exports its own project's u1
 }
 
 

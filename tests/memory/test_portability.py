@@ -161,3 +161,28 @@ def test_bad_files_name_the_line(db, tmp_path):
         call_command("import_memory", str(path), verbosity=0)
     with pytest.raises(CommandError, match="not found|project"):
         call_command("export_memory", user="u", project="nope", output=str(tmp_path / "x"), verbosity=0)
+
+
+def test_an_admin_key_exports_over_http_and_the_file_imports(db, tmp_path, thread):
+    from tests.api.helpers import JsonClient
+    from threads.auth import api_key_create
+
+    thread.add_messages([{"role": "user", "content": "I keep bees", "id": "m1"}])
+    thread.add_memory("Keeps bees", memory_id="bees")
+    admin = JsonClient(headers={"Authorization": f"Bearer {api_key_create(name='a', permission='admin')[1]}"})
+    writer = JsonClient(headers={"Authorization": f"Bearer {api_key_create(name='w')[1]}"})
+    scoped = JsonClient(headers={"Authorization": "Bearer " + api_key_create(
+        name="s", permission="admin", user_id="user-1")[1]})
+    answer = admin.get("/api/users/user-1/export")
+    assert answer.status_code == 200 and answer["Content-Type"].startswith("application/x-ndjson")
+    kinds = [json.loads(text)["kind"] for text in answer.content.decode().splitlines()]
+    assert kinds == ["header", "thread", "message", "memory", "memory_version"]
+    assert writer.get("/api/users/user-1/export").status_code == 403
+    assert scoped.get("/api/users/user-1/export").status_code == 403
+    path = tmp_path / "http.jsonl"
+    path.write_bytes(answer.content)
+    Project.objects.create(slug="elsewhere")
+    call_command("import_memory", str(path), project="elsewhere", verbosity=0)
+    there = AgentMemory(project=Project.objects.get(slug="elsewhere")).get_thread("t-main")
+    assert [m.content for m in there.list_memories()] == ["Keeps bees"]
+    assert [m.id for m in there.get_messages()] == ["m1"]
