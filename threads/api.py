@@ -730,10 +730,12 @@ async def erasure_get(request: HttpRequest, receipt_id: str):
 
 @router.get("/threads/{thread_id}/memories/{memory_id}/history", auth=READ,
             response={200: list[MemoryVersionOut], **NOT_FOUND, **INVALID}, tags=["history"])
+@paginate(Pagination)
 async def memory_history(request: HttpRequest, thread_id: str, memory_id: str):
-    """The history of a memory of this thread, oldest version first: who changed it, when, before -> after and
-    why (``Thread.get_memory_history``). Kept after the memory is deleted, until its user is erased; 404 when
-    the thread has none for that id (or the key may not see it)."""
+    """The history of a memory of this thread, oldest version first (``{"items": [...], "count": N}``, paged by
+    ``limit``/``offset``; the newest 1000 versions at most): who changed it, when, before -> after and why
+    (``Thread.get_memory_history``). Kept after the memory is deleted, until its user is erased; 404 when the
+    thread has none for that id (or the key may not see it)."""
     versions = await (await _thread(request, thread_id)).get_memory_history_async(memory_id)
     return [version.to_dict() for version in versions]
 

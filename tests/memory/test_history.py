@@ -89,7 +89,10 @@ def test_a_memory_edited_through_the_api_the_staff_page_and_extraction_names_eac
 
     over_http = api.get(f"/api/threads/t-h/memories/{mid}/history")
     assert over_http.status_code == 200
-    assert [v["actor"]["kind"] for v in over_http.json()] == ["extraction", "api_key", "staff", "relation"]
+    assert over_http.json()["count"] == 4
+    assert [v["actor"]["kind"] for v in over_http.json()["items"]] == ["extraction", "api_key", "staff", "relation"]
+    page_two = api.get(f"/api/threads/t-h/memories/{mid}/history?limit=2&offset=2").json()["items"]
+    assert [v["version"] for v in page_two] == [3, 4]
     page = browser.get(DETAIL).content.decode()  # the staff thread page shows the timeline
     assert f'id="history-{mid}"' in page and "api_key" in page and username in page
 
