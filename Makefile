@@ -32,6 +32,7 @@ llama: $(BIN)/python
 
 install: install-serve llama
 	$(BIN)/pip install -q -r requirements-dev.txt
+	$(BIN)/pip install -q --no-deps -r requirements-sdk.txt
 
 migrate: install-serve
 	$(BIN)/python manage.py migrate --noinput

@@ -38,6 +38,7 @@ from memory.models import (
     Memory,
     MemoryVersion,
     Message,
+    Profile,
     Project,
     RecordLink,
     SearchChunk,
@@ -446,3 +447,20 @@ class MemoryVersionAdmin(ReadOnlyAdmin):
     list_display = ("memory_id", "version", "action", "actor_kind", "actor_id", "project", "created_at")
     list_filter = ("project", "action", "actor_kind", "created_at")
     search_fields = ("memory_id", "thread_id", "actor_id", "reason")
+@admin.register(Profile)
+class ProfileAdmin(ProjectScopedAdmin):
+    """User and agent profiles (``memory.profiles``; the SDK's ``add_user``/``add_agent``). A delete
+    scrubs the storage afterwards (``erasure.storage_scrub``): the information is about a person."""
+
+    list_display = ("subject_id", "kind", "project", "updated_at")
+    list_filter = ("project", "kind", "updated_at")
+    search_fields = ("subject_id", "information")
+    readonly_fields = ("created_at", "updated_at")
+
+    def delete_model(self, request, obj):
+        super().delete_model(request, obj)
+        erasure.storage_scrub()
+
+    def delete_queryset(self, request, queryset):
+        super().delete_queryset(request, queryset)
+        erasure.storage_scrub()

@@ -27,10 +27,30 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory.errors import InvalidArgument, InvalidType
+from memory.types import NOTSET
 
 
-class MemoryExtractionMode(str, enum.Enum):
-    """When extraction runs (spec: MemoryExtractionMode).
+class _CaseInsensitiveEnum(str, enum.Enum):
+    """A str enum that also takes its members' names and values in any case (the SDK spells values
+    upper case, the HTTP API and stored configs lower case)."""
+
+    @classmethod
+    def _missing_(cls, value):
+        if isinstance(value, str):
+            wanted = value.lower()
+            for name, member in cls.__members__.items():  # aliases included (earlier names)
+                if wanted in (member.value, name.lower()):
+                    return member
+            return cls._LEGACY_VALUES().get(wanted)
+        return None
+
+    @classmethod
+    def _LEGACY_VALUES(cls) -> dict[str, Any]:
+        return {}
+
+
+class MemoryExtractionMode(_CaseInsensitiveEnum):
+    """When extraction runs (SDK: MemoryExtractionMode; values the SDK's in lower case).
 
     ``INLINE``: before ``add_messages``/``update_message`` return.
     ``BACKGROUND``: a Dramatiq actor runs it after the call returns.
@@ -40,30 +60,63 @@ class MemoryExtractionMode(str, enum.Enum):
     BACKGROUND = "background"
 
 
-class BackgroundExtractionQueueFullBehavior(str, enum.Enum):
-    """What a BACKGROUND call does when the extraction queue is full (spec: add_messages Notes).
+class MemoryExtractionImageContext(_CaseInsensitiveEnum):
+    """What extraction sees of a message's images (SDK 26.8: ``MemoryExtractionImageContext``, default DISABLED).
 
-    ``SKIP``: continue at once without queueing (the messages wait for the
-    thread's next extraction). ``WAIT_THEN_SKIP``: wait up to
-    ``background_extraction_queue_put_timeout_seconds`` for room, then skip.
-    ``WAIT_THEN_RAISE``: wait as long, then raise ``TimeoutError``. In every
-    case the raw messages are already stored.
+    ``DISABLED``: nothing. ``IMAGE``: the image itself (needs a vision LLM). ``CAPTION``: its stored
+    description. ``MEMORY``: its description, also stored as a memory. Here extraction reads a message's
+    text parts only, DISABLED's behaviour, whatever the value: the others are accepted and kept so that
+    an SDK application's config constructs (README, "Switching from oracleagentmemory").
     """
 
-    SKIP = "skip"
-    WAIT_THEN_SKIP = "wait_then_skip"
+    DISABLED = "disabled"
+    IMAGE = "image"
+    CAPTION = "caption"
+    MEMORY = "memory"
+
+
+class MemoryLinkExtractionMode(_CaseInsensitiveEnum):
+    """When extracted memories are related to stored ones (SDK 26.8: ``MemoryLinkExtractionMode``).
+
+    ``DISABLED``: never. ``DURING_EXTRACTION``: in the extraction call. ``POST_EXTRACTION`` (default):
+    in a call of its own after it. Here an extracted memory that updates or contradicts a stored one is
+    related to it from the extraction's own decision (``memory.extraction``) unless the mode is DISABLED;
+    the two other modes behave alike.
+    """
+
+    DISABLED = "disabled"
+    DURING_EXTRACTION = "during_extraction"
+    POST_EXTRACTION = "post_extraction"
+
+
+class BackgroundExtractionQueueFullBehavior(_CaseInsensitiveEnum):
+    """What a BACKGROUND call does when the extraction queue is full (SDK: add_messages Notes).
+
+    ``DROP`` (the SDK's default): continue at once without queueing (the messages wait for the
+    thread's next extraction). ``WAIT_THEN_DROP``: wait up to
+    ``background_extraction_queue_put_timeout_seconds`` for room, then drop. ``WAIT_THEN_RAISE``: wait
+    as long, then raise ``TimeoutError``. In every case the raw messages are already stored.
+    ``SKIP``/``WAIT_THEN_SKIP`` (and the values ``skip``/``wait_then_skip`` of configs stored before)
+    are the earlier names of DROP/WAIT_THEN_DROP.
+    """
+
+    DROP = "drop"
+    WAIT_THEN_DROP = "wait_then_drop"
     WAIT_THEN_RAISE = "wait_then_raise"
+    SKIP = "drop"  # alias (earlier name)
+    WAIT_THEN_SKIP = "wait_then_drop"  # alias (earlier name)
+
+    @classmethod
+    def _LEGACY_VALUES(cls) -> dict[str, Any]:
+        return {"skip": cls.DROP, "wait_then_skip": cls.WAIT_THEN_DROP}
 
 
 def _enum(cls: type[enum.Enum], value: Any, field: str) -> enum.Enum:
-    if isinstance(value, cls):
-        return value
-    if isinstance(value, str):
-        for member in cls:
-            if value.lower() in (member.value, member.name.lower()):
-                return member
-    allowed = ", ".join(m.name for m in cls)
-    raise InvalidArgument(field, f"must be one of: {allowed}")
+    try:
+        return cls(value)
+    except ValueError:
+        allowed = ", ".join(m.name for m in cls)
+        raise InvalidArgument(field, f"must be one of: {allowed}") from None
 
 
 def _int(value: Any, field: str) -> int:
@@ -91,71 +144,106 @@ def _inherit(value: Any, field: str) -> bool | tuple[str, ...]:
     return keys
 
 
+#: The resolved default of each ``MemoryExtractionConfig`` field (the SDK 26.8.0 defaults, except
+#: ``enable_context_summary``: the page says "Defaults to True for standalone OracleThread()").
+EXTRACTION_DEFAULTS: dict[str, Any] = {
+    "memory_extraction_window": -1,
+    "context_summary_update_frequency": -1,
+    "memory_extraction_frequency": -1,
+    "memory_extraction_token_limit": 100_000,
+    "extract_memories": True,
+    "enable_context_summary": True,
+    "memory_extraction_custom_instructions": None,
+    "memory_link_extraction_custom_instructions": None,
+    "memory_extraction_image_context": MemoryExtractionImageContext.DISABLED,
+    "memory_extraction_inherit_message_metadata": True,
+    "extraction_mode": MemoryExtractionMode.BACKGROUND,
+    "memory_link_extraction_mode": MemoryLinkExtractionMode.POST_EXTRACTION,
+    "memory_link_extraction_token_limit": 100_000,
+    "background_extraction_queue_full_behavior": BackgroundExtractionQueueFullBehavior.DROP,
+    "background_extraction_queue_put_timeout_seconds": 300.0,
+}
+
+
 @dataclass(frozen=True)
 class MemoryExtractionConfig:
-    """Thread-level automatic extraction settings (spec: OracleThread ``memory_extraction_config``).
+    """Thread-level automatic extraction settings (SDK 26.8.0: ``MemoryExtractionConfig``; the fields, their
+    order and their resolved defaults are the SDK's).
 
-    * ``extract_memories`` (True): extraction on at all. It also needs an LLM
-      (the thread's, its client's, or ``settings.OAM_LLM_*``).
-    * ``extraction_mode`` (BACKGROUND): the spec gives no default; this is a
-      server, where an HTTP ``add_messages`` should not wait for an LLM.
-    * ``memory_extraction_frequency`` (-1): new messages after which extraction
-      is due; <= 0 means once per ``add_messages`` call, over its whole batch.
-    * ``memory_extraction_window`` (-1, spec): messages the LLM sees per call,
-      the newest (target) ones included; <= 0: the batch alone. A longer range
-      is split into calls of at most this many targets; earlier messages fill
-      the rest of the window as context.
-    * ``memory_extraction_token_limit`` (3000): prompt cap in tokens
-      (``memory.chunking.estimate_tokens``). A range that does not fit is
-      split over several calls; only a single message larger than the cap is
-      cut. <= 0 disables the cap. 3000 leaves a 4096-token local model room to
-      answer; the spec gives no default.
-    * ``enable_context_summary`` (True, spec) and
-      ``context_summary_update_frequency`` (-1, spec): the durable summary is
-      refreshed after a due extraction (``memory.context``) and a summary from
-      before the target messages is extraction context.
-    * ``memory_extraction_custom_instructions`` (None): appended to the system prompt.
-    * ``memory_extraction_inherit_message_metadata`` (True, spec): extracted
-      memories inherit their source messages' metadata: all keys (True), the
-      listed top-level keys, or none (False). A value is inherited only when it
-      matches across all of a memory's source messages (the spec's rule, applied
-      per memory since each memory records its own sources).
-    * ``background_extraction_queue_full_behavior`` (WAIT_THEN_SKIP) and
-      ``background_extraction_queue_put_timeout_seconds`` (10.0): see
+    Every field defaults to ``NOTSET`` ("not given"); the instance reads the resolved default
+    (``EXTRACTION_DEFAULTS``) in its place, and remembers which fields were given (``given_fields``), so
+    that a thread's config laid over its client's takes from the thread only what the thread set, field
+    by field (``merged_over``), as the SDK resolves them.
+
+    * ``memory_extraction_window`` (-1): messages the LLM sees per call, the newest (target) ones
+      included; <= 0: the batch alone. A longer range is split into calls of at most this many targets.
+    * ``context_summary_update_frequency`` (-1) and ``enable_context_summary`` (True; the page: "Defaults
+      to True for standalone OracleThread()"): the durable summary is refreshed after a due extraction
+      (``memory.context``) and a summary from before the target messages is extraction context.
+    * ``memory_extraction_frequency`` (-1): new messages after which extraction is due; <= 0 means once
+      per ``add_messages`` call, over its whole batch.
+    * ``memory_extraction_token_limit`` (100,000): prompt cap in tokens. A range that does not fit is
+      split over several calls; only a single message larger than the cap is cut. <= 0 disables it.
+    * ``extract_memories`` (True): extraction on at all. It also needs an LLM.
+    * ``memory_extraction_custom_instructions`` / ``memory_link_extraction_custom_instructions`` (None):
+      appended to the extraction / linking system prompt.
+    * ``memory_extraction_image_context`` (DISABLED): ``MemoryExtractionImageContext``.
+    * ``memory_extraction_inherit_message_metadata`` (True): extracted memories inherit their source
+      messages' metadata: all keys (True), the listed top-level keys, or none (False), when it matches
+      across all of a memory's source messages.
+    * ``extraction_mode`` (BACKGROUND): ``MemoryExtractionMode``.
+    * ``memory_link_extraction_mode`` (POST_EXTRACTION) and ``memory_link_extraction_token_limit``
+      (100,000): ``MemoryLinkExtractionMode``.
+    * ``background_extraction_queue_full_behavior`` (DROP) and
+      ``background_extraction_queue_put_timeout_seconds`` (300.0): see
       ``BackgroundExtractionQueueFullBehavior``; the capacity is
       ``settings.OAM_EXTRACTION_QUEUE_CAPACITY`` queued jobs.
 
-    Raises TypeError/ValueError (naming the field) for bad values.
+    Raises ValueError (naming the field) for a bad value, as the SDK does (TypeError for a non-bool
+    ``extract_memories``/``enable_context_summary``, a non-int count, non-string instructions).
     """
 
-    extract_memories: bool = True
-    extraction_mode: MemoryExtractionMode = MemoryExtractionMode.BACKGROUND
-    memory_extraction_frequency: int = -1
-    memory_extraction_window: int = -1
-    memory_extraction_token_limit: int = 3000
-    enable_context_summary: bool = True
-    context_summary_update_frequency: int = -1
-    memory_extraction_custom_instructions: str | None = None
-    memory_extraction_inherit_message_metadata: bool | tuple[str, ...] = True
-    background_extraction_queue_full_behavior: BackgroundExtractionQueueFullBehavior = (
-        BackgroundExtractionQueueFullBehavior.WAIT_THEN_SKIP
-    )
-    background_extraction_queue_put_timeout_seconds: float = 10.0
+    memory_extraction_window: int = NOTSET
+    context_summary_update_frequency: int = NOTSET
+    memory_extraction_frequency: int = NOTSET
+    memory_extraction_token_limit: int = NOTSET
+    extract_memories: bool = NOTSET
+    enable_context_summary: bool = NOTSET
+    memory_extraction_custom_instructions: str | None = NOTSET
+    memory_link_extraction_custom_instructions: str | None = NOTSET
+    memory_extraction_image_context: MemoryExtractionImageContext = NOTSET
+    memory_extraction_inherit_message_metadata: bool | tuple[str, ...] = NOTSET
+    extraction_mode: MemoryExtractionMode = NOTSET
+    memory_link_extraction_mode: MemoryLinkExtractionMode = NOTSET
+    memory_link_extraction_token_limit: int = NOTSET
+    background_extraction_queue_full_behavior: BackgroundExtractionQueueFullBehavior = NOTSET
+    background_extraction_queue_put_timeout_seconds: float = NOTSET
 
     def __post_init__(self):
         set_ = object.__setattr__  # frozen: normalise in place once
+        given = frozenset(f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not NOTSET)
+        set_(self, "_given", given)
+        for name in EXTRACTION_DEFAULTS:
+            if getattr(self, name) is NOTSET:
+                set_(self, name, EXTRACTION_DEFAULTS[name])
         _bool(self.extract_memories, "extract_memories")
         _bool(self.enable_context_summary, "enable_context_summary")
         set_(self, "extraction_mode", _enum(MemoryExtractionMode, self.extraction_mode, "extraction_mode"))
+        set_(self, "memory_extraction_image_context",
+             _enum(MemoryExtractionImageContext, self.memory_extraction_image_context,
+                   "memory_extraction_image_context"))
+        set_(self, "memory_link_extraction_mode",
+             _enum(MemoryLinkExtractionMode, self.memory_link_extraction_mode, "memory_link_extraction_mode"))
         set_(self, "background_extraction_queue_full_behavior",
              _enum(BackgroundExtractionQueueFullBehavior, self.background_extraction_queue_full_behavior,
                    "background_extraction_queue_full_behavior"))
         for name in ("memory_extraction_frequency", "memory_extraction_window", "memory_extraction_token_limit",
-                     "context_summary_update_frequency"):
+                     "context_summary_update_frequency", "memory_link_extraction_token_limit"):
             _int(getattr(self, name), name)
-        instructions = self.memory_extraction_custom_instructions
-        if instructions is not None and not isinstance(instructions, str):
-            raise InvalidType("memory_extraction_custom_instructions", "must be a string or None")
+        for name in ("memory_extraction_custom_instructions", "memory_link_extraction_custom_instructions"):
+            instructions = getattr(self, name)
+            if instructions is not None and not isinstance(instructions, str):
+                raise InvalidType(name, "must be a string or None")
         set_(self, "memory_extraction_inherit_message_metadata",
              _inherit(self.memory_extraction_inherit_message_metadata, "memory_extraction_inherit_message_metadata"))
         timeout = self.background_extraction_queue_put_timeout_seconds
@@ -163,6 +251,25 @@ class MemoryExtractionConfig:
             raise InvalidType("background_extraction_queue_put_timeout_seconds", "must be a finite number")
         if timeout < 0:
             raise InvalidArgument("background_extraction_queue_put_timeout_seconds", "must be 0 or more")
+
+    @property
+    def given_fields(self) -> frozenset[str]:
+        """Names of the fields the caller set (the others hold their resolved defaults)."""
+        return self._given
+
+    def merged_over(self, base: MemoryExtractionConfig | None) -> MemoryExtractionConfig:
+        """This config laid over ``base`` field by field: each field from this config when it was given
+        here, else from ``base`` when given there, else its default (the SDK's client + thread resolution:
+        client ``extract_memories=False`` with thread ``extraction_mode=INLINE`` keeps extraction off)."""
+        if base is None:
+            return self
+        values = {}
+        for f in dataclasses.fields(self):
+            if f.name in self._given:
+                values[f.name] = getattr(self, f.name)
+            elif f.name in base.given_fields:
+                values[f.name] = getattr(base, f.name)
+        return type(self)(**values)
 
     @property
     def is_background(self) -> bool:
@@ -186,7 +293,7 @@ class MemoryExtractionConfig:
         """Read the fields present in a ``Thread.config`` (other keys ignored) over ``default``."""
         known = {f.name for f in dataclasses.fields(cls)}
         given = {k: v for k, v in (config or {}).items() if k in known and v is not None}
-        return dataclasses.replace(default or cls(), **given)
+        return cls(**given).merged_over(default)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MemoryExtractionConfig:
@@ -248,5 +355,5 @@ def resolve_extraction_config(
             DeprecationWarning,
             stacklevel=stacklevel,
         )
-        return dataclasses.replace(base or MemoryExtractionConfig(), **inline)
+        return MemoryExtractionConfig(**inline).merged_over(base)
     return config

@@ -10,7 +10,7 @@ Validation cannot be disabled").
 Pillow only ever sees bytes that already passed the size limit, and only
 inside ``validate_image``:
 
-1. ``len(data) <= max_image_bytes`` (before Pillow sees anything);
+1. ``len(data) <= max_raw_image_bytes`` (before Pillow sees anything);
 2. ``Image.open`` restricted to the PNG, JPEG and WEBP plugins (no other
    decoder touches the bytes) reads the header; ``width * height`` must not
    exceed ``max_image_pixels`` (checked here, not left to Pillow's global
@@ -40,7 +40,7 @@ from PIL import Image as PilImage
 
 from memory.prompts import CAPTION_SYSTEM_PROMPT, CAPTION_USER_PROMPT
 from memory.errors import InvalidArgument, InvalidType
-from memory.types import ImageMimeType
+from memory.types import NOTSET, ImageMimeType
 
 logger = logging.getLogger(__name__)
 
@@ -58,50 +58,87 @@ _PLUGINS = ("PNG", "JPEG", "WEBP")
 ALLOWED_MIME_TYPES = ", ".join(m.value for m in ImageMimeType)
 
 
+MIB = 1024 * 1024
+#: Resolved defaults and absolute maxima of ``ImageInputLimitConfig`` (the SDK 26.8.0 values;
+#: ``max_image_pixels`` is ours).
+IMAGE_LIMIT_DEFAULTS = {
+    "max_raw_image_bytes": 10 * MIB,
+    "max_images_per_llm_request": 100,
+    "max_total_raw_image_bytes_per_llm_request": 100 * MIB,
+    "max_image_pixels": 50_000_000,
+}
+IMAGE_LIMIT_MAXIMA = {
+    "max_raw_image_bytes": 32 * MIB,
+    "max_images_per_llm_request": 512,
+    "max_total_raw_image_bytes_per_llm_request": 256 * MIB,
+    "max_image_pixels": 200_000_000,
+}
+#: Field names of configs stored before the SDK's names were adopted.
+_EARLIER_NAMES = {"max_image_bytes": "max_raw_image_bytes", "max_images_per_request": "max_images_per_llm_request",
+                  "max_request_image_bytes": "max_total_raw_image_bytes_per_llm_request"}
+
+
 @dataclass(frozen=True)
 class ImageInputLimitConfig:
-    """Limits on raw images and on LLM requests that carry images (spec: ``image_input_limit_config``).
+    """Limits on raw images and on LLM requests that carry images (SDK 26.8.0: ``ImageInputLimitConfig``;
+    field names, order, defaults and maxima are the SDK's).
 
-    * ``max_image_bytes`` (20 MiB): largest accepted image, raw bytes. Also the
-      largest image OpenAI's chat API takes.
-    * ``max_image_pixels`` (50,000,000): largest ``width * height``; larger is a
-      decompression bomb (a few KB of PNG can declare gigapixels). 50 MP is
-      above any phone camera; decoding one RGBA image of that size needs about
-      200 MB.
-    * ``max_images_per_request`` (8): images in one LLM request.
-    * ``max_request_image_bytes`` (20 MiB): raw image bytes in one LLM request,
-      all images together (base64 makes the request about 4/3 of that).
+    * ``max_raw_image_bytes`` (10 MiB, at most 32 MiB): largest accepted image, raw bytes.
+    * ``max_images_per_llm_request`` (100, at most 512): images in one LLM request.
+    * ``max_total_raw_image_bytes_per_llm_request`` (100 MiB, at most 256 MiB): raw image bytes in one
+      LLM request, all images together (base64 makes the request about 4/3 of that).
+    * ``max_image_pixels`` (ours: 50,000,000, at most 200,000,000): largest ``width * height``; larger is
+      a decompression bomb (a few KB of PNG can declare gigapixels). Decoding one RGBA image of 50 MP
+      needs about 200 MB.
 
-    Every field is an int of at least 1: validation cannot be disabled. A
-    caption request carries one image, so it needs ``max_images_per_request
-    >= 1`` and the image within ``max_request_image_bytes``.
-    Raises TypeError for a non-int, ValueError for a value below 1.
+    Every field defaults to ``NOTSET`` (the resolved default is read in its place; ``given_fields``
+    names the fields set, for field-by-field resolution, ``merged_over``). Each must be a positive
+    int no larger than its maximum: validation cannot be disabled. ValueError otherwise (also for a
+    non-int, as the SDK does).
     """
 
-    max_image_bytes: int = 20 * 1024 * 1024
-    max_image_pixels: int = 50_000_000
-    max_images_per_request: int = 8
-    max_request_image_bytes: int = 20 * 1024 * 1024
+    max_raw_image_bytes: int = NOTSET
+    max_images_per_llm_request: int = NOTSET
+    max_total_raw_image_bytes_per_llm_request: int = NOTSET
+    max_image_pixels: int = NOTSET
 
     def __post_init__(self):
+        given = frozenset(f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not NOTSET)
+        object.__setattr__(self, "_given", given)
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise InvalidType(f.name, f"must be an int, not {type(value).__name__}")
-            if value < 1:
-                raise InvalidArgument(f.name, "must be at least 1 (image validation cannot be disabled)")
+            if value is NOTSET:
+                object.__setattr__(self, f.name, IMAGE_LIMIT_DEFAULTS[f.name])
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise InvalidArgument(f.name, "must be a positive integer (image validation cannot be disabled)")
+            if value > IMAGE_LIMIT_MAXIMA[f.name]:
+                raise InvalidArgument(f.name, f"exceeds the maximum of {IMAGE_LIMIT_MAXIMA[f.name]}")
+
+    @property
+    def given_fields(self) -> frozenset[str]:
+        """Names of the fields the caller set."""
+        return self._given
+
+    def merged_over(self, base: ImageInputLimitConfig | None) -> ImageInputLimitConfig:
+        """This config laid over ``base`` field by field (given here, else given in ``base``, else default)."""
+        if base is None:
+            return self
+        return type(self)(**{f.name: getattr(self if f.name in self._given else base, f.name)
+                             for f in dataclasses.fields(self) if f.name in self._given | base.given_fields})
 
     def to_thread_config(self) -> dict[str, int]:
-        """The JSON stored under ``Thread.config["image_input_limit_config"]``."""
-        return dataclasses.asdict(self)
+        """The JSON stored under ``Thread.config["image_input_limit_config"]``: the given fields."""
+        return {name: getattr(self, name) for name in sorted(self._given)}
 
     @classmethod
     def from_thread_config(cls, config: Mapping[str, Any] | None,
                            default: ImageInputLimitConfig | None = None) -> ImageInputLimitConfig:
-        """The limits stored in a ``Thread.config`` laid over ``default`` (the client's, else the defaults)."""
+        """The limits stored in a ``Thread.config`` laid over ``default`` (the client's) field by field."""
         stored = (config or {}).get(THREAD_CONFIG_KEY) or {}
         known = {f.name for f in dataclasses.fields(cls)}
-        return dataclasses.replace(default or cls(), **{k: v for k, v in stored.items() if k in known})
+        values = {_EARLIER_NAMES.get(k, k): v for k, v in stored.items()}
+        return cls(**{k: v for k, v in values.items() if k in known}).merged_over(default)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ImageInputLimitConfig:
@@ -207,10 +244,10 @@ def validate_image(data: Any, mime_type: Any = None, *, limits: ImageInputLimitC
     declared = check_mime_type(mime_type, mime_field)
     if not data:
         raise InvalidArgument(field, "is empty")
-    if len(data) > limits.max_image_bytes:
+    if len(data) > limits.max_raw_image_bytes:
         raise InvalidArgument(
-            field, f"is {len(data)} bytes; the limit is {limits.max_image_bytes} bytes "
-            "(ImageInputLimitConfig.max_image_bytes)")
+            field, f"is {len(data)} bytes; the limit is {limits.max_raw_image_bytes} bytes "
+            "(ImageInputLimitConfig.max_raw_image_bytes)")
     detected, width, height = _inspect(data, limits, field)
     if declared is not None and declared is not detected:
         raise InvalidArgument(mime_field, f"declared {declared.value} but the bytes are {detected.value}")
@@ -267,15 +304,15 @@ CAPTION_MAX_TOKENS = 200
 
 def check_llm_request(images: list[ValidImage], limits: ImageInputLimitConfig, field: str = "image") -> None:
     """Refuse an LLM request whose images break ``limits`` (count, raw bytes together); ValueError naming ``field``."""
-    if len(images) > limits.max_images_per_request:
+    if len(images) > limits.max_images_per_llm_request:
         raise InvalidArgument(
-            field, f"{len(images)} images in one LLM request; the limit is {limits.max_images_per_request} "
-            "(ImageInputLimitConfig.max_images_per_request)")
+            field, f"{len(images)} images in one LLM request; the limit is {limits.max_images_per_llm_request} "
+            "(ImageInputLimitConfig.max_images_per_llm_request)")
     total = sum(img.size_bytes for img in images)
-    if total > limits.max_request_image_bytes:
+    if total > limits.max_total_raw_image_bytes_per_llm_request:
         raise InvalidArgument(
-            field, f"{total} image bytes in one LLM request; the limit is {limits.max_request_image_bytes} "
-            "(ImageInputLimitConfig.max_request_image_bytes); pass a description instead")
+            field, f"{total} image bytes in one LLM request; the limit is {limits.max_total_raw_image_bytes_per_llm_request} "
+            "(ImageInputLimitConfig.max_total_raw_image_bytes_per_llm_request); pass a description instead")
 
 
 def data_uri(image: ValidImage) -> str:

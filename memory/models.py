@@ -471,3 +471,27 @@ class MemoryVersion(models.Model):
 
     def __str__(self) -> str:
         return f"memory version {public_id(self.memory_id)}#{self.version}"
+class Profile(models.Model):
+    """A user or agent profile of a project (SDK: ``add_user``/``add_agent``, ``UserProfileRecord``/
+    ``AgentProfileRecord``): free-form ``information`` about one user or agent, and its ``metadata``.
+
+    One row per (project, kind, subject id); a second ``add_user`` of the same id replaces it. Profiles
+    are not scoped to threads and are not searchable; ``delete_user``/``delete_agent`` (and an erasure,
+    ``memory.profiles.erase_profiles``) delete them.
+    """
+
+    project = _project_field()
+    kind = models.CharField(max_length=8, choices=_choices(("user", "agent")))
+    subject_id = models.CharField(max_length=255)
+    information = models.TextField()
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "oam_profiles"
+        ordering = ["created_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["project", "kind", "subject_id"], name="oam_profile_subject_uq")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} profile {self.pk}"

@@ -11,55 +11,74 @@ from __future__ import annotations
 from xml.sax.saxutils import escape
 
 
+def _status(value) -> str:
+    return value.value if hasattr(value, "value") else str(value)
+
+
+def _indent(text: str, pad: str) -> str:
+    """Prefix every line of ``text`` with ``pad`` (empty lines too, as the SDK's renderer does)."""
+    return "\n".join(pad + line for line in text.split("\n"))
+
+
 def render_record(record, indent: int = 0) -> str:
-    """Return ``record`` (a ``Message`` or ``MemoryRecord``) as an XML-like element."""
-    pad = " " * indent
-    inner = pad + "  "
+    """Return ``record`` (a ``Message``, ``MemoryRecord`` or ``ImageRecord``) as an XML-like element.
+
+    ``indent`` spaces prefix every line, those inside a multi-line content included (the SDK's layout).
+    """
     tag = record.record_type
-    lines = [f"{pad}<{tag}>", f"{inner}<record_id>{escape(record.id or '')}</record_id>"]
+    lines = [f"<{tag}>", f"  <record_id>{escape(record.id or '')}</record_id>"]
     if record.timestamp:
-        lines.append(f"{inner}<timestamp>{escape(record.timestamp)}</timestamp>")
+        lines.append(f"  <timestamp>{escape(record.timestamp)}</timestamp>")
     if tag == "message":
-        lines.append(f"{inner}<role>{escape(record.role)}</role>")
-    lines.append(f"{inner}<status>{escape(record.status)}</status>")
-    lines.append(f"{inner}<content>{escape(record.text)}</content>")
-    lines.append(f"{pad}</{tag}>")
-    return "\n".join(lines)
+        lines.append(f"  <role>{escape(record.role)}</role>")
+    lines.append(f"  <status>{escape(_status(record.status))}</status>")
+    lines.append(f"  <content>{escape(record.text)}</content>")
+    lines.append(f"</{tag}>")
+    return _indent("\n".join(lines), " " * indent)
 
 
 def render_recent_message(message, indent: int = 0) -> str:
-    """Return a ``Message`` as a ``<recent_messages>`` entry: timestamp (``-`` when unknown), role, content."""
-    pad = " " * indent
-    inner = pad + "  "
-    return "\n".join([
-        f"{pad}<message>",
-        f"{inner}<timestamp>{escape(message.timestamp or '-')}</timestamp>",
-        f"{inner}<role>{escape(message.role)}</role>",
-        f"{inner}<content>{escape(message.text)}</content>",
-        f"{pad}</message>",
-    ])
+    """Return a ``Message`` as a ``<recent_messages>`` entry: timestamp (``-`` when unknown), role, and its
+    text with runs of whitespace (newlines included) made single spaces."""
+    return _indent("\n".join([
+        "<message>",
+        f"  <timestamp>{escape(message.timestamp or '-')}</timestamp>",
+        f"  <role>{escape(message.role)}</role>",
+        f"  <content>{escape(' '.join(message.text.split()))}</content>",
+        "</message>",
+    ]), " " * indent)
 
 
 def render_context_card(card) -> str:
-    """Return a ``ContextCard`` as ``<context_card>`` text, or '' when it holds nothing.
+    """Return a ``ContextCard`` as ``<context_card>`` text, or '' when it holds nothing: the layout of the
+    SDK 26.8.0 renderer (``OracleContextCard.content``), compared in tests/memory/test_sdk_parity.py.
 
-    Sections, in this order and each only when it has something:
-    ``<topics>`` (one ``<topic>`` each), ``<summary>``, ``<relevant_information>``
-    (``render_record`` per result, best first) and ``<recent_messages>``
+    Empty means no summary text, no topics list, no relevant results and no recent messages (empty lists
+    count as none). Otherwise, in this order: ``<topics>`` always (one ``<topic>`` per non-blank topic,
+    ``<topics></topics>`` when there is none); ``<summary>`` always (the stripped summary, each line
+    indented, on lines of its own; ``<summary></summary>`` when blank); ``<relevant_information>`` always
+    (``render_record`` per result, best first); ``<recent_messages>`` only when there are some
     (``render_recent_message`` per message, oldest first).
     """
+    if not card.summary and not card.topics and not card.relevant_results and not card.recent_messages:
+        return ""
     sections: list[str] = []
-    topics = [t for t in (card.topics or []) if t]
+    topics = [t for t in (card.topics or []) if t and t.strip()]
     if topics:
         sections.append("\n".join(["  <topics>", *(f"    <topic>{escape(t)}</topic>" for t in topics), "  </topics>"]))
-    if card.summary:
-        sections.append(f"  <summary>{escape(card.summary)}</summary>")
+    else:
+        sections.append("  <topics></topics>")
+    summary = (card.summary or "").strip()
+    if summary:
+        sections.append("\n".join(["  <summary>", _indent(escape(summary), "    "), "  </summary>"]))
+    else:
+        sections.append("  <summary></summary>")
     if card.relevant_results:
         records = [render_record(getattr(r, "record", r), indent=4) for r in card.relevant_results]
         sections.append("\n".join(["  <relevant_information>", *records, "  </relevant_information>"]))
+    else:
+        sections.append("  <relevant_information></relevant_information>")
     if card.recent_messages:
         messages = [render_recent_message(m, indent=4) for m in card.recent_messages]
         sections.append("\n".join(["  <recent_messages>", *messages, "  </recent_messages>"]))
-    if not sections:
-        return ""
     return "\n".join(["<context_card>", *sections, "</context_card>"])

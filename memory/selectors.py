@@ -25,6 +25,7 @@ from memory.types import (
     ImageMimeType,
     ImageRecord,
     MemoryRecord,
+    memory_record,
     Message as MessageDTO,
     TextContent,
 )
@@ -110,7 +111,7 @@ def message_dto(row: Message) -> MessageDTO:
 
 def memory_dto(row: Memory) -> MemoryRecord:
     """A ``MemoryRecord`` from a stored row; timestamp falls back to the creation time."""
-    return MemoryRecord(
+    return memory_record(
         id=public_id(row.pk),
         content=row.content,
         memory_type=row.memory_type,

@@ -2,8 +2,9 @@
 
 Spec rules (add_messages, add_memory, update_message, update_memory):
 
-* ``ttl_days`` omitted: the schema default (``MemoryRetentionConfig.default_ttl_days``;
-  none set means no expiry).
+* ``ttl_days`` omitted: the schema default (``MemoryRetentionConfig.default_ttl_days``);
+  with none set, ``max_ttl_days`` when that is set (SDK 26.8.0), else no expiry.
+* ``ttl_days=0``: expires at once (the record is stored, and is not live).
 * ``ttl_days=None``: ``max_ttl_days`` when the retention configuration sets
   one, else no expiry.
 * ``ttl_days`` above ``max_ttl_days`` is clamped to it with a ``UserWarning``.
@@ -25,7 +26,8 @@ from memory.types import NOTSET, MemoryRetentionConfig, TimeToLiveAnchor
 
 
 def parse_timestamp(value: str | None) -> dt.datetime | None:
-    """Parse an ISO-8601 string to an aware UTC datetime; None when absent or not ISO-8601."""
+    """Parse an ISO-8601 string to an aware UTC datetime; None when absent, not ISO-8601, or outside the
+    years 1-9999 once in UTC (``0001-01-01T00:00:00+14:00``: Python's datetime cannot hold it)."""
     if value is None:
         return None
     try:
@@ -39,7 +41,10 @@ def parse_timestamp(value: str | None) -> dt.datetime | None:
             return None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=dt.timezone.utc)
-    return parsed.astimezone(dt.timezone.utc)
+    try:
+        return parsed.astimezone(dt.timezone.utc)
+    except OverflowError:
+        return None
 
 
 def check_timestamp(value: Any, field: str = "timestamp") -> str | None:
@@ -62,17 +67,20 @@ def resolve_ttl_days(ttl_days: Any, retention: MemoryRetentionConfig, field: str
     """Apply the retention rules to a ``ttl_days`` argument (NOTSET, None or int).
 
     Returns the effective number of days, or None for "never expires".
-    Raises TypeError for a non-int and ValueError for a value below 1.
+    Raises TypeError for a non-int and ValueError for a negative value. The
+    same results as the SDK's retention helpers on every case of
+    tests/memory/test_sdk_parity.py (the SDK coerces a bool, float or numeric
+    string; those are a TypeError here).
     """
     if ttl_days is NOTSET:
-        days = retention.default_ttl_days
+        days = retention.default_ttl_days if retention.default_ttl_days is not None else retention.max_ttl_days
     elif ttl_days is None:
         return retention.max_ttl_days
     else:
         if not isinstance(ttl_days, int) or isinstance(ttl_days, bool):
             raise InvalidType(field, f"must be an int or None, not {type(ttl_days).__name__}")
-        if ttl_days < 1:
-            raise InvalidArgument(field, "must be at least 1 day")
+        if ttl_days < 0:
+            raise InvalidArgument(field, "must be 0 or more days (0: expires at once)")
         days = ttl_days
     if days is not None and retention.max_ttl_days is not None and days > retention.max_ttl_days:
         warnings.warn(

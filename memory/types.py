@@ -110,9 +110,33 @@ class Message:
         return "\n".join(p.text for p in self.content if isinstance(p, TextContent))
 
 
+class Record:
+    """Base of the stored record types (SDK: ``oracleagentmemory.apis.Record``).
+
+    ``linked_results`` is empty on records: linked memories of a search hit are on the
+    ``SearchResult`` (``SearchResult.linked_results``).
+    """
+
+    @property
+    def linked_results(self) -> tuple:
+        return ()
+
+
 @dataclass
-class MemoryRecord:
-    """A stored memory-like record: memory, fact, guideline or preference."""
+class MessageRecord(Message, Record):
+    """A stored message as the SDK's ``MessageRecord``: a ``Message`` with its scope and sequence number
+    (``seq_no``: its 0-based position in the thread, None when not read)."""
+
+    user_id: str | None = None
+    agent_id: str | None = None
+    seq_no: int | None = None
+
+
+@dataclass
+class MemoryRecord(Record):
+    """A stored memory-like record: memory, fact, guideline or preference (SDK: ``MemoryRecord``; the
+    other three types are its subclasses ``FactRecord``, ``GuidelineRecord`` and ``PreferenceRecord``,
+    and reads return the subclass of the record's type)."""
 
     id: str
     content: str
@@ -137,7 +161,39 @@ class MemoryRecord:
 
 
 @dataclass
-class ImageRecord:
+class FactRecord(MemoryRecord):
+    """A stored fact (SDK: ``FactRecord``)."""
+
+    memory_type: str = "fact"
+
+
+@dataclass
+class GuidelineRecord(MemoryRecord):
+    """A stored guideline (SDK: ``GuidelineRecord``)."""
+
+    memory_type: str = "guideline"
+
+
+@dataclass
+class PreferenceRecord(MemoryRecord):
+    """A stored preference (SDK: ``PreferenceRecord``)."""
+
+    memory_type: str = "preference"
+
+
+#: The record class of each memory type.
+MEMORY_RECORD_CLASSES: dict[str, type[MemoryRecord]] = {
+    "memory": MemoryRecord, "fact": FactRecord, "guideline": GuidelineRecord, "preference": PreferenceRecord,
+}
+
+
+def memory_record(**fields: Any) -> MemoryRecord:
+    """A ``MemoryRecord`` of the subclass its ``memory_type`` names (``memory`` when omitted)."""
+    return MEMORY_RECORD_CLASSES.get(fields.get("memory_type", "memory"), MemoryRecord)(**fields)
+
+
+@dataclass
+class ImageRecord(Record):
     """A stored image (spec: list_images -> ImageRecord).
 
     ``bytes`` is None unless the read asked for it (``list_images(image_id=...,
@@ -172,25 +228,63 @@ class ImageRecord:
         """The searchable text: the description ('' when there is none)."""
         return self.description or ""
 
+    @property
+    def content(self) -> str | None:
+        """The description, the image's searchable text (SDK: ``ImageRecord.content``)."""
+        return self.description
+
+
+@dataclass
+class UserProfileRecord(Record):
+    """A user's profile (SDK: ``UserProfileRecord``): ``id`` the user id, ``content`` the information."""
+
+    id: str
+    content: str | None = None
+    timestamp: str | None = None
+    metadata: dict[str, Any] | None = None
+    status: str = RecordStatus.VALID.value
+
+    record_type = "user_profile"
+
+
+@dataclass
+class AgentProfileRecord(Record):
+    """An agent's profile (SDK: ``AgentProfileRecord``): ``id`` the agent id, ``content`` the information."""
+
+    id: str
+    content: str | None = None
+    timestamp: str | None = None
+    metadata: dict[str, Any] | None = None
+    status: str = RecordStatus.VALID.value
+
+    record_type = "agent_profile"
+
 
 @dataclass(frozen=True)
 class MemoryRetentionConfig:
-    """Retention rules (spec: MemoryRetentionConfig).
+    """Retention rules (SDK: MemoryRetentionConfig).
 
-    ``default_ttl_days``: the schema default used when ``ttl_days`` is omitted
-    (None: records do not expire). ``max_ttl_days``: the cap; larger values are
-    clamped to it with a warning, and an explicit ``ttl_days=None`` resolves to
-    it when set.
+    ``default_ttl_days``: the schema default used when ``ttl_days`` is omitted. ``max_ttl_days``: the
+    cap; larger values are clamped to it with a warning, an explicit ``ttl_days=None`` resolves to it,
+    and so does an omitted one when no default is set. Both default to ``NOTSET``, read as None (no
+    default, no cap). Each is an int of 0 or more (0: records expire at once) or None; the default may
+    not exceed the cap. ValueError otherwise, as the SDK (``memory.ttl.resolve_ttl_days`` applies them).
     """
 
-    default_ttl_days: int | None = None
-    max_ttl_days: int | None = None
+    default_ttl_days: int | None = NOTSET
+    max_ttl_days: int | None = NOTSET
 
     def __post_init__(self):
         for name in ("default_ttl_days", "max_ttl_days"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise ValueError(f"{name} must be a positive int or None")
+            if value is NOTSET:
+                object.__setattr__(self, name, None)
+            elif value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                raise ValueError(f"memory_retention_config.{name} must be a non-negative integer or None")
+        if (self.default_ttl_days is not None and self.max_ttl_days is not None
+                and self.default_ttl_days > self.max_ttl_days):
+            raise ValueError("memory_retention_config.default_ttl_days must be less than or equal to "
+                             "memory_retention_config.max_ttl_days")
 
 
 @dataclass(frozen=True)
@@ -214,18 +308,23 @@ class SearchScope:
 
 @dataclass(frozen=True)
 class MemorySearchConfig:
-    """Default search settings of a thread (spec: MemorySearchConfig).
+    """Default search settings of a thread (SDK: MemorySearchConfig, whose fields come first).
 
-    ``max_results`` defaults to 10; token budgets are off (None) by default.
-    ``mode`` (an OAM Site extension) ranks by VECTOR, KEYWORD or HYBRID
-    (vector and keyword fused, ``memory.search``); None uses
+    Token budgets are off (``NOTSET``, read as None) by default. ``max_results`` (the SDK's
+    ``TopKMemorySearchConfig`` field) defaults to 10. ``mode`` (an OAM Site extension) ranks by VECTOR,
+    KEYWORD or HYBRID (vector and keyword fused, ``memory.search``); None uses
     ``settings.OAM_SEARCH_MODE``, HYBRID unless configured.
     """
 
+    token_budget: int | None = NOTSET
+    soft_token_budget: int | None = NOTSET
     max_results: int = 10
-    token_budget: int | None = None
-    soft_token_budget: int | None = None
     mode: str | None = None
+
+    def __post_init__(self):
+        for name in ("token_budget", "soft_token_budget"):
+            if getattr(self, name) is NOTSET:
+                object.__setattr__(self, name, None)
 
 
 class _RecordView:
@@ -283,15 +382,17 @@ class RecordRelation:
 
 @dataclass
 class SearchResult(_RecordView):
-    """One search hit: the typed record, its distance and score.
+    """One search hit: the typed record, its distance and score (SDK: ``OracleSearchResult``).
 
     ``distance`` is the cosine distance of the best matching chunk (0 is
     identical, 2 opposite); ``score`` is the ranking score, higher is better:
     the fused RRF score in HYBRID and KEYWORD modes, ``1 - distance`` in VECTOR
-    mode (``memory.search``). ``formatted_content``
+    mode (``memory.search``). ``formatted_content`` (and ``format_content()``)
     is the record rendered as in a context card's ``<relevant_information>``.
     ``linked`` holds the memories reached through relations when the search
-    asked for ``num_hops`` (memory-like results only; empty otherwise).
+    asked for ``num_hops`` (memory-like results only; empty otherwise);
+    ``linked_results`` gives them as the SDK's ``(relation, result)`` pairs.
+    ``id``, ``metadata``, ``status`` and ``timestamp`` are the record's.
     """
 
     record: Message | MemoryRecord | ImageRecord
@@ -299,12 +400,41 @@ class SearchResult(_RecordView):
     score: float
     linked: list[LinkedRecord] = field(default_factory=list)
 
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def metadata(self) -> dict[str, Any] | None:
+        return self.record.metadata
+
+    @property
+    def status(self) -> RecordStatus:
+        status = self.record.status
+        return status if isinstance(status, RecordStatus) else RecordStatus(status)
+
+    @property
+    def timestamp(self) -> str | None:
+        return self.record.timestamp
+
+    @property
+    def linked_results(self) -> list[tuple[LinkedRecord, SearchResult]]:
+        """``(link, result)`` per linked memory: ``link`` carries ``relation_id``, ``relation_type`` (as
+        traversed), ``hops`` and ``from_record_id``; ``result`` wraps the memory (linked memories are not
+        ranked: distance NaN, score 0)."""
+        return [(link, SearchResult(record=link.record, distance=float("nan"), score=0.0)) for link in self.linked]
 
     @property
     def formatted_content(self) -> str:
         from memory.rendering import render_record
 
         return render_record(self.record)
+
+    def format_content(self, format_config: Any = NOTSET) -> str:
+        """The record as ``formatted_content`` (one fixed format here: ``format_config`` is not supported)."""
+        if format_config is not NOTSET:
+            raise TypeError("format_config: not supported; results render in one fixed format")
+        return self.formatted_content
 
     def __str__(self) -> str:
         return self.formatted_content
@@ -357,3 +487,4 @@ class ContextCard:
 
 OracleSummary = Summary
 OracleContextCard = ContextCard
+OracleSearchResult = SearchResult

@@ -21,6 +21,8 @@ same operations as sync views (``oam_site.api.api_urls``), for
 
 
 import json
+from typing import Literal
+
 import pydantic
 import pydantic_core
 from django.conf import settings
@@ -31,13 +33,13 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.responses import Status
 
-from memory import erasure, extraction, portability, provenance, selectors
+from memory import erasure, extraction, listing, portability, profiles, provenance, selectors, waiting
 from memory.aio import in_worker
 from memory.client import AgentMemory, Thread
 from memory.errors import MAX_SQL_COUNT, InvalidArgument, NotFound
 from memory.extraction_config import MemoryExtractionConfig
-from memory.images import decode_image_base64
-from memory.types import ImageMimeType, ImageRecord, MemoryRecord, Message
+from memory.images import ImageInputLimitConfig, decode_image_base64
+from memory.types import NOTSET, ImageMimeType, ImageRecord, MemoryRecord, Message, SearchScope
 
 from threads.json_body import parse_json_body
 from threads.auth import (
@@ -80,6 +82,11 @@ from threads.schemas import (
     MessagePatchIn,
     MessagesIn,
     PagedMessageOut,
+    ProfileIn,
+    ProfileOut,
+    ProfileQuery,
+    ProjectImageListQuery,
+    ProjectListQuery,
     RelationOut,
     SearchIn,
     SearchResultOut,
@@ -174,11 +181,15 @@ def _written_memory(thread: Thread, memory_id: str) -> MemoryRecord:
 
 @router.post("/threads", response={201: ThreadOut, 409: ErrorOut, **INVALID})
 async def thread_create(request: HttpRequest, payload: ThreadIn):
-    """Create a thread; 409 when ``thread_id`` is taken. ``memory_extraction_config`` is stored with it."""
+    """Create a thread; 409 when ``thread_id`` is taken. ``memory_extraction_config`` and
+    ``image_input_limit_config`` (each laid over the server's defaults field by field) are stored with it."""
     data = payload.model_dump(exclude_unset=True)
     config = data.pop("memory_extraction_config", None)
     if config is not None:
         data["memory_extraction_config"] = MemoryExtractionConfig.from_dict(config)
+    limits = data.pop("image_input_limit_config", None)
+    if limits is not None:
+        data["image_input_limit_config"] = ImageInputLimitConfig.from_dict(limits)
     return Status(201, await _memory(request).create_thread_async(**data))
 
 
@@ -202,8 +213,14 @@ async def thread_get(request: HttpRequest, thread_id: str):
 
 @router.patch("/threads/{thread_id}", response={200: ThreadOut, **NOT_FOUND, **INVALID})
 async def thread_update(request: HttpRequest, thread_id: str, payload: ThreadPatchIn):
-    """Replace the thread's metadata (omitted: unchanged; null: cleared)."""
-    return await _memory(request).update_thread_async(thread_id, **payload.model_dump(exclude_unset=True))
+    """Replace the thread's metadata (omitted: unchanged; null: cleared) and store extraction settings and
+    image limits, each laid over the stored ones field by field (SDK ``update_thread``)."""
+    data = payload.model_dump(exclude_unset=True)
+    if data.get("memory_extraction_config") is not None:
+        data["memory_extraction_config"] = MemoryExtractionConfig.from_dict(data["memory_extraction_config"])
+    if data.get("image_input_limit_config") is not None:
+        data["image_input_limit_config"] = ImageInputLimitConfig.from_dict(data["image_input_limit_config"])
+    return await _memory(request).update_thread_async(thread_id, **data)
 
 
 @router.delete("/threads/{thread_id}", response={204: None, **NOT_FOUND, **INVALID})
@@ -412,8 +429,8 @@ def _image_upload(request: HttpRequest, thread: Thread) -> tuple[bytes, dict, st
     ``Content-Length``) or the base64 decoded, so an oversize upload is refused
     without holding it twice.
     """
-    limit = thread.image_input_limit_config.max_image_bytes
-    too_big = f"the limit is {limit} bytes (ImageInputLimitConfig.max_image_bytes)"
+    limit = thread.image_input_limit_config.max_raw_image_bytes
+    too_big = f"the limit is {limit} bytes (ImageInputLimitConfig.max_raw_image_bytes)"
     if request.content_type == "multipart/form-data":
         length = int(request.META.get("CONTENT_LENGTH") or 0)
         if length > limit + MULTIPART_FIELDS_BYTES:  # refused before Django parses the form
@@ -591,7 +608,7 @@ async def link_delete_by_endpoints(request: HttpRequest, thread_id: str, endpoin
 async def thread_search(request: HttpRequest, thread_id: str, payload: SearchIn):
     """Search from a thread: omitted scope fields inherit the thread's (exact user and agent,
     ``exact_thread_match=false``)."""
-    data = payload.model_dump(exclude_unset=True)
+    data = _search_arguments(payload)
     return await (await _thread(request, thread_id)).search_async(data.pop("query"), **data)
 
 
@@ -599,8 +616,17 @@ async def thread_search(request: HttpRequest, thread_id: str, payload: SearchIn)
 async def search(request: HttpRequest, payload: SearchIn):
     """Search one user's records across threads (SDK ``OracleAgentMemory.search``): ``user_id`` is required and
     exact (422 otherwise); an omitted agent or thread is open."""
-    data = payload.model_dump(exclude_unset=True)
+    data = _search_arguments(payload)
     return await _memory(request).search_async(data.pop("query"), **data)
+
+
+def _search_arguments(payload: SearchIn) -> dict:
+    """The search's arguments as given; ``scope`` becomes a ``SearchScope`` of the fields it sets (422 when it
+    comes with explicit scope fields: ``memory.search.resolve_scope``)."""
+    data = payload.model_dump(exclude_unset=True)
+    if data.get("scope") is not None:
+        data["scope"] = SearchScope(**data["scope"])
+    return data
 
 
 # --- summaries and context cards ----------------------------------------------------
@@ -624,12 +650,100 @@ async def thread_context_card(request: HttpRequest, thread_id: str, payload: Con
 # --- extraction ----------------------------------------------------------------------
 
 
-@router.get("/threads/{thread_id}/extraction", auth=READ, response={200: ExtractionStateOut, **NOT_FOUND})
-async def thread_extraction(request: HttpRequest, thread_id: str):
+@router.get("/threads/{thread_id}/extraction", auth=READ, response={200: ExtractionStateOut, **NOT_FOUND, **INVALID})
+async def thread_extraction(request: HttpRequest, thread_id: str,
+                            wait: float = Query(None, ge=0, le=waiting.MAX_EXTRACTION_WAIT_SECONDS, description=(
+                                "Seconds (0-60) to wait, first, until none of the thread's extraction jobs is "
+                                "queued or running (SDK wait_for_memory_extraction); the answer's settled says "
+                                "whether it came to that."))):
     """The thread's extraction state: watermark, last message seq, pending messages and jobs, the last
-    job (counts, seconds, error) and the stored config. Live progress: ``/ws/threads/{thread_id}/extraction/``."""
+    job (counts, seconds, error) and the stored config. Live progress: ``/ws/threads/{thread_id}/extraction/``.
+    With ``wait``, a long poll: answers as soon as the thread's queued and running jobs are done (failed
+    ones count as done), or when ``wait`` seconds have passed (``settled`` false)."""
     thread = await _thread(request, thread_id)
-    return await in_worker(extraction.extraction_state, thread=thread.row)
+    settled = None if wait is None else await waiting.wait_until_settled(thread.row.pk, wait)
+    state = await in_worker(extraction.extraction_state, thread=thread.row)
+    return {**state, "settled": settled}
+
+
+# --- client-level lists, memory updates and profiles (SDK OracleAgentMemory) --------------------
+
+
+def _list_filters(params) -> dict:
+    args = params.model_dump(exclude_unset=True)
+    if "metadata_filter" in args:
+        args["metadata_filter"] = _json_text(args["metadata_filter"], "metadata_filter", "an object")
+    return args
+
+
+@router.get("/messages", auth=READ, response={200: list[MessageOut], **INVALID})
+@paginate(Pagination)
+async def project_message_list(request: HttpRequest, params: Query[ProjectListQuery]):
+    """Live messages of the key's project (its user's and agent's only, for a restricted key), oldest first,
+    filtered by user, agent, thread and metadata (SDK ``list_messages``)."""
+    qs = listing.message_queryset(tenant=_memory(request).tenant, limit=None, **_list_filters(params))
+    return selectors.Records(qs, selectors.message_dto)
+
+
+@router.get("/memories", auth=READ, response={200: list[MemoryOut], **INVALID})
+@paginate(Pagination)
+async def project_memory_list(request: HttpRequest, params: Query[ProjectListQuery]):
+    """Live memory-like records of the key's project, oldest first, filtered by their own user, agent and
+    thread and by metadata (SDK ``list_memories``)."""
+    qs = listing.memory_queryset(tenant=_memory(request).tenant, limit=None, **_list_filters(params))
+    return selectors.Records(qs, selectors.memory_dto)
+
+
+@router.get("/images", auth=READ, response={200: list[ImageOut], **INVALID})
+@paginate(Pagination)
+async def project_image_list(request: HttpRequest, params: Query[ProjectImageListQuery]):
+    """Live standalone images of the key's project, oldest first (SDK ``list_images``); bytes at each
+    image's ``content_url``."""
+    qs = listing.image_queryset(tenant=_memory(request).tenant, limit=None, **_list_filters(params))
+    return selectors.Records(qs, selectors.image_dto)
+
+
+@router.patch("/memories/{memory_id}", response={200: MemoryOut, **NOT_FOUND, **INVALID})
+async def project_memory_update(request: HttpRequest, memory_id: str, payload: MemoryPatchIn):
+    """Update a memory-like record of the key's project by id, whatever thread owns it (SDK client-level
+    ``update_memory``); omitted fields are kept. 404 when there is none."""
+    memory = _memory(request)
+    await in_worker(memory.update_memory, memory_id, **payload.model_dump(exclude_unset=True))
+    return await in_worker(selectors.memory_stored, project=memory.project, memory_id=memory_id)
+
+
+ProfileKind = Literal["users", "agents"]
+
+
+@router.put("/profiles/{kind}/{subject_id}", response={200: ProfileOut, **INVALID})
+async def profile_put(request: HttpRequest, kind: ProfileKind, subject_id: str, payload: ProfileIn):
+    """Store or replace the profile of a user (``kind`` ``users``) or agent (``agents``) (SDK ``add_user`` /
+    ``add_agent``). A restricted key writes only its own user's or agent's (403 otherwise)."""
+    memory = _memory(request)
+    data = payload.model_dump(exclude_unset=True)
+    single = kind[:-1]
+    await in_worker(profiles.profile_add, tenant=memory.tenant, kind=single, subject_id=subject_id,
+                    information=data["information"], metadata=data.get("metadata", NOTSET))
+    return await in_worker(profiles.profile_get, tenant=memory.tenant, kind=single, subject_id=subject_id)
+
+
+@router.get("/profiles/{kind}", auth=READ, response={200: list[ProfileOut], **INVALID})
+@paginate(Pagination)
+async def profile_list(request: HttpRequest, kind: ProfileKind, params: Query[ProfileQuery]):
+    """User or agent profiles of the key's project, oldest first (SDK ``list_users``/``list_agents``)."""
+    args = _list_filters(params)
+    qs = profiles.profile_queryset(tenant=_memory(request).tenant, kind=kind[:-1], limit=None, **args)
+    return selectors.Records(qs, profiles.profile_record)
+
+
+@router.delete("/profiles/{kind}/{subject_id}", response={204: None, **NOT_FOUND, **INVALID})
+async def profile_delete(request: HttpRequest, kind: ProfileKind, subject_id: str):
+    """Delete one profile, and nothing else (SDK ``delete_user(..., cascade=False)``; erasing everything
+    about a user is ``DELETE /api/users/{user_id}``). 404 when there is none."""
+    memory = _memory(request)
+    if not await in_worker(profiles.profile_delete, tenant=memory.tenant, kind=kind[:-1], subject_id=subject_id):
+        raise NotFound(f"{kind[:-1]}_id", subject_id)
+    return Status(204, None)
 
 
 # --- API keys (admin) ------------------------------------------------------------------

@@ -18,7 +18,13 @@ from pydantic import AwareDatetime, ConfigDict, StrictBool, StrictInt
 
 from memory.client import Thread as ThreadHandle
 from memory.errors import MAX_SQL_COUNT
-from memory.extraction_config import BackgroundExtractionQueueFullBehavior, MemoryExtractionMode
+from memory.extraction_config import (
+    BackgroundExtractionQueueFullBehavior,
+    MemoryExtractionImageContext,
+    MemoryExtractionMode,
+    MemoryLinkExtractionMode,
+)
+from memory.images import IMAGE_LIMIT_MAXIMA
 from memory.links import BUILTIN_RELATIONS
 from memory.models import MEMORY_TYPES, RECORD_TYPES
 from memory.types import ImageMimeType, RecordStatus, TimeToLiveAnchor
@@ -61,33 +67,52 @@ class ValidationErrorOut(Schema):
 
 
 class MemoryExtractionConfigIn(_In):
-    """Automatic extraction settings of a thread (spec: MemoryExtractionConfig); omitted keys keep the defaults."""
+    """Automatic extraction settings of a thread (SDK: MemoryExtractionConfig); omitted keys keep the client's,
+    else the SDK defaults. Enum values are case-insensitive (the SDK's upper-case names too)."""
 
-    extract_memories: StrictBool = Field(None, description="Extraction on (default true; it also needs an LLM).")
-    extraction_mode: MemoryExtractionMode = Field(None, description="inline or background (default).")
-    memory_extraction_frequency: StrictInt = Field(
-        None, description="New messages after which extraction is due; <= 0 (default -1): every add_messages call."
-    )
     memory_extraction_window: StrictInt = Field(
         None, description="Messages the LLM sees per call, targets included; <= 0 (default -1): the batch."
     )
-    memory_extraction_token_limit: StrictInt = Field(
-        None, description="Prompt token cap (default 3000); <= 0 disables it."
-    )
-    enable_context_summary: StrictBool = Field(None, description="Keep a durable summary (default true).")
     context_summary_update_frequency: StrictInt = Field(
         None, description="Messages after the summary before a refresh; <= 0 (default -1): every check."
     )
+    memory_extraction_frequency: StrictInt = Field(
+        None, description="New messages after which extraction is due; <= 0 (default -1): every add_messages call."
+    )
+    memory_extraction_token_limit: StrictInt = Field(
+        None, description="Prompt token cap (default 100000); <= 0 disables it."
+    )
+    extract_memories: StrictBool = Field(None, description="Extraction on (default true; it also needs an LLM).")
+    enable_context_summary: StrictBool = Field(None, description="Keep a durable summary (default true).")
     memory_extraction_custom_instructions: str | None = Field(None, description="Appended to the system prompt.")
+    memory_link_extraction_custom_instructions: str | None = Field(
+        None, description="Appended to the linking prompt (kept for SDK configs).")
+    memory_extraction_image_context: MemoryExtractionImageContext = Field(
+        None, description="disabled (default), image, caption or memory (extraction reads text parts here).")
     memory_extraction_inherit_message_metadata: Union[StrictBool, list[str]] = Field(
         None, description="Metadata memories inherit from their source messages: true (default), false, or keys."
     )
+    extraction_mode: MemoryExtractionMode = Field(None, description="inline or background (default).")
+    memory_link_extraction_mode: MemoryLinkExtractionMode = Field(
+        None, description="disabled, during_extraction or post_extraction (default): relations from extraction.")
+    memory_link_extraction_token_limit: StrictInt = Field(None, description="Linking prompt cap (default 100000).")
     background_extraction_queue_full_behavior: BackgroundExtractionQueueFullBehavior = Field(
-        None, description="skip, wait_then_skip (default) or wait_then_raise."
+        None, description="drop (default), wait_then_drop or wait_then_raise."
     )
     background_extraction_queue_put_timeout_seconds: float = Field(
-        None, ge=0, description="Seconds to wait for room in a full queue (default 10)."
+        None, ge=0, description="Seconds to wait for room in a full queue (default 300)."
     )
+
+
+class ImageInputLimitConfigIn(_In):
+    """Image limits of a thread (SDK: ImageInputLimitConfig); omitted keys keep the client's, else the SDK
+    defaults (10 MiB, 100 images, 100 MiB; 50,000,000 pixels)."""
+
+    max_raw_image_bytes: StrictInt = Field(None, ge=1, le=IMAGE_LIMIT_MAXIMA["max_raw_image_bytes"])
+    max_images_per_llm_request: StrictInt = Field(None, ge=1, le=IMAGE_LIMIT_MAXIMA["max_images_per_llm_request"])
+    max_total_raw_image_bytes_per_llm_request: StrictInt = Field(
+        None, ge=1, le=IMAGE_LIMIT_MAXIMA["max_total_raw_image_bytes_per_llm_request"])
+    max_image_pixels: StrictInt = Field(None, ge=1, le=IMAGE_LIMIT_MAXIMA["max_image_pixels"])
 
 
 class ThreadIn(_In):
@@ -100,12 +125,22 @@ class ThreadIn(_In):
     memory_extraction_config: MemoryExtractionConfigIn | None = Field(
         None, description="Extraction settings stored with the thread; omit for the defaults."
     )
+    image_input_limit_config: ImageInputLimitConfigIn | None = Field(
+        None, description="Image limits stored with the thread; omit for the defaults."
+    )
 
 
 class ThreadPatchIn(_In):
-    """Replace a thread's metadata (null clears it; omitted leaves it)."""
+    """Replace a thread's metadata (null clears it; omitted leaves it) and store settings (SDK update_thread):
+    each config laid over the thread's stored one field by field."""
 
     metadata: Metadata = None
+    memory_extraction_config: MemoryExtractionConfigIn | None = Field(
+        None, description="Extraction settings laid over the stored ones; omit to keep them."
+    )
+    image_input_limit_config: ImageInputLimitConfigIn | None = Field(
+        None, description="Image limits laid over the stored ones; omit to keep them."
+    )
 
 
 class ThreadOut(Schema):
@@ -469,6 +504,17 @@ class ImageOut(Schema):
 # --- search -------------------------------------------------------------------------
 
 
+class SearchScopeIn(_In):
+    """A prebuilt search scope (SDK: SearchScope): the same fields and rules as the explicit ones."""
+
+    user_id: str | None = Field(None, description="Omit to keep the default; null matches stored nulls when exact.")
+    agent_id: str | None = Field(None, description="Omit to keep the default; null matches stored nulls when exact.")
+    thread_id: str | None = Field(None, description="Omit to keep the default; null matches stored nulls when exact.")
+    exact_user_match: StrictBool = Field(None, description="Omit to keep the default.")
+    exact_agent_match: StrictBool = Field(None, description="Omit to keep the default.")
+    exact_thread_match: StrictBool = Field(None, description="Omit to keep the default.")
+
+
 class SearchIn(_In):
     """Search arguments (spec: search). Omitted scope fields keep the caller's defaults (SDK 26.8.0).
 
@@ -500,6 +546,9 @@ class SearchIn(_In):
     )
     max_linked_results: StrictInt = Field(
         None, ge=0, description="Linked memories attached to each direct result; omit for 100, 0 for none."
+    )
+    scope: SearchScopeIn | None = Field(
+        None, description="A prebuilt scope (SDK SearchScope); give it or the explicit scope fields, not both."
     )
 
 
@@ -725,6 +774,9 @@ class ExtractionStateOut(Schema):
     last_repair: ExtractionRepairOut | None = Field(description="The sweep's latest repair of this thread's queue.")
     broker: BrokerStatusOut
     config: dict[str, Any]
+    settled: bool | None = Field(
+        None, description="With ?wait: true when no job of the thread was queued or running at the answer, "
+                          "false when the wait ran out first; null without ?wait.")
 
 
 # --- API keys -----------------------------------------------------------------------
@@ -869,3 +921,43 @@ class MemoryRestoreOut(Schema):
 
     version: int
     memory: MemoryOut
+# --- client-level lists and profiles (SDK OracleAgentMemory) -------------------------------------
+
+
+class ProjectListQuery(Schema):
+    """Filters of a project-wide list (SDK ``list_messages``/``list_memories``/``list_images``): each scope
+    field omitted is no filter, given matches exactly; ``metadata_filter`` is JSON text (the search grammar)."""
+
+    user_id: str = Field(None, description="Only records of this user.")
+    agent_id: str = Field(None, description="Only records of this agent.")
+    thread_id: str = Field(None, description="Only records of this thread.")
+    metadata_filter: str = Field(None, description="A metadata filter as JSON text (the search grammar).")
+
+
+class ProjectImageListQuery(ProjectListQuery):
+    """``ProjectListQuery`` with an image id (standalone images only, as the SDK's client-level list)."""
+
+    image_id: str = Field(None, description="Only this image.")
+
+
+class ProfileIn(_In):
+    """A user's or agent's profile (SDK ``add_user``/``add_agent``); replaces a stored one."""
+
+    information: str = Field(description="Free-form information about the user or agent.")
+    metadata: Metadata = None
+
+
+class ProfileQuery(Schema):
+    """Filter of the profile listing."""
+
+    metadata_filter: str = Field(None, description="A metadata filter as JSON text (the search grammar).")
+
+
+class ProfileOut(Schema):
+    """A profile (SDK ``UserProfileRecord``/``AgentProfileRecord``): ``id`` is the user or agent id."""
+
+    record_type: Literal["user_profile", "agent_profile"]
+    id: str
+    content: str | None
+    metadata: dict[str, Any] | None
+    timestamp: str | None

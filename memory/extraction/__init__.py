@@ -93,6 +93,7 @@ from memory.extraction.tracker import (  # noqa: F401
     thread_llm,
     wait_for_extraction,
     check_timeout,
+    accepted_threads,
 )
 from memory.extraction.jobs import (  # noqa: F401
     ExtractionRejected,

@@ -283,13 +283,21 @@ def _store(thread: Thread, job: ExtractionJob, decision: Decision, prepared: ser
                   memory_type=candidate.memory_type, decision=decision.action,
                   related_memory_id=decision.related_memory_id,
                   source_message_ids=[m.id for m in candidate.sources])
-    if decision.action in LINK_TYPES and decision.related_memory_id:
+    if decision.action in LINK_TYPES and decision.related_memory_id and _linking_on(thread):
         with history.because(why):
             relation_id = _link(thread, memory_id, decision)
         result.memories_linked += 1
         progress.send(thread.pk, "memory_linked", job_id=job.pk, memory_id=memory_id,
                       related_memory_id=decision.related_memory_id, relation=decision.action,
                       relation_type=LINK_TYPES[decision.action], relation_id=relation_id)
+
+
+def _linking_on(thread: Thread) -> bool:
+    """Whether the thread's ``memory_link_extraction_mode`` lets extraction store relations (not DISABLED)."""
+    from memory.extraction_config import MemoryLinkExtractionMode
+
+    mode = MemoryExtractionConfig.from_thread_config(thread.config).memory_link_extraction_mode
+    return mode is not MemoryLinkExtractionMode.DISABLED
 
 
 def _link(thread: Thread, memory_id: str, decision: Decision) -> str | None:

@@ -130,6 +130,14 @@ def wait_for_extraction(*, thread_id: str, timeout: float | None) -> None:
         time.sleep(POLL_SECONDS if remaining is None else min(POLL_SECONDS, remaining))
 
 
+def accepted_threads(*, prefix: str = "") -> list[str]:
+    """Stored ids (starting with ``prefix``) of the threads this process accepted extraction work for,
+    or is about to (for the client-level ``wait_for_memory_extraction``)."""
+    with _tracker.cond:
+        keys = set(_tracker.accepted) | set(_tracker.inflight)
+    return sorted(k for k in keys if k.startswith(prefix))
+
+
 def check_timeout(timeout: Any) -> float | None:
     """``timeout`` of the wait methods: None or a number of seconds >= 0 (TypeError/ValueError otherwise)."""
     if timeout is None:

@@ -53,6 +53,8 @@ from memory.search.request import (  # noqa: F401
     MAX_SEARCH_RESULTS,
     check_max_results,
     apply_token_budgets,
+    BUDGET_CHARS_PER_TOKEN,
+    estimate_budget_tokens,
     check_mode,
     keyword_terms,
     SearchRequest,

@@ -4,6 +4,7 @@ from typing import Any
 from django.db import connection as default_connection
 from django.utils import timezone
 from memory.embedders import get_embedder
+from memory.errors import InvalidArgument
 from memory.links import INVALIDATING_RELATIONS, attach_linked
 from memory.models import Image, Memory, Message, RecordLink
 from memory.selectors import image_dto, live_q, memory_dto, message_dto
@@ -35,6 +36,8 @@ def run_search(query: Any, *, tenant: Tenant, defaults: SearchScope, config: Mem
     user-restricted client need not name its user). Errors as those two raise them; ``Tenant.limit_scope``
     raises ``OutOfScope`` (ValueError) for a scope beyond a restricted tenant's user or agent.
     """
+    if isinstance(query, str) and not query.strip():
+        raise InvalidArgument("query", "must not be empty")  # SDK 26.8.0: ValueError for an empty query
     scope_arguments = {name: arguments.pop(name) for name in SCOPE_ARGUMENTS if name in arguments}
     scope, scope_arguments = tenant.fill_scope(scope, scope_arguments)
     resolved = tenant.limit_scope(resolve_scope(defaults, client=client, scope=scope, **scope_arguments))

@@ -5,7 +5,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from memory import conf
 from django.db.models import Q
-from memory.chunking import estimate_tokens
 from memory.errors import MAX_QUERY_CHARS, InvalidArgument, InvalidType, check_size, check_text
 from memory.links import check_max_linked_results, check_num_hops
 from memory.metadata_filter import compile_filter
@@ -190,6 +189,16 @@ def _check_budget(value: Any, default: int | None, field: str) -> int | None:
     return value if value > 0 else None
 
 
+#: Characters per token of the budget estimate (the SDK 26.8.0's ``_estimate_text_tokens``).
+BUDGET_CHARS_PER_TOKEN = 3.5
+
+
+def estimate_budget_tokens(text: str) -> int:
+    """Tokens of ``text`` as the search and context-card budgets count them: ``max(1, round(len / 3.5))``
+    (Python's round: halves to even), the SDK's estimate, so the same budget keeps the same results."""
+    return max(1, int(round(len(text) / BUDGET_CHARS_PER_TOKEN)))
+
+
 def apply_token_budgets(results: list[SearchResult], token_budget: int | None,
                         soft_token_budget: int | None) -> list[SearchResult]:
     """Trim ranked results to the spec's budgets on their formatted text.
@@ -198,11 +207,11 @@ def apply_token_budgets(results: list[SearchResult], token_budget: int | None,
     cumulative estimate fits; if the first does not fit, none. Soft
     ``soft_token_budget``: keep results up to and including the one whose
     cumulative estimate reaches the target. ``None`` disables either. Tokens
-    are estimated by ``memory.chunking.estimate_tokens``.
+    are estimated by ``estimate_budget_tokens`` (3.5 characters a token, as the SDK).
     """
     kept, total = [], 0
     for result in results:
-        cost = estimate_tokens(result.formatted_content)
+        cost = estimate_budget_tokens(result.formatted_content)
         if token_budget is not None and total + cost > token_budget:
             break
         kept.append(result)

@@ -123,13 +123,15 @@ def image_add(
     retention: MemoryRetentionConfig,
     limits: ImageInputLimitConfig | None = None,
     llm: Any = None,
+    caption_required: bool = False,
 ) -> str:
     """Store one image owned by ``thread`` and index its description; return its id (spec: add_image).
 
     ``image``: raw bytes, validated by ``memory.images.validate_image`` against
     ``limits`` (``mime_type`` omitted/None: detected; given: must match the
     bytes). ``description`` omitted or None: a caption from ``llm``
-    (``memory.images.generate_caption``; no LLM: None, and the image is not
+    (``memory.images.generate_caption``; no LLM: ValueError naming
+    ``description`` with ``caption_required``, the SDK's rule, else None, and the image is not
     searchable until described). ``user_id``/``agent_id``/``thread_id``: scope
     assertions that must equal the thread's. ``timestamp``/``ttl_days``/
     ``ttl_anchor`` as for memories (``memory.ttl``). The row and its chunks are
@@ -157,6 +159,8 @@ def image_add(
     if Image.objects.filter(pk=stored_id(thread.project_id, iid)).exists():
         raise Conflict("image_id", iid)
     if description is NOTSET or description is None:
+        if llm is None and caption_required:
+            raise InvalidArgument("description", "required: there is no LLM to caption the image")
         description = generate_caption(valid, llm, limits=limits)
     chunks = index.image_chunk_texts(description)
     vectors = _image_embeddings(chunks, stamp)

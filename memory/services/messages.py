@@ -49,8 +49,8 @@ def messages_add(
     """Append ``messages`` to ``thread``; return their ids in input order.
 
     ``metadata`` is one dict for the batch or a list with one entry per message;
-    a given dict is laid over the message's own metadata (omitted or None keeps
-    the message's own). ``ttl_days``/``ttl_anchor`` are scalars for the batch or
+    a given dict replaces the message's own metadata (SDK 26.8.0; omitted or None
+    keeps the message's own). ``ttl_days``/``ttl_anchor`` are scalars for the batch or
     lists. The whole batch is validated, embedded, then inserted in one
     transaction with its search chunks: one bad message writes nothing.
     Raises ValueError/TypeError naming the field (``messages[i].role`` ...).
@@ -81,7 +81,8 @@ def messages_add(
     for i, msg in enumerate(parsed):
         given = metas[i]
         if given is not NOTSET and given is not None:
-            msg.metadata = {**msg.metadata, **check_metadata(given, f"metadata[{i}]" if isinstance(metadata, list) else "metadata")}
+            # replaces the message's own metadata (SDK 26.8.0), it is not merged into it
+            msg.metadata = check_metadata(given, f"metadata[{i}]" if isinstance(metadata, list) else "metadata")
         days = ttl_rules.resolve_ttl_days(days_list[i], retention, "ttl_days")
         anchor = TimeToLiveAnchor.CREATED_AT if anchors[i] is NOTSET else ttl_rules.check_anchor(anchors[i])
         expiries.append(ttl_rules.expires_at(days, anchor, created_at=now, timestamp=msg.timestamp,

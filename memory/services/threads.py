@@ -48,13 +48,20 @@ def thread_create(
     return thread
 
 
-def thread_update(*, thread: Thread, metadata: Any = NOTSET) -> Thread:
-    """Replace a thread's metadata (the only mutable thread field); return the row. KeyError when gone."""
+def thread_update(*, thread: Thread, metadata: Any = NOTSET, config_changes: dict[str, Any] | None = None) -> Thread:
+    """Replace a thread's metadata and/or set keys of its ``config`` (``config_changes``, already
+    validated by the caller); return the row. KeyError when gone."""
     with transaction.atomic():
         thread = lock_thread(thread.pk)
+        fields = []
         if metadata is not NOTSET:
             thread.metadata = check_metadata(metadata)
-            thread.save(update_fields=["metadata", "updated_at"])
+            fields.append("metadata")
+        if config_changes:
+            thread.config = {**(thread.config or {}), **config_changes}
+            fields.append("config")
+        if fields:
+            thread.save(update_fields=[*fields, "updated_at"])
     return thread
 
 

@@ -12,6 +12,9 @@ class JsonClient(Client):
     def patch(self, path, data=None, content_type="application/json", **kwargs):
         return super().patch(path, data, content_type=content_type, **kwargs)
 
+    def put(self, path, data=None, content_type="application/json", **kwargs):
+        return super().put(path, data, content_type=content_type, **kwargs)
+
 
 def add_messages(api, thread_id, messages, **extra):
     """POST messages and return the response."""

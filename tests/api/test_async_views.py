@@ -85,7 +85,8 @@ def test_sync_views_answer_like_the_async_ones(sync_views, api, make_thread):
     assert hits.status_code == 200 and hits.json()[0]["content"].startswith("I love pizza")
     card = api.post(f"/api/threads/{thread}/context-card", {"max_relevant_results": 2})
     assert card.status_code == 200 and "pizza" in card.json()["content"]
-    upload = api.post(f"/api/threads/{thread}/images", {"image": SimpleUploadedFile("a.png", png())},
+    upload = api.post(f"/api/threads/{thread}/images", {"image": SimpleUploadedFile("a.png", png()),
+                                                        "description": "a small image"},
                       content_type=MULTIPART_CONTENT)
     assert upload.status_code == 201, upload.content
     missing = api.get("/api/threads/nope")

@@ -40,7 +40,8 @@ def test_default_card(api, pizza):
     data = card(api)
     assert set(data) == {"content", "formatted_content", "summary", "topics", "relevant_results", "recent_messages"}
     assert data["content"] == data["formatted_content"]
-    assert data["content"].startswith("<context_card>\n  <summary>user: Tell me about pizza\n")
+    # the SDK renderer's layout: <topics> always, the summary on lines of its own
+    assert data["content"].startswith("<context_card>\n  <topics></topics>\n  <summary>\n    user: Tell me about pizza\n")
     assert "User likes pizza" in data["content"]
     assert "Pizza comes from &lt;Naples&gt;" in data["content"]  # escaped in the summary
     assert data["summary"] == "user: Tell me about pizza\nassistant: Pizza comes from <Naples>"

@@ -37,6 +37,7 @@ from memory.models import (
     Memory,
     MemoryVersion,
     Message,
+    Profile,
     Project,
     RecordLink,
     SearchChunk,
@@ -65,7 +66,8 @@ class Case:
 
 #: (method, OpenAPI path) -> the request and the status the victim, the foreign key and the neighbour get.
 CASES = {
-    ("POST", "/api/threads"): Case(409, 201, 403, body={"thread_id": "c4", "user_id": "u1", "agent_id": "a1"}),
+    ("POST", "/api/threads"): Case(409, 201, 403, body={"thread_id": "c4", "user_id": "u1", "agent_id": "a1",
+                                                        "image_input_limit_config": {"max_raw_image_bytes": 999}}),
     ("GET", "/api/threads"): Case(200, 200, 200),
     ("GET", "/api/threads/{thread_id}"): Case(200, 404, 404),
     ("PATCH", "/api/threads/{thread_id}"): Case(200, 404, 404, body={"metadata": {"planted": True}}),
@@ -100,15 +102,23 @@ CASES = {
     ("PATCH", "/api/threads/{thread_id}/links/{relation_id}"): Case(200, 404, 404, body={"metadata": {"x": 1}}),
     ("DELETE", "/api/threads/{thread_id}/links/{relation_id}"): Case(204, 404, 404),
     ("POST", "/api/threads/{thread_id}/search"): Case(200, 404, 404, body={"query": "secret", "max_results": 50}),
-    ("POST", "/api/search"): Case(200, 200, 403, body={"query": "secret", "user_id": "u1", "max_results": 50}),
+    ("POST", "/api/search"): Case(200, 200, 403, body={"query": "secret", "max_results": 50,
+                                                       "scope": {"user_id": "u1", "exact_user_match": True}}),
     ("GET", "/api/threads/{thread_id}/summary"): Case(200, 404, 404),
     ("POST", "/api/threads/{thread_id}/context-card"): Case(200, 404, 404, body={"max_recent_messages": 5}),
-    ("GET", "/api/threads/{thread_id}/extraction"): Case(200, 404, 404),
+    ("GET", "/api/threads/{thread_id}/extraction"): Case(200, 404, 404, query={"wait": 1}),
     ("GET", "/api/keys"): Case(200, 200, 403),
     ("POST", "/api/keys"): Case(201, 201, 403, body={"name": "minted"}),
     ("POST", "/api/keys/{key_id}/rotate"): Case(200, 404, 403),
     ("DELETE", "/api/keys/{key_id}"): Case(204, 404, 403),
     ("DELETE", "/api/memories/{memory_id}"): Case(204, 404, 404),
+    ("PATCH", "/api/memories/{memory_id}"): Case(200, 404, 404, body={"content": "edited"}),
+    ("GET", "/api/messages"): Case(200, 200, 403, query={"user_id": "u1"}),
+    ("GET", "/api/memories"): Case(200, 200, 200, query={"metadata_filter": json.dumps({"secret": MARK})}),
+    ("GET", "/api/images"): Case(200, 200, 200, query={"thread_id": "c4"}),
+    ("PUT", "/api/profiles/{kind}/{subject_id}"): Case(200, 200, 403, body={"information": "planted"}),
+    ("GET", "/api/profiles/{kind}"): Case(200, 200, 200),
+    ("DELETE", "/api/profiles/{kind}/{subject_id}"): Case(204, 404, 403),
     ("DELETE", "/api/users/{user_id}"): Case(200, 200, 403),
     ("DELETE", "/api/agents/{agent_id}"): Case(200, 200, 403),
     ("GET", "/api/erasures"): Case(200, 200, 403),
@@ -146,13 +156,15 @@ def victim(db):
     ThreadSummary.objects.create(thread=thread.row, project=project, content=f"Talks about {MARK}", through_seq=2)
     ExtractionJob.objects.create(thread=thread.row, project=project, from_seq=1, to_seq=2, status="done")
     client.create_thread(thread_id="c5", user_id="u2", agent_id="a2").add_memory("u2's own note", memory_id="n2")
+    client.add_user("u1", f"Profile of {MARK}", metadata={"s": MARK})
     receipt = client.erase_user("someone-gone")
     admin_row, admin_raw = api_key_create(name="victim-admin", project=project, permission="admin")
     spare_row, _ = api_key_create(name="victim-spare", project=project)
     return {"project": project, "admin": admin_raw, "prefixes": [admin_row.prefix, spare_row.prefix],
             "ids": {"thread_id": "c4", "message_id": "m1", "memory_id": "k1", "image_id": "img",
                     "relation_id": "r1", "key_id": str(spare_row.pk), "receipt_id": receipt.receipt_id,
-                    "user_id": "u1", "agent_id": "a1", "version": "1"},
+                    "user_id": "u1", "agent_id": "a1", "kind": "users", "subject_id": "u1",
+                    "version": "1"},
             "special": {("DELETE", "/api/memories/{memory_id}"): {"memory_id": "k-float"}}}
 
 
@@ -160,7 +172,7 @@ def snapshot(project) -> dict:
     """Everything the victim project holds, as comparable values."""
     rows = {}
     for model in (Thread, Message, Memory, Image, RecordLink, ThreadSummary, ExtractionJob, SearchChunk,
-                  ErasureReceipt, ApiKey, MemoryVersion):
+                  ErasureReceipt, ApiKey, Profile, MemoryVersion):
         values = model.objects.filter(project=project).order_by("pk").values()
         rows[model.__name__] = [{k: v for k, v in row.items() if k not in ("data", "embedding", "last_used_at")}
                                 for row in values]
@@ -210,6 +222,27 @@ def test_every_route_refuses_another_tenant_and_another_user(victim, anon):
             assert MARK not in text, (name, method, path, text[:300])
             assert not any(prefix in text for prefix in victim["prefixes"]), (name, method, path)
     assert snapshot(victim["project"]) == before
+
+
+def test_search_scope_forms_and_extraction_wait_stay_within_the_tenant(victim):
+    """The route table above tries /api/search with a prebuilt ``scope``; here the explicit form and a scope
+    naming another user, and the extraction long poll, each with both attackers."""
+    foreign = bearer(api_key_create(name="foreign2", project=Project.objects.create(slug="attacker2"),
+                                    permission="admin")[1])
+    neighbour = bearer(api_key_create(name="neighbour2", project=victim["project"], permission="admin",
+                                      user_id="u2")[1])
+    explicit = {"query": "secret", "user_id": "u1", "max_results": 50}
+    for attacker, expected in ((foreign, 200), (neighbour, 403)):
+        for body, status in ((explicit, expected), ({"query": "secret", "scope": {"user_id": "u1"}}, expected),
+                             # a client search must match its user exactly, whoever asks
+                             ({"query": "secret", "scope": {"user_id": "u1", "exact_user_match": False}}, 422)):
+            answer = send(attacker, "POST", "/api/search", body)
+            assert answer.status_code == status, (body, answer.content[:300])
+            assert MARK not in answer.content.decode("utf-8", "replace")
+        answer = send(attacker, "GET", "/api/threads/c4/extraction?wait=0.2", None)
+        assert answer.status_code == 404 and MARK not in answer.content.decode()
+    own = send(bearer(victim["admin"]), "POST", "/api/search", explicit)
+    assert own.status_code == 200 and MARK in own.content.decode()
 
 
 @pytest.mark.django_db(transaction=True)

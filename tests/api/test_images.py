@@ -108,7 +108,7 @@ def test_schema_and_base64_errors_are_422(api, thread):
     assert resp.status_code == 422 and resp.json()["detail"][0]["loc"][:2] == ["body", "mime_type"]
     resp = upload(api, samples.png(), user_id="someone-else")
     assert resp.status_code == 422 and resp.json()["detail"][0]["loc"] == ["body", "user_id"]
-    assert upload(api, samples.png(), image_id="dup").status_code == 201
+    assert upload(api, samples.png(), image_id="dup", description="x").status_code == 201
     resp = upload(api, samples.png(), image_id="dup")
     assert resp.status_code == 409 and resp.json()["field"] == "image_id"
     assert api.post("/api/threads/nope/images", {"data": b64(samples.png())}).status_code == 404
@@ -159,7 +159,8 @@ def test_an_oversize_image_is_refused_before_decoding(api, thread, settings):
     big = b"\x89PNG" + b"\0" * (20 * 1024 * 1024)
     resp = upload(api, big)
     assert resp.status_code == 422
-    assert resp.json()["detail"][0]["loc"] == ["body", "data"] and "the limit is 20971520 bytes" in resp.text
+    # the SDK's default max_raw_image_bytes, 10 MiB
+    assert resp.json()["detail"][0]["loc"] == ["body", "data"] and "the limit is 10485760 bytes" in resp.text
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
     resp = upload(api, samples.png((64, 64)) * 10)
     assert resp.status_code == 413

@@ -61,7 +61,8 @@ def test_multipart_metadata_of_any_depth_is_a_422(api, make_thread):
 
     def post(metadata: str):
         return api.post("/api/threads/t1/images", {"image": SimpleUploadedFile("x.png", samples.png()),
-                                                   "metadata": metadata}, content_type=MULTIPART_CONTENT)
+                                                   "description": "x", "metadata": metadata},
+                        content_type=MULTIPART_CONTENT)
 
     for depth in (MAX_METADATA_DEPTH + 1, 930, 5000):  # 930 was stored (then pages broke), 970+ was a 500
         assert field_of(post('{"k": ' * (depth - 1) + "{}" + "}" * (depth - 1))) == ["body", "metadata"]

@@ -9,7 +9,9 @@ from tests.api.helpers import add_messages, items
 
 T = "/api/threads/t-main"
 #: list URL -> how many records the fixture below leaves behind it
-LISTS = {"/api/threads": 2, f"{T}/messages": 3, f"{T}/memories": 3, f"{T}/images": 4, f"{T}/links": 2}
+LISTS = {"/api/threads": 2, f"{T}/messages": 3, f"{T}/memories": 3, f"{T}/images": 4, f"{T}/links": 2,
+         # project-wide (the SDK's client-level lists): standalone images only
+         "/api/messages": 3, "/api/memories": 3, "/api/images": 3}
 
 
 @pytest.fixture
@@ -62,4 +64,4 @@ def test_the_schema_documents_no_bare_array_and_limit_offset_on_every_list(anon)
             assert set(body["properties"]) == {"items", "count"} and body["properties"]["items"]["type"] == "array"
             assert {"limit", "offset"} <= {p["name"] for p in get["parameters"]}, path
     assert sorted(lists) == sorted([*(url.replace("t-main", "{thread_id}") for url in LISTS), "/api/keys", "/api/erasures",
-                                    "/api/threads/{thread_id}/memories/{memory_id}/history"])
+                                    "/api/profiles/{kind}", "/api/threads/{thread_id}/memories/{memory_id}/history"])

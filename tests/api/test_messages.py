@@ -33,16 +33,17 @@ def test_add_returns_201_with_ids_in_order_and_stores_them(api, thread):
     assert second["timestamp"] == second["created_at"]  # no event time: falls back to creation time
 
 
-def test_batch_metadata_is_laid_over_each_message_and_lists_go_per_message(api, thread):
+def test_batch_metadata_replaces_each_messages_own_and_lists_go_per_message(api, thread):
+    # SDK 26.8.0: a given metadata replaces the message's own (no merge); None keeps the message's own
     resp = add_messages(
         api, "t-main",
         [{"role": "user", "content": "a", "metadata": {"own": 1}}, {"role": "user", "content": "b"}],
         metadata=[{"batch": "x"}, None],
     )
     assert resp.status_code == 201
-    assert [m["metadata"] for m in items(api.get(URL))] == [{"own": 1, "batch": "x"}, {}]
+    assert [m["metadata"] for m in items(api.get(URL))] == [{"batch": "x"}, {}]
     add_messages(api, "t-main", [{"role": "user", "content": "c", "metadata": {"own": 2}}], metadata={"batch": "y"})
-    assert items(api.get(URL))[-1]["metadata"] == {"own": 2, "batch": "y"}
+    assert items(api.get(URL))[-1]["metadata"] == {"batch": "y"}
 
 
 def test_ttl_lists_apply_per_message(api, thread):
@@ -129,10 +130,10 @@ def test_ttl_days_must_be_an_integer(api, thread):
     resp = add_messages(api, "t-main", [{"role": "user", "content": "x"}], ttl_days="3")
     assert resp.status_code == 422
     assert "ttl_days" in error_fields(resp)
-    resp = add_messages(api, "t-main", [{"role": "user", "content": "x"}], ttl_days=0)
+    resp = add_messages(api, "t-main", [{"role": "user", "content": "x"}], ttl_days=-1)
     assert resp.status_code == 422
     assert resp.json()["detail"] == [
-        {"loc": ["body", "ttl_days"], "msg": "must be at least 1 day", "type": "value_error"}
+        {"loc": ["body", "ttl_days"], "msg": "must be 0 or more days (0: expires at once)", "type": "value_error"}
     ]
 
 
@@ -266,3 +267,18 @@ def test_a_lone_surrogate_in_one_message_is_422_and_the_batch_is_not_written(api
     assert Message.objects.count() == 0 and not SearchChunk.objects.exists()
     resp = api.post(URL, '{"messages": [{"role": "user", "content": "whole \\ud83d\\ude00"}]}')
     assert resp.status_code == 201 and contents(api) == ["whole \U0001F600"]
+
+
+@pytest.mark.parametrize("stamp", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"])
+def test_a_timestamp_outside_the_years_python_holds_in_utc_is_kept_as_given_not_a_500(api, thread, stamp):
+    """Found by a reviewer: converting these to UTC overflows Python's datetime (year 0 or 10000), and the
+    request answered an HTML 500. They are ISO-8601 strings, kept as given, like any timestamp that names
+    no instant the service can use; anchoring a TTL on one is the 422 of a non-ISO timestamp."""
+    resp = add_messages(api, "t-main", [{"role": "user", "content": "x", "timestamp": stamp}])
+    assert resp.status_code == 201, resp.content
+    assert [m["timestamp"] for m in items(api.get(URL))] == [stamp]
+    resp = add_messages(api, "t-main", [{"role": "user", "content": "y", "timestamp": stamp}],
+                        ttl_anchor="timestamp", ttl_days=3)
+    assert resp.status_code == 422 and resp.json()["detail"][0]["loc"] == ["body", "messages[0].timestamp"]
+    resp = api.post("/api/threads/t-main/memories", {"content": "z", "timestamp": stamp})
+    assert resp.status_code == 201, resp.content

@@ -113,7 +113,7 @@ def test_token_budget(api, world):
     [
         ({"query": "x", "exact_user_match": "yes"}, "exact_user_match"),
         ({"query": "x", "max_results": "3"}, "max_results"),
-        ({"query": "x", "scope": {}}, "scope"),
+        ({"query": "x", "scope": {"user": "u"}}, "scope"),  # scope is an SDK argument now: its keys are checked
         ({}, "query"),
     ],
 )

@@ -9,7 +9,7 @@ import zlib
 import numpy as np
 import pytest
 
-from memory.embedders import MicroBatchingEmbedder, get_embedder
+from memory.embedders import MicroBatchingEmbedder, get_embedder, length_batches
 
 
 class FakeEmbedder:
@@ -139,3 +139,41 @@ def test_the_real_model_gives_the_same_vectors_batched_across_callers():
     for i, texts in enumerate(per_call):
         assert results[i].shape == (len(texts), 384)
         np.testing.assert_allclose(results[i], alone[i], atol=2e-5)
+
+
+def padded_cost(lengths, batches, overhead):
+    return sum(len(b) * max(lengths[i] for i in b) + overhead for b in batches)
+
+
+def test_length_batches_partition_the_inputs_and_pad_less_than_fixed_batches():
+    """Inputs of two length groups: fixed batches of 4 over the sorted lengths mix a short input into a
+    batch of long ones; the split cuts where the lengths jump instead, never above ``max_batch``."""
+    lengths = [30, 500, 31, 32, 480, 29, 33, 490, 28, 510]
+    batches = length_batches(lengths, max_batch=4, overhead=10)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    assert all(1 <= len(b) <= 4 for b in batches)
+    assert [sorted(lengths[i] for i in b) for b in batches] == [[28, 29, 30], [31, 32, 33], [480, 490],
+                                                               [500, 510]]
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    fixed = [order[k:k + 4] for k in range(0, len(order), 4)]
+    assert padded_cost(lengths, batches, 10) < padded_cost(lengths, fixed, 10)
+
+
+def test_length_batches_fill_whole_batches_when_a_pass_costs_more_than_padding():
+    lengths = [10, 20, 30, 40, 50, 60, 70]
+    batches = length_batches(lengths, max_batch=3, overhead=1e9)
+    assert len(batches) == 3  # the fewest passes; among those, the least padding: the short ones together
+    assert [[lengths[i] for i in b] for b in batches] == [[10, 20], [30, 40], [50, 60, 70]]
+    assert length_batches([], max_batch=3, overhead=1.0) == []
+    with pytest.raises(ValueError, match="max_batch"):
+        length_batches([1], max_batch=0, overhead=1.0)
+
+
+def test_the_real_model_gives_the_same_vectors_whatever_the_batches():
+    """Cutting a call into length batches changes no vector beyond float noise, and keeps the input order."""
+    embedder = get_embedder().inner
+    texts = ["short", "I love pizza.", "Melanie painted a sunrise over the lake. " * 12, "receipt",
+             "What food does the user like?", "The taxi cost 42 EUR on the way to the airport in May."]
+    together = embedder.embed(texts)
+    for i, text in enumerate(texts):
+        np.testing.assert_allclose(together[i], embedder.embed([text])[0], atol=2e-5)

@@ -113,6 +113,7 @@ def test_an_erased_users_words_are_gone_from_the_file():
     assert receipt.found and receipt.counts["threads"] == 1 and receipt.counts["messages"] == 2
     assert receipt.counts["memories"] == 5 and receipt.counts["images"] == 1 and receipt.counts["relations"] == 1
     assert receipt.storage["secure_delete"] is True and receipt.storage["wal_truncated"] is True
+    assert receipt.storage["vacuumed"] is True
     after = file_bytes()
     assert tail not in after and user[:-4].encode() not in after
     assert keeper[4:].encode() in after  # someone else's words stay
@@ -419,3 +420,23 @@ def test_the_admins_history_keeps_no_content_and_goes_with_what_it_names():
     assert receipt.counts["admin_log_entries"] == 3
     assert not LogEntry.objects.exists() and not MemoryVersion.objects.exists()
     assert canary.encode() not in file_bytes()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_scrub_vacuums_only_a_file_within_its_limit_and_after_the_callers_commit(settings):
+    """``VACUUM`` rebuilds every page (a rebuilt b-tree page can keep a moved cell's old bytes in its gap);
+    it holds the write lock for a time that grows with the file, so ``OAM_SCRUB_VACUUM_MAX_MB`` bounds it."""
+    from django.db import transaction
+
+    AgentMemory(llm=None).create_thread(thread_id="t-v", user_id="uv").add_messages([{"role": "user", "content": "one"}])
+    settings.OAM_SCRUB_VACUUM_MAX_MB = 0
+    assert erasure.storage_scrub()["vacuumed"] is False
+    settings.OAM_SCRUB_VACUUM_MAX_MB = 512
+    done = erasure.storage_scrub()
+    assert done["vacuumed"] is True and done["wal_truncated"] is True and "error" not in done
+    with connection.cursor() as cursor:  # a vacuumed file has no free page left
+        cursor.execute("PRAGMA freelist_count")
+        assert cursor.fetchone()[0] == 0
+    with transaction.atomic():
+        done = erasure.storage_scrub()
+        assert done["vacuumed"] == "at commit" and done["wal_truncated"] == "at commit"

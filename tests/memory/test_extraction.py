@@ -12,6 +12,8 @@ import threading
 import time
 import warnings
 
+import dataclasses
+
 import pytest
 from django.db import connection
 from django.utils import timezone
@@ -71,7 +73,10 @@ def test_config_defaults_follow_the_spec_where_it_gives_them():
     assert config.memory_extraction_window == -1 and config.context_summary_update_frequency == -1
     assert config.enable_context_summary is True and config.memory_extraction_inherit_message_metadata is True
     assert config.extraction_mode is MemoryExtractionMode.BACKGROUND
-    assert config.background_extraction_queue_full_behavior is BackgroundExtractionQueueFullBehavior.WAIT_THEN_SKIP
+    # the SDK 26.8.0 defaults (tests/memory/test_sdk_parity.py compares all of them)
+    assert config.background_extraction_queue_full_behavior is BackgroundExtractionQueueFullBehavior.DROP
+    assert config.background_extraction_queue_put_timeout_seconds == 300.0
+    assert config.memory_extraction_token_limit == 100_000
 
 
 def test_config_validates_and_normalises():
@@ -300,6 +305,17 @@ def test_an_update_or_contradiction_is_stored_with_a_relation(db, verdict, decis
     assert (link.source_id, link.target_id, link.relation_type) == (new.pk, old.pk, relation)
     assert llm.requests[-1].schema_name == extraction.JUDGE_SCHEMA_NAME
     assert ExtractionJob.objects.order_by("id").last().memories_linked == 1
+
+
+def test_link_extraction_mode_disabled_stores_no_relation(db):
+    llm = ScriptedLlm([memories(("preference", "Caroline likes hiking.", ["m1"])),
+                       memories(("preference", "Caroline no longer likes hiking.", ["m1"])),
+                       judged("updates")])
+    thread = make_thread(llm, dataclasses.replace(INLINE, memory_link_extraction_mode="DISABLED"))
+    thread.add_messages([{"role": "user", "content": "I like hiking"}])
+    thread.add_messages([{"role": "user", "content": "I stopped liking hiking"}])
+    assert Memory.objects.count() == 2 and not RecordLink.objects.exists()
+    assert ExtractionJob.objects.order_by("id").last().memories_linked == 0
 
 
 def test_judge_restates_skips_and_unrelated_keeps(db):

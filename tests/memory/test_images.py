@@ -91,7 +91,7 @@ def test_unsafe_or_broken_images_are_refused_and_nothing_is_stored(thread, make,
 
 
 def test_the_size_limit_applies_before_pillow_sees_the_bytes(client, monkeypatch):
-    thread = client.create_thread(thread_id="t-small", image_input_limit_config=ImageInputLimitConfig(max_image_bytes=100))
+    thread = client.create_thread(thread_id="t-small", image_input_limit_config=ImageInputLimitConfig(max_raw_image_bytes=100))
 
     def pillow_must_not_run(*args, **kwargs):
         raise AssertionError("Pillow opened an oversize image")
@@ -112,18 +112,30 @@ def test_limits_are_per_thread_kept_with_it_and_cannot_be_disabled(client):
         thread.add_image(samples.png(), description="too many pixels")
     assert thread.add_image(samples.png((20, 20)), description="small enough")
     assert client.create_thread(thread_id="t-default").image_input_limit_config == ImageInputLimitConfig()
-    for bad, error in ((0, ValueError), (-1, ValueError), (None, TypeError), ("5", TypeError), (True, TypeError)):
-        with pytest.raises(error, match="max_image_bytes"):
-            ImageInputLimitConfig(max_image_bytes=bad)
+    # ValueError for every bad value, a non-int too, and above the SDK's absolute maximum (SDK 26.8.0)
+    for bad in (0, -1, None, "5", True, 32 * 1024 * 1024 + 1):
+        with pytest.raises(ValueError, match="max_raw_image_bytes"):
+            ImageInputLimitConfig(max_raw_image_bytes=bad)
     with pytest.raises(TypeError, match="image_input_limit_config"):
-        client.create_thread(image_input_limit_config={"max_image_bytes": 5})
+        client.create_thread(image_input_limit_config={"max_raw_image_bytes": 5})
 
 
-def test_defaults_are_sane():
+def test_defaults_are_the_sdks():
     limits = ImageInputLimitConfig()
-    assert limits.max_image_bytes == 20 * 1024 * 1024
+    assert limits.max_raw_image_bytes == 10 * 1024 * 1024
     assert limits.max_image_pixels == 50_000_000
-    assert limits.max_images_per_request >= 1 and limits.max_request_image_bytes >= limits.max_image_bytes
+    assert limits.max_images_per_llm_request == 100
+    assert limits.max_total_raw_image_bytes_per_llm_request == 100 * 1024 * 1024
+
+
+def test_thread_limits_resolve_field_by_field_over_the_clients(db):
+    client = AgentMemory(image_input_limit_config=ImageInputLimitConfig(max_images_per_llm_request=3))
+    thread = client.create_thread(thread_id="t-lim", image_input_limit_config=ImageInputLimitConfig(
+        max_raw_image_bytes=1000))
+    limits = client.get_thread("t-lim").image_input_limit_config
+    assert (limits.max_raw_image_bytes, limits.max_images_per_llm_request) == (1000, 3)
+    assert thread.image_input_limit_config == limits
+    assert limits.max_total_raw_image_bytes_per_llm_request == 100 * 1024 * 1024  # the SDK default
 
 
 def test_wrong_argument_types(thread):
@@ -139,11 +151,16 @@ def test_wrong_argument_types(thread):
 # --- captions ------------------------------------------------------------------------------
 
 
-def test_without_an_llm_the_description_stays_empty_and_the_image_is_not_searched(thread):
-    image_id = thread.add_image(samples.png())
+def test_without_an_llm_an_image_needs_a_description(thread):
+    # SDK 26.8.0: with no LLM to caption it, an image without a description is refused.
+    for description in ({}, {"description": None}):
+        with pytest.raises(ValueError, match="^description: required"):
+            thread.add_image(samples.png(), **description)
+    assert nothing_stored()
+    image_id = thread.add_image(samples.png(), description="a small square")
     [record] = thread.list_images()
-    assert record.id == image_id and record.description is None
-    assert not SearchChunk.objects.filter(record_id=key(image_id)).exists()
+    assert record.id == image_id and record.description == "a small square" and record.content == "a small square"
+    assert SearchChunk.objects.filter(record_id=key(image_id)).exists()
 
 
 def test_an_llm_captions_an_image_sent_as_an_image_url_data_uri(client):
@@ -170,15 +187,15 @@ def test_a_given_description_is_not_sent_to_the_llm(client):
 
 
 def test_caption_requests_respect_the_request_limits(client):
-    limits = ImageInputLimitConfig(max_request_image_bytes=100)
+    limits = ImageInputLimitConfig(max_total_raw_image_bytes_per_llm_request=100)
     thread, llm = scripted_thread(client, ["never asked"], image_input_limit_config=limits)
     with pytest.raises(ValueError, match=r"image: \d+ image bytes in one LLM request; the limit is 100"):
         thread.add_image(samples.jpeg())
     assert llm.requests == [] and nothing_stored()
     assert thread.add_image(samples.jpeg(), description="described by the caller")  # no request needed
-    with pytest.raises(ValueError, match="max_images_per_request"):
+    with pytest.raises(ValueError, match="max_images_per_llm_request"):
         image_rules.check_llm_request([image_rules.validate_image(samples.png(), limits=limits)] * 2,
-                                      ImageInputLimitConfig(max_images_per_request=1))
+                                      ImageInputLimitConfig(max_images_per_llm_request=1))
 
 
 def test_a_failed_caption_stores_nothing(client):
@@ -292,7 +309,8 @@ def test_delete_returns_one_then_zero_and_only_in_this_thread(client, thread):
 
 
 def test_list_filters_by_id_and_metadata_and_honours_limit(thread):
-    ids = [thread.add_image(samples.png(), metadata={"n": i, "tags": ["even" if i % 2 == 0 else "odd"]})
+    ids = [thread.add_image(samples.png(), description=f"image {i}",
+                            metadata={"n": i, "tags": ["even" if i % 2 == 0 else "odd"]})
            for i in range(5)]
     assert [r.id for r in thread.list_images()] == ids  # store order
     assert [r.id for r in thread.list_images(limit=2)] == ids[:2]

@@ -45,7 +45,7 @@ def test_shared_and_per_message_metadata(thread):
         [{"role": "user", "content": "a", "metadata": {"own": 1}}, {"role": "user", "content": "b"}],
         metadata={"source": "chat"},
     )
-    assert thread.get_message(a).metadata == {"own": 1, "source": "chat"}
+    assert thread.get_message(a).metadata == {"source": "chat"}  # replaced, not merged (SDK 26.8.0)
     assert thread.get_message(b).metadata == {"source": "chat"}
     c, d = thread.add_messages([{"role": "u", "content": "c"}, {"role": "u", "content": "d"}],
                                metadata=[{"n": 1}, None])

@@ -47,9 +47,28 @@ def test_timestamp_anchor_requires_iso_timestamp(thread):
 
 def test_bad_ttl_values(thread):
     with pytest.raises(ValueError, match="ttl_days"):
-        thread.add_memory("x", ttl_days=0)
+        thread.add_memory("x", ttl_days=-1)
     with pytest.raises(TypeError, match="ttl_days"):
         thread.add_memory("x", ttl_days="3")
+
+
+def test_zero_days_expire_at_once(thread):
+    # SDK 26.8.0: ttl_days=0 is accepted and the record expires at once (stored, never live).
+    memory_id = thread.add_memory("gone at once", ttl_days=0)
+    [message_id] = thread.add_messages([{"role": "user", "content": "gone too"}], ttl_days=0)
+    with pytest.raises(KeyError):
+        thread.get_memory(memory_id)
+    with pytest.raises(KeyError):
+        thread.get_message(message_id)
+    assert Message.objects.filter(pk=key(message_id)).exists()
+
+
+def test_max_only_retention_gives_an_omitted_ttl_the_maximum(db):
+    client = AgentMemory(memory_retention_config=MemoryRetentionConfig(max_ttl_days=7))
+    thread = client.create_thread(thread_id="t-max", user_id="u", agent_id="a")
+    [message_id] = thread.add_messages([{"role": "user", "content": "kept a week"}])
+    row = Message.objects.get(pk=key(message_id))
+    assert row.expires_at is not None and 6.9 < (row.expires_at - row.created_at).total_seconds() / 86400 <= 7
 
 
 def test_per_message_ttl_lists(thread):

@@ -1,4 +1,4 @@
-"""Memory history (``memory.history``, migration 0009) on Oracle 23.7, compiled without a database."""
+"""Memory history (``memory.history``, migration 0010) on Oracle 23.7, compiled without a database."""
 
 from django.db.models import Q
 from django.db.models.sql import DeleteQuery
@@ -15,7 +15,7 @@ def test_the_versions_table_compiles_with_short_names_and_json_snapshots(compile
     assert '"VERSION" NUMBER(11) NOT NULL' in ddl
     for col in ("BEFORE", "AFTER"):
         assert f'"{col}" NCLOB NULL CHECK ("{col}" IS JSON)' in ddl
-    statements = compiled.for_migration("memory", "0009").statements
+    statements = compiled.for_migration("memory", "0010").statements
     text = "\n".join(statements)
     assert 'CONSTRAINT "OAM_MEMVER_UQ" UNIQUE ("MEMORY_ID", "VERSION")' in text
     assert all(len(name) <= 30 for s in statements for name in s.split('"')[1::2])

@@ -340,7 +340,7 @@ def test_memory_status_and_expiry_can_be_cleared(staff, filled):
 
 @pytest.mark.parametrize(("data", "field", "message"), [
     ({"content": "   "}, "content", "must not be empty"),
-    ({"content": "x", "ttl_days": "0"}, "ttl", "at least 1 day"),
+    ({"content": "x", "ttl_days": "-1"}, "ttl", "0 or more days"),
     ({"content": "x", "ttl_days": "2", "no_expiry": "on"}, "ttl", "leave empty"),
     ({"content": "x", "memory_type": "opinion"}, None, "Select a valid choice"),
 ])

@@ -45,7 +45,8 @@ HIDDEN_IDS = {"project": HIDDEN, "thread_id": "t-hidden", "message_id": "hm1", "
 @pytest.fixture
 def hidden(db):
     """Project ``hidden-zq`` with a thread of a message, two memories, a relation, a standalone image, a
-    summary and an extraction job; an erasure receipt, an API key and access records (one with no project)."""
+    summary and an extraction job; an erasure receipt, a user profile, an API key and access records (one with
+    no project)."""
     from threads.audit import record_access
     from threads.auth import api_key_create
 
@@ -60,6 +61,7 @@ def hidden(db):
     ThreadSummary.objects.create(thread=thread.row, project=project, content=f"Talks about {MARK}", through_seq=1)
     ExtractionJob.objects.create(thread=thread.row, project=project, from_seq=1, to_seq=1, status="done")
     client.erase_user("someone-gone")
+    client.add_user("hu1", f"profile {MARK}")  # a profile row (memory.profiles)
     api_key_create(name=f"key {MARK}", project=project)
     record_access(channel="api", method="POST", route=f"/api/{MARK}", status=201, project=project)
     record_access(channel="api", method="GET", route=f"/api/{MARK}", status=401)  # no project: superusers only

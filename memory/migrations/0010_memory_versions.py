@@ -14,7 +14,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory', '0008_project_members'),
+        ('memory', '0009_profiles'),
     ]
 
     operations = [
