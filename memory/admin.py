@@ -36,6 +36,7 @@ from memory.models import (
     ExtractionJob,
     Image,
     Memory,
+    MemoryVersion,
     Message,
     Profile,
     Project,
@@ -439,6 +440,13 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
     search_fields = ("subject_digest", "requested_by")
 
 
+@admin.register(MemoryVersion)
+class MemoryVersionAdmin(ReadOnlyAdmin):
+    """The history of memories (``memory.history``): appended by the services, deleted only by erasure."""
+
+    list_display = ("memory_id", "version", "action", "actor_kind", "actor_id", "project", "created_at")
+    list_filter = ("project", "action", "actor_kind", "created_at")
+    search_fields = ("memory_id", "thread_id", "actor_id", "reason")
 @admin.register(Profile)
 class ProfileAdmin(ProjectScopedAdmin):
     """User and agent profiles (``memory.profiles``; the SDK's ``add_user``/``add_agent``). A delete

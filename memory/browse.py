@@ -252,3 +252,24 @@ def summary_view(thread: Thread, *, now=None) -> SummaryView:
         return SummaryView(durable=durable, fallback="", behind=behind)
     text = transcript(thread, through_seq=last_seq, max_messages=FALLBACK_MESSAGES) if last_seq > 0 else ""
     return SummaryView(durable=None, fallback=text, behind=0)
+
+
+#: Versions the staff timeline shows per memory (the newest) and reads per page at most.
+TIMELINE_VERSIONS = 20
+TIMELINE_MAX_ROWS = 5000
+
+
+def memory_timelines(thread: Thread, memory_keys: list[str]) -> dict[str, list]:
+    """The newest ``TIMELINE_VERSIONS`` history entries (``memory.history.MemoryVersionRecord``, oldest first)
+    of each memory (stored ids) written while it was this thread's; at most ``TIMELINE_MAX_ROWS`` rows read."""
+    from memory.history import version_dto
+    from memory.models import MemoryVersion
+
+    out: dict[str, list] = {}
+    rows = (MemoryVersion.objects.filter(project_id=thread.project_id, thread_id=thread.pk, memory_id__in=memory_keys)
+            .order_by("memory_id", "-version")[:TIMELINE_MAX_ROWS])
+    for row in rows:
+        entries = out.setdefault(row.memory_id, [])
+        if len(entries) < TIMELINE_VERSIONS:
+            entries.append(version_dto(row))
+    return {k: list(reversed(v)) for k, v in out.items()}

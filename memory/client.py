@@ -24,6 +24,8 @@ from django.conf import settings
 from memory import context, erasure, extraction, links, listing, profiles, selectors, services
 from memory.aio import in_worker
 from memory import search as search_engine
+from memory import history
+from memory.history import MemoryVersionRecord
 from memory.errors import InvalidArgument, NotFound, OutOfScope
 from memory.tenancy import Tenant, get_project, stored_id
 from memory.extraction_config import (  # noqa: F401  (re-exported: the SDK's public names)
@@ -656,6 +658,38 @@ class Thread(_WithAsyncTwins):
             metadata_filter=_or(metadata_filter, None), include_invalid_results=_or(include_invalid_results, True),
             **kwargs,
         )
+
+    # --- memory history (not in the spec; memory.history) ------------------------------------
+
+    def get_memory_history(self, memory_id: str) -> list[MemoryVersionRecord]:
+        """The history of a memory-like record of this thread, oldest version first (``memory.history``).
+
+        Each entry says who acted (API key, staff user, extraction job, TTL
+        expiry, relation), when, before -> after and why. Answers for a deleted
+        memory too, until its user is erased. A restricted client sees only its
+        own user's and agent's. Raises KeyError when the thread has no history
+        of that id.
+        """
+        return history.history_list(project_id=self.project.pk, memory_id=memory_id, thread_id=self._row.pk,
+                                    restrict=self._client.tenant.row_filter())
+
+    def restore_memory_version(self, memory_id: str, version: int) -> int:
+        """Undo: restore version ``version`` of a memory of this thread as a new version; return its number.
+
+        Content, type, metadata, status, expiry and event time come back and the
+        search chunks are re-indexed (``services.memory_restore``). Raises
+        KeyError for a missing memory or version, ValueError/TypeError for bad arguments.
+        """
+        return services.memory_restore(thread=self._row, memory_id=memory_id, version=version,
+                                       restrict=self._client.tenant.row_filter())
+
+    async def get_memory_history_async(self, memory_id: str) -> list[MemoryVersionRecord]:
+        """Asynchronous twin of :meth:`get_memory_history` (same arguments, result and errors)."""
+        return await in_worker(self.get_memory_history, memory_id)
+
+    async def restore_memory_version_async(self, memory_id: str, version: int) -> int:
+        """Asynchronous twin of :meth:`restore_memory_version` (same arguments, result and errors)."""
+        return await in_worker(self.restore_memory_version, memory_id, version)
 
 
 class AgentMemory(_WithAsyncTwins):

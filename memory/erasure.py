@@ -14,8 +14,8 @@ bulk deletes, the expiry purge):
 * ``subject_erase`` erases everything held about one user or agent of a
   project (GDPR Art. 17; SDK ``delete_user``/``delete_agent`` with
   ``cascade=True``): their threads with all they hold, then every record
-  still scoped to them in other threads or in none, and stores an
-  ``ErasureReceipt`` that names the subject only by a keyed digest.
+  still scoped to them in other threads or in none, and the history of
+  those memories (``memory.history``), and stores an ``ErasureReceipt`` that names the subject only by a keyed digest.
 * ``expired_purge`` deletes records whose ``expires_at`` has passed (until
   now they were only hidden), in batches; the worker runs it on a timer
   (``oam_site.worker``) and ``manage.py purge_expired`` on demand.
@@ -47,10 +47,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection as default_connection, transaction
-from django.db.models import Max, Min
+from django.db.models import Max, Min, Q
 from django.utils import timezone
 
-from memory import conf
+from memory import conf, history, provenance
 from memory.admin_log import ADMIN_LOG_BATCH, admin_log_erase  # noqa: F401  (re-exported)
 from memory.errors import InvalidArgument, OutOfScope
 from memory.index import chunks_erase, refresh_message_contexts  # noqa: F401  (chunks_erase re-exported)
@@ -59,13 +59,14 @@ from memory.models import (
     ExtractionJob,
     Image,
     Memory,
+    MemoryVersion,
     Message,
     RecordLink,
     SearchChunk,
     Thread,
     ThreadSummary,
 )
-from memory.links import links_detach
+from memory.links import links_detach, set_memory_status
 from memory.signals import subject_erased
 from memory.validators import check_id
 from memory.tenancy import Tenant, public_ids
@@ -102,12 +103,14 @@ def images_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Coun
 
 def messages_erase(keys: Iterable[str]) -> Counter:
     """Delete messages (stored ids) with their chunks and attached images, then refresh the keyword context of
-    the neighbours in each thread that remains. Call inside a transaction."""
+    the neighbours in each thread that remains. Call inside a transaction. The memories derived only from them
+    follow first (``derived_follow``)."""
     keys = list(keys)
     counts: Counter = Counter()
     if not keys:
         return counts
     spans = list(Message.objects.filter(pk__in=keys).values("thread_id").annotate(lo=Min("seq"), hi=Max("seq")))
+    derived_follow(keys)
     counts += images_erase(Image.objects.filter(message_id__in=keys).values_list("pk", flat=True))
     counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="message", record_id__in=keys))
     counts["messages"] += Message.objects.filter(pk__in=keys).delete()[0]
@@ -117,16 +120,57 @@ def messages_erase(keys: Iterable[str]) -> Counter:
     return counts
 
 
+def derived_follow(keys: list[str]) -> provenance.DerivedReceipt:
+    """Invalidate or delete (``OAM_DERIVED_MEMORY_POLICY``) the memories derived only from these messages
+    (stored ids, about to be deleted; ``memory.provenance.derived_only_from``); return what was done.
+
+    Each memory touched gets a history version whose reason names the
+    messages (and the actor's own reason); an invalid memory stays as it is
+    under "invalidate". The receipt goes to the caller's ``provenance.collecting()``
+    and a ``derived_memories`` event to each thread's WebSocket group
+    (``memory.progress``), sent on commit. Call inside the delete's transaction.
+    """
+    receipt = provenance.DerivedReceipt(messages=public_ids(keys))
+    rows = provenance.derived_only_from(keys)
+    if not rows:
+        return receipt
+    actor = history.current_actor()
+    why = f"source message {', '.join(receipt.messages[:5])}{' ...' if len(keys) > 5 else ''} " + (
+        "expired" if actor.kind == "ttl" else "deleted") + (f" ({actor.reason})" if actor.reason else "")
+    with history.because(why):
+        if provenance.policy() == "delete":
+            memories_erase([row.pk for row in rows])
+            receipt.deleted = [row.public_id for row in rows]
+        else:
+            receipt.invalidated = public_ids(set_memory_status([row.pk for row in rows], "invalid", reason=why))
+    from memory import progress
+
+    threads: dict[str, list[Memory]] = {}
+    for row in rows:
+        if row.thread_id:
+            threads.setdefault(row.thread_id, []).append(row)
+    for thread_id, mine in threads.items():
+        ids = {row.public_id for row in mine}
+        progress.send(thread_id, "derived_memories", policy=provenance.policy(), messages=receipt.messages[:100],
+                      invalidated=[m for m in receipt.invalidated if m in ids][:100],
+                      deleted=[m for m in receipt.deleted if m in ids][:100])
+    provenance.note(receipt)
+    return receipt
+
+
 def memories_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Counter:
     """Delete memory-like records (stored ids) with their chunks and relations; what their relations
     invalidated is valid again unless another relation holds it (``memory.links.links_detach``). Call inside
-    a transaction. ``erased`` as in ``images_erase`` (the relations' ids too)."""
+    a transaction. ``erased`` as in ``images_erase`` (the relations' ids too). Each deleted record gets a
+    ``delete`` version in its history (``memory.history``), which is kept: only ``subject_erase`` deletes it."""
     keys = list(keys)
     counts: Counter = Counter()
     if erased is not None:
         erased.update(keys)
     if keys:
         relations: set[str] = set()
+        history.record_many(((row, history.snapshot(row), None) for row in Memory.objects.filter(pk__in=keys)),
+                            "delete")
         counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="memory", record_id__in=keys))
         counts["relations"] += links_detach(memory_ids=keys, erased=relations)
         counts["memories"] += Memory.objects.filter(pk__in=keys).delete()[0]
@@ -217,7 +261,10 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
     ``subject_digest``. A restricted tenant may erase only its own user (and
     not while restricted to an agent), or its own agent (not while
     restricted to a user): ``OutOfScope`` otherwise. ValueError/TypeError for
-    a bad id or subject. ``memory.signals.subject_erased`` goes out in the
+    a bad id or subject. The history of every memory scoped to the subject,
+    held in its threads or erased with them goes too
+    (``memory.history.history_erase``; deletes had kept it).
+    ``memory.signals.subject_erased`` goes out in the
     same transaction, so that other layers drop what they keep about the
     erased threads and records (access records: ``thread_ids`` of the erased
     threads, ``record_ids`` of every memory, image and relation erased,
@@ -249,6 +296,9 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
             counts += memories_erase(Memory.objects.filter(**scoped).values_list("pk", flat=True), erased=erased)
             counts += images_erase(Image.objects.filter(**scoped).values_list("pk", flat=True), erased=erased)
             counts["chunks"] += chunks_erase(SearchChunk.objects.filter(**scoped))
+            history.history_erase(MemoryVersion.objects.filter(
+                Q(**{field_name: value}) | Q(thread_id__in=threads) | Q(memory_id__in=erased),
+                project=tenant.project))
             for _receiver, deleted in subject_erased.send(
                     sender=ErasureReceipt, project=tenant.project, subject=subject, subject_id=value,
                     thread_ids=public_ids(threads), record_ids=public_ids(sorted(erased))):
@@ -288,10 +338,11 @@ def expired_purge(*, now: datetime | None = None, batch: int = PURGE_BATCH) -> C
         (Memory.objects.filter(expires_at__lte=now), memories_erase),
         (Image.objects.filter(expires_at__lte=now, message__isnull=True), images_erase),
     )
-    for qs, erase in sources:
-        while keys := list(qs.order_by("pk").values_list("pk", flat=True)[:batch]):
-            with transaction.atomic():
-                counts += erase(keys)
+    with history.acting("ttl", reason="time to live over"):  # the versions these deletes write
+        for qs, erase in sources:
+            while keys := list(qs.order_by("pk").values_list("pk", flat=True)[:batch]):
+                with transaction.atomic():
+                    counts += erase(keys)
     from memory.signals import purge_ran
 
     for _receiver, result in purge_ran.send_robust(sender=expired_purge, now=now):

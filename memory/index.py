@@ -270,3 +270,43 @@ def sync_record(record, source_kind: str, record_type: str, chunks: list[str] | 
                       metadata=record.metadata, record_type=record_type)
     else:
         index_record(record, source_kind, record_type, chunks, vectors, scope=scope)
+
+
+# --- rebuilding the index of stored rows (import) -------------------------------------------
+
+
+def stored_record_texts(source_kind: str, record, *, fallback_timestamp: str | None = None
+                        ) -> tuple[list[str], list[str]]:
+    """The chunks of a stored message, memory or image row and the texts their embeddings are computed from,
+    exactly as the services make them when they write it (``messages_add``, ``memory_prepare``, ``image_add``).
+
+    ``fallback_timestamp``: an image part's message timestamp, used when the
+    image has none of its own. Raises ValueError for another ``source_kind``.
+    """
+    if source_kind == "message":
+        chunks, stamp = chunk_text(message_chunk_text(record.role, record.content)), record.timestamp
+    elif source_kind == "memory":
+        chunks, stamp = chunk_text(record.content), record.timestamp
+    elif source_kind == "image":
+        chunks, stamp = image_chunk_texts(record.description), record.timestamp or fallback_timestamp
+    else:
+        raise ValueError(f"unknown source kind {source_kind!r}")
+    return chunks, [embedding_text(c, stamp) for c in chunks]
+
+
+def index_stored(items: list[tuple[str, Any, Any, list[str], Any]]) -> None:
+    """Index saved rows whose chunks and vectors were computed from ``stored_record_texts``: each item is
+    ``(source_kind, row, scope, chunks, vectors)`` (``scope``: a message's thread, else None). Inside the
+    caller's transaction; messages' keyword context is refreshed by the caller (``refresh_message_contexts``)."""
+    rows: list[SearchChunk] = []
+    for source_kind, record, scope, chunks, vectors in items:
+        if source_kind == "image":
+            rows += image_chunk_rows(record, chunks, vectors)
+            continue
+        owner = scope if scope is not None else record
+        rows += chunk_rows(
+            project_id=record.project_id, source_kind=source_kind, record_id=record.pk,
+            record_type="message" if source_kind == "message" else record.memory_type, chunks=chunks,
+            vectors=vectors, user_id=owner.user_id, agent_id=owner.agent_id, thread_id=record.thread_id,
+            status=record.status, expires_at=record.expires_at, metadata=record.metadata, now=timezone.now())
+    index_rows(rows)

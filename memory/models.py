@@ -433,6 +433,44 @@ class ErasureReceipt(models.Model):
         return f"erasure of a {self.subject} of {self.project_id} at {self.requested_at:%Y-%m-%d %H:%M}"
 
 
+class MemoryVersion(models.Model):
+    """One entry of a memory's history (``memory.history``): who changed it, when, from what to what, and why.
+
+    Appended on every create, content/type/metadata/status/TTL change,
+    relation-driven (in)validation, restore and delete of a memory-like
+    record, inside the writing transaction. ``memory_id`` is the record's
+    stored id (no foreign key: the history outlives the record until its user
+    is erased, ``memory.erasure.subject_erase``); ``thread_id``, ``user_id``
+    and ``agent_id`` are the record's scope copies, for scoped reads and
+    erasure. ``before``/``after`` are snapshots (``memory.history.snapshot``;
+    None before a create and after a delete). ``actor_kind`` is one of
+    ``memory.history.ACTOR_KINDS``; ``relation_id`` names the relation that
+    drove an (in)validation (stored id).
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    project = _project_field()
+    memory_id = models.CharField(max_length=STORED_ID_LENGTH)
+    version = models.IntegerField()
+    action = models.CharField(max_length=16)
+    actor_kind = models.CharField(max_length=16)
+    actor_id = models.CharField(max_length=200, blank=True, default="")
+    reason = models.CharField(max_length=500, blank=True, default="")
+    relation_id = models.CharField(max_length=STORED_ID_LENGTH, null=True, blank=True)
+    thread_id = models.CharField(max_length=STORED_ID_LENGTH, null=True, blank=True, db_index=True)
+    user_id = models.CharField(max_length=255, null=True, blank=True, db_index=True)
+    agent_id = models.CharField(max_length=255, null=True, blank=True)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "oam_memory_versions"
+        ordering = ["memory_id", "version"]
+        constraints = [models.UniqueConstraint(fields=["memory_id", "version"], name="oam_memver_uq")]
+
+    def __str__(self) -> str:
+        return f"memory version {public_id(self.memory_id)}#{self.version}"
 class Profile(models.Model):
     """A user or agent profile of a project (SDK: ``add_user``/``add_agent``, ``UserProfileRecord``/
     ``AgentProfileRecord``): free-form ``information`` about one user or agent, and its ``metadata``.

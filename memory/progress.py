@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 GROUP_PREFIX = "thread."
 _SAFE = re.compile(r"[A-Za-z0-9_.-]{1,80}")
 EVENTS = ("queued", "started", "progress", "memory_created", "memory_linked", "finished", "failed", "repaired",
-          "fenced")
+          "fenced", "derived_memories")
 
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()

@@ -89,3 +89,51 @@ class StaticFilesMiddleware(WhiteNoiseMiddleware):
         if static_file is not None:
             return await sync_to_async(self.serve)(static_file, request)
         return await self.get_response(request)
+
+
+class HistoryActorMiddleware:
+    """Scope the actor of memory history (``memory.history``) to one request.
+
+    Each request starts with no actor and ends by restoring the one before it,
+    so an API key named by ``threads.auth.ApiKeyAuth`` (or a staff user named
+    by ``staff.views.staff_required``) never leaks into the next request served
+    in the same context (the test client, ``OAM_API_SYNC``). Requests to the
+    Django admin (``/admin/``) act as ``admin`` with the signed-in username.
+    Native in both modes, like ``ResponseMiddleware``.
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    @staticmethod
+    def _actor(request, user) -> tuple:
+        if request.path.startswith("/admin/") and user is not None and user.is_authenticated:
+            return ("admin", user.get_username(), f"{request.method} {request.path}")
+        return ("client", "", "")
+
+    def __call__(self, request):
+        if iscoroutinefunction(self):
+            return self.__acall__(request)
+        from memory import history
+
+        user = getattr(request, "user", None) if request.path.startswith("/admin/") else None
+        token = history.set_actor(*self._actor(request, user))
+        try:
+            return self.get_response(request)
+        finally:
+            history.reset_actor(token)
+
+    async def __acall__(self, request):
+        from memory import history
+
+        user = await request.auser() if request.path.startswith("/admin/") and hasattr(request, "auser") else None
+        token = history.set_actor(*self._actor(request, user))
+        try:
+            return await self.get_response(request)
+        finally:
+            history.reset_actor(token)

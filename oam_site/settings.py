@@ -60,6 +60,7 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "oam_site.middleware.PrivateApiResponsesMiddleware",
     "oam_site.middleware.ApiJsonErrorsMiddleware",
+    "oam_site.middleware.HistoryActorMiddleware",  # who acts, for memory history (memory.history)
     "threads.audit.AuditMiddleware",  # access records: API writes and refusals, staff writes
     "axes.middleware.AxesMiddleware",  # last: it turns a locked-out login into its 429 page
 ]
@@ -319,6 +320,8 @@ OAM_WS_KEY_RECHECK_SECONDS = env.float("OAM_WS_KEY_RECHECK_SECONDS", default=30.
 OAM_ACCESS_LOG_DAYS = env.int("OAM_ACCESS_LOG_DAYS", default=90)
 # Expired records are deleted (not only hidden) at worker boot and then at most this often (memory.erasure).
 OAM_PURGE_EXPIRED_SECONDS = env.int("OAM_PURGE_EXPIRED_SECONDS", default=3600)  # 0: never
+# What deleting or expiring a message does to the memories derived only from it: invalidate or delete.
+OAM_DERIVED_MEMORY_POLICY = env.str("OAM_DERIVED_MEMORY_POLICY", default="invalidate")
 # SQLite: a storage scrub (erasure, expiry purge) VACUUMs the file when it is at most this many MB (0: never).
 OAM_SCRUB_VACUUM_MAX_MB = env.float("OAM_SCRUB_VACUUM_MAX_MB", default=512)
 OAM_EXTRACTION_INLINE_WAIT = env.int("OAM_EXTRACTION_INLINE_WAIT", default=300)  # INLINE waits for earlier jobs

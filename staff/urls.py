@@ -37,6 +37,7 @@ urlpatterns = [
     path(T + "memories/add/", views.memory_add, name="memory_add"),
     path(T + "memories/<str:memory_id>/edit/", views.memory_edit, name="memory_edit"),
     path(T + "memories/<str:memory_id>/delete/", views.memory_delete, name="memory_delete"),
+    path(T + "memories/<str:memory_id>/restore/", views.memory_restore, name="memory_restore"),
     path(T + "images/<str:image_id>/", views.image, name="image"),
     path(T + "images/<str:image_id>/edit/", views.image_edit, name="image_edit"),
     path(T + "images/<str:image_id>/delete/", views.image_delete, name="image_delete"),

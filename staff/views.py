@@ -40,7 +40,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
-from memory import browse, extraction, selectors, services
+from memory import browse, extraction, history, selectors, services
 from memory.client import AgentMemory, Thread
 from memory.errors import DomainError, NotFound
 from memory.models import MEMORY_TYPES, STATUSES, Project, Thread as ThreadRow
@@ -81,7 +81,8 @@ def staff_required(view):
     def wrapper(request: HttpRequest, *args, **kwargs):
         user = request.user
         if user.is_authenticated and user.is_active and user.is_staff:
-            return view(request, *args, **kwargs)
+            with history.acting("staff", user.get_username(), f"{request.method} {request.path}"):
+                return view(request, *args, **kwargs)
         login = reverse("staff:login")
         if request.htmx:
             back = request.htmx.current_url_abs_path or request.get_full_path()
@@ -245,6 +246,9 @@ def _records_context(handle: Opened, *, edit: Edit | None = None, add_form=None,
     row = handle.row
     now = timezone.now()
     rows = list(browse.memories(row))
+    timelines = browse.memory_timelines(row, [m.pk for m in rows])
+    for memory in rows:  # the history timeline of each memory (memory.history)
+        memory.history_entries = timelines.get(memory.pk, [])
     by_id = {m.pk: m for m in rows}
     relations = browse.relations(row, by_id)
     live = [m for m in rows if m.expires_at is None or m.expires_at > now]
@@ -482,6 +486,25 @@ def memory_edit(request: HttpRequest, project: str, thread_id: str, memory_id: s
     if not form.is_valid():
         return _invalid(request, handle, edit=Edit("memory", memory_id, form), focus=f"memory-{domid(memory_id)}")
     return _after_write(request, handle, "Memory saved.", f"memory-{domid(memory_id)}")
+
+
+@require_POST
+@staff_required
+def memory_restore(request: HttpRequest, project: str, thread_id: str, memory_id: str) -> HttpResponse:
+    """Undo from the timeline: restore the POSTed ``version`` with ``Thread.restore_memory_version`` (a new
+    version; the memory is re-indexed). 404 for a missing memory or version, 400 for a version that is not a
+    positive number."""
+    handle = _handle(request, project, thread_id)
+    _found(browse.memory_row, handle.row, memory_id)
+    version = request.POST.get("version", "")
+    if not version.isascii() or not version.isdigit() or not 0 < int(version) < 2**31:
+        return HttpResponse("version: must be a positive integer", status=400, content_type="text/plain")
+    try:
+        number = handle.api.restore_memory_version(memory_id, int(version))
+    except NotFound:
+        raise Http404("no such version") from None
+    return _after_write(request, handle, f"Version {version} restored as version {number}.",
+                        f"memory-{domid(memory_id)}")
 
 
 @require_http_methods(["GET", "HEAD", "POST"])

@@ -20,6 +20,7 @@ same operations as sync views (``oam_site.api.api_urls``), for
 """
 
 
+import json
 from typing import Literal
 
 import pydantic
@@ -32,7 +33,7 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.responses import Status
 
-from memory import erasure, extraction, listing, profiles, selectors, waiting
+from memory import erasure, extraction, listing, portability, profiles, provenance, selectors, waiting
 from memory.aio import in_worker
 from memory.client import AgentMemory, Thread
 from memory.errors import MAX_SQL_COUNT, InvalidArgument, NotFound
@@ -96,12 +97,15 @@ from threads.schemas import (
     ThreadPatchIn,
     ValidationErrorOut,
 )
+from threads.schemas import MemoryRestoreOut, MemoryVersionOut  # memory history
 
 router = Router(tags=["threads"])
 
 #: Route permissions. A route without ``auth=`` needs ``write``, the
 #: API's default (``oam_site.api``): forgetting it refuses a read key, never the reverse.
 READ, WRITE, ADMIN = ApiKeyAuth("read"), ApiKeyAuth("write"), ApiKeyAuth("admin")
+#: Header of a message delete that names the memories following their source (``memory.provenance``).
+DERIVED_HEADER = "OAM-Derived-Memories"
 
 NOT_FOUND = {404: ErrorOut}
 INVALID = {422: ValidationErrorOut}
@@ -279,10 +283,15 @@ async def message_update(request: HttpRequest, thread_id: str, message_id: str, 
 
 
 @router.delete("/threads/{thread_id}/messages/{message_id}", response={204: None, **NOT_FOUND, **INVALID})
-async def message_delete(request: HttpRequest, thread_id: str, message_id: str):
-    """Delete a message of this exact thread; 404 when absent or another thread's."""
-    if not await (await _thread(request, thread_id)).delete_message_async(message_id):
-        raise NotFound("message_id", message_id)
+async def message_delete(request: HttpRequest, thread_id: str, message_id: str, response: HttpResponse):
+    """Delete a message of this exact thread; 404 when absent or another thread's. The memories derived only
+    from it are invalidated or deleted (``OAM_DERIVED_MEMORY_POLICY``, ``memory.provenance``); when any was,
+    the ``OAM-Derived-Memories`` header answers the receipt as JSON (``messages``, ``invalidated``, ``deleted``)."""
+    with provenance.collecting() as derived:
+        if not await (await _thread(request, thread_id)).delete_message_async(message_id):
+            raise NotFound("message_id", message_id)
+    if not derived.empty:
+        response[DERIVED_HEADER] = json.dumps(derived.to_dict(), ensure_ascii=True)
     return Status(204, None)
 
 
@@ -828,3 +837,49 @@ async def erasure_list(request: HttpRequest):
 async def erasure_get(request: HttpRequest, receipt_id: str):
     """One erasure receipt of the project."""
     return await in_worker(erasure.receipt_get, project=_project_admin(request).project, receipt_id=receipt_id)
+
+
+# --- memory history (memory.history) --------------------------------------------------------
+
+
+@router.get("/threads/{thread_id}/memories/{memory_id}/history", auth=READ,
+            response={200: list[MemoryVersionOut], **NOT_FOUND, **INVALID}, tags=["history"])
+@paginate(Pagination)
+async def memory_history(request: HttpRequest, thread_id: str, memory_id: str):
+    """The history of a memory of this thread, oldest version first (``{"items": [...], "count": N}``, paged by
+    ``limit``/``offset``; the newest 1000 versions at most): who changed it, when, before -> after and why
+    (``Thread.get_memory_history``). Kept after the memory is deleted, until its user is erased; 404 when the
+    thread has none for that id (or the key may not see it)."""
+    versions = await (await _thread(request, thread_id)).get_memory_history_async(memory_id)
+    return [version.to_dict() for version in versions]
+
+
+@router.post("/threads/{thread_id}/memories/{memory_id}/history/{version}/restore",
+             response={200: MemoryRestoreOut, **NOT_FOUND, **INVALID}, tags=["history"])
+async def memory_restore(request: HttpRequest, thread_id: str, memory_id: str, version: int):
+    """Undo: restore a version of a memory of this thread as a new version (``Thread.restore_memory_version``);
+    content, type, metadata, status and expiry come back and the memory is re-indexed. 404 for a missing
+    memory or version."""
+    thread = await _thread(request, thread_id)
+    number = await thread.restore_memory_version_async(memory_id, version)
+    return {"version": number, "memory": await in_worker(_written_memory, thread, memory_id)}
+
+
+# --- export (memory.portability) ------------------------------------------------------------------
+
+
+def _export_text(project, user_id: str) -> str:
+    return "".join(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n"
+                   for line in portability.export_lines(project=project, user_id=user_id))
+
+
+@router.get("/users/{user_id}/export", auth=ADMIN, response={200: None, **INVALID}, tags=["export"])
+async def user_export(request: HttpRequest, user_id: str):
+    """One user's memory as JSON Lines (``application/x-ndjson``; the format of ``manage.py export_memory``,
+    ``memory.portability``): threads, messages, images base64, memories, relations, summaries and memory
+    history, never vectors. An admin key with no fixed user or agent (403 otherwise); a user with nothing
+    stored gets the header line only. ``manage.py import_memory`` loads it."""
+    project = _project_admin(request).project
+    text = await in_worker(_export_text, project, user_id)
+    return HttpResponse(text, content_type="application/x-ndjson; charset=utf-8",
+                        headers={"Content-Disposition": 'attachment; filename="memory-export.jsonl"'})

@@ -27,6 +27,7 @@ from django.utils import timezone
 from ninja.security import HttpBearer
 
 from memory import progress
+from memory import history
 from memory.aio import in_worker
 from memory.errors import InvalidArgument, InvalidType, NotFound, check_text
 from memory.models import Project
@@ -261,6 +262,9 @@ class ApiKeyAuth(HttpBearer):
             raise KeyForbidden(f"this key's permission is {row.permission!r}; this operation needs "
                                f"{self.permission!r}")
         api_key_touch(row)
+        # Memory history names the key (``memory.history``); ``oam_site.middleware.HistoryActorMiddleware``
+        # scopes this to the request.
+        history.set_actor("api_key", row.pk, f"{request.method} {request.path}")
         return row
 
     async def __call__(self, request: HttpRequest):

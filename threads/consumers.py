@@ -298,3 +298,7 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
 
     async def extraction_fenced(self, event):
         await self._relay(event)
+
+    async def extraction_derived_memories(self, event):
+        """Memories invalidated or deleted because their source messages went (``memory.provenance``)."""
+        await self._relay(event)

@@ -891,6 +891,36 @@ class ErasureOut(Schema):
         return obj.completed_at.isoformat() if obj.completed_at else None
 
 
+# --- memory history (memory.history) ----------------------------------------------------
+
+
+class MemoryVersionOut(Schema):
+    """One version of a memory's history (``memory.history.MemoryVersionRecord``).
+
+    ``actor``: ``{"kind", "id"}`` (kinds: client, api_key, staff, admin,
+    extraction, ttl, import), or ``{"kind": "relation", "id", "via"}`` for a
+    change a relation drove. ``before``/``after``: snapshots of content,
+    memory_type, metadata, status, expires_at, timestamp (null before a
+    create and after a delete); ``changed`` names the fields that differ.
+    """
+
+    memory_id: str
+    version: int
+    action: str
+    actor: dict[str, Any]
+    reason: str
+    relation_id: str | None
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    changed: list[str]
+    created_at: str
+
+
+class MemoryRestoreOut(Schema):
+    """What a restore wrote: the memory as stored now and the number of the new version."""
+
+    version: int
+    memory: MemoryOut
 # --- client-level lists and profiles (SDK OracleAgentMemory) -------------------------------------
 
 

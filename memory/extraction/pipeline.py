@@ -5,7 +5,7 @@ import time
 from typing import Any
 from django.db import transaction
 from django.utils import timezone
-from memory import progress, services
+from memory import history, progress, services
 from memory import conf
 from memory.extraction_config import MemoryExtractionConfig
 from memory.llm import Llm, LlmError, LlmInvalidOutput, LlmRequestRejected
@@ -126,7 +126,8 @@ def job_run(*, job_id: int, llm: Llm | None = None, retention: MemoryRetentionCo
         candidates = _extract_candidates(thread, job, config, llm, result)
         decisions = decide(candidates, thread=thread, llm=llm, result=result)
         planned = _prepare(thread, job, decisions, retention or default_retention(), config)
-        committed = _commit(job.pk, attempt, planned, result, started=started, chain=background)
+        with history.acting("extraction", job.pk, f"extraction job {job.pk}"):  # the versions it writes
+            committed = _commit(job.pk, attempt, planned, result, started=started, chain=background)
     except (ExtractionRejected, LlmRequestRejected, LlmInvalidOutput) as exc:
         _finish_failed(job.pk, attempt, f"{type(exc).__name__}: {exc}", started=started,
                        llm_seconds=result.llm_seconds, chain=background)
@@ -273,14 +274,18 @@ def _store(thread: Thread, job: ExtractionJob, decision: Decision, prepared: ser
            result: JobResult) -> None:
     """Inside the job's commit: insert one prepared memory, then (for updates/contradictions) its relation."""
     candidate = decision.candidate
-    memory_id = services.memory_insert(prepared)
+    why = f"extraction job {job.pk}: {decision.action}" + (
+        f" of {decision.related_memory_id}" if decision.related_memory_id else "")
+    with history.because(why):
+        memory_id = services.memory_insert(prepared)
     result.memories_created += 1
     progress.send(thread.pk, "memory_created", job_id=job.pk, memory_id=memory_id,
                   memory_type=candidate.memory_type, decision=decision.action,
                   related_memory_id=decision.related_memory_id,
                   source_message_ids=[m.id for m in candidate.sources])
     if decision.action in LINK_TYPES and decision.related_memory_id and _linking_on(thread):
-        relation_id = _link(thread, memory_id, decision)
+        with history.because(why):
+            relation_id = _link(thread, memory_id, decision)
         result.memories_linked += 1
         progress.send(thread.pk, "memory_linked", job_id=job.pk, memory_id=memory_id,
                       related_memory_id=decision.related_memory_id, relation=decision.action,

@@ -5,7 +5,7 @@ from collections.abc import Iterable
 from typing import Any
 from django.db.models import Q
 from django.utils import timezone
-from memory import index
+from memory import history, index
 from memory.prompts import BUILTIN_RELATIONS
 from memory.errors import Conflict
 from memory.models import Memory, RecordLink
@@ -98,30 +98,48 @@ def relation_dto(row: RecordLink) -> RecordRelation:
 # --- lifecycle -------------------------------------------------------------------------------
 
 
-def set_memory_status(memory_ids: Iterable[str], status: str) -> list[str]:
+def set_memory_status(memory_ids: Iterable[str], status: str, *, relation_id: str | None = None,
+                      reason: str | None = None) -> list[str]:
     """Set the status of memories (stored ids) and their search chunks; return the ids that changed.
 
     Call inside the writing transaction: the chunk copy of ``status`` is what
-    search filters on (``include_invalid_results=False``).
+    search filters on (``include_invalid_results=False``). Each change is a
+    version of the memory's history (``memory.history``: ``invalidate`` or
+    ``revalidate``), naming ``relation_id`` (stored id) when a relation drove it.
     """
-    ids = list(Memory.objects.filter(pk__in=list(memory_ids)).exclude(status=status).values_list("pk", flat=True))
+    rows = list(Memory.objects.filter(pk__in=list(memory_ids)).exclude(status=status))
+    ids = [row.pk for row in rows]
     if ids:
         Memory.objects.filter(pk__in=ids).update(status=status, updated_at=timezone.now())
         index.reindex_state("memory", ids, status=status)
+        changes = []
+        for row in rows:
+            before = history.snapshot(row)
+            row.status = status
+            changes.append((row, before, history.snapshot(row)))
+        if reason is None and relation_id is not None:
+            relation = RecordLink.objects.filter(pk=relation_id).values_list("relation_type", flat=True).first()
+            reason = f"{relation or 'relation'} {public_id(relation_id)}"
+        if relation_id is not None and history.current_actor().reason:
+            reason = f"{reason} ({history.current_actor().reason})"
+        history.record_many(changes, "invalidate" if status == RecordStatus.INVALID.value else "revalidate",
+                            relation_id=relation_id, reason=reason)
     return ids
 
 
-def revalidate(memory_ids: Iterable[str]) -> list[str]:
+def revalidate(memory_ids: Iterable[str], *, relation_id: str | None = None, reason: str | None = None) -> list[str]:
     """Make valid again the given memories that no ``supersedes``/``refines``/``duplicates`` relation targets.
 
-    Called when such a relation went away. Returns the ids whose status changed.
+    Called when such a relation went away (``relation_id``: its stored id, for
+    the history). Returns the ids whose status changed.
     """
     ids = set(memory_ids)
     if not ids:
         return []
     still = set(RecordLink.objects.filter(target_id__in=ids, relation_type__in=INVALIDATING_RELATIONS)
                 .values_list("target_id", flat=True))
-    return set_memory_status(ids - still, RecordStatus.VALID.value)
+    return set_memory_status(ids - still, RecordStatus.VALID.value, relation_id=relation_id,
+                             reason=reason or (f"relation {public_id(relation_id)} removed" if relation_id else None))
 
 
 def links_detach(*, memory_ids: Iterable[str], erased: set[str] | None = None) -> int:
@@ -139,5 +157,7 @@ def links_detach(*, memory_ids: Iterable[str], erased: set[str] | None = None) -
     if not rows:
         return 0
     RecordLink.objects.filter(pk__in=[pk for pk, _, _ in rows]).delete()
-    revalidate(t for _, t, kind in rows if kind in INVALIDATING_RELATIONS and t not in ids)
+    for pk, target, kind in rows:
+        if kind in INVALIDATING_RELATIONS and target not in ids:
+            revalidate([target], relation_id=pk, reason=f"relation {public_id(pk)} removed with its source")
     return len(rows)

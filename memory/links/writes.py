@@ -72,7 +72,7 @@ def _insert(*, thread: Thread, source: Memory, target: Memory, relation_type: st
             raise LinkExists(source.public_id, target.public_id, public_id(existing)) from None
         raise Conflict(id_field, relation_id) from None
     if relation_type in INVALIDATING_RELATIONS:
-        set_memory_status([target.pk], RecordStatus.INVALID.value)
+        set_memory_status([target.pk], RecordStatus.INVALID.value, relation_id=row_id)
     return relation_id
 
 
@@ -158,9 +158,10 @@ def link_update(
         row.save()
         now_invalidating = row.relation_type in INVALIDATING_RELATIONS
         if now_invalidating and not was_invalidating:
-            set_memory_status([row.target_id], RecordStatus.INVALID.value)
+            set_memory_status([row.target_id], RecordStatus.INVALID.value, relation_id=row.pk)
         elif was_invalidating and not now_invalidating:
-            revalidate([row.target_id])
+            revalidate([row.target_id], relation_id=row.pk,
+                       reason=f"relation {public_id(row.pk)} is now {row.relation_type}")
     return 1
 
 
@@ -210,7 +211,7 @@ def link_delete(
         row.delete()
         admin_log_erase(RecordLink, [row.pk])
         if row.relation_type in INVALIDATING_RELATIONS:
-            revalidate([row.target_id])
+            revalidate([row.target_id], relation_id=row.pk)
     return 1
 
 

@@ -38,6 +38,7 @@ from memory.services.memories import (  # noqa: F401
     memory_delete_by_id,
     memory_insert,
     memory_prepare,
+    memory_restore,
     memory_state_update,
     memory_update,
 )

@@ -11,7 +11,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from memory import index
+from memory import history, index
 from memory import ttl as ttl_rules
 from memory.chunking import chunk_text
 from memory.embedders import get_embedder
@@ -126,6 +126,7 @@ def memory_insert(prepared: PreparedMemory, *, link: Callable[[Memory], Any] | N
         except IntegrityError:
             raise Conflict("memory_id", memory.public_id) from None  # lost a race for a caller-chosen id
         index.index_rows(prepared.chunk_rows)
+        history.record(memory, "create", None, history.snapshot(memory))
         if link is not None:
             link(memory)
     return memory.public_id
@@ -228,6 +229,7 @@ def memory_update(
         memory = lock_first(Memory.objects.filter(live_q(timezone.now()), pk=key, thread_id=thread.pk))
         if memory is None:
             raise NotFound("memory_id", memory_id)
+        before = history.snapshot(memory)
         if content is not NOTSET:
             memory.content = content
         if new_meta is not NOTSET:
@@ -245,6 +247,9 @@ def memory_update(
         refresh_expiry(memory, ttl_days, ttl_anchor, retention, memory.timestamp)
         memory.save()
         index.sync_record(memory, "memory", memory.memory_type, chunks, vectors)
+        after = history.snapshot(memory)
+        if after != before:
+            history.record(memory, "update", before, after)
     return memory_id
 
 
@@ -278,10 +283,14 @@ def memory_state_update(*, project: Project, memory_id: Any, status: Any = NOTSE
         if row is None:
             return 0
         if fields:
+            before = history.snapshot(row)
             for name, value in fields.items():
                 setattr(row, name, value)
             row.save(update_fields=[*fields, "updated_at"])
             index.reindex_state("memory", [row.pk], **fields)
+            after = history.snapshot(row)
+            if after != before:
+                history.record(row, "update", before, after)
     return 1
 
 
@@ -305,6 +314,58 @@ def memory_delete_by_id(*, project: Project, memory_id: Any, allows: Callable[[M
             jobs_fence(thread_id=row.thread_id, reason=f"memory {memory_id} deleted")
         memories_erase([key])
     return 1
+
+
+def memory_restore(*, thread: Thread, memory_id: Any, version: Any, restrict: dict[str, str] | None = None) -> int:
+    """Undo: put back what version ``version`` of a memory's history recorded, as a new version; return its number.
+
+    The memory must be stored with this thread's ``thread_id`` (an expired one
+    too: a restore may bring back an earlier expiry); ``restrict`` (a
+    restricted client's ``Tenant.row_filter``) hides other users' and agents'
+    memories. Content, type, metadata, status, expiry and event time become
+    those of the version's ``after`` snapshot (``memory.history.SNAPSHOT_FIELDS``;
+    for a ``delete`` version, its ``before``); the content is re-embedded and
+    the search chunks rewritten through ``memory.index.sync_record``, relation
+    endpoint types follow a changed type (as ``memory_update``), and the
+    restore is itself a ``restore`` version whose reason names ``version``.
+    Raises KeyError (``NotFound``) for a missing memory or version,
+    ValueError/TypeError for a bad id or version number.
+    """
+    from memory.validators import check_bounded_int
+
+    key = stored_id(thread.project_id, check_id(memory_id, "memory_id"))
+    number = check_bounded_int(version, "version", low=1, sql_count=True)
+    rows = Memory.objects.filter(pk=key, thread_id=thread.pk, **(restrict or {}))
+    if not rows.exists():
+        raise NotFound("memory_id", memory_id)
+    target = history.history_rows(project_id=thread.project_id, memory_id=memory_id).filter(version=number).first()
+    if target is None:
+        raise NotFound("version", str(number))
+    state = target.after if target.after is not None else target.before
+    content = state["content"]
+    chunks = chunk_text(content)
+    vectors = get_embedder().embed([index.embedding_text(c, state.get("timestamp")) for c in chunks])
+    with transaction.atomic():
+        memory = lock_first(rows)
+        if memory is None:
+            raise NotFound("memory_id", memory_id)
+        before = history.snapshot(memory)
+        new_type = check_memory_type(state["memory_type"])
+        if new_type != memory.memory_type:
+            RecordLink.objects.filter(source_id=memory.pk).update(source_type=new_type)
+            RecordLink.objects.filter(target_id=memory.pk).update(target_type=new_type)
+        memory.content, memory.memory_type = content, new_type
+        memory.metadata = dict(state.get("metadata") or {})
+        memory.status = check_status(state["status"])
+        memory.expires_at = history.snapshot_expiry(state)
+        memory.timestamp = state.get("timestamp")
+        memory.event_at = ttl_rules.parse_timestamp(memory.timestamp)
+        memory.save()
+        index.sync_record(memory, "memory", memory.memory_type, chunks, vectors)
+        history.record(memory, "restore", before, history.snapshot(memory),
+                       reason=f"restore of version {number}" + (f" ({history.current_actor().reason})"
+                                                                 if history.current_actor().reason else ""))
+        return history.history_rows(project_id=thread.project_id, memory_id=memory_id).last().version
 
 
 # --- threads ----------------------------------------------------------------------------

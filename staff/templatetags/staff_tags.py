@@ -93,6 +93,7 @@ RECORD_ROUTES = {
     "message_delete": "messages/{}/delete/",
     "memory_edit": "memories/{}/edit/",
     "memory_delete": "memories/{}/delete/",
+    "memory_restore": "memories/{}/restore/",
     "relation_delete": "relations/{}/delete/",
     "image": "images/{}/",
     "image_edit": "images/{}/edit/",

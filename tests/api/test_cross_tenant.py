@@ -35,6 +35,7 @@ from memory.models import (
     ExtractionJob,
     Image,
     Memory,
+    MemoryVersion,
     Message,
     Profile,
     Project,
@@ -122,6 +123,9 @@ CASES = {
     ("DELETE", "/api/agents/{agent_id}"): Case(200, 200, 403),
     ("GET", "/api/erasures"): Case(200, 200, 403),
     ("GET", "/api/erasures/{receipt_id}"): Case(200, 404, 403),
+    ("GET", "/api/threads/{thread_id}/memories/{memory_id}/history"): Case(200, 404, 404),
+    ("POST", "/api/threads/{thread_id}/memories/{memory_id}/history/{version}/restore"): Case(200, 404, 404),
+    ("GET", "/api/users/{user_id}/export"): Case(200, 200, 403),  # the foreign key exports its own project's u1
 }
 
 
@@ -143,6 +147,7 @@ def victim(db):
     ])
     thread.add_memory(f"The user's secret is {MARK}", memory_id="k1", memory_type="preference",
                       metadata={"secret": MARK})
+    thread.update_memory("k1", metadata={"secret": MARK, "edited": True})  # a history of two versions
     thread.add_memory(f"The user repeats {MARK}", memory_id="k2")
     thread.add_memory(f"The user hides {MARK} under the mat", memory_id="k3")
     thread.link_records("k2", "memory", "k1", "preference", "supports", relation_id="r1", metadata={"s": MARK})
@@ -158,7 +163,8 @@ def victim(db):
     return {"project": project, "admin": admin_raw, "prefixes": [admin_row.prefix, spare_row.prefix],
             "ids": {"thread_id": "c4", "message_id": "m1", "memory_id": "k1", "image_id": "img",
                     "relation_id": "r1", "key_id": str(spare_row.pk), "receipt_id": receipt.receipt_id,
-                    "user_id": "u1", "agent_id": "a1", "kind": "users", "subject_id": "u1"},
+                    "user_id": "u1", "agent_id": "a1", "kind": "users", "subject_id": "u1",
+                    "version": "1"},
             "special": {("DELETE", "/api/memories/{memory_id}"): {"memory_id": "k-float"}}}
 
 
@@ -166,7 +172,7 @@ def snapshot(project) -> dict:
     """Everything the victim project holds, as comparable values."""
     rows = {}
     for model in (Thread, Message, Memory, Image, RecordLink, ThreadSummary, ExtractionJob, SearchChunk,
-                  ErasureReceipt, ApiKey, Profile):
+                  ErasureReceipt, ApiKey, Profile, MemoryVersion):
         values = model.objects.filter(project=project).order_by("pk").values()
         rows[model.__name__] = [{k: v for k, v in row.items() if k not in ("data", "embedding", "last_used_at")}
                                 for row in values]

@@ -108,7 +108,7 @@ def test_the_thread_page_shows_the_conversation_memories_and_relations(logged_in
     # keyboard: the skip link leads to the content, the edit disclosure opens with Enter
     page.keyboard.press("Tab")
     expect(page.locator(".skip-link")).to_be_focused()
-    summary = page.locator(f'#memories li[data-memory-id="{memories["preference"]}"] summary')
+    summary = page.locator(f'#memories li[data-memory-id="{memories["preference"]}"] details.edit summary')
     summary.focus()
     page.keyboard.press("Enter")
     expect(page.locator(f'#memories li[data-memory-id="{memories["preference"]}"] details.edit')).to_have_attribute(

@@ -1,7 +1,8 @@
 """Erasure: one user or agent at a time, every delete path, and the bytes of the file.
 
 The canary test writes a unique word into every place a user's data lands
-(message text and metadata, memory text and metadata, an image's description
+(message text and metadata, memory text and metadata and the memory history
+(``oam_memory_versions``, of deleted memories too), an image's description
 and the PNG's own text chunk, thread metadata, the user id itself), checks
 that the word is in the SQLite file (database, WAL), erases the user, and
 checks that no byte of it is left: not in the tables, not in free pages
@@ -30,6 +31,7 @@ from memory.models import (
     ExtractionJob,
     Image,
     Memory,
+    MemoryVersion,
     Message,
     Project,
     RecordLink,
@@ -88,6 +90,14 @@ def test_an_erased_users_words_are_gone_from_the_file():
     # a memory of the user filed in another user's thread, and one in no thread
     client.get_thread("t-someone-else").add_memory(f"{canary} was mentioned here", user_id=user)
     client.get_thread("t-someone-else").add_memory(f"{canary} floats", user_id=user, thread_id=None)
+    # memory history (memory.history): edited and deleted records keep versions holding the word until erasure
+    mine = client.get_thread(f"t-{user}")
+    edited = mine.add_memory(f"{canary} before the edit", memory_id="edited")
+    mine.update_memory(edited, content=f"{canary} after the edit")
+    mine.delete_memory(mine.add_memory(f"{canary} deleted before the erasure"))
+    kept_history = MemoryVersion.objects.filter(user_id="someone-else").count()
+    assert MemoryVersion.objects.filter(user_id=user).count() == 8  # six creates, one update, one delete
+    assert any(canary in str(v.before) + str(v.after) for v in MemoryVersion.objects.filter(action="delete"))
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")  # planner statistics may sample indexed values (the user id)
     checkpoint()
@@ -97,8 +107,11 @@ def test_an_erased_users_words_are_gone_from_the_file():
 
     receipt = client.erase_user(user)
 
+    assert not MemoryVersion.objects.filter(user_id=user).exists()
+    assert not any(canary in str(v.before) + str(v.after) + v.reason for v in MemoryVersion.objects.all())
+    assert MemoryVersion.objects.filter(user_id="someone-else").count() == kept_history  # others' history stays
     assert receipt.found and receipt.counts["threads"] == 1 and receipt.counts["messages"] == 2
-    assert receipt.counts["memories"] == 4 and receipt.counts["images"] == 1 and receipt.counts["relations"] == 1
+    assert receipt.counts["memories"] == 5 and receipt.counts["images"] == 1 and receipt.counts["relations"] == 1
     assert receipt.storage["secure_delete"] is True and receipt.storage["wal_truncated"] is True
     assert receipt.storage["vacuumed"] is True
     after = file_bytes()
@@ -394,13 +407,18 @@ def test_the_admins_history_keeps_no_content_and_goes_with_what_it_names():
     # the admin's own delete: the record's history goes with it, and its text leaves the file
     assert browser.post(f"/admin/memory/memory/{quote(key(doomed))}/delete/", {"post": "yes"}).status_code == 302
     assert not LogEntry.objects.filter(object_id__in=[key(doomed), key("rel")]).exists()
-    assert f"{canary}2".encode() not in file_bytes()
+    # memory history (memory.history) keeps a deleted memory's versions until its user is erased: the text
+    # is in oam_memory_versions only, and leaves the file with the erasure below
+    [gone] = MemoryVersion.objects.filter(memory_id=key(doomed), action="delete")
+    assert gone.actor_kind == "admin" and gone.actor_id == "root" and f"{canary}2" in gone.before["content"]
+    assert not Memory.objects.filter(pk=key(doomed)).exists()
+    assert not SearchChunk.objects.filter(text__contains=f"{canary}2").exists()
     assert LogEntry.objects.filter(object_id__in=[key(kept), key(said)]).count() == 3
 
     receipt = client.erase_user("u1")
 
     assert receipt.counts["admin_log_entries"] == 3
-    assert not LogEntry.objects.exists()
+    assert not LogEntry.objects.exists() and not MemoryVersion.objects.exists()
     assert canary.encode() not in file_bytes()
 
 

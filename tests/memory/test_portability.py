@@ -1,0 +1,188 @@
+"""Export and import (memory.portability, ``manage.py export_memory`` / ``import_memory``).
+
+A real LoCoMo conversation (``manage.py import_locomo``, the data file of
+``memory.locomo.default_data_path``) plus memories, an edit history, relations,
+an image and a summary is exported and imported into an empty project: the
+two projects then hold equal records and answer 20 LoCoMo questions with the
+same ranked results. Real SQLite file and embedder.
+"""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from memory import locomo
+from memory.client import AgentMemory
+from memory.ids import public_id
+from memory.models import (
+    Image,
+    Memory,
+    MemoryVersion,
+    Message,
+    Project,
+    RecordLink,
+    SearchChunk,
+    Thread,
+    ThreadSummary,
+)
+from memory.tenancy import get_project
+from tests import image_samples as samples
+
+DATA = locomo.default_data_path()
+
+
+def comparable(project: Project) -> dict:
+    """Every record of a project as comparable values (public ids; no pks, update times or vectors)."""
+    def rows(model, fields, order):
+        out = []
+        for row in model.objects.filter(project=project).order_by(*order).values(*fields):
+            out.append({k: public_id(v) if (k == "id" or k.endswith("_id")) and isinstance(v, str) and ":" in v else v
+                        for k, v in row.items()})
+        return out
+
+    return {
+        "threads": rows(Thread, ["id", "user_id", "agent_id", "metadata", "config", "next_seq",
+                                 "extracted_through_seq", "created_at"], ["id"]),
+        "messages": rows(Message, ["id", "thread_id", "seq", "role", "content", "parts", "timestamp", "metadata",
+                                   "status", "expires_at", "created_at"], ["id"]),
+        "memories": rows(Memory, ["id", "memory_type", "content", "user_id", "agent_id", "thread_id", "timestamp",
+                                  "metadata", "status", "expires_at", "source_message_ids", "created_at"], ["id"]),
+        "relations": rows(RecordLink, ["id", "thread_id", "source_id", "source_type", "target_id", "target_type",
+                                       "relation_type", "opposite_relation_type", "metadata"], ["id"]),
+        "images": [(public_id(i.pk), bytes(i.data), i.description, public_id(i.message_id) if i.message_id else None)
+                   for i in Image.objects.with_bytes().filter(project=project).order_by("id")],
+        "summaries": rows(ThreadSummary, ["thread_id", "content", "topics", "through_seq"], ["thread_id"]),
+        "versions": rows(MemoryVersion, ["memory_id", "version", "action", "actor_kind", "actor_id", "reason",
+                                         "relation_id", "before", "after", "created_at"], ["memory_id", "version"]),
+        "chunks": sorted(SearchChunk.objects.filter(project=project).values_list("source_kind", "record_type",
+                                                                                "text", "context", "status")),
+    }
+
+
+@pytest.mark.skipif(not DATA.is_file(), reason=f"LoCoMo data file not found at {DATA} (set OAM_LOCOMO_PATH)")
+def test_a_locomo_conversation_exported_and_imported_into_an_empty_project_is_equal(db, tmp_path):
+    sample = min(locomo.iter_samples(DATA), key=lambda s: s.turn_count)
+    sid = sample.sample_id
+    call_command("import_locomo", samples=[sid], verbosity=0)
+    source = AgentMemory()
+    first = source.get_thread(locomo.thread_id(sid, sample.sessions[0].number))
+    second = source.get_thread(locomo.thread_id(sid, sample.sessions[1].number))
+    turns = [m.id for m in first.get_messages(start=0, end=4)]
+    old = first.add_memory(f"{sample.speakers[0]} mentioned a trip", memory_type="fact", memory_id="trip-old")
+    first.update_memory(old, content=f"{sample.speakers[0]} mentioned a long trip")  # history: two versions
+    new = first.add_memory(f"{sample.speakers[0]} is planning a trip abroad", memory_type="fact", memory_id="trip-new")
+    first.link_records(new, "fact", old, "fact", "supersedes", relation_id="rel-trip")  # invalidates the old one
+    from memory import services
+
+    services.memory_add(thread=first.row, content="Derived from the first turns", memory_id="derived",
+                        source_message_ids=turns[:2], retention=source.retention_config)
+    second.add_memory("Likes painting", memory_type="preference", memory_id="likes")
+    source.get_thread(first.thread_id).add_memory("Floating note", memory_id="floating", thread_id=None)
+    gone = second.add_memory("Deleted later", memory_id="gone")
+    second.delete_memory(gone)  # its history stays and is exported
+    first.add_image(samples.png(), description="a photo of a red kite", image_id="kite")
+    ThreadSummary.objects.create(thread=first.row, project=source.project, content="They talk", topics=["trip"],
+                                 through_seq=3, revision=1)
+    path = tmp_path / "export.jsonl"
+
+    out = StringIO()
+    call_command("export_memory", user=sid, output=str(path), stdout=out)
+    lines = [json.loads(text) for text in path.read_text(encoding="utf-8").splitlines()]
+    header = lines[0]
+    assert header["kind"] == "header" and header["user_id"] == sid
+    assert header["counts"]["thread"] == len(sample.sessions) and header["counts"]["message"] == sample.turn_count
+    assert header["counts"]["memory"] == 5 and header["counts"]["relation"] == 1
+    assert not any("embedding" in line or "vector" in line for line in lines)  # never vectors
+
+    copy = Project.objects.create(slug="copy")
+    err = StringIO()
+    call_command("import_memory", str(path), project="copy", stdout=out, stderr=err)
+    assert "embedding" in err.getvalue()  # the progress bar
+
+    original = comparable(get_project(None))
+    imported = comparable(copy)
+    for name in original:
+        assert imported[name] == original[name], name
+    assert len(original["messages"]) == sample.turn_count and len(original["memories"]) == 5
+    assert {v["memory_id"] for v in original["versions"]} >= {"trip-old", "gone"}
+    assert Memory.objects.get(project=copy, pk=f"{copy.pk}:trip-old").status == "invalid"
+
+    questions = [q.question for q in sample.questions[:20]]
+    assert len(questions) == 20
+    there = AgentMemory(project=copy)
+    for question in questions:
+        a = [(r.record.id, round(r.score, 6)) for r in source.search(question, user_id=sid, max_results=10)]
+        b = [(r.record.id, round(r.score, 6)) for r in there.search(question, user_id=sid, max_results=10)]
+        assert a == b and a, question
+
+    # idempotent: the same file again adds nothing
+    again = StringIO()
+    call_command("import_memory", str(path), project="copy", stdout=again, verbosity=1)
+    assert again.getvalue().startswith("imported into copy: nothing; already present: ")
+    assert comparable(copy) == imported
+
+    # all or nothing: a bad last line leaves an empty project empty
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(path.read_text(encoding="utf-8") + '{"kind": "memory", "id": 7}\n', encoding="utf-8")
+    empty = Project.objects.create(slug="empty")
+    with pytest.raises(CommandError, match="nothing was imported"):
+        call_command("import_memory", str(broken), project="empty", verbosity=0)
+    assert not any(model.objects.filter(project=empty).exists()
+                   for model in (Thread, Message, Memory, Image, RecordLink, MemoryVersion, SearchChunk))
+
+
+def test_a_conflicting_message_rolls_the_whole_import_back(db, tmp_path, thread):
+    thread.add_messages([{"role": "user", "content": "hello", "id": "m1"}])
+    thread.add_memory("A note", memory_id="note")
+    path = tmp_path / "one.jsonl"
+    call_command("export_memory", user="user-1", output=str(path), verbosity=0)
+    target = Project.objects.create(slug="target")
+    AgentMemory(project=target).create_thread(thread_id="t-main", user_id="other").add_messages(
+        [{"role": "user", "content": "taken seq 1", "id": "other"}])
+    before = Memory.objects.filter(project=target).count()
+    # the thread exists there already (skipped), and its seq 1 is another message's: the database refuses
+    with pytest.raises(CommandError, match="nothing was imported"):
+        call_command("import_memory", str(path), project="target", verbosity=0)
+    assert Memory.objects.filter(project=target).count() == before == 0
+    assert not Message.objects.filter(project=target, pk=f"{target.pk}:m1").exists()
+
+
+def test_bad_files_name_the_line(db, tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"kind": "header", "format": "oam-memory-export", "version": 1}\nnot json\n', encoding="utf-8")
+    with pytest.raises(CommandError, match="line 2"):
+        call_command("import_memory", str(path), verbosity=0)
+    path.write_text('{"kind": "thread", "id": "t"}\n', encoding="utf-8")
+    with pytest.raises(CommandError, match="line 1: must be the export header"):
+        call_command("import_memory", str(path), verbosity=0)
+    with pytest.raises(CommandError, match="not found|project"):
+        call_command("export_memory", user="u", project="nope", output=str(tmp_path / "x"), verbosity=0)
+
+
+def test_an_admin_key_exports_over_http_and_the_file_imports(db, tmp_path, thread):
+    from tests.api.helpers import JsonClient
+    from threads.auth import api_key_create
+
+    thread.add_messages([{"role": "user", "content": "I keep bees", "id": "m1"}])
+    thread.add_memory("Keeps bees", memory_id="bees")
+    admin = JsonClient(headers={"Authorization": f"Bearer {api_key_create(name='a', permission='admin')[1]}"})
+    writer = JsonClient(headers={"Authorization": f"Bearer {api_key_create(name='w')[1]}"})
+    scoped = JsonClient(headers={"Authorization": "Bearer " + api_key_create(
+        name="s", permission="admin", user_id="user-1")[1]})
+    answer = admin.get("/api/users/user-1/export")
+    assert answer.status_code == 200 and answer["Content-Type"].startswith("application/x-ndjson")
+    kinds = [json.loads(text)["kind"] for text in answer.content.decode().splitlines()]
+    assert kinds == ["header", "thread", "message", "memory", "memory_version"]
+    assert writer.get("/api/users/user-1/export").status_code == 403
+    assert scoped.get("/api/users/user-1/export").status_code == 403
+    path = tmp_path / "http.jsonl"
+    path.write_bytes(answer.content)
+    Project.objects.create(slug="elsewhere")
+    call_command("import_memory", str(path), project="elsewhere", verbosity=0)
+    there = AgentMemory(project=Project.objects.get(slug="elsewhere")).get_thread("t-main")
+    assert [m.content for m in there.list_memories()] == ["Keeps bees"]
+    assert [m.id for m in there.get_messages()] == ["m1"]
