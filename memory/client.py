@@ -847,7 +847,7 @@ class AgentMemory(_WithAsyncTwins):
         own = given.pop("memory_extraction_config")
         config = own.merged_over(self.memory_extraction_config) if own is not None else self.memory_extraction_config
         self._check_llm(llm, config)
-        stored = config.to_thread_config() if config is not None else {}
+        stored = config.to_thread_config(given_only=True) if config is not None else {}
         limits = given.pop(IMAGE_LIMITS_KEY)
         if limits is not None:
             stored[IMAGE_LIMITS_KEY] = limits.merged_over(self.image_input_limit_config).to_thread_config()
@@ -931,7 +931,7 @@ class AgentMemory(_WithAsyncTwins):
         if config is not None:
             merged = config.merged_over(extraction.thread_config(row, default=self.memory_extraction_config))
             self._check_llm(llm, merged)
-            changes.update(merged.to_thread_config())
+            changes.update(merged.to_thread_config(given_only=True))
         limits = given.pop(IMAGE_LIMITS_KEY)
         if limits is not None:
             current = ImageInputLimitConfig.from_thread_config(row.config, self.image_input_limit_config)
