@@ -1012,11 +1012,15 @@ class AgentMemory(_WithAsyncTwins):
 
     def update_memory(self, memory_id: str, content: Any = NOTSET, metadata: Any = NOTSET, timestamp: Any = NOTSET,
                       ttl_days: Any = NOTSET, ttl_anchor: Any = NOTSET, status: Any = NOTSET, **kwargs: Any) -> str:
-        """Update a memory-like record of this project by id, through its thread (``Thread.update_memory``).
-        KeyError when there is none (or it is outside a restricted client's user and agent)."""
-        return self._owner(MemoryRow, memory_id, "memory_id").update_memory(
-            memory_id, content=content, metadata=metadata, timestamp=timestamp, ttl_days=ttl_days,
-            ttl_anchor=ttl_anchor, status=status, **kwargs)
+        """Update a live memory-like record of this project by id, whatever thread owns it or none (SDK:
+        ``OracleAgentMemory.update_memory``; arguments as ``Thread.update_memory``). Found and scoped as
+        ``delete_memory`` finds them (``services.memory_update`` with ``project`` and the tenant's ``allows``):
+        a restricted client updates its own user's and agent's records, in any thread. KeyError when there
+        is none, it expired, or it is outside a restricted client's user and agent."""
+        services.reject_unknown(kwargs, "update_memory")
+        return services.memory_update(project=self.project, allows=self.tenant.allows, memory_id=memory_id,
+                                      content=content, metadata=metadata, timestamp=timestamp, ttl_days=ttl_days,
+                                      ttl_anchor=ttl_anchor, status=status, retention=self.retention_config)
 
     def add_image(self, image: bytes, description: Any = NOTSET, mime_type: Any = NOTSET, image_id: Any = NOTSET,
                   user_id: Any = NOTSET, agent_id: Any = NOTSET, thread_id: Any = NOTSET, metadata: Any = NOTSET,
