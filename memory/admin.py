@@ -309,8 +309,9 @@ class MemoryAdmin(ServiceDeletes, ErasingAdmin):
         changed = set(form.changed_data)
         given = {name: getattr(obj, name) for name in ("content", "metadata", "timestamp", "status", "memory_type")
                  if name in changed}
-        # services.memory_update is what Thread.update_memory calls; it also takes memory_type (not a spec parameter).
-        services.memory_update(thread=Thread.objects.get(pk=obj.thread_id), memory_id=obj.public_id,
+        # services.memory_update is what update_memory calls; it also takes memory_type (not a spec parameter).
+        # By project, as delete by id: a memory stored with no thread is editable too.
+        services.memory_update(project=obj.project, memory_id=obj.public_id,
                                retention=AgentMemory(project=obj.project).retention_config, **given)
         if "expires_at" in changed:
             services.memory_state_update(project=obj.project, memory_id=obj.public_id, expires_at=obj.expires_at)

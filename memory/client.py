@@ -38,7 +38,7 @@ from memory.extraction_config import (  # noqa: F401  (re-exported: the SDK's pu
     resolve_extraction_config,
 )
 from memory.images import THREAD_CONFIG_KEY as IMAGE_LIMITS_KEY, ImageInputLimitConfig
-from memory.llm import Llm, LlmError, get_llm
+from memory.llm import Llm, LlmError, as_llm, get_llm
 from memory.models import (Image as ImageRow, Memory as MemoryRow, Profile as ProfileRow, Project as ProjectRow,
                            RecordLink as RecordLinkRow, Thread as ThreadRow)
 from memory.types import (  # noqa: F401  (re-exported: the SDK's public names)
@@ -163,7 +163,7 @@ class Thread(_WithAsyncTwins):
         if row.project_id != client.project.pk or not client.tenant.allows(row):
             raise ValueError(f"thread {row.public_id!r} is not in project {client.project.slug!r} of this client "
                              "or not within its tenant")
-        self._llm = client.llm if llm is NOTSET else llm
+        self._llm = client.llm if llm is NOTSET else as_llm(llm)
         self._overrides = dict(overrides or {})
         self.project = client.project
         self.thread_id: str = row.public_id
@@ -707,7 +707,8 @@ class AgentMemory(_WithAsyncTwins):
     name here, TypeError when both are given) defaults to the settings
     ``OAM_DEFAULT_TTL_DAYS`` and ``OAM_MAX_TTL_DAYS``; ``search_config`` to
     ``MemorySearchConfig()``; ``llm`` (extraction, summaries, context cards) to
-    ``memory.llm.get_llm()``, and None means none; ``memory_extraction_config``
+    ``memory.llm.get_llm()``, and None means none (an object with the SDK's ``ILlm.generate()``, such as
+    ``oracleagentmemory.Llm``, is wrapped by ``memory.llm.as_llm``; anything else is a TypeError here); ``memory_extraction_config``
     (client level; ``extract_memories`` and ``memory_extraction_custom_instructions``
     are laid over it field by field) is the base every thread's own config is laid
     over, field by field; ``image_input_limit_config`` likewise for image limits.
@@ -745,7 +746,7 @@ class AgentMemory(_WithAsyncTwins):
             raise InvalidArgument("pruner_llm", "not supported: there is no pruning search here")
         self._tenant = tenant
         self._project = tenant.project if tenant is not None else project  # resolved on first use (async callers)
-        self.llm = llm  # omitted: get_llm() when needed; None: no LLM
+        self.llm = as_llm(llm)  # omitted: get_llm() when needed; None: no LLM; SDK ILlm: wrapped
         image_input_limit_config = _or(image_input_limit_config, None)
         if image_input_limit_config is not None and not isinstance(image_input_limit_config, ImageInputLimitConfig):
             raise TypeError("image_input_limit_config: must be an ImageInputLimitConfig or None")
@@ -857,6 +858,7 @@ class AgentMemory(_WithAsyncTwins):
         are given, or ``extract_memories=True`` is asked for without an LLM;
         TypeError for unknown keywords or mistyped settings.
         """
+        llm = as_llm(llm)  # before anything is stored: TypeError for what is no LLM
         inline = {name: value for name, value in (
             ("memory_extraction_window", memory_extraction_window),
             ("context_summary_update_frequency", context_summary_update_frequency),
@@ -881,7 +883,7 @@ class AgentMemory(_WithAsyncTwins):
         own = given.pop("memory_extraction_config")
         config = own.merged_over(self.memory_extraction_config) if own is not None else self.memory_extraction_config
         self._check_llm(llm, config)
-        stored = config.to_thread_config() if config is not None else {}
+        stored = config.to_thread_config(given_only=True) if config is not None else {}
         limits = given.pop(IMAGE_LIMITS_KEY)
         if limits is not None:
             stored[IMAGE_LIMITS_KEY] = limits.merged_over(self.image_input_limit_config).to_thread_config()
@@ -908,6 +910,7 @@ class AgentMemory(_WithAsyncTwins):
         The settings (as ``create_thread``'s) apply to this handle only, laid over the stored ones field by
         field; nothing is stored (``update_thread`` stores them).
         """
+        llm = as_llm(llm)  # before anything is stored: TypeError for what is no LLM
         inline = {name: value for name, value in (
             ("memory_extraction_window", memory_extraction_window),
             ("context_summary_update_frequency", context_summary_update_frequency),
@@ -944,6 +947,7 @@ class AgentMemory(_WithAsyncTwins):
         handle only. KeyError when the thread is not in this project; TypeError/ValueError for bad values.
         """
         services.reject_unknown(kwargs, "update_thread")
+        llm = as_llm(llm)  # before anything is stored: TypeError for what is no LLM
         inline = {name: value for name, value in (
             ("memory_extraction_window", memory_extraction_window),
             ("context_summary_update_frequency", context_summary_update_frequency),
@@ -965,7 +969,7 @@ class AgentMemory(_WithAsyncTwins):
         if config is not None:
             merged = config.merged_over(extraction.thread_config(row, default=self.memory_extraction_config))
             self._check_llm(llm, merged)
-            changes.update(merged.to_thread_config())
+            changes.update(merged.to_thread_config(given_only=True))
         limits = given.pop(IMAGE_LIMITS_KEY)
         if limits is not None:
             current = ImageInputLimitConfig.from_thread_config(row.config, self.image_input_limit_config)
@@ -1046,11 +1050,15 @@ class AgentMemory(_WithAsyncTwins):
 
     def update_memory(self, memory_id: str, content: Any = NOTSET, metadata: Any = NOTSET, timestamp: Any = NOTSET,
                       ttl_days: Any = NOTSET, ttl_anchor: Any = NOTSET, status: Any = NOTSET, **kwargs: Any) -> str:
-        """Update a memory-like record of this project by id, through its thread (``Thread.update_memory``).
-        KeyError when there is none (or it is outside a restricted client's user and agent)."""
-        return self._owner(MemoryRow, memory_id, "memory_id").update_memory(
-            memory_id, content=content, metadata=metadata, timestamp=timestamp, ttl_days=ttl_days,
-            ttl_anchor=ttl_anchor, status=status, **kwargs)
+        """Update a live memory-like record of this project by id, whatever thread owns it or none (SDK:
+        ``OracleAgentMemory.update_memory``; arguments as ``Thread.update_memory``). Found and scoped as
+        ``delete_memory`` finds them (``services.memory_update`` with ``project`` and the tenant's ``allows``):
+        a restricted client updates its own user's and agent's records, in any thread. KeyError when there
+        is none, it expired, or it is outside a restricted client's user and agent."""
+        services.reject_unknown(kwargs, "update_memory")
+        return services.memory_update(project=self.project, allows=self.tenant.allows, memory_id=memory_id,
+                                      content=content, metadata=metadata, timestamp=timestamp, ttl_days=ttl_days,
+                                      ttl_anchor=ttl_anchor, status=status, retention=self.retention_config)
 
     def add_image(self, image: bytes, description: Any = NOTSET, mime_type: Any = NOTSET, image_id: Any = NOTSET,
                   user_id: Any = NOTSET, agent_id: Any = NOTSET, thread_id: Any = NOTSET, metadata: Any = NOTSET,

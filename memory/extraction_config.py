@@ -275,10 +275,19 @@ class MemoryExtractionConfig:
     def is_background(self) -> bool:
         return self.extraction_mode is MemoryExtractionMode.BACKGROUND
 
-    def to_thread_config(self) -> dict[str, Any]:
-        """The JSON stored in ``Thread.config``: one key per field, enums as their values, tuples as lists."""
+    def to_thread_config(self, *, given_only: bool = False) -> dict[str, Any]:
+        """The config as JSON: one key per field, enums as their values, tuples as lists.
+
+        ``given_only=True`` keeps only ``given_fields``: what is *stored* in ``Thread.config``, so an
+        unset field stays unset and is resolved again on every read (``from_thread_config`` treats
+        every stored key as given). Storing resolved defaults turned an omitted ``extract_memories``
+        into a stored ``True``, which then needed an LLM on every later update (README: an omitted
+        ``extract_memories`` leaves extraction off without an LLM).
+        """
         data = {}
         for f in dataclasses.fields(self):
+            if given_only and f.name not in self._given:
+                continue
             value = getattr(self, f.name)
             if isinstance(value, enum.Enum):
                 value = value.value

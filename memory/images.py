@@ -18,7 +18,11 @@ inside ``validate_image``:
    reported the same way);
 3. more than one frame (APNG, animated WebP) is refused;
 4. ``verify()`` checks the container (PNG chunk CRCs ...), then a fresh
-   ``open`` + ``load()`` decodes the pixels, which catches truncated data;
+   ``open`` + ``load()`` decodes the pixels, which catches truncated data. A
+   JPEG is decoded through ``Image.draft`` at 1/8 scale (libjpeg's DCT scaling
+   still reads every byte of the stream, so truncation is caught, in 1/64 of
+   the memory); PNG and WEBP have no reduced decode, so the pixel ceiling
+   below is what bounds them;
 5. the detected type must equal a declared ``mime_type``.
 
 Every refusal is ``InvalidArgument`` (a ``ValueError``) naming the argument
@@ -60,18 +64,20 @@ ALLOWED_MIME_TYPES = ", ".join(m.value for m in ImageMimeType)
 
 MIB = 1024 * 1024
 #: Resolved defaults and absolute maxima of ``ImageInputLimitConfig`` (the SDK 26.8.0 values;
-#: ``max_image_pixels`` is ours).
+#: ``max_image_pixels`` is ours). Its ceiling bounds the memory of one request: a full decode is
+#: ``width * height * 4`` bytes at most (RGBA), so 40 MP is at most ~160 MB, whatever a thread sets
+#: (200 MP allowed ~800 MB for a 656 KB upload). 40 MP still takes 7680 x 5120 photographs.
 IMAGE_LIMIT_DEFAULTS = {
     "max_raw_image_bytes": 10 * MIB,
     "max_images_per_llm_request": 100,
     "max_total_raw_image_bytes_per_llm_request": 100 * MIB,
-    "max_image_pixels": 50_000_000,
+    "max_image_pixels": 40_000_000,
 }
 IMAGE_LIMIT_MAXIMA = {
     "max_raw_image_bytes": 32 * MIB,
     "max_images_per_llm_request": 512,
     "max_total_raw_image_bytes_per_llm_request": 256 * MIB,
-    "max_image_pixels": 200_000_000,
+    "max_image_pixels": 40_000_000,
 }
 #: Field names of configs stored before the SDK's names were adopted.
 _EARLIER_NAMES = {"max_image_bytes": "max_raw_image_bytes", "max_images_per_request": "max_images_per_llm_request",
@@ -87,9 +93,10 @@ class ImageInputLimitConfig:
     * ``max_images_per_llm_request`` (100, at most 512): images in one LLM request.
     * ``max_total_raw_image_bytes_per_llm_request`` (100 MiB, at most 256 MiB): raw image bytes in one
       LLM request, all images together (base64 makes the request about 4/3 of that).
-    * ``max_image_pixels`` (ours: 50,000,000, at most 200,000,000): largest ``width * height``; larger is
-      a decompression bomb (a few KB of PNG can declare gigapixels). Decoding one RGBA image of 50 MP
-      needs about 200 MB.
+    * ``max_image_pixels`` (ours: 40,000,000, also the most a thread may set): largest
+      ``width * height``, read from the header before any decode; larger is a decompression bomb
+      (a few KB of PNG can declare gigapixels). Decoding one RGBA image of 40 MP needs about 160 MB,
+      so the ceiling bounds one request's memory (``IMAGE_LIMIT_MAXIMA``).
 
     Every field defaults to ``NOTSET`` (the resolved default is read in its place; ``given_fields``
     names the fields set, for field-by-field resolution, ``merged_over``). Each must be a positive
@@ -134,10 +141,16 @@ class ImageInputLimitConfig:
     @classmethod
     def from_thread_config(cls, config: Mapping[str, Any] | None,
                            default: ImageInputLimitConfig | None = None) -> ImageInputLimitConfig:
-        """The limits stored in a ``Thread.config`` laid over ``default`` (the client's) field by field."""
+        """The limits stored in a ``Thread.config`` laid over ``default`` (the client's) field by field.
+
+        A stored int above today's maximum (a thread configured before a ceiling was lowered,
+        ``max_image_pixels`` up to 200,000,000) reads as the maximum.
+        """
         stored = (config or {}).get(THREAD_CONFIG_KEY) or {}
         known = {f.name for f in dataclasses.fields(cls)}
         values = {_EARLIER_NAMES.get(k, k): v for k, v in stored.items()}
+        values = {k: min(v, IMAGE_LIMIT_MAXIMA[k]) if k in IMAGE_LIMIT_MAXIMA and type(v) is int else v
+                  for k, v in values.items()}
         return cls(**{k: v for k, v in values.items() if k in known}).merged_over(default)
 
     @classmethod
@@ -271,6 +284,9 @@ def _inspect(data: bytes, limits: ImageInputLimitConfig, field: str) -> tuple[Im
                     field, f"is an animated {img.format} ({img.n_frames} frames); animated images are not supported")
             img.verify()
         with PilImage.open(io.BytesIO(data), formats=_PLUGINS) as img:
+            if mime is ImageMimeType.JPEG:
+                # Decode at 1/8 scale: every byte is still read (truncation caught), 1/64 the memory.
+                img.draft(None, (max(1, width // 8), max(1, height // 8)))
             img.load()
     except InvalidArgument:
         raise

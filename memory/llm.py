@@ -31,6 +31,7 @@ import jsonschema
 from django.conf import settings
 
 from memory import conf
+from memory.types import NOTSET
 
 Messages = list[dict[str, str]]
 JsonValue = dict | list
@@ -561,6 +562,61 @@ class ScriptedLlm(BaseLlm):
 _llm: Llm | None = None
 _llm_built = False
 _llm_lock = threading.Lock()
+
+
+class GenerateLlm(BaseLlm):
+    """An ``Llm`` over an object with the SDK's ``ILlm.generate()`` (``oracleagentmemory.Llm`` or any
+    object of that shape), so ``llm=`` takes what an SDK application already has.
+
+    ``generate(prompt, *, response_json_schema=None, **kwargs)`` returns an ``LlmResponse`` (its
+    ``text``; a plain ``str`` is accepted too). A JSON request passes the schema as
+    ``response_json_schema`` (it is also in the system prompt) and gets ``BaseLlm``'s parse, validate
+    and retry loop; ``max_tokens``, when set, is passed as a keyword (``ILlm.generate`` forwards extra
+    keywords to its backend). Any exception of ``generate`` is an ``LlmUnavailable`` (the extraction
+    job fails and is recorded, as for the site's own adapter); token counts are unknown (0).
+    """
+
+    def __init__(self, inner: Any, *, max_retries: int = 2):
+        super().__init__(max_retries=max_retries)
+        self.inner = inner
+
+    def __repr__(self) -> str:
+        return f"GenerateLlm({self.inner!r})"
+
+    def _request(
+        self, messages: Messages, *, schema: dict | None, schema_name: str | None, max_tokens: int | None
+    ) -> _Reply:
+        kwargs: dict[str, Any] = {"response_json_schema": schema}
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
+        try:
+            reply = self.inner.generate([dict(m) for m in messages], **kwargs)
+        except Exception as exc:  # noqa: BLE001 - a foreign LLM's failure is a transport failure here
+            raise LlmUnavailable(f"{type(self.inner).__name__}.generate failed: {type(exc).__name__}: {exc}") from exc
+        text = reply if isinstance(reply, str) else getattr(reply, "text", None)
+        if not isinstance(text, str):
+            raise LlmUnavailable(f"{type(self.inner).__name__}.generate returned {type(reply).__name__} "
+                                 "without a text attribute")
+        return _Reply(text=text)
+
+
+def as_llm(value: Any, field: str = "llm") -> Any:
+    """What ``llm=`` may be, as the engine's ``Llm``: ``None`` (no LLM) and an unset marker pass through;
+    an object with ``complete_json`` and ``complete_text`` (this module's adapters) is used as is; an
+    object with a callable ``generate`` (the SDK's ``ILlm``, e.g. ``oracleagentmemory.Llm``) is wrapped in
+    ``GenerateLlm``. Anything else raises TypeError naming ``field`` at construction, not later in a
+    background job.
+    """
+    if value is None or value is NOTSET:
+        return value
+    if callable(getattr(value, "complete_json", None)) and callable(getattr(value, "complete_text", None)):
+        return value
+    if isinstance(value, type):
+        raise TypeError(f"{field}: must be an LLM instance, not the class {value.__name__}")
+    if callable(getattr(value, "generate", None)):
+        return GenerateLlm(value)
+    raise TypeError(f"{field}: must be None, a memory.llm adapter (complete_json/complete_text, e.g. "
+                    f"OpenAICompatibleLlm) or an object with the SDK's ILlm.generate(), not {type(value).__name__}")
 
 
 def get_llm() -> Llm | None:

@@ -56,7 +56,7 @@ def animated_webp() -> bytes:
 
 
 def bomb() -> bytes:
-    """A valid 1-bit PNG of 9000 x 6000 = 54 million pixels (over the 50 MP default) in a few KB."""
+    """A valid 1-bit PNG of 9000 x 6000 = 54 million pixels (over the 40 MP default and ceiling) in a few KB."""
     return _encode(Image.new("1", (9000, 6000), 0), "PNG", optimize=True)
 
 

@@ -180,7 +180,9 @@ def memory_add(
 
 def memory_update(
     *,
-    thread: Thread,
+    thread: Thread | None = None,
+    project: Project | None = None,
+    allows: Callable[[Memory], bool] = lambda row: True,
     memory_id: Any,
     content: Any = NOTSET,
     metadata: Any = NOTSET,
@@ -191,7 +193,11 @@ def memory_update(
     memory_type: Any = NOTSET,
     retention: MemoryRetentionConfig,
 ) -> str:
-    """Update a memory-like record whose stored thread_id is this thread's.
+    """Update a live memory-like record: with ``thread``, one whose stored thread_id is this thread's
+    (``Thread.update_memory``); with ``project`` instead, one of the project by id whatever thread owns
+    it or none (SDK ``OracleAgentMemory.update_memory``), and only when ``allows(row)`` (a restricted
+    client's ``Tenant.allows``): the lookup and scoping rule of ``memory_delete_by_id``, so a record
+    the client lists and may delete it may update too.
 
     Omitted values are preserved; metadata replaces the stored object; a new
     content is re-embedded; ``timestamp=None`` clears the event time. A TTL
@@ -202,7 +208,10 @@ def memory_update(
     same transaction. Raises KeyError when missing, expired or another
     thread's; ValueError for an unknown type or status.
     """
-    key = stored_id(thread.project_id, check_id(memory_id, "memory_id"))
+    if (thread is None) == (project is None):
+        raise TypeError("memory_update: give exactly one of thread and project")
+    key = stored_id(thread.project_id if thread is not None else project.pk, check_id(memory_id, "memory_id"))
+    owned = {"thread_id": thread.pk} if thread is not None else {}
     new_type = check_memory_type(memory_type) if memory_type is not NOTSET else NOTSET
     if content is not NOTSET:
         if not isinstance(content, str):
@@ -218,16 +227,15 @@ def memory_update(
     if content is not NOTSET or new_stamp is not NOTSET:
         # The embedding covers content and event time (``embedding_text``).
         # Embedding is slow: refuse a missing record before paying for it.
-        stored = (Memory.objects.filter(live_q(timezone.now()), pk=key, thread_id=thread.pk)
-                  .values_list("content", "timestamp").first())
-        if stored is None:
+        stored = Memory.objects.filter(live_q(timezone.now()), pk=key, **owned).first()
+        if stored is None or not allows(stored):
             raise NotFound("memory_id", memory_id)
-        chunks = chunk_text(stored[0] if content is NOTSET else content)
-        stamp = stored[1] if new_stamp is NOTSET else new_stamp
+        chunks = chunk_text(stored.content if content is NOTSET else content)
+        stamp = stored.timestamp if new_stamp is NOTSET else new_stamp
         vectors = get_embedder().embed([index.embedding_text(c, stamp) for c in chunks])
     with transaction.atomic():
-        memory = lock_first(Memory.objects.filter(live_q(timezone.now()), pk=key, thread_id=thread.pk))
-        if memory is None:
+        memory = lock_first(Memory.objects.filter(live_q(timezone.now()), pk=key, **owned))
+        if memory is None or not allows(memory):
             raise NotFound("memory_id", memory_id)
         before = history.snapshot(memory)
         if content is not NOTSET:

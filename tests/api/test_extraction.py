@@ -20,9 +20,34 @@ def test_a_thread_is_created_with_its_extraction_config(api):
     config = Thread.objects.get(pk=key("t1")).config
     assert (config["extraction_mode"], config["memory_extraction_frequency"]) == ("inline", 4)
     assert config["memory_extraction_inherit_message_metadata"] == ["tenant"]
-    assert config["memory_extraction_window"] == -1  # the rest: defaults
+    assert "memory_extraction_window" not in config  # the rest: unset, resolved to defaults on read
     state = api.get("/api/threads/t1/extraction").json()
+    assert state["config"]["memory_extraction_window"] == -1
     assert state["config"]["memory_extraction_custom_instructions"] == "Food."
+
+
+def test_an_unset_extract_memories_stays_unset_through_updates_without_an_llm(api, settings):
+    """No LLM on the server: a stored config used to store the resolved extract_memories=True, so the
+    next PATCH answered 422 loc body.llm 'extract_memories=True needs an LLM' (README: an omitted
+    extract_memories leaves extraction off without an LLM)."""
+    settings.OAM_LLM_BASE_URL = ""
+    reset_llm()
+    resp = api.post("/api/threads", {"thread_id": "t1", "memory_extraction_config": {"memory_extraction_window": 5}})
+    assert resp.status_code == 201, resp.content
+    assert "extract_memories" not in Thread.objects.get(pk=key("t1")).config
+    resp = api.patch("/api/threads/t1", {"memory_extraction_config": {"memory_extraction_window": 6}})
+    assert resp.status_code == 200, resp.content
+    config = Thread.objects.get(pk=key("t1")).config
+    assert config["memory_extraction_window"] == 6 and "extract_memories" not in config
+    # Python, the same service: still fine, and an explicit True is still refused without an LLM.
+    from memory.client import AgentMemory, MemoryExtractionConfig
+    client = AgentMemory(llm=None)
+    client.update_thread("t1", memory_extraction_config=MemoryExtractionConfig(memory_extraction_window=7))
+    assert "extract_memories" not in Thread.objects.get(pk=key("t1")).config
+    with pytest.raises(ValueError, match="^llm: extract_memories=True needs an LLM"):
+        client.update_thread("t1", memory_extraction_config=MemoryExtractionConfig(extract_memories=True))
+    resp = api.patch("/api/threads/t1", {"memory_extraction_config": {"extract_memories": True}})
+    assert resp.status_code == 422 and "llm" in error_fields(resp)
 
 
 @pytest.mark.parametrize("config, field", [

@@ -83,7 +83,7 @@ def test_content_returns_the_bytes_with_their_content_type(api, thread):
 @pytest.mark.parametrize("make,mime_type,rule", [
     (samples.animated_png, None, "animated PNG"),
     (samples.animated_webp, None, "animated WEBP"),
-    (samples.bomb, None, "pixels; the limit is 50000000"),
+    (samples.bomb, None, "pixels; the limit is 40000000"),
     (samples.truncated_png, None, "corrupt or truncated"),
     (samples.truncated_jpeg, None, "corrupt or truncated"),
     (samples.gif, None, "not a PNG, JPEG or WEBP image"),

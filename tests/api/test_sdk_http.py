@@ -169,3 +169,29 @@ def test_thread_settings_over_patch(api, two_users):
     assert state["config"]["memory_extraction_frequency"] == 3
     assert api.patch("/api/threads/t-u1", {"image_input_limit_config": {"max_raw_image_bytes": 0}}
                      ).status_code == 422
+
+
+def test_update_by_id_reaches_what_delete_by_id_reaches(api, two_users):
+    """PATCH /api/memories/{id} follows DELETE's lookup and scoping: a memory stored with no thread, and a
+    user-restricted key's own memory in another user's thread (both listed, both deletable) were 404."""
+    from tests.api.helpers import JsonClient
+    from threads.auth import api_key_create
+
+    resp = api.post("/api/threads/t-u1/memories", {"thread_id": None, "memory_id": "n0", "content": "no thread"})
+    assert resp.status_code == 201, resp.content
+    resp = api.patch("/api/memories/n0", {"content": "still no thread"})
+    assert resp.status_code == 200, resp.content
+    assert resp.json()["content"] == "still no thread"
+    resp = api.post("/api/threads/t-u2/memories", {"memory_id": "u1-in-u2", "user_id": "u1", "content": "u1 note"})
+    assert resp.status_code == 201, resp.content
+    _, raw = api_key_create(name="u1 widget", permission="write", user_id="u1")
+    u1 = JsonClient(headers={"Authorization": f"Bearer {raw}"})
+    assert "u1-in-u2" in [m["id"] for m in u1.get("/api/memories").json()["items"]]
+    resp = u1.patch("/api/memories/u1-in-u2", {"content": "u1 note, edited"})
+    assert resp.status_code == 200, resp.content
+    assert resp.json()["content"] == "u1 note, edited"
+    [other] = api.get("/api/memories", {"user_id": "u2"}).json()["items"]
+    assert u1.patch(f"/api/memories/{other['id']}", {"content": "x"}).status_code == 404  # another user's
+    assert api.get("/api/memories", {"user_id": "u2"}).json()["items"][0]["content"] == "u2 drinks green tea"
+    assert u1.delete("/api/memories/u1-in-u2").status_code == 204
+    assert api.delete("/api/memories/n0").status_code == 204

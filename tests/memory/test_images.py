@@ -75,8 +75,8 @@ def test_a_declared_type_must_match_the_bytes(thread):
 @pytest.mark.parametrize("make,message", [
     (samples.animated_png, r"animated PNG \(2 frames\)"),
     (samples.animated_webp, r"animated WEBP \(2 frames\)"),
-    (samples.bomb, r"9000x6000 = 54000000 pixels; the limit is 50000000"),
-    (samples.giant_header_png, r"decompression bomb\); the limit is 50000000 \(ImageInputLimitConfig"),
+    (samples.bomb, r"9000x6000 = 54000000 pixels; the limit is 40000000"),
+    (samples.giant_header_png, r"decompression bomb\); the limit is 40000000 \(ImageInputLimitConfig"),
     (samples.truncated_png, r"corrupt or truncated"),
     (samples.truncated_jpeg, r"corrupt or truncated"),
     (samples.gif, r"not a PNG, JPEG or WEBP image"),
@@ -123,7 +123,7 @@ def test_limits_are_per_thread_kept_with_it_and_cannot_be_disabled(client):
 def test_defaults_are_the_sdks():
     limits = ImageInputLimitConfig()
     assert limits.max_raw_image_bytes == 10 * 1024 * 1024
-    assert limits.max_image_pixels == 50_000_000
+    assert limits.max_image_pixels == 40_000_000  # ours: the ceiling too (memory.images.IMAGE_LIMIT_MAXIMA)
     assert limits.max_images_per_llm_request == 100
     assert limits.max_total_raw_image_bytes_per_llm_request == 100 * 1024 * 1024
 
@@ -544,3 +544,37 @@ def test_async_twins():
     record, deleted = asyncio.run(scenario())
     assert record.bytes == samples.png() and record.metadata == {"k": 1}
     assert deleted == 1
+
+
+def test_the_pixel_ceiling_bounds_one_decode_whatever_a_thread_sets(client):
+    """A thread may not raise max_image_pixels past 40 MP (a full RGBA decode of at most ~160 MB);
+    a 13000 x 13000 PNG (169 MP, 656 KB) was accepted under the earlier 200 MP ceiling."""
+    assert image_rules.IMAGE_LIMIT_MAXIMA["max_image_pixels"] == 40_000_000
+    for bad in (40_000_001, 169_000_000, 200_000_000):
+        with pytest.raises(ValueError, match="max_image_pixels: exceeds the maximum of 40000000"):
+            ImageInputLimitConfig(max_image_pixels=bad)
+    # A thread stored under the earlier ceiling reads as the ceiling, and refuses 169 MP from the header.
+    stored = {"image_input_limit_config": {"max_image_pixels": 200_000_000}}
+    limits = ImageInputLimitConfig.from_thread_config(stored)
+    assert limits.max_image_pixels == 40_000_000
+    with pytest.raises(ValueError, match=r"13000x13000 = 169000000 pixels; the limit is 40000000"):
+        image_rules.validate_image(samples.giant_header_png(13000, 13000), limits=limits)
+
+
+def test_a_jpeg_is_verified_by_a_reduced_decode(monkeypatch):
+    """Truncation is still caught, but the pixels are decoded at 1/8 scale (Image.draft), not in full."""
+    from PIL import ImageFile
+
+    decoded = []
+    load = ImageFile.ImageFile.load
+
+    def recording_load(self):
+        decoded.append(self.size)
+        return load(self)
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", recording_load)
+    valid = image_rules.validate_image(samples.jpeg((4000, 3000)), limits=ImageInputLimitConfig())
+    assert (valid.width, valid.height) == (4000, 3000)
+    assert decoded and max(w * h for w, h in decoded) <= 500 * 375
+    with pytest.raises(ValueError, match="corrupt or truncated"):
+        image_rules.validate_image(samples.truncated_jpeg(), limits=ImageInputLimitConfig())

@@ -30,6 +30,38 @@ def pictured(thread):
     return mid
 
 
+def test_a_thumbnail_over_the_pixel_ceiling_is_refused_from_the_header_without_decoding(monkeypatch):
+    """49 MP (over the 40 MP ceiling, under Pillow's own bomb limit) was decoded in full on every view."""
+    from PIL import ImageFile
+
+    from staff.thumbnails import TooManyPixels, thumbnail
+
+    def must_not_decode(self):
+        raise AssertionError(f"decoded {self.size}")
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", must_not_decode)
+    with pytest.raises(TooManyPixels, match="7000x7000 is over the 40000000-pixel ceiling"):
+        thumbnail(samples.giant_header_png(7000, 7000))
+
+
+def test_a_jpeg_thumbnail_decodes_at_a_reduced_scale(monkeypatch):
+    from PIL import ImageFile
+
+    from staff.thumbnails import thumbnail
+
+    decoded = []
+    load = ImageFile.ImageFile.load
+
+    def recording_load(self):
+        decoded.append(self.size)
+        return load(self)
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", recording_load)
+    data, mime = thumbnail(samples.jpeg((4000, 3000)))
+    assert mime == "image/png" and samples.size_of(data) == (160, 120)
+    assert decoded and max(w * h for w, h in decoded) <= 500 * 375
+
+
 def test_the_timeline_shows_image_thumbnails(staff, pictured):
     html = staff.get(DETAIL).content.decode()
     item = html.split(f'data-message-id="{pictured}"')[1].split("</li>\n")[0]
