@@ -43,6 +43,8 @@ def length_batches(lengths: Sequence[int], *, max_batch: int, overhead: float) -
     """
     if max_batch < 1:
         raise ValueError("max_batch must be at least 1")
+    if not 0 <= overhead < float("inf"):
+        raise ValueError("overhead must be a finite number >= 0")
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     sorted_lengths = [lengths[i] for i in order]
     n = len(order)

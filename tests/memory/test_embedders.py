@@ -167,6 +167,8 @@ def test_length_batches_fill_whole_batches_when_a_pass_costs_more_than_padding()
     assert length_batches([], max_batch=3, overhead=1.0) == []
     with pytest.raises(ValueError, match="max_batch"):
         length_batches([1], max_batch=0, overhead=1.0)
+    with pytest.raises(ValueError, match="overhead"):  # an infinite pass cost would make every split cost the same
+        length_batches([1], max_batch=3, overhead=float("inf"))
 
 
 def test_the_real_model_gives_the_same_vectors_whatever_the_batches():
