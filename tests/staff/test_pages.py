@@ -474,7 +474,6 @@ def test_extract_now_without_an_llm_says_so(htmx, filled):
 
 
 def test_extract_now_runs_extraction_through_the_thread(staff, htmx, monkeypatch, client, fresh_extraction_tracker):
-    from memory import client as client_module
     from memory.client import MemoryExtractionConfig
     from memory.llm import ScriptedLlm
 
@@ -483,7 +482,7 @@ def test_extract_now_runs_extraction_through_the_thread(staff, htmx, monkeypatch
     ids = thread.add_messages([{"role": "user", "content": "I keep bees on my roof."}])  # no LLM yet: stored only
     llm = ScriptedLlm([{"memories": [{"memory_type": "fact", "content": "User keeps bees.",
                                       "source_message_ids": ["m1"]}]}])
-    monkeypatch.setattr(client_module, "get_llm", lambda: llm)
+    monkeypatch.setattr("memory.llm.get_llm", lambda: llm)
     response = htmx.post("/staff/projects/default/threads/t-x/extract/")
     html = response.content.decode()
     assert response.status_code == 200 and "Extraction job" in html and "started" in html

@@ -1,0 +1,129 @@
+"""What ``Thread`` and ``AgentMemory`` share: the engine modules and public names they use, the SDK's
+thread runtime settings, config checks and the ``_async`` twin machinery (``memory.client``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import time
+from typing import Any, Sequence
+
+from django.conf import settings
+
+from memory import context, erasure, extraction, links, listing, profiles, selectors, services
+from memory.aio import in_worker
+from memory import search as search_engine
+from memory import history
+from memory.history import MemoryVersionRecord
+from memory.errors import InvalidArgument, NotFound, OutOfScope
+from memory.tenancy import Tenant, get_project, stored_id
+from memory.extraction_config import (  # noqa: F401  (re-exported: the SDK's public names)
+    DEPRECATED_INLINE_PARAMETERS,
+    BackgroundExtractionQueueFullBehavior,
+    MemoryExtractionConfig,
+    MemoryExtractionImageContext,
+    MemoryExtractionMode,
+    MemoryLinkExtractionMode,
+    resolve_extraction_config,
+)
+from memory.images import THREAD_CONFIG_KEY as IMAGE_LIMITS_KEY, ImageInputLimitConfig
+from memory import llm as llm_module  # get_llm() looked up at call time (tests patch memory.llm.get_llm)
+from memory.llm import Llm, LlmError, as_llm, get_llm
+from memory.models import (Image as ImageRow, Memory as MemoryRow, Profile as ProfileRow, Project as ProjectRow,
+                           RecordLink as RecordLinkRow, Thread as ThreadRow)
+from memory.types import (  # noqa: F401  (re-exported: the SDK's public names)
+    NOTSET,
+    ContextCard,
+    FactRecord,
+    GuidelineRecord,
+    ImageContent,
+    ImageMimeType,
+    ImageRecord,
+    AgentProfileRecord,
+    MemoryRecord,
+    MemoryRetentionConfig,
+    MemorySearchConfig,
+    Message,
+    MessageContent,
+    MessageRecord,
+    OracleContextCard,
+    OracleSearchResult,
+    OracleSummary,
+    PreferenceRecord,
+    Record,
+    RecordRelation,
+    RecordStatus,
+    SearchResult,
+    SearchScope,
+    Summary,
+    TextContent,
+    TimeToLiveAnchor,
+    UserProfileRecord,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Thread runtime settings of the SDK's OracleThread, with their defaults (SDK 26.8.0). They are kept in
+#: ``Thread.config`` when given at creation (``create_thread``/``update_thread``) or set on one handle
+#: (``get_thread``), and reported by ``_to_config()``; the prompts here are bounded by
+#: ``MemoryExtractionConfig.memory_extraction_token_limit`` and the context-card rules instead, so
+#: these four change no behaviour yet (README "Switching from oracleagentmemory").
+THREAD_SETTINGS = {
+    "max_message_token_length": 15_000,
+    "message_shortening_input_token_limit": 30_000,
+    "context_card_token_limit": 100_000,
+    "context_card_type_search_concurrency": 5,
+}
+SEARCH_CONFIG_KEY = "search_config"
+
+
+def _or(value: Any, default: Any) -> Any:
+    """``default`` for an omitted (``NOTSET``) argument, else the value."""
+    return default if value is NOTSET else value
+
+
+def _check_setting(name: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name}: must be an int")
+    return value
+
+
+def _search_config_data(config: MemorySearchConfig) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def _check_search_config(value: Any) -> MemorySearchConfig | None:
+    if value is NOTSET or value is None:
+        return None
+    if not isinstance(value, MemorySearchConfig):
+        raise TypeError("search_config: must be a MemorySearchConfig")
+    return value
+
+#: The search arguments besides the query and scope (spec: search).
+_SEARCH_ARGUMENTS = ("max_results", "token_budget", "soft_token_budget", "record_types", "metadata_filter",
+                     "include_invalid_results", "num_hops", "max_linked_results")
+
+
+def _async_twin(method):
+    """Make ``<name>_async`` for a sync method: same arguments, awaited in a worker thread."""
+
+    @functools.wraps(method)
+    async def twin(self, *args, **kwargs):
+        return await in_worker(method, self, *args, **kwargs)
+
+    twin.__name__ = f"{method.__name__}_async"
+    twin.__qualname__ = f"{method.__qualname__}_async"
+    twin.__doc__ = f"Asynchronous twin of :meth:`{method.__name__}` (same arguments, result and errors)."
+    return twin
+
+
+class _WithAsyncTwins:
+    """Adds ``<name>_async`` for each name in ``_ASYNC`` to subclasses."""
+
+    _ASYNC: tuple[str, ...] = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in cls._ASYNC:
+            setattr(cls, f"{name}_async", _async_twin(getattr(cls, name)))
