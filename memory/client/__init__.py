@@ -13,7 +13,15 @@ OracleThread API (the Oracle AI Agent Memory thread API spec). Every method has 
 
 
 from memory.client.common import *  # noqa: F401,F403  (re-exported: the SDK's public names)
-from memory.client.common import _or, _check_setting, _search_config_data, _check_search_config, _SEARCH_ARGUMENTS, _async_twin, _WithAsyncTwins  # noqa: F401
+from memory.client.common import (  # noqa: F401
+    _or,
+    _check_setting,
+    _search_config_data,
+    _check_search_config,
+    _SEARCH_ARGUMENTS,
+    _async_twin,
+    _WithAsyncTwins,
+)
 from memory.client.thread import Thread
 from memory.client.agent import AgentMemory
 

@@ -4,7 +4,16 @@
 from __future__ import annotations
 
 from memory.client.common import *  # noqa: F401,F403  (the engine modules and the SDK's public names)
-from memory.client.common import _or, _check_setting, _search_config_data, _check_search_config, _SEARCH_ARGUMENTS, _async_twin, _WithAsyncTwins
+from memory.client.common import (
+    _given,
+    _or,
+    _check_setting,
+    _search_config_data,
+    _check_search_config,
+    _SEARCH_ARGUMENTS,
+    _async_twin,
+    _WithAsyncTwins,
+)
 from memory.client.thread import Thread
 
 
@@ -70,9 +79,10 @@ class AgentMemory(_WithAsyncTwins):
         memory_extraction_config = _or(memory_extraction_config, None)
         if memory_extraction_config is not None and not isinstance(memory_extraction_config, MemoryExtractionConfig):
             raise TypeError("memory_extraction_config: must be a MemoryExtractionConfig or None")
-        inline = {name: value for name, value in (
-            ("extract_memories", extract_memories),
-            ("memory_extraction_custom_instructions", memory_extraction_custom_instructions)) if value is not NOTSET}
+        inline = _given(
+            extract_memories=extract_memories,
+            memory_extraction_custom_instructions=memory_extraction_custom_instructions,
+        )
         if inline:
             memory_extraction_config = MemoryExtractionConfig(**inline).merged_over(memory_extraction_config)
         self.memory_extraction_config = memory_extraction_config
@@ -175,15 +185,15 @@ class AgentMemory(_WithAsyncTwins):
         TypeError for unknown keywords or mistyped settings.
         """
         llm = as_llm(llm)  # before anything is stored: TypeError for what is no LLM
-        inline = {name: value for name, value in (
-            ("memory_extraction_window", memory_extraction_window),
-            ("context_summary_update_frequency", context_summary_update_frequency),
-            ("memory_extraction_frequency", memory_extraction_frequency),
-            ("memory_extraction_token_limit", memory_extraction_token_limit),
-            ("enable_context_summary", enable_context_summary),
-            ("memory_extraction_custom_instructions", memory_extraction_custom_instructions),
-            ("memory_extraction_inherit_message_metadata", memory_extraction_inherit_message_metadata),
-        ) if value is not NOTSET}
+        inline = _given(
+            memory_extraction_window=memory_extraction_window,
+            context_summary_update_frequency=context_summary_update_frequency,
+            memory_extraction_frequency=memory_extraction_frequency,
+            memory_extraction_token_limit=memory_extraction_token_limit,
+            enable_context_summary=enable_context_summary,
+            memory_extraction_custom_instructions=memory_extraction_custom_instructions,
+            memory_extraction_inherit_message_metadata=memory_extraction_inherit_message_metadata,
+        )
         inline.update({name: kwargs.pop(name) for name in DEPRECATED_INLINE_PARAMETERS if name in kwargs})
         persist = kwargs.pop("persist_messages_in_config", False)
         if not isinstance(persist, bool):
@@ -227,15 +237,15 @@ class AgentMemory(_WithAsyncTwins):
         field; nothing is stored (``update_thread`` stores them).
         """
         llm = as_llm(llm)  # before anything is stored: TypeError for what is no LLM
-        inline = {name: value for name, value in (
-            ("memory_extraction_window", memory_extraction_window),
-            ("context_summary_update_frequency", context_summary_update_frequency),
-            ("memory_extraction_frequency", memory_extraction_frequency),
-            ("memory_extraction_token_limit", memory_extraction_token_limit),
-            ("enable_context_summary", enable_context_summary),
-            ("memory_extraction_custom_instructions", memory_extraction_custom_instructions),
-            ("memory_extraction_inherit_message_metadata", memory_extraction_inherit_message_metadata),
-        ) if value is not NOTSET}
+        inline = _given(
+            memory_extraction_window=memory_extraction_window,
+            context_summary_update_frequency=context_summary_update_frequency,
+            memory_extraction_frequency=memory_extraction_frequency,
+            memory_extraction_token_limit=memory_extraction_token_limit,
+            enable_context_summary=enable_context_summary,
+            memory_extraction_custom_instructions=memory_extraction_custom_instructions,
+            memory_extraction_inherit_message_metadata=memory_extraction_inherit_message_metadata,
+        )
         overrides = self._thread_settings(
             memory_extraction_config=memory_extraction_config, image_input_limit_config=image_input_limit_config,
             search_config=search_config, inline=inline, extract_memories=extract_memories,
@@ -264,15 +274,15 @@ class AgentMemory(_WithAsyncTwins):
         """
         services.reject_unknown(kwargs, "update_thread")
         llm = as_llm(llm)  # before anything is stored: TypeError for what is no LLM
-        inline = {name: value for name, value in (
-            ("memory_extraction_window", memory_extraction_window),
-            ("context_summary_update_frequency", context_summary_update_frequency),
-            ("memory_extraction_frequency", memory_extraction_frequency),
-            ("memory_extraction_token_limit", memory_extraction_token_limit),
-            ("enable_context_summary", enable_context_summary),
-            ("memory_extraction_custom_instructions", memory_extraction_custom_instructions),
-            ("memory_extraction_inherit_message_metadata", memory_extraction_inherit_message_metadata),
-        ) if value is not NOTSET}
+        inline = _given(
+            memory_extraction_window=memory_extraction_window,
+            context_summary_update_frequency=context_summary_update_frequency,
+            memory_extraction_frequency=memory_extraction_frequency,
+            memory_extraction_token_limit=memory_extraction_token_limit,
+            enable_context_summary=enable_context_summary,
+            memory_extraction_custom_instructions=memory_extraction_custom_instructions,
+            memory_extraction_inherit_message_metadata=memory_extraction_inherit_message_metadata,
+        )
         given = self._thread_settings(
             memory_extraction_config=memory_extraction_config, image_input_limit_config=image_input_limit_config,
             search_config=search_config, inline=inline, extract_memories=extract_memories,

@@ -78,6 +78,11 @@ THREAD_SETTINGS = {
 SEARCH_CONFIG_KEY = "search_config"
 
 
+def _given(**arguments: Any) -> dict[str, Any]:
+    """The keyword arguments a caller gave (not ``NOTSET``), in order: the inline settings of a client or thread."""
+    return {name: value for name, value in arguments.items() if value is not NOTSET}
+
+
 def _or(value: Any, default: Any) -> Any:
     """``default`` for an omitted (``NOTSET``) argument, else the value."""
     return default if value is NOTSET else value

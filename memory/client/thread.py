@@ -4,7 +4,15 @@
 from __future__ import annotations
 
 from memory.client.common import *  # noqa: F401,F403  (the engine modules and the SDK's public names)
-from memory.client.common import _or, _check_setting, _search_config_data, _check_search_config, _SEARCH_ARGUMENTS, _async_twin, _WithAsyncTwins
+from memory.client.common import (
+    _or,
+    _check_setting,
+    _search_config_data,
+    _check_search_config,
+    _SEARCH_ARGUMENTS,
+    _async_twin,
+    _WithAsyncTwins,
+)
 
 
 class Thread(_WithAsyncTwins):
