@@ -112,7 +112,10 @@ class Worker:
         # The "engine" variant: search_records' query embedding comes from a memo (filled by the "whole"
         # rounds, which run first), so the timing is scope, ranking and reads only: the embedding is the same
         # work on both sides and the noisiest part of the call.
-        import memory.search as engine
+        try:  # memory.search became a package (search/ranking.py) after the tenancy merge
+            import memory.search.ranking as engine
+        except ImportError:
+            import memory.search as engine
 
         real, memo, worker = engine.get_embedder, {}, self
 
