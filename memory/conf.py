@@ -44,6 +44,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("OAM_EMBEDDING_BATCH_SIZE", 16, int, 1),
     Setting("OAM_EMBEDDING_MICROBATCH", True, bool),
     Setting("OAM_EMBEDDING_MICROBATCH_MAX_TEXTS", 512, int, 1),
+    Setting("OAM_EMBEDDING_WORKERS", None, int, 1, 256, optional=True,
+            help="embedding worker threads (default: the CPUs the process may use, at most 8)"),
     Setting("OAM_DEFAULT_TTL_DAYS", None, int, 1, optional=True),
     Setting("OAM_MAX_TTL_DAYS", None, int, 1, optional=True),
     Setting("OAM_MESSAGE_WINDOW", 100, int, 1),

@@ -97,9 +97,16 @@ class MiniLMEmbedder:
             device="cpu",
             local_files_only=True,
         )
-        self._lock = threading.Lock()  # one forward pass at a time per process
+        self._lock = threading.Lock()  # one ``embed`` at a time per process
+        # The fast tokenizer keeps its padding/truncation settings in Rust and sets them on a call
+        # that asks for others; after this call every call asks for the same, so calls may overlap.
+        self.embed(["warm up"])
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of ``texts``, shape ``(len(texts), 384)``: one call at a time per process, on every core.
+
+        Up to ``SMALL_BATCH`` texts run on one torch thread (see there).
+        """
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         import torch
@@ -109,116 +116,204 @@ class MiniLMEmbedder:
             if len(texts) <= self.SMALL_BATCH:
                 torch.set_num_threads(1)
             try:
-                texts = list(texts)
-                vecs = np.zeros((len(texts), self.dimensions), dtype=np.float32)
-                for batch in length_batches([len(t) for t in texts], max_batch=self.batch_size,
-                                            overhead=self.PASS_OVERHEAD):
-                    vecs[batch] = self.model.encode(
-                        [texts[i] for i in batch],
-                        batch_size=len(batch),
-                        normalize_embeddings=True,
-                        convert_to_numpy=True,
-                        show_progress_bar=False,
-                    )
+                return self._encode(list(texts))
             finally:
                 torch.set_num_threads(threads)
+
+    def embed_on_one_core(self, texts: Sequence[str]) -> np.ndarray:
+        """As ``embed``, on one torch thread of the calling thread, beside other such calls.
+
+        For ``MicroBatchingEmbedder``'s workers, one per core: independent
+        one-thread passes side by side embedded LoCoMo conv-26/30 in 4.3-4.7 s
+        against 4.7-5.3 s for the same passes one at a time on two threads,
+        and kept their pace far better beside other work (a busy SQLite
+        thread: 6.1-6.4 s against 10.1-10.2 s), because a multi-threaded pass
+        waits at every operator for its slowest thread. The model is shared
+        (inference only); the tokenizer's settings were fixed by the warm-up
+        call in ``__init__``, so concurrent calls only read them.
+        """
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        import torch
+
+        if torch.get_num_threads() != 1:
+            torch.set_num_threads(1)  # this thread's OpenMP setting; other threads keep theirs
+        return self._encode(list(texts))
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        vecs = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        for batch in length_batches([len(t) for t in texts], max_batch=self.batch_size,
+                                    overhead=self.PASS_OVERHEAD):
+            vecs[batch] = self.model.encode(
+                [texts[i] for i in batch],
+                batch_size=len(batch),
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
         return vecs
 
 
 @dataclass(eq=False)
 class _Call:
-    """One caller's texts waiting in ``MicroBatchingEmbedder``: its result, error, or a turn to lead."""
+    """One caller's texts in ``MicroBatchingEmbedder``: its rows as parts arrive, its error, its wake-up."""
 
     texts: list[str]
-    result: np.ndarray | None = None
+    result: np.ndarray
+    parts_left: int = 0
     error: BaseException | None = None
-    lead: bool = False
     wake: threading.Event = field(default_factory=threading.Event)
 
 
-class MicroBatchingEmbedder:
-    """Concurrent ``embed`` calls share forward passes (group commit for embeddings).
+@dataclass(eq=False)
+class _Part:
+    """Texts ``start:end`` of one call: what a worker takes from the queue."""
 
-    Each request embeds its own few texts; on this hardware one call per session
-    reached 84 turns/s where one call over all turns reached 132
-    (sentence-transformers sorts a call's texts by length into fewer, fuller
-    batches). Here the first caller leads: it embeds what is queued, in one call
-    to ``inner`` of at most ``max_texts`` texts (its own first, then other callers'
-    whole calls in arrival order), hands each caller its rows, and passes the lead
-    to the oldest caller still waiting. Callers that arrive while a pass runs wait
-    for the next one, so nothing waits on a timer: an idle service embeds at once,
-    a busy one in larger batches. An error in a pass is raised in each caller of
-    that pass. ``dimensions`` and the output contract are ``inner``'s.
+    call: _Call
+    start: int
+    end: int
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+
+class MicroBatchingEmbedder:
+    """Concurrent ``embed`` calls share forward passes (group commit for embeddings), run by worker threads.
+
+    Each request embeds its own few texts; one call per session reached 84
+    turns/s where one call over all turns reached 132 (sentence-transformers
+    sorts a call's texts by length into fewer, fuller batches). Here a call is
+    queued (cut into up to ``workers`` parts of at least ``MIN_PART`` texts,
+    so one large call still uses every worker) and its caller waits. Each of
+    ``workers`` long-lived threads (``oam-embedder-N``) takes what is queued,
+    whole parts in arrival order up to an even share of the queue (its texts
+    over ``workers``) and at most ``max_texts`` texts (a larger single part
+    alone), embeds it in one pass and hands each part its rows; a call
+    returns when all its parts are in. Parts that arrive while the workers
+    are busy go into the next passes, so nothing waits on a timer: an idle
+    service embeds at once, a busy one in larger batches. An error in a pass
+    is raised in each call it held a part of.
+
+    Workers: with an inner embedder that has ``embed_on_one_core`` (the
+    MiniLM one), one worker per core (``OAM_EMBEDDING_WORKERS``, default the
+    CPUs this process may use, at most 8), each pass on one torch thread:
+    single-threaded passes side by side are faster than two-threaded ones in
+    turn and do not stall when request threads take a core for database work
+    (``MiniLMEmbedder.embed_on_one_core``); otherwise one worker calling
+    ``embed``. Long-lived threads matter too: torch keeps its OpenMP team and
+    oneDNN caches per thread, and passes led by a new thread each time (the
+    server gives each request a thread) took 15-20 % longer. Threads start on
+    first use, and again in a forked child (``os.register_at_fork``).
+    ``dimensions`` and the output contract are ``inner``'s.
     """
 
-    def __init__(self, inner: Embedder, max_texts: int = 512):
+    #: A call is cut into parts of at least this many texts (one model batch; ``OAM_EMBEDDING_BATCH_SIZE``).
+    MIN_PART = 16
+
+    def __init__(self, inner: Embedder, max_texts: int = 512, workers: int | None = None):
         if max_texts < 1:
             raise ValueError("max_texts must be at least 1")
+        one_core = getattr(inner, "embed_on_one_core", None)
+        if workers is None:
+            workers = default_workers() if one_core else 1
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
         self.inner = inner
         self.dimensions = inner.dimensions
         self.max_texts = max_texts
-        self._lock = threading.Lock()
-        self._queue: list[_Call] = []
-        self._busy = False
+        self.workers = workers
+        self._pass = one_core if (one_core and workers > 1) else inner.embed
+        self._reset()
         #: forward passes run and texts embedded (for tests and benchmarks)
         self.passes = 0
         self.texts_embedded = 0
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        """Fresh lock, queue and no threads (at start, and in a forked child, where the threads are gone)."""
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)
+        self._queue: list[_Part] = []
+        self._running = 0  # passes running now
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def _busy(self) -> bool:
+        return self._running > 0
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        call = _Call(list(texts))
-        if not call.texts:
+        texts = list(texts)
+        if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
-        with self._lock:
-            self._queue.append(call)
-            if not self._busy:
-                self._busy = call.lead = True
-        while not call.lead:
-            call.wake.wait()
-            call.wake.clear()
-            if call.result is not None or call.error is not None:
-                return self._outcome(call)
-        self._lead_one_pass(call)
-        return self._outcome(call)
-
-    @staticmethod
-    def _outcome(call: _Call) -> np.ndarray:
+        call = _Call(texts, np.zeros((len(texts), self.dimensions), dtype=np.float32))
+        pieces = max(1, min(self.workers, len(texts) // self.MIN_PART))
+        bounds = [round(i * len(texts) / pieces) for i in range(pieces + 1)]
+        parts = [_Part(call, a, b) for a, b in zip(bounds, bounds[1:])]
+        call.parts_left = len(parts)
+        with self._work:
+            self._queue.extend(parts)
+            self._threads = [t for t in self._threads if t.is_alive()]
+            for n in range(len(self._threads), self.workers):
+                thread = threading.Thread(target=self._run, name=f"oam-embedder-{n}", daemon=True)
+                thread.start()
+                self._threads.append(thread)
+            self._work.notify(len(parts))
+        call.wake.wait()
         if call.error is not None:
             raise call.error
         return call.result
 
-    def _lead_one_pass(self, leader: _Call) -> None:
-        with self._lock:
-            batch, size = [], 0
-            for waiting in list(self._queue):
-                if waiting is leader or size + len(waiting.texts) <= self.max_texts:
-                    batch.append(waiting)
-                    size += len(waiting.texts)
-                    self._queue.remove(waiting)
-                    if size >= self.max_texts:
+    def _run(self) -> None:
+        while True:
+            with self._work:
+                while not self._queue:
+                    self._work.wait()
+                # at most an even share of what is queued, so the other workers get the rest
+                share = min(self.max_texts, -(-sum(map(len, self._queue)) // self.workers))
+                batch, size = [], 0
+                for part in list(self._queue):
+                    if size >= share:
                         break
-        batch.sort(key=lambda c: c is not leader)  # the leader's texts first, then arrival order
-        try:
-            vectors = self.inner.embed([t for c in batch for t in c.texts])
-        except BaseException as exc:  # every caller of this pass sees the failure
-            for c in batch:
-                c.error = exc
-        else:
-            offset = 0
-            for c in batch:
-                c.result = vectors[offset:offset + len(c.texts)]
-                offset += len(c.texts)
-        with self._lock:
-            self.passes += 1
-            self.texts_embedded += size
-            if self._queue:
-                nxt = self._queue[0]
-                nxt.lead = True
-                nxt.wake.set()
-            else:
-                self._busy = False
-        for c in batch:
-            if c is not leader:
-                c.wake.set()
+                    if not batch or size + len(part) <= self.max_texts:
+                        batch.append(part)
+                        size += len(part)
+                        self._queue.remove(part)
+                self._running += 1
+            error, vectors = None, None
+            try:
+                vectors = self._pass([t for p in batch for t in p.call.texts[p.start:p.end]])
+            except BaseException as exc:  # every call of this pass sees the failure; the worker goes on
+                error = exc
+            done = []
+            with self._work:
+                self._running -= 1
+                self.passes += 1
+                self.texts_embedded += size
+                offset = 0
+                for p in batch:
+                    if error is None:
+                        p.call.result[p.start:p.end] = vectors[offset:offset + len(p)]
+                    elif p.call.error is None:
+                        p.call.error = error
+                    offset += len(p)
+                    p.call.parts_left -= 1
+                    if p.call.parts_left == 0:
+                        done.append(p.call)
+            for call in done:
+                call.wake.set()
+
+
+def default_workers() -> int:
+    """``OAM_EMBEDDING_WORKERS``, or the CPUs this process may run on (at most 8): ``MicroBatchingEmbedder``'s threads."""
+    configured = getattr(settings, "OAM_EMBEDDING_WORKERS", None)
+    if configured:
+        return configured
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(8, cpus))
 
 
 _embedder = None

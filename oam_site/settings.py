@@ -276,6 +276,8 @@ OAM_EMBEDDING_BATCH_SIZE = env.int("OAM_EMBEDDING_BATCH_SIZE", default=16)
 # this many texts a pass (bench/ingest.py).
 OAM_EMBEDDING_MICROBATCH = env.bool("OAM_EMBEDDING_MICROBATCH", default=True)
 OAM_EMBEDDING_MICROBATCH_MAX_TEXTS = env.int("OAM_EMBEDDING_MICROBATCH_MAX_TEXTS", default=512)
+# Its worker threads, each embedding on one core (empty: the CPUs this process may use, at most 8).
+OAM_EMBEDDING_WORKERS = env.int("OAM_EMBEDDING_WORKERS", default=None) if env.str("OAM_EMBEDDING_WORKERS", default="") else None
 # Retention (spec: MemoryRetentionConfig). Empty means "not set".
 OAM_DEFAULT_TTL_DAYS = env.int("OAM_DEFAULT_TTL_DAYS", default=None) if env.str("OAM_DEFAULT_TTL_DAYS", default="") else None
 OAM_MAX_TTL_DAYS = env.int("OAM_MAX_TTL_DAYS", default=None) if env.str("OAM_MAX_TTL_DAYS", default="") else None

@@ -141,6 +141,90 @@ def test_the_real_model_gives_the_same_vectors_batched_across_callers():
         np.testing.assert_allclose(results[i], alone[i], atol=2e-5)
 
 
+class OneCoreFake(FakeEmbedder):
+    """``FakeEmbedder`` with ``embed_on_one_core``: records each pass's thread; passes can be made to meet."""
+
+    def __init__(self, meet: int = 0, fail_on: str | None = None):
+        super().__init__(fail_on=fail_on)
+        self.threads: list[str] = []
+        self.meeting = threading.Barrier(meet, timeout=10) if meet else None
+
+    def embed_on_one_core(self, texts):
+        self.threads.append(threading.current_thread().name)
+        if self.meeting is not None:
+            self.meeting.wait()  # raises BrokenBarrierError unless ``meet`` passes run at the same time
+        if self.fail_on and self.fail_on in texts:
+            raise RuntimeError(f"cannot embed {self.fail_on!r}")
+        return np.stack([self.vector(t) for t in texts])
+
+    def embed(self, texts):  # pragma: no cover - the workers must not use it
+        raise AssertionError("workers embed on one core")
+
+
+def test_a_large_call_is_cut_into_parts_that_two_workers_embed_at_the_same_time():
+    inner = OneCoreFake(meet=2)
+    batcher = MicroBatchingEmbedder(inner, workers=2)
+    texts = [f"text {i}" for i in range(40)]
+    out = batcher.embed(texts)
+    np.testing.assert_array_equal(out, np.stack([FakeEmbedder.vector(t) for t in texts]))
+    # two passes met at the barrier, each in a worker thread of its own, 20 texts each
+    assert batcher.passes == 2 and batcher.texts_embedded == 40
+    assert sorted(inner.threads) == ["oam-embedder-0", "oam-embedder-1"]
+    assert not batcher._busy and not batcher._queue
+
+
+def test_a_call_below_two_parts_runs_whole_and_concurrent_calls_each_get_their_rows():
+    inner = OneCoreFake()
+    batcher = MicroBatchingEmbedder(inner, workers=2)
+    assert batcher.embed(["one"]).shape == (1, 8) and batcher.passes == 1  # 1 text: one part
+    per_call = [[f"call {i} text {j}" for j in range(i + 1)] for i in range(12)]
+    results = {}
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, batcher.embed(per_call[i])))
+               for i in range(len(per_call))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    for i, texts in enumerate(per_call):
+        np.testing.assert_array_equal(results[i], np.stack([FakeEmbedder.vector(t) for t in texts]))
+    assert batcher.texts_embedded == 1 + sum(map(len, per_call))
+
+
+def test_an_error_in_one_part_fails_its_call_only_after_every_part_is_back():
+    inner = OneCoreFake(fail_on="text 7")
+    batcher = MicroBatchingEmbedder(inner, workers=2)
+    with pytest.raises(RuntimeError, match="text 7"):
+        batcher.embed([f"text {i}" for i in range(40)])  # parts 0-19 (fails) and 20-39
+    assert batcher.passes == 2 and not batcher._busy and not batcher._queue
+    np.testing.assert_array_equal(batcher.embed(["after"]), FakeEmbedder.vector("after")[None, :])
+    with pytest.raises(ValueError, match="workers"):
+        MicroBatchingEmbedder(inner, workers=0)
+
+
+def test_an_embedder_without_one_core_passes_gets_one_worker():
+    assert MicroBatchingEmbedder(FakeEmbedder()).workers == 1
+    assert MicroBatchingEmbedder(OneCoreFake(), workers=3).workers == 3
+
+
+def test_the_real_model_on_one_core_gives_the_same_vectors_side_by_side():
+    """``embed_on_one_core`` from two threads at once equals ``embed``, within float noise."""
+    embedder = get_embedder()
+    model = embedder.inner
+    texts = [f"Caroline met Melanie on day {i} to talk about painting and the support group." for i in range(24)]
+    texts += ["short", "I love pizza.", "What food does the user like?"]
+    reference = model.embed(texts)
+    results = {}
+    threads = [threading.Thread(target=lambda k=k: results.__setitem__(k, model.embed_on_one_core(texts)))
+               for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for k in range(2):
+        np.testing.assert_allclose(results[k], reference, atol=2e-5)
+    np.testing.assert_allclose(MicroBatchingEmbedder(model, workers=2).embed(texts), reference, atol=2e-5)
+
+
 def padded_cost(lengths, batches, overhead):
     return sum(len(b) * max(lengths[i] for i in b) + overhead for b in batches)
 
