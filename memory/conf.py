@@ -49,6 +49,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("OAM_DEFAULT_TTL_DAYS", None, int, 1, optional=True),
     Setting("OAM_MAX_TTL_DAYS", None, int, 1, optional=True),
     Setting("OAM_MESSAGE_WINDOW", 100, int, 1),
+    Setting("OAM_API_MAX_PAGE", 1000, int, 1, 2**31 - 1, help="most items one HTTP list answers"),
     Setting("OAM_LLM_BASE_URL", "", str),
     Setting("OAM_LLM_MODEL", "", str),
     Setting("OAM_LLM_API_KEY", "", str),

@@ -160,7 +160,7 @@ def _check_index(value: Any, field: str) -> int:
 
 
 def message_page(*, thread: Thread, start: Any = NOTSET, end: Any = NOTSET, window: int,
-                 include_image_bytes: Any = False) -> Page[MessageDTO]:
+                 include_image_bytes: Any = False, max_items: int | None = None) -> Page[MessageDTO]:
     """The thread's live messages from ``start`` to ``end`` in chronological order, and how many it has.
 
     ``start``/``end`` are 0-based indexes over the live messages, ``end``
@@ -170,6 +170,9 @@ def message_page(*, thread: Thread, start: Any = NOTSET, end: Any = NOTSET, wind
     negative ``start`` is a ValueError. ``include_image_bytes=True`` loads
     the bytes of every image part (one query); otherwise image parts carry
     ``bytes=None`` and no BLOB is read. ``count``: all live messages.
+    ``max_items`` (the HTTP API's page cap): a window of more messages than
+    that is an ``InvalidArgument`` naming ``end`` (or ``start``), before any
+    row is read.
     """
     if not isinstance(include_image_bytes, bool):
         raise InvalidType("include_image_bytes", "must be a bool")
@@ -182,14 +185,19 @@ def message_page(*, thread: Thread, start: Any = NOTSET, end: Any = NOTSET, wind
         if first < 0:
             raise InvalidArgument("start", "must be 0 or more")
         if end is NOTSET:
-            rows = qs[first : first + window]
+            last = first + window
         elif end is None or end == -1:
-            rows = qs[first:]
+            last = total
         else:
             last = _check_index(end, "end")
             if last < -1:
                 raise InvalidArgument("end", "must be -1, None, or an index of 0 or more")
-            rows = qs[first:last] if last > first else []
+        held = max(0, min(last, total) - first)
+        if max_items is not None and held > max_items:
+            raise InvalidArgument("start" if end is NOTSET else "end",
+                                  f"the window holds {held} messages; a page holds at most {max_items} "
+                                  "(OAM_API_MAX_PAGE): page with limit/offset")
+        rows = qs[first:last] if last > first else []
     messages = [message_dto(r) for r in rows]
     return Page(items=hydrate_images(messages, None, project_id=thread.project_id) if include_image_bytes
                 else messages, count=total)

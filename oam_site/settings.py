@@ -98,6 +98,8 @@ CONTENT_SECURITY_POLICY = {
 X_FRAME_OPTIONS = "DENY"
 # JSON API rates (threads.throttling): requests a minute per API key (0: no limit; a key's own
 # rate_limit_per_minute wins), and requests with a missing or wrong key a minute per client address.
+# Most items one HTTP list answers (limit's maximum; a get_messages window over it is a 422).
+OAM_API_MAX_PAGE = env.int("OAM_API_MAX_PAGE", default=1000)
 OAM_API_RATE_LIMIT = env.int("OAM_API_RATE_LIMIT", default=1200)
 OAM_API_AUTH_FAILURE_LIMIT = env.int("OAM_API_AUTH_FAILURE_LIMIT", default=30)
 # Production behind HTTPS: DJANGO_SECURE=true turns on what `manage.py check --deploy` asks for

@@ -116,15 +116,17 @@ PER_PAGE = ninja_settings.PAGINATION_PER_PAGE
 
 
 class Pagination(LimitOffsetPagination):
-    """ninja's ``limit``/``offset`` pagination with both capped at ``memory.errors.MAX_SQL_COUNT`` (2**31 - 1).
+    """ninja's ``limit``/``offset`` pagination: ``limit`` at most ``OAM_API_MAX_PAGE`` (default 1000),
+    ``offset`` at most ``memory.errors.MAX_SQL_COUNT`` (2**31 - 1).
 
-    They become SQL ``LIMIT``/``OFFSET``, 64-bit integers: unbounded, an
-    ``offset`` past 2**63 was a 500 (SQLite: "datatype mismatch"). Over the
-    cap: 422 naming ``limit`` or ``offset`` (``less_than_equal``).
+    A page is bounded work whatever the data holds. ``offset`` becomes SQL
+    ``OFFSET``, a 64-bit integer: unbounded, an ``offset`` past 2**63 was a
+    500 (SQLite: "datatype mismatch"). Over a cap: 422 naming ``limit`` or
+    ``offset`` (``less_than_equal``).
     """
 
     class Input(Schema):
-        limit: int = Field(PER_PAGE, ge=1, le=MAX_SQL_COUNT)
+        limit: int = Field(PER_PAGE, ge=1, le=settings.OAM_API_MAX_PAGE)
         offset: int = Field(0, ge=0, le=MAX_SQL_COUNT)
 
     async def apaginate_queryset(self, queryset, pagination: Input, request: HttpRequest, **params):
@@ -250,7 +252,8 @@ async def message_list(request: HttpRequest, thread_id: str, params: Query[Messa
 
     ``limit``/``offset`` page them like every list here (``offset`` alone: 100 from it). Or the
     spec's ``start``/``end`` (get_messages): ``start`` alone is a window from it, ``end=-1`` all from
-    ``start``. Neither pair: the most recent window. The two pairs do not mix (422).
+    ``start``. Neither pair: the most recent window. The two pairs do not mix (422). A window of more
+    than ``OAM_API_MAX_PAGE`` messages is a 422 naming ``end``: page with ``limit``/``offset``.
     """
     args = params.model_dump(exclude_unset=True)
     paging = {name: args.pop(name) for name in ("limit", "offset") if name in args}
@@ -261,7 +264,8 @@ async def message_list(request: HttpRequest, thread_id: str, params: Query[Messa
         offset = paging.get("offset", 0)
         args["start"], args["end"] = offset, min(offset + paging.get("limit", PER_PAGE), MAX_SQL_COUNT)
     thread = await _thread(request, thread_id)
-    return await in_worker(selectors.message_page, thread=thread.row, window=settings.OAM_MESSAGE_WINDOW, **args)
+    return await in_worker(selectors.message_page, thread=thread.row, max_items=settings.OAM_API_MAX_PAGE,
+                           window=min(settings.OAM_MESSAGE_WINDOW, settings.OAM_API_MAX_PAGE), **args)
 
 
 @router.get("/threads/{thread_id}/messages/{message_id}", auth=READ, response={200: MessageOut, **NOT_FOUND, **INVALID})

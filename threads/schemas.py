@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 from typing import Annotated, Any, Literal, Union
 
+from django.conf import settings
 from ninja import Field, Schema
 from pydantic import AwareDatetime, ConfigDict, StrictBool, StrictInt
 
@@ -251,8 +252,8 @@ class MessageListQuery(Schema):
     """``limit``/``offset``, or ``start``/``end`` of ``get_messages`` (not both): neither gives the most recent
     window; ``end=-1`` means all from ``start``."""
 
-    limit: int = Field(None, ge=1, le=MAX_SQL_COUNT, description="At most this many (default 100); not with "
-                       "start/end.")
+    limit: int = Field(None, ge=1, le=settings.OAM_API_MAX_PAGE, description="At most this many (default 100, "
+                       "at most OAM_API_MAX_PAGE, 1000); not with start/end.")
     offset: int = Field(None, ge=0, le=MAX_SQL_COUNT, description="Live messages skipped, oldest first (default "
                         "0); not with start/end.")
     start: int | None = Field(None, ge=0, description="0-based index of the first live message.")

@@ -81,3 +81,25 @@ def test_a_multipart_upload_over_the_image_limit_is_refused_before_parsing(api, 
                     content_type=MULTIPART_CONTENT)
     assert field_of(resp) == ["body", "image"] and "the upload is" in resp.text
     assert parsed == []
+
+
+def test_every_list_answers_at_most_one_page(api, make_thread, settings):
+    """``limit`` over ``OAM_API_MAX_PAGE`` is a 422 on every list; a get_messages window wider than the page
+    cap (``end=-1`` over a long thread included) is a 422 naming ``end``; within the cap it answers."""
+    make_thread(thread_id="t1")
+    assert add_messages(api, "t1", [{"role": "user", "content": f"m{i}"} for i in range(5)]).status_code == 201
+    cap = settings.OAM_API_MAX_PAGE
+    for path in ("/api/threads", "/api/threads/t1/messages", "/api/messages", "/api/memories", "/api/images",
+                 "/api/threads/t1/images", "/api/threads/t1/memories"):
+        resp = api.get(f"{path}?limit={cap + 1}")
+        assert field_of(resp)[-1] == "limit", path
+        assert api.get(f"{path}?limit={cap}").status_code == 200, path
+    settings.OAM_API_MAX_PAGE = 3
+    for query in ("?end=-1", "?start=0&end=5", "?start=1&end=-1"):
+        resp = api.get(f"/api/threads/t1/messages{query}")
+        assert field_of(resp)[-1] == "end", query
+        assert "at most 3" in resp.text
+    assert [m["content"] for m in api.get("/api/threads/t1/messages?start=2&end=-1").json()["items"]] == \
+        ["m2", "m3", "m4"]
+    assert len(api.get("/api/threads/t1/messages").json()["items"]) == 3  # the recent window, capped too
+    assert [m["content"] for m in api.get("/api/threads/t1/messages?start=1").json()["items"]] == ["m1", "m2", "m3"]
