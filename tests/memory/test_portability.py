@@ -178,6 +178,7 @@ def test_an_admin_key_exports_over_http_and_the_file_imports(db, tmp_path, threa
         name="s", permission="admin", user_id="user-1")[1]})
     answer = admin.get("/api/users/user-1/export")
     assert answer.status_code == 200 and answer["Content-Type"].startswith("application/x-ndjson")
+    assert answer.streamed  # a StreamingHttpResponse: bounded memory per request
     kinds = [json.loads(text)["kind"] for text in answer.content.decode().splitlines()]
     assert kinds == ["header", "thread", "message", "memory", "memory_version"]
     assert writer.get("/api/users/user-1/export").status_code == 403
@@ -189,3 +190,23 @@ def test_an_admin_key_exports_over_http_and_the_file_imports(db, tmp_path, threa
     there = AgentMemory(project=Project.objects.get(slug="elsewhere")).get_thread("t-main")
     assert [m.content for m in there.list_memories()] == ["Keeps bees"]
     assert [m.id for m in there.get_messages()] == ["m1"]
+
+
+def test_the_http_export_streams_in_chunks_with_every_line_once(db, thread, monkeypatch):
+    """More lines than a chunk holds: the answer arrives in several chunks and the lines are the command's."""
+    from tests.api.helpers import JsonClient
+    from threads import api as api_module
+    from threads.auth import api_key_create
+
+    monkeypatch.setattr(api_module, "EXPORT_LINES_PER_CHUNK", 3)
+    thread.add_messages([{"role": "user", "content": f"line {i}", "id": f"m{i}"} for i in range(7)])
+    admin = JsonClient(headers={"Authorization": f"Bearer {api_key_create(name='a', permission='admin')[1]}"})
+    seen = []
+    real = api_module._export_chunk
+    monkeypatch.setattr(api_module, "_export_chunk", lambda lines: seen.append(1) or real(lines))
+    answer = admin.get("/api/users/user-1/export")
+    lines = [json.loads(text) for text in answer.content.decode().splitlines()]
+    assert [line["kind"] for line in lines] == ["header", "thread"] + ["message"] * 7
+    assert [line["id"] for line in lines if line["kind"] == "message"] == [f"m{i}" for i in range(7)]
+    assert len(seen) == 4  # 9 lines in chunks of 3, then the empty chunk that ends the stream
+    assert admin.get("/api/users/%20/export").status_code == 422  # a bad id: refused before the stream starts
