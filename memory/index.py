@@ -85,14 +85,23 @@ def _clip(text: str, words: int = CONTEXT_NEIGHBOUR_WORDS) -> str:
     return text if len(parts) <= words else " ".join(parts[:words])
 
 
-def refresh_message_contexts(thread_id: str, seq_lo: int, seq_hi: int) -> int:
+def _context(texts: list[str], i: int, own: str) -> str:
+    """The keyword context of a chunk ``own`` of the ``i``-th of ``texts`` (clipped turns in seq order):
+    ``CONTEXT_TURNS`` turns before, the chunk's own text, ``CONTEXT_TURNS`` turns after."""
+    prev = texts[max(0, i - CONTEXT_TURNS) : i]
+    nxt = texts[i + 1 : i + 1 + CONTEXT_TURNS]
+    return "\n".join([*prev, own, *nxt])
+
+
+def refresh_message_contexts(thread_id: str, seq_lo: int, seq_hi: int, *, neighbours: bool = True) -> int:
     """Recompute the keyword ``context`` of messages whose window changed.
 
-    Targets the thread's messages with ``seq`` in ``[seq_lo, seq_hi]`` plus the
-    ``CONTEXT_TURNS`` messages on each side (their windows reach into the
-    range). Each chunk's context is: previous turns, the chunk's own text,
-    next turns. Call inside the writing transaction after messages in the
-    range were added, edited or deleted. Returns the number of chunks updated.
+    Targets the thread's messages with ``seq`` in ``[seq_lo, seq_hi]`` plus,
+    with ``neighbours``, the ``CONTEXT_TURNS`` messages on each side (their
+    windows reach into the range). Each chunk's context is: previous turns,
+    the chunk's own text, next turns. Call inside the writing transaction
+    after messages in the range were added, edited or deleted. Returns the
+    number of chunks updated.
     """
     from memory.models import Message
 
@@ -104,17 +113,43 @@ def refresh_message_contexts(thread_id: str, seq_lo: int, seq_hi: int) -> int:
     after = list(base.filter(seq__gt=seq_hi).order_by("seq").values_list(*fields)[:pad])
     rows = before + middle + after
     texts = [_clip(message_chunk_text(role, content)) for _, _, role, content in rows]
-    first = max(0, len(before) - CONTEXT_TURNS)
-    last = len(before) + len(middle) + min(CONTEXT_TURNS, len(after))
+    reach = CONTEXT_TURNS if neighbours else 0
+    first = max(0, len(before) - reach)
+    last = len(before) + len(middle) + min(reach, len(after))
     targets = {rows[i][0]: i for i in range(first, last)}
     chunks = list(SearchChunk.objects.filter(source_kind="message", record_id__in=list(targets)))
     for chunk in chunks:
-        i = targets[chunk.record_id]
-        prev = texts[max(0, i - CONTEXT_TURNS) : i]
-        nxt = texts[i + 1 : i + 1 + CONTEXT_TURNS]
-        chunk.context = "\n".join([*prev, chunk.text, *nxt])
+        chunk.context = _context(texts, targets[chunk.record_id], chunk.text)
     SearchChunk.objects.bulk_update(chunks, ["context"], batch_size=500)
     return len(chunks)
+
+
+def appended_message_contexts(thread_id: str, first_seq: int, turns: list[tuple[str, str]],
+                              chunk_lists: list[list[str]]) -> tuple[list[list[str]], tuple[int, int] | None]:
+    """Contexts of messages about to be appended at ``first_seq``, and the earlier messages whose changed.
+
+    ``turns`` are the new messages' ``(role, content)`` in order, ``chunk_lists``
+    their chunks. Returns each new chunk's context (what
+    ``refresh_message_contexts`` would compute once they are stored: nothing
+    follows them yet) and the ``(seq_lo, seq_hi)`` of the up to
+    ``CONTEXT_TURNS`` messages before them, whose windows now reach the new
+    ones (None when there are none): refresh those with ``neighbours=False``
+    after the insert. Inserting chunks with their final context spares the
+    keyword index an update of every new row (its trigger deletes and
+    re-inserts the row's terms): on LoCoMo sessions posted by 8 clients this
+    was about a third of the server's CPU outside embedding
+    (``bench/ingest.py`` with a stub embedder). Call inside the writing
+    transaction, after the thread's lock.
+    """
+    from memory.models import Message
+
+    earlier = list(Message.objects.filter(thread_id=thread_id, seq__lt=first_seq).order_by("-seq")
+                   .values_list("seq", "role", "content")[:CONTEXT_TURNS])[::-1]
+    texts = [_clip(message_chunk_text(role, content)) for _, role, content in earlier]
+    texts += [_clip(message_chunk_text(role, content)) for role, content in turns]
+    contexts = [[_context(texts, len(earlier) + i, chunk) for chunk in chunks]
+                for i, chunks in enumerate(chunk_lists)]
+    return contexts, ((earlier[0][0], earlier[-1][0]) if earlier else None)
 
 
 # --- writing rows ----------------------------------------------------------------------

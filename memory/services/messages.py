@@ -113,6 +113,8 @@ def messages_add(
         first_seq = locked.next_seq
         locked.next_seq = first_seq + n
         locked.save(update_fields=["next_seq", "updated_at"])
+        contexts, earlier = index.appended_message_contexts(
+            locked.pk, first_seq, [(m.role, m.content) for m in parsed], chunk_lists)
         rows, chunk_rows, offset = [], [], 0
         for i, msg in enumerate(parsed):
             rows.append(
@@ -138,7 +140,7 @@ def messages_add(
                 chunks=chunk_lists[i],
                 vectors=vectors[offset : offset + k], user_id=locked.user_id, agent_id=locked.agent_id,
                 thread_id=locked.pk, status=RecordStatus.VALID.value, expires_at=expiries[i],
-                metadata=msg.metadata, now=now, contexts=[""] * k,
+                metadata=msg.metadata, now=now, contexts=contexts[i],
             )
             offset += k
         try:
@@ -155,7 +157,8 @@ def messages_add(
             chunk_rows += index.image_chunk_rows(row, texts, vectors[offset : offset + len(texts)])
             offset += len(texts)
         index.index_rows(chunk_rows)
-        index.refresh_message_contexts(locked.pk, first_seq, first_seq + n - 1)
+        if earlier:  # the turns before the new ones: their windows now reach them
+            index.refresh_message_contexts(locked.pk, *earlier, neighbours=False)
     thread.next_seq = first_seq + n
     return ids
 

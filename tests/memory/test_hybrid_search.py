@@ -5,6 +5,7 @@ from django.db import connection
 
 from memory.client import AgentMemory
 from memory.models import SearchChunk
+from memory import index
 from memory.search import fuse, keyword_terms
 from memory.services import embedding_text
 from memory.tenancy import public_id
@@ -54,6 +55,28 @@ def test_message_context_holds_two_turns_each_side_and_follows_edits(thread):
     assert ctx["m2"] == ["u: turn 0", "u: turn 1", "u: turn 2", "u: turn 4", "u: turn 5"]
     assert ctx["m5"] == ["u: turn 2", "u: turn 4", "u: turn 5"]
     assert ids == ["m0", "m1", "m2"]
+
+
+def test_contexts_written_at_append_equal_a_full_recompute_and_are_what_the_keyword_index_holds(thread):
+    """``add_messages`` stores each new chunk with its final context and refreshes only the turns before it;
+    a recompute of every message changes nothing, and the keyword index finds a neighbour's word through
+    the context it was inserted with (no update needed)."""
+    long_turn = "zanzibar " + "word " * 400  # chunked: several chunks of one message
+    batches = [[("u", "alpha one")], [("a", "beta two"), ("u", long_turn)], [("a", "gamma three")],
+               [("u", f"delta {i}") for i in range(4)]]
+    n = 0
+    for batch in batches:
+        thread.add_messages([{"role": role, "content": text, "id": f"m{n + i}"} for i, (role, text) in enumerate(batch)])
+        n += len(batch)
+    chunks = SearchChunk.objects.filter(source_kind="message", thread_id=key("t-main"))
+    assert chunks.filter(record_id=key("m2")).count() > 1
+    stored = {c.pk: c.context for c in chunks}
+    assert index.refresh_message_contexts(key("t-main"), 1, n) == len(stored)
+    assert {c.pk: c.context for c in chunks.all()} == stored
+    with connection.cursor() as cursor:  # "gamma" is m3's own word; m1's context reaches it (two turns on)
+        cursor.execute("SELECT rowid FROM oam_search_chunks_fts WHERE oam_search_chunks_fts MATCH 'context:gamma'")
+        holders = {row[0] for row in cursor.fetchall()}
+    assert {SearchChunk.objects.get(pk=pk).record_id for pk in holders} >= {key("m1"), key("m3"), key("m5")}
 
 
 def test_memory_context_is_its_own_text(thread):
