@@ -10,9 +10,11 @@ caller's, ``memory.ids``); datetimes ISO 8601. A file never carries vectors:
 the importing database embeds with its own embedder (``memory.index.stored_record_texts``).
 
 What a user's export holds (``export_lines``): the threads whose ``user_id``
-is the user, with all their messages, images, memories, relations and
-summaries, plus the memories and images scoped to the user in other threads
-or in none, and the history of all those memories and of the user's deleted
+is the user, with all their messages and summaries, their memories and
+images scoped to the user or to no user, and their relations between those
+(a record of another user filed in the user's thread, and any relation
+naming it, stays out: it is that user's); plus the memories and images
+scoped to the user in other threads or in none, and the history of all those memories and of the user's deleted
 ones.
 
 Import (``import_lines``) checks the whole file first, embeds what is new
@@ -71,9 +73,12 @@ def _parse_when(value: Any, field: str) -> datetime | None:
 
 
 def _scope(project: Project, user_id: str) -> tuple[list[str], Q]:
+    """The user's threads, and what selects the user's own memories, images and history in the project:
+    those scoped to the user, and those in the user's threads scoped to no user. A record of another user
+    filed in one of these threads is that user's, not this one's: it stays out."""
     threads = list(Thread.objects.filter(project=project, user_id=user_id).order_by("created_at", "id")
                    .values_list("pk", flat=True))
-    return threads, Q(thread_id__in=threads) | Q(user_id=user_id)
+    return threads, Q(user_id=user_id) | (Q(thread_id__in=threads) & Q(user_id__isnull=True))
 
 
 def export_lines(*, project: Project, user_id: Any) -> Iterator[dict[str, Any]]:
@@ -86,7 +91,12 @@ def export_lines(*, project: Project, user_id: Any) -> Iterator[dict[str, Any]]:
     memories = Memory.objects.filter(scoped, project=project).order_by("created_at", "id")
     images = Image.objects.with_bytes().filter(scoped, project=project).order_by("created_at", "id")
     messages = Message.objects.filter(thread_id__in=threads).order_by("thread_id", "seq")
-    relations = RecordLink.objects.filter(project=project, thread_id__in=threads).order_by("created_at", "id")
+    others = ~scoped & Q(thread_id__in=threads)  # another user's records filed in this user's threads
+    relations = RecordLink.objects.filter(project=project, thread_id__in=threads)
+    for foreign in (Memory.objects.filter(others, project=project).values("pk"),
+                    Image.objects.filter(others, project=project).values("pk")):  # subqueries, any size
+        relations = relations.exclude(source_id__in=foreign).exclude(target_id__in=foreign)
+    relations = relations.order_by("created_at", "id")
     summaries = ThreadSummary.objects.filter(thread_id__in=threads).order_by("thread_id")
     versions = MemoryVersion.objects.filter(scoped, project=project).order_by("memory_id", "version")
     counts = {"thread": len(threads), "message": messages.count(), "image": images.count(),

@@ -210,3 +210,24 @@ def test_the_http_export_streams_in_chunks_with_every_line_once(db, thread, monk
     assert [line["id"] for line in lines if line["kind"] == "message"] == [f"m{i}" for i in range(7)]
     assert len(seen) == 4  # 9 lines in chunks of 3, then the empty chunk that ends the stream
     assert admin.get("/api/users/%20/export").status_code == 422  # a bad id: refused before the stream starts
+
+
+def test_another_users_records_in_the_users_thread_stay_out_of_the_export(db, thread):
+    """A memory of user-2 filed in user-1's thread, a relation naming it and its history are user-2's; a
+    memory in the thread scoped to no user and user-1's own records are exported."""
+    from memory import portability
+
+    mine = thread.add_memory("user-1 keeps bees", memory_id="mine")
+    theirs = thread.add_memory("user-2 hates bees SECRET2", memory_id="theirs", user_id="user-2")
+    thread.update_memory(theirs, content="user-2 fears bees SECRET2")
+    thread.link_records(theirs, "memory", mine, "memory", "contradicts")
+    client = AgentMemory(llm=None)  # the default project, as the thread fixture
+    elsewhere = client.create_thread(thread_id="t-other", user_id="user-2")
+    elsewhere.add_memory("user-1 noted elsewhere", memory_id="noted", user_id="user-1")
+    lines = list(portability.export_lines(project=Project.objects.get(slug="default"), user_id="user-1"))
+    text = json.dumps(lines)
+    assert "SECRET2" not in text and "theirs" not in text
+    memories = sorted(line["id"] for line in lines if line["kind"] == "memory")
+    assert memories == ["mine", "noted"]
+    assert not [line for line in lines if line["kind"] == "relation"]
+    assert lines[0]["counts"]["memory"] == 2 and lines[0]["counts"]["relation"] == 0
