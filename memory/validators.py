@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from memory.errors import (  # noqa: F401  (re-exported: the size and text checks)
+    MAX_METADATA_BYTES,
     MAX_SQL_COUNT,
     InvalidArgument,
     InvalidType,
@@ -88,7 +89,8 @@ def check_scope_id(value: Any, field: str) -> str | None:
 
 
 def check_metadata(value: Any, field: str = "metadata") -> dict[str, Any]:
-    """Metadata: a JSON-serialisable dict (None means empty), nested at most ``MAX_METADATA_DEPTH`` levels."""
+    """Metadata: a JSON-serialisable dict (None means empty), nested at most ``MAX_METADATA_DEPTH`` levels
+    and at most ``MAX_METADATA_BYTES`` as JSON (``memory.errors``)."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -99,10 +101,13 @@ def check_metadata(value: Any, field: str = "metadata") -> dict[str, Any]:
         if not isinstance(key, str):
             raise InvalidArgument(field, "keys must be strings")
     try:
-        json.dumps(value, allow_nan=False)
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise InvalidArgument(field, f"must be JSON-serialisable ({exc})") from None
     check_json_text(value, field)
+    if len(text.encode()) > MAX_METADATA_BYTES:  # lone surrogates were refused just above
+        raise InvalidArgument(field, f"holds more than {MAX_METADATA_BYTES} bytes of JSON; the limit is "
+                                     f"{MAX_METADATA_BYTES}")
     return value
 
 

@@ -8,7 +8,7 @@ import time
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test.client import MULTIPART_CONTENT
 
-from memory.errors import MAX_BATCH_MESSAGES, MAX_CONTENT_CHARS, MAX_METADATA_DEPTH
+from memory.errors import MAX_BATCH_MESSAGES, MAX_CONTENT_CHARS, MAX_METADATA_BYTES, MAX_METADATA_DEPTH
 from memory.models import Image, Message
 from tests import image_samples as samples
 from tests.api.helpers import add_messages
@@ -103,3 +103,16 @@ def test_every_list_answers_at_most_one_page(api, make_thread, settings):
         ["m2", "m3", "m4"]
     assert len(api.get("/api/threads/t1/messages").json()["items"]) == 3  # the recent window, capped too
     assert [m["content"] for m in api.get("/api/threads/t1/messages?start=1").json()["items"]] == ["m1", "m2", "m3"]
+
+
+def test_metadata_over_its_size_limit_is_a_422_on_every_record(api, make_thread):
+    big = {"blob": "x" * MAX_METADATA_BYTES}
+    assert field_of(api.post("/api/threads", {"thread_id": "t-big", "metadata": big})) == ["body", "metadata"]
+    make_thread(thread_id="t1")
+    resp = add_messages(api, "t1", [{"role": "user", "content": "hi", "metadata": big}])
+    assert field_of(resp) == ["body", "messages[0].metadata"]
+    resp = api.post("/api/threads/t1/memories", {"content": "note", "metadata": big})
+    assert field_of(resp) == ["body", "metadata"] and "65536" in resp.text
+    fits = {"blob": "é" * ((MAX_METADATA_BYTES - 20) // 2)}  # two bytes a character: within the limit
+    assert api.post("/api/threads/t1/memories", {"content": "note", "metadata": fits}).status_code == 201
+    assert not Message.objects.exists()
