@@ -162,6 +162,21 @@ def _recheck_staff(user_pk: Any, named: str | None) -> int | None:
     return found if isinstance(found, int) else None
 
 
+def _recheck_socket(credentials: Callable[[], int | None], listener: Listener, thread_id: str,
+                    stored: str) -> int | None:
+    """None while the socket may stay open; else its close code. ``credentials`` first (the key, or the staff
+    user read afresh); then the thread: deleted (4404), or by now a thread the listener's tenant may not see
+    (deleted and made again under the same id for another user: 4404, as a new handshake would get)."""
+    code = credentials()
+    if code is not None:
+        return code
+    try:
+        row = selectors.thread_get(project=listener.tenant.project, thread_id=thread_id)
+    except NotFound:
+        return NO_SUCH_THREAD
+    return None if row.pk == stored and listener.tenant.allows(row) else NO_SUCH_THREAD
+
+
 def _state(listener: Listener, thread_id: str) -> tuple[str, dict] | None:
     """(the thread's stored id, its extraction state), or None when the listener's tenant has no such thread
     (another user's or agent's thread of a restricted key counts as none)."""
@@ -220,9 +235,10 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
         if listener.key_id is not None:  # revoking or rotating the key closes this socket
             self.key_group = key_group(listener.key_id)
             await self.channel_layer.group_add(self.key_group, self.channel_name)
-            recheck = partial(_recheck_key, scope_api_key(self.scope))
+            credentials = partial(_recheck_key, scope_api_key(self.scope))
         else:
-            recheck = partial(_recheck_staff, self.scope["user"].pk, _named_project(self.scope))
+            credentials = partial(_recheck_staff, self.scope["user"].pk, _named_project(self.scope))
+        recheck = partial(_recheck_socket, credentials, listener, thread_id, key)
         await self.accept()
         await self.send_json({"event": "state", **state})
         self.watch = asyncio.create_task(self._watch(recheck))
@@ -237,6 +253,9 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
         layer), or deleted by an erasure. For a staff session (``_recheck_staff``):
         a user removed from the project (``manage.py add_project_member --remove``,
         the admin), no longer staff or active, or deleted. Both found by a security review.
+        Then the thread (``_recheck_socket``): deleted, or made again for a user a restricted key may not
+        see, closes with 4404 (found by an attacker of #12: a socket outlived its thread and followed the
+        reused id to another user).
         """
         from django.conf import settings
 

@@ -364,3 +364,33 @@ def test_group_names_are_safe_for_any_thread_id():
     odd = group_name("a thread/with spaces?" * 10)
     assert odd.startswith("thread.x.") and len(odd) < 100
     assert odd.replace("thread.x.", "").isalnum()
+
+
+@pytest.mark.parametrize("restricted, after, code", [(True, "recreated for u2", 4404), (False, "deleted", 4404),
+                                                     (True, "kept", None), (False, "recreated for u2", None)])
+def test_a_key_socket_closes_once_its_thread_is_gone_or_now_another_users(application, thread, settings,
+                                                                           restricted, after, code):
+    """Found by an attacker of #12: a socket of a key fixed to u1 stayed open after its thread was deleted and
+    made again under the same id for u2, where it would have relayed u2's extraction events. Every
+    ``OAM_WS_KEY_RECHECK_SECONDS`` the socket checks the thread too: gone, or one the key may not see, is 4404;
+    an unrestricted key may see the new thread, so it stays."""
+    settings.OAM_WS_KEY_RECHECK_SECONDS = 0.2
+    raw = api_key_create(name="k", user_id="u1" if restricted else None, permission="read")[1]
+
+    def change():
+        client = AgentMemory(llm=None)
+        if after != "kept":
+            client.delete_thread("t-ws")
+        if after == "recreated for u2":
+            client.create_thread(thread_id="t-ws", user_id="u2", agent_id="a1")
+
+    async def scenario():
+        communicator, connected, _ = await connect(application, headers=[(b"authorization", f"Bearer {raw}".encode())])
+        assert connected and (await communicator.receive_json_from(timeout=5))["event"] == "state"
+        still_open = await communicator.receive_nothing(timeout=0.6)  # re-checked: the thread is there
+        await database_sync_to_async(change)()
+        result = await communicator.receive_nothing(timeout=0.8) if code is None else await close_code(communicator)
+        await communicator.disconnect()
+        return still_open, result
+
+    assert run(scenario()) == (True, True if code is None else code)
