@@ -125,8 +125,10 @@ def test_uploads_under_the_size_cap_without_a_valid_key_are_401_before_the_body(
 
 def test_requests_with_a_valid_key_pass_the_gate(live):
     _, port, key = live
-    status, thread = api(port, "POST", "/api/threads", {"thread_id": "t1", "metadata": {"note": "x" * (2 * MB)}}, key)
-    assert status == 201 and len(thread["metadata"]["note"]) == 2 * MB
+    status, answer = api(port, "POST", "/api/threads", {"thread_id": "t1", "metadata": {"note": "x" * (2 * MB)}}, key)
+    assert status == 422 and answer["detail"][0]["loc"] == ["body", "metadata"]  # the API read the 2 MB body
+    status, thread = api(port, "POST", "/api/threads", {"thread_id": "t1", "metadata": {"note": "x" * 60_000}}, key)
+    assert status == 201 and len(thread["metadata"]["note"]) == 60_000
     status, body = upload(port, 25 * MB, key=key)  # over the thread's 20 MiB image limit: the API answers
     assert status == 422 and b"image" in body
 
