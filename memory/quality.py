@@ -131,6 +131,29 @@ def window(*, project_id: int, thread_id: str | None = None, days: Any = DEFAULT
 # --- shared pieces ------------------------------------------------------------------------------
 
 
+class UtcBucket(Trunc):
+    """``Trunc(field, kind)`` in UTC, spelled with SQLite's own date functions on SQLite.
+
+    Django's ``Trunc`` calls a Python function per row on SQLite
+    (``django_datetime_trunc``): over a year of 100,000 memories that was 1.1 s
+    of the project dashboard's 1.9 s (``bench/quality_dashboard.py``).
+    ``strftime``/``date`` give the same text (``YYYY-MM-DD HH:MM:SS``) for a
+    stored UTC value; weeks start on Monday (``'weekday 0', '-6 days'``: the
+    Sunday on or after, then back six days). Oracle and others keep Django's
+    SQL (``TRUNC``).
+    """
+
+    _SQLITE = {"hour": "strftime('%%Y-%%m-%%d %%H:00:00', {})", "day": "(date({}) || ' 00:00:00')",
+               "week": "(date({}, 'weekday 0', '-6 days') || ' 00:00:00')"}
+
+    def __init__(self, expression: str, kind: str):
+        super().__init__(expression, kind, tzinfo=UTC)
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        sql, params = compiler.compile(self.lhs)
+        return self._SQLITE[self.kind].format(sql), params
+
+
 def _scoped(model, w: Window) -> QuerySet:
     rows = model.objects.filter(project_id=w.project_id)
     return rows.filter(thread_id=w.thread_id) if w.thread_id is not None else rows
@@ -139,7 +162,7 @@ def _scoped(model, w: Window) -> QuerySet:
 def _in_window(rows: QuerySet, field: str, w: Window) -> QuerySet:
     """``rows`` whose ``field`` lies in the window, annotated with its bucket (``bucket``)."""
     return (rows.filter(**{f"{field}__gte": w.start, f"{field}__lt": w.end})
-            .annotate(bucket=Trunc(field, w.bucket, tzinfo=UTC)))
+            .annotate(bucket=UtcBucket(field, w.bucket)))
 
 
 def _axis(w: Window) -> dict[str, Any]:

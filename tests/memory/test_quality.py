@@ -122,6 +122,27 @@ def test_memories_per_type_are_cumulative_per_bucket_and_scoped(project, other):
     assert series(one, "fact") == [1, 3, 3, 3, 3, 3, 3, 3] and one["total"] == 5
 
 
+@pytest.mark.parametrize("days", [1, 7, 90])
+def test_sql_buckets_are_the_python_buckets_at_their_edges(project, days):
+    """``UtcBucket`` (SQLite's date functions here) puts each time where ``Window.buckets`` expects it: hour and
+    day edges, a Sunday's last microsecond and a Monday's first (2026-11-29 is a Sunday)."""
+    thread = make_thread(project)
+    edges = [NOW - dt.timedelta(minutes=31), NOW.replace(minute=0), NOW.replace(minute=0) - dt.timedelta(microseconds=1),
+             dt.datetime(2026, 11, 29, 23, 59, 59, 999999, tzinfo=dt.UTC), dt.datetime(2026, 11, 30, tzinfo=dt.UTC),
+             dt.datetime(2026, 11, 23, 0, 0, 0, 1, tzinfo=dt.UTC), dt.datetime(2026, 9, 6, 12, tzinfo=dt.UTC)]
+    for i, when in enumerate(edges):
+        set_created(thread, thread.add_memory(f"edge memory {i}", memory_type="fact"), when)
+    w = quality.window(project_id=project.pk, days=days, now=NOW)
+    rows = list(quality.memories_by_type_query(w))
+    expected: dict[dt.datetime, int] = {}
+    for when in edges:
+        if w.start <= when < w.end:
+            start = max(b for b in w.buckets() if b <= when)
+            expected[start] = expected.get(start, 0) + 1
+    assert {row["bucket"]: row["n"] for row in rows} == expected
+    assert sum(expected.values()) == {1: 5, 7: 6, 90: 7}[days]
+
+
 def test_a_memory_created_after_now_is_not_counted(project):
     thread = make_thread(project)
     set_created(thread, thread.add_memory("from the future", memory_type="fact"), NOW + dt.timedelta(hours=1))
