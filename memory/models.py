@@ -280,6 +280,13 @@ class ExtractionJob(models.Model):
     commits its memories, so a crashed or lost job is found by the sweep and
     no range is extracted twice. Counts and seconds feed progress events and
     the extraction-state endpoint.
+
+    Quality counts (``memory.quality``, the staff dashboard), set by a job's
+    commit: ``messages_extracted`` (target messages handed to the LLM),
+    ``duplicates_skipped`` (candidates that restated a stored memory or one of
+    the same job, ``memory.extraction.dedup``) and ``rejected_<reason>``
+    (candidates ``memory.extraction.candidates.parse_candidates`` refused, by
+    ``REJECT_REASONS``). None on jobs that committed before migration 0011.
     """
 
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="extraction_jobs")
@@ -292,6 +299,14 @@ class ExtractionJob(models.Model):
     attempts = models.IntegerField(default=0)
     memories_created = models.IntegerField(default=0)
     memories_linked = models.IntegerField(default=0)
+    # What the staff quality dashboard (memory.quality) plots, written when a job commits (migration 0011).
+    # None: a job that finished before these were recorded (or did not finish).
+    messages_extracted = models.IntegerField(null=True, blank=True)
+    duplicates_skipped = models.IntegerField(null=True, blank=True)
+    rejected_not_text = models.IntegerField(null=True, blank=True)
+    rejected_unknown_type = models.IntegerField(null=True, blank=True)
+    rejected_no_source = models.IntegerField(null=True, blank=True)
+    rejected_repeated = models.IntegerField(null=True, blank=True)
     llm_seconds = models.FloatField(default=0.0)
     seconds = models.FloatField(default=0.0)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -301,6 +316,7 @@ class ExtractionJob(models.Model):
     class Meta:
         db_table = "oam_extraction_jobs"
         ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["project", "finished_at"], name="oam_job_finished_ix")]
 
     def __str__(self) -> str:
         return f"extraction {self.thread_id} {self.from_seq}-{self.to_seq} ({self.status})"

@@ -364,3 +364,22 @@ class ContextCardForm(StaffForm):
         out["include_invalid_results"] = data["include_invalid_results"]
         return out
 
+
+
+# --- the quality dashboard ----------------------------------------------------------------------
+
+
+#: The ranges ``memory.quality`` offers, as the dashboard names them.
+QUALITY_RANGES = [(1, "last 24 hours (hourly)"), (7, "last 7 days (daily)"), (30, "last 30 days (daily)"),
+                  (90, "last 90 days (weekly)"), (365, "last year (weekly)")]
+
+
+class QualityForm(StaffForm):
+    """The quality dashboard's range (GET ``days``; the view puts ``memory.quality.DEFAULT_DAYS`` in for a blank)."""
+
+    days = forms.TypedChoiceField(required=False, coerce=int, empty_value=None, label="Range",
+                                  choices=[(str(d), label) for d, label in QUALITY_RANGES], widget=PlainSelect)
+
+    def arguments(self) -> dict[str, Any]:
+        """``memory.quality.dashboard`` keywords: ``days`` when given."""
+        return given(self.cleaned_data, "days")

@@ -32,6 +32,7 @@ urlpatterns = [
     path(T + "extraction/", views.extraction_region, name="extraction"),
     path(T + "extract/", views.extract_now, name="extract_now"),
     path(T + "context-card/", views.context_card, name="context_card"),
+    path(T + "quality/", views.thread_quality, name="thread_quality"),
     path(T + "messages/<str:message_id>/edit/", views.message_edit, name="message_edit"),
     path(T + "messages/<str:message_id>/delete/", views.message_delete, name="message_delete"),
     path(T + "memories/add/", views.memory_add, name="memory_add"),
@@ -45,4 +46,5 @@ urlpatterns = [
     path(T + "relations/<str:relation_id>/delete/", views.relation_delete, name="relation_delete"),
     path("search/", views.default_search, name="default_search"),
     path(P + "search/", views.search, name="search"),
+    path(P + "quality/", views.quality, name="quality"),
 ]

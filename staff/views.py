@@ -40,7 +40,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
-from memory import browse, extraction, history, selectors, services
+from memory import browse, extraction, history, quality as quality_figures, selectors, services
 from memory.client import AgentMemory, Thread
 from memory.errors import DomainError, NotFound
 from memory.models import MEMORY_TYPES, STATUSES, Project, Thread as ThreadRow
@@ -51,6 +51,7 @@ from staff.forms import (
     MemoryAddForm,
     MemoryEditForm,
     MessageEditForm,
+    QualityForm,
     RelationForm,
     SearchForm,
     TTL_ANCHORS,
@@ -738,4 +739,51 @@ def search(request: HttpRequest, project: str) -> HttpResponse:
         status = INVALID
     template = "staff/search.html" + ("#search-panel" if request.htmx else "")
     return render(request, template, {"form": form, "results": results, "nav": "search", "project": client.project},
+                  status=status)
+
+
+# --- memory quality ------------------------------------------------------------------------------
+
+
+@require_safe
+@staff_required
+def quality(request: HttpRequest, project: str) -> HttpResponse:
+    """The project's quality dashboard (``memory.quality``): plots of memories per type over time, extraction
+    yield, duplicates skipped, contradictions and supersessions, review queue age, rejected-candidate reasons.
+
+    ``?days=`` picks the range (``memory.quality.RANGES``); another value is shown next to the field with
+    status 422 and no plots.
+    """
+    return _quality_page(request, _project(request, project), None)
+
+
+@require_safe
+@staff_required
+def thread_quality(request: HttpRequest, project: str, thread_id: str) -> HttpResponse:
+    """The same dashboard for one thread of the project (404: no such thread, or a project not the user's)."""
+    current = _project(request, project)
+    try:
+        row = selectors.thread_get(project=current, thread_id=thread_id)
+    except NotFound:
+        raise Http404(f"no thread {thread_id!r}") from None
+    return _quality_page(request, current, row)
+
+
+def _quality_page(request: HttpRequest, project: Project, thread: ThreadRow | None) -> HttpResponse:
+    """Render ``staff/quality.html``: the figures go to the page as JSON (``json_script``), which
+    ``static/staff/quality.js`` plots with the vendored Chart.js (no inline script: the CSP forbids it)."""
+    query = request.GET.copy()
+    if not query.get("days"):  # blank or absent: the default range, shown selected
+        query["days"] = str(quality_figures.DEFAULT_DAYS)
+    form = QualityForm(query)
+    data, status = None, 200
+    if form.is_valid():
+        try:
+            data = quality_figures.dashboard(project=project, thread=thread, **form.arguments())
+        except SERVICE_ERRORS as exc:
+            add_service_error(form, exc)
+    if not form.is_valid():
+        data, status = None, INVALID
+    return render(request, "staff/quality.html", {"project": project, "thread": thread, "form": form,
+                                                  "dashboard": data, "nav": "threads" if thread else "quality"},
                   status=status)

@@ -114,6 +114,8 @@ from memory.extraction.candidates import (  # noqa: F401
     message_budget,
     plan_slices,
     parse_candidates,
+    reject_reason,
+    REJECT_REASONS,
     inherited_metadata,
 )
 from memory.extraction.dedup import (  # noqa: F401

@@ -70,14 +70,28 @@ class Decision:
     note: str | None = None
 
 
+#: Why ``parse_candidates`` refuses an item, in the order it checks (the first that applies counts):
+#: fewer than two words of text, a ``memory_type`` outside ``MEMORY_TYPES``, no target message cited,
+#: the same text as an earlier item of the reply. Each has a column ``rejected_<reason>`` on
+#: ``ExtractionJob`` (migration 0011), plotted by the staff quality dashboard (``memory.quality``).
+REJECT_REASONS = ("not_text", "unknown_type", "no_source", "repeated")
+
+
 @dataclass
 class JobResult:
-    """Counts of a finished job (also in the ``extraction.finished`` event)."""
+    """Counts of a finished job (also in the ``extraction.finished`` event).
+
+    ``messages_extracted``: target messages handed to the LLM (context
+    messages not counted); ``rejected``: refused candidates by
+    ``REJECT_REASONS`` (their sum is ``rejected_candidates``).
+    """
 
     memories_created: int = 0
     memories_linked: int = 0
     duplicates_skipped: int = 0
     rejected_candidates: int = 0
+    messages_extracted: int = 0
+    rejected: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REJECT_REASONS, 0))
     llm_calls: int = 0
     failed_calls: int = 0
     llm_seconds: float = 0.0
@@ -168,24 +182,44 @@ def plan_slices(thread: Thread, job: ExtractionJob, config: MemoryExtractionConf
 _WORD = re.compile(r"[^\W\d_]{2,}")
 
 
-def parse_candidates(reply: dict, piece: Slice) -> tuple[list[Candidate], int]:
+def reject_reason(content: str, memory_type: Any, sources: list, seen: set[str]) -> str | None:
+    """Why an extracted item is refused (one of ``REJECT_REASONS``, the first that applies), or None.
+
+    ``content`` is the whitespace-normalised text; ``sources`` the target
+    messages it cites; ``seen`` the casefolded texts accepted before it.
+    """
+    if len(_WORD.findall(content)) < 2:
+        return "not_text"
+    if memory_type not in MEMORY_TYPES:
+        return "unknown_type"
+    if not sources:
+        return "no_source"
+    if content.casefold() in seen:
+        return "repeated"
+    return None
+
+
+def parse_candidates(reply: dict, piece: Slice, reasons: dict[str, int] | None = None) -> tuple[list[Candidate], int]:
     """Turn a schema-valid reply into candidates; return them and how many items were rejected.
 
-    Whitespace is normalised; an item is rejected when it repeats an earlier
-    one, names no target message, or is not text (fewer than two words of two
-    or more letters: a small model sometimes fills the string with symbols).
-    Sources are kept in message order, so the last is the latest.
+    Whitespace is normalised; an item is rejected when it is not text (fewer
+    than two words of two or more letters: a small model sometimes fills the
+    string with symbols), has an unknown type, names no target message, or
+    repeats an earlier one (``reject_reason``); ``reasons``, when given, counts
+    each rejection under its reason. Sources are kept in message order, so the
+    last is the latest.
     """
-    by_ref = {m.ref: m for m in piece.targets}
     seen: set[str] = set()
     out, rejected = [], 0
     for item in reply.get("memories", []):
         content = " ".join(str(item.get("content", "")).split())
         refs = set(item.get("source_message_ids", []))
         sources = [m for m in piece.targets if m.ref in refs]
-        if (len(_WORD.findall(content)) < 2 or not sources or content.casefold() in seen
-                or item.get("memory_type") not in MEMORY_TYPES):
+        reason = reject_reason(content, item.get("memory_type"), sources, seen)
+        if reason is not None:
             rejected += 1
+            if reasons is not None:
+                reasons[reason] = reasons.get(reason, 0) + 1
             continue
         seen.add(content.casefold())
         out.append(Candidate(memory_type=item["memory_type"], content=content, sources=sources))

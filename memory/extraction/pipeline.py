@@ -12,7 +12,7 @@ from memory.llm import Llm, LlmError, LlmInvalidOutput, LlmRequestRejected
 from memory.models import ExtractionJob, Memory, Message, Thread
 from memory.tenancy import stored_id
 from memory.types import MemoryRetentionConfig
-from memory.extraction.candidates import _last_seconds, Candidate, Decision, JobResult, inherited_metadata, parse_candidates, plan_slices
+from memory.extraction.candidates import _last_seconds, Candidate, Decision, JobResult, REJECT_REASONS, inherited_metadata, parse_candidates, plan_slices
 from memory.extraction.config import ACTIVE, LINK_TYPES, POLL_SECONDS, TRIGGER_ADD, TRIGGER_EDIT, default_retention, max_attempts
 from memory.extraction.dedup import decide
 from memory.extraction.jobs import ExtractionRejected, _chain_next, _claim, _finish_failed, _locked, _next_in_line, _release, job_schedule, queue_has_room
@@ -176,6 +176,7 @@ def _extract_candidates(thread: Thread, job: ExtractionJob, config: MemoryExtrac
     last_error: LlmInvalidOutput | None = None
     for step, piece in enumerate(slices, 1):
         refs = [m.ref for m in piece.targets]
+        result.messages_extracted += len(piece.targets)
         try:
             reply = llm.complete_json(extraction_prompt(piece, config), extraction_schema(refs),
                                       schema_name=SCHEMA_NAME, max_tokens=MAX_OUTPUT_TOKENS)
@@ -185,7 +186,7 @@ def _extract_candidates(thread: Thread, job: ExtractionJob, config: MemoryExtrac
             result.errors.append(f"call {step}/{len(slices)}: {exc}")
             found = []
         else:
-            found, rejected = parse_candidates(reply, piece)
+            found, rejected = parse_candidates(reply, piece, result.rejected)
             result.rejected_candidates += rejected
         finally:
             result.llm_calls += 1
@@ -225,8 +226,11 @@ def _commit(job_id: int, attempt: int, planned: list[tuple[Decision, services.Pr
         job.memories_created, job.memories_linked = result.memories_created, result.memories_linked
         job.seconds, job.llm_seconds = round(seconds, 3), round(result.llm_seconds, 3)
         job.error = "; ".join(result.errors)[:2000]
+        quality = _quality_counts(result)
+        for name, value in quality.items():
+            setattr(job, name, value)
         job.save(update_fields=["status", "finished_at", "memories_created", "memories_linked", "seconds",
-                                "llm_seconds", "error"])
+                                "llm_seconds", "error", *quality])
         progress.send(
             thread.pk, "finished", job_id=job.pk, memories_created=result.memories_created,
             memories_linked=result.memories_linked, duplicates_skipped=result.duplicates_skipped,
@@ -237,6 +241,12 @@ def _commit(job_id: int, attempt: int, planned: list[tuple[Decision, services.Pr
         if chain:
             _chain_next(thread.pk)
     return True
+
+
+def _quality_counts(result: JobResult) -> dict[str, int]:
+    """The ``ExtractionJob`` columns the quality dashboard reads (``memory.quality``), from a job's result."""
+    return {"messages_extracted": result.messages_extracted, "duplicates_skipped": result.duplicates_skipped,
+            **{f"rejected_{reason}": result.rejected.get(reason, 0) for reason in REJECT_REASONS}}
 
 
 def _prepare(thread: Thread, job: ExtractionJob, decisions: list[Decision], retention: MemoryRetentionConfig,

@@ -103,7 +103,8 @@ def root(db):
 def project_patterns() -> list[URLPattern]:
     """Every staff URL pattern whose path names a project."""
     found = [p for p in staff_urls.urlpatterns if "project" in p.pattern.converters]
-    assert len(found) >= 18  # thread list, thread page and its regions, record forms, card, search ...
+    assert len(found) >= 20  # thread list, thread page and its regions, record forms, card, search, quality ...
+    assert {"quality", "thread_quality"} <= {p.name for p in found}
     return found
 
 
@@ -137,7 +138,8 @@ def test_every_staff_page_of_another_project_is_a_404_for_a_non_member(staff_use
 def test_a_project_that_does_not_exist_and_one_not_mine_look_alike(staff_user, hidden):
     outsider = login(staff_user)
     for slug in (HIDDEN, "no-such-project"):
-        for path in ("threads/", "search/?query=secret", "threads/t-hidden/context-card/?preview=1"):
+        for path in ("threads/", "search/?query=secret", "threads/t-hidden/context-card/?preview=1", "quality/",
+                     "threads/t-hidden/quality/"):
             response = outsider.get(f"/staff/projects/{slug}/{path}")
             assert response.status_code == 404 and MARK.encode() not in response.content
 
@@ -163,7 +165,8 @@ def test_a_superuser_sees_every_project_without_membership(hidden, root):
     browser = login(root)
     for url in (f"/staff/projects/{HIDDEN}/threads/", f"/staff/projects/{HIDDEN}/threads/t-hidden/",
                 f"/staff/projects/{HIDDEN}/search/?query=secret",
-                f"/staff/projects/{HIDDEN}/threads/t-hidden/context-card/?preview=1"):
+                f"/staff/projects/{HIDDEN}/threads/t-hidden/context-card/?preview=1",
+                f"/staff/projects/{HIDDEN}/quality/", f"/staff/projects/{HIDDEN}/threads/t-hidden/quality/?days=1"):
         response = browser.get(url)
         assert response.status_code == 200, url
 
