@@ -43,6 +43,10 @@ urlpatterns = [
     path(T + "images/<str:image_id>/delete/", views.image_delete, name="image_delete"),
     path(T + "relations/add/", views.relation_add, name="relation_add"),
     path(T + "relations/<str:relation_id>/delete/", views.relation_delete, name="relation_delete"),
+    path(P + "review/", views.review_queue, name="review"),
+    path(P + "review/<str:memory_id>/approve/", views.review_approve, name="review_approve"),
+    path(P + "review/<str:memory_id>/edit/", views.review_edit, name="review_edit"),
+    path(P + "review/<str:memory_id>/reject/", views.review_reject, name="review_reject"),
     path("search/", views.default_search, name="default_search"),
     path(P + "search/", views.search, name="search"),
 ]
