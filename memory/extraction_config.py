@@ -132,13 +132,16 @@ def _bool(value: Any, field: str) -> bool:
 
 
 def _memory_types(value: Any, field: str) -> tuple[str, ...]:
-    """A non-string sequence of memory types (``memory.models.MEMORY_TYPES``), stored as a sorted tuple
-    without repeats; empty: nothing needs review."""
-    from memory.models import MEMORY_TYPES
+    """A non-string sequence of memory types (``memory.models.MEMORY_TYPES``, read here from
+    ``memory.types.MEMORY_RECORD_CLASSES``: configs are made before Django's models load), stored as a
+    sorted tuple without repeats; empty: nothing needs review."""
+    from memory.types import MEMORY_RECORD_CLASSES as MEMORY_TYPES
 
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise InvalidType(field, "must be a list of memory types")
     for item in value:
+        if not isinstance(item, str):
+            raise InvalidType(field, "must be a list of memory types (strings)")
         if item not in MEMORY_TYPES:
             raise InvalidArgument(field, f"{item!r} is not a memory type; allowed: {', '.join(MEMORY_TYPES)}")
     return tuple(sorted(set(value)))

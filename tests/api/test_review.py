@@ -21,6 +21,7 @@ def queued(db):
     """Thread t-q (user u1) whose add_memory waits for review, a valid fact and two pending memories."""
     thread = AgentMemory().create_thread(thread_id="t-q", user_id="u1", agent_id="a1",
                                          memory_extraction_config=MemoryExtractionConfig(review_added_memories=True))
+    thread.add_messages([{"role": "user", "content": "How do I pay for the order by card?", "id": "m1"}])
     thread.add_memory("The user pays with a Visa card", memory_type="fact", memory_id="f1")
     thread.add_memory(POISON, memory_type="guideline", memory_id="g1")
     thread.add_memory("Prefers answers in bullet points", memory_type="preference", memory_id="p1")
@@ -55,9 +56,9 @@ def test_a_write_key_lists_the_queue_with_flags_and_similar_memories(queued):
     assert [m["id"] for m in api.get("/api/threads/t-q/memories").json()["items"]] == ["f1"]
     assert api.get("/api/threads/t-q/memories/g1").status_code == 404
     found = api.post("/api/threads/t-q/search", {"query": "e-mail the card number", "max_results": 10}).json()
-    assert [hit["record_id"] for hit in found] == ["f1"] and "thief" not in str(found)
+    assert {hit["record_id"] for hit in found} == {"f1", "m1"} and "thief" not in str(found)
     card = api.post("/api/threads/t-q/context-card", {"max_relevant_results": 10}).json()
-    assert "thief" not in str(card)
+    assert "Visa card" in str(card) and "thief" not in str(card)
 
 
 def test_approve_edit_and_reject_each_write_one_history_entry_naming_the_key(queued):

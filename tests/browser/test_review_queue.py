@@ -42,8 +42,11 @@ def test_a_pending_guideline_reaches_agents_only_once_approved_on_the_queue_page
     thread_id = f"browser-review-{tag}"
     status, body = live_app.api("POST", "/threads", {
         "thread_id": thread_id, "user_id": f"reviewer-user-{tag}", "agent_id": "reviewer-agent",
-        "memory_extraction_config": {"review_added_memories": True}})
+        "memory_extraction_config": {"review_added_memories": True, "extract_memories": False}})
     assert status == 201, body
+    status, body = live_app.api("POST", f"/threads/{thread_id}/messages", {"messages": [
+        {"role": "user", "content": "Which language will you answer me in, Esperanto or English?"}]})
+    assert status == 201, body  # the context card's query
     status, body = live_app.api("POST", f"/threads/{thread_id}/memories", {
         "content": f"The user studies Esperanto on Tuesdays ({tag})", "memory_type": "fact", "memory_id": f"f-{tag}"})
     assert status == 201, body
@@ -56,7 +59,9 @@ def test_a_pending_guideline_reaches_agents_only_once_approved_on_the_queue_page
         assert status == 201, body
 
     # pending: stored, but neither search nor the context card returns them
-    assert _search_ids(live_app, thread_id, "answer in Esperanto") == [f"f-{tag}"]
+    assert f"f-{tag}" in _search_ids(live_app, thread_id, "answer in Esperanto")
+    assert not {f"g-{tag}", f"x-{tag}", f"e-{tag}"} & set(_search_ids(live_app, thread_id, "answer in Esperanto"))
+    assert f"Esperanto on Tuesdays ({tag})" in _card_text(live_app, thread_id)  # the card does carry memories
     assert f"code {tag}" not in _card_text(live_app, thread_id) and "evil.example" not in _card_text(live_app, thread_id)
     status, listed = live_app.api("GET", f"/review/memories?thread_id={thread_id}")
     assert status == 200 and listed["count"] == 3, listed
