@@ -290,13 +290,21 @@ class MessageAdmin(ServiceDeletes, ErasingAdmin):
 @admin.register(Memory)
 class MemoryAdmin(ServiceDeletes, ErasingAdmin):
     list_display = (shown_id, "project", "memory_type", "short_content", "user_id", "thread_id", "status",
-                    "expires_at")
-    list_filter = ("project", "memory_type", "status", "created_at")
+                    "pending", "expires_at")
+    list_filter = ("project", "memory_type", "status", "pending", "created_at")
     search_fields = ("id", "content", "user_id", "agent_id", "thread_id")
-    readonly_fields = ("id", "user_id", "agent_id", "thread_id", "source_message_ids", "created_at", "updated_at")
+    readonly_fields = ("id", "user_id", "agent_id", "thread_id", "source_message_ids", "pending", "created_at",
+                       "updated_at")
     fields = ("id", "memory_type", "content", "metadata", "status", "timestamp", "expires_at", "user_id",
-              "agent_id", "thread_id", "source_message_ids", "created_at", "updated_at")
+              "agent_id", "thread_id", "source_message_ids", "pending", "created_at", "updated_at")
     form = checked_form(metadata=check_metadata)
+
+    def get_readonly_fields(self, request, obj=None):
+        """A memory awaiting review is decided on the staff review page (``memory.services.review``), not edited
+        here: every field is read-only while it waits (``update_memory`` does not reach it either)."""
+        if obj is not None and obj.pending:
+            return self.fields
+        return self.readonly_fields
 
     @admin.display(description="content")
     def short_content(self, obj):

@@ -158,11 +158,13 @@ def derived_follow(keys: list[str]) -> provenance.DerivedReceipt:
     return receipt
 
 
-def memories_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Counter:
+def memories_erase(keys: Iterable[str], *, erased: set[str] | None = None, action: str = "delete",
+                   reason: str | None = None) -> Counter:
     """Delete memory-like records (stored ids) with their chunks and relations; what their relations
     invalidated is valid again unless another relation holds it (``memory.links.links_detach``). Call inside
     a transaction. ``erased`` as in ``images_erase`` (the relations' ids too). Each deleted record gets a
-    ``delete`` version in its history (``memory.history``), which is kept: only ``subject_erase`` deletes it."""
+    ``delete`` version in its history (``memory.history``), which is kept: only ``subject_erase`` deletes it;
+    ``action``/``reason`` name that version otherwise (the review queue's ``reject``)."""
     keys = list(keys)
     counts: Counter = Counter()
     if erased is not None:
@@ -170,7 +172,7 @@ def memories_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Co
     if keys:
         relations: set[str] = set()
         history.record_many(((row, history.snapshot(row), None) for row in Memory.objects.filter(pk__in=keys)),
-                            "delete")
+                            action, reason=reason)
         counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="memory", record_id__in=keys))
         counts["relations"] += links_detach(memory_ids=keys, erased=relations)
         counts["memories"] += Memory.objects.filter(pk__in=keys).delete()[0]

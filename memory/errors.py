@@ -155,6 +155,15 @@ class Conflict(DomainError, ValueError):
         self.message = f"{field} {value!r} already exists"
 
 
+class NotPending(Conflict):
+    """A review decision (approve, reject) about a memory that does not await review (``ValueError``; HTTP 409)."""
+
+    def __init__(self, field: str, value: str):
+        super().__init__(field, value)
+        self.message = f"memory {value!r} is not awaiting review"
+        self.args = (f"{field}: {self.message}",)
+
+
 class OutOfScope(InvalidArgument):
     """A value reaches outside what the caller may touch: another end user or agent than the one a
     restricted client acts for (``memory.tenancy.Tenant``). A ``ValueError`` in Python,

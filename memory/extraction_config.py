@@ -131,6 +131,22 @@ def _bool(value: Any, field: str) -> bool:
     return value
 
 
+def _memory_types(value: Any, field: str) -> tuple[str, ...]:
+    """A non-string sequence of memory types (``memory.models.MEMORY_TYPES``, read here from
+    ``memory.types.MEMORY_RECORD_CLASSES``: configs are made before Django's models load), stored as a
+    sorted tuple without repeats; empty: nothing needs review."""
+    from memory.types import MEMORY_RECORD_CLASSES as MEMORY_TYPES
+
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise InvalidType(field, "must be a list of memory types")
+    for item in value:
+        if not isinstance(item, str):
+            raise InvalidType(field, "must be a list of memory types (strings)")
+        if item not in MEMORY_TYPES:
+            raise InvalidArgument(field, f"{item!r} is not a memory type; allowed: {', '.join(MEMORY_TYPES)}")
+    return tuple(sorted(set(value)))
+
+
 def _inherit(value: Any, field: str) -> bool | tuple[str, ...]:
     """True, False, or a non-string sequence of top-level metadata keys (stored as a tuple)."""
     if isinstance(value, bool):
@@ -162,6 +178,9 @@ EXTRACTION_DEFAULTS: dict[str, Any] = {
     "memory_link_extraction_token_limit": 100_000,
     "background_extraction_queue_full_behavior": BackgroundExtractionQueueFullBehavior.DROP,
     "background_extraction_queue_put_timeout_seconds": 300.0,
+    # Not the SDK's: the review policy (``memory.review``), after the SDK's fields.
+    "review_memory_types": ("guideline", "preference"),
+    "review_added_memories": False,
 }
 
 
@@ -199,6 +218,17 @@ class MemoryExtractionConfig:
       ``BackgroundExtractionQueueFullBehavior``; the capacity is
       ``settings.OAM_EXTRACTION_QUEUE_CAPACITY`` queued jobs.
 
+    Two fields after the SDK's are this service's review policy (``memory.review``; an allowed difference
+    in ``tests/memory/test_sdk_parity.py``), resolved per thread over the client's like the others:
+
+    * ``review_memory_types`` (``("guideline", "preference")``): extracted memories of these types are
+      stored *pending*: indexed, but returned by no search, context card, list or get until a reviewer
+      approves them (the review queue: ``GET /api/review/memories``, the staff page
+      ``/staff/projects/<slug>/review/``). Empty: nothing waits. Instructions and beliefs injected into an
+      agent's prompt are what a poisoned conversation would plant, hence these two by default.
+    * ``review_added_memories`` (False): when True, ``add_memory`` of those types waits for review too.
+      By default a manual ``add_memory`` (a write key, Python code) is trusted and visible at once.
+
     Raises ValueError (naming the field) for a bad value, as the SDK does (TypeError for a non-bool
     ``extract_memories``/``enable_context_summary``, a non-int count, non-string instructions).
     """
@@ -218,6 +248,8 @@ class MemoryExtractionConfig:
     memory_link_extraction_token_limit: int = NOTSET
     background_extraction_queue_full_behavior: BackgroundExtractionQueueFullBehavior = NOTSET
     background_extraction_queue_put_timeout_seconds: float = NOTSET
+    review_memory_types: tuple[str, ...] = NOTSET
+    review_added_memories: bool = NOTSET
 
     def __post_init__(self):
         set_ = object.__setattr__  # frozen: normalise in place once
@@ -228,6 +260,8 @@ class MemoryExtractionConfig:
                 set_(self, name, EXTRACTION_DEFAULTS[name])
         _bool(self.extract_memories, "extract_memories")
         _bool(self.enable_context_summary, "enable_context_summary")
+        _bool(self.review_added_memories, "review_added_memories")
+        set_(self, "review_memory_types", _memory_types(self.review_memory_types, "review_memory_types"))
         set_(self, "extraction_mode", _enum(MemoryExtractionMode, self.extraction_mode, "extraction_mode"))
         set_(self, "memory_extraction_image_context",
              _enum(MemoryExtractionImageContext, self.memory_extraction_image_context,
@@ -274,6 +308,11 @@ class MemoryExtractionConfig:
     @property
     def is_background(self) -> bool:
         return self.extraction_mode is MemoryExtractionMode.BACKGROUND
+
+    def review_types(self, *, extracted: bool) -> tuple[str, ...]:
+        """The memory types that wait for review when stored by extraction (``extracted``) or by
+        ``add_memory``: ``review_memory_types``, or none for ``add_memory`` unless ``review_added_memories``."""
+        return self.review_memory_types if extracted or self.review_added_memories else ()
 
     def to_thread_config(self, *, given_only: bool = False) -> dict[str, Any]:
         """The config as JSON: one key per field, enums as their values, tuples as lists.

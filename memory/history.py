@@ -47,10 +47,13 @@ from memory.validators import check_bounded_int, check_id
 
 #: Who may appear as the actor of a version (see the module docstring).
 ACTOR_KINDS = ("client", "api_key", "staff", "admin", "extraction", "ttl", "import")
-#: What a version records.
-ACTIONS = ("create", "update", "invalidate", "revalidate", "restore", "delete")
-#: The fields a snapshot holds, and a restore puts back.
-SNAPSHOT_FIELDS = ("content", "memory_type", "metadata", "status", "expires_at", "timestamp")
+#: What a version records. ``approve`` and ``reject`` are the review queue's (``memory.services.review``):
+#: an approval (its ``after`` may carry an edited content: edit-then-approve) and a rejection, which deletes
+#: the memory (its ``after`` is None, like a ``delete``'s).
+ACTIONS = ("create", "update", "invalidate", "revalidate", "restore", "delete", "approve", "reject")
+#: The fields a snapshot holds, and a restore puts back. ``pending`` is in a snapshot only while the memory
+#: awaits review (then True): snapshots taken before the review queue existed stay as they were.
+SNAPSHOT_FIELDS = ("content", "memory_type", "metadata", "status", "expires_at", "timestamp", "pending")
 #: Versions one history read answers at most (the newest ones).
 MAX_VERSIONS = 1000
 #: Length of ``MemoryVersion.reason`` and ``actor_id``.
@@ -108,12 +111,16 @@ def because(reason: str) -> Iterator[Actor]:
 
 
 def snapshot(row: Memory) -> dict[str, Any]:
-    """The ``SNAPSHOT_FIELDS`` of a memory row as JSON values (``expires_at``: ISO 8601 or None)."""
-    return {
+    """The ``SNAPSHOT_FIELDS`` of a memory row as JSON values (``expires_at``: ISO 8601 or None; ``pending``
+    only when the memory awaits review)."""
+    state = {
         "content": row.content, "memory_type": row.memory_type, "metadata": dict(row.metadata or {}),
         "status": row.status, "expires_at": row.expires_at.isoformat() if row.expires_at else None,
         "timestamp": row.timestamp,
     }
+    if row.pending:
+        state["pending"] = True
+    return state
 
 
 def snapshot_expiry(state: dict[str, Any]) -> datetime | None:

@@ -11,6 +11,10 @@ changes them goes through this module:
   builds them unsaved, for callers that embed before their transaction);
 * ``reindex_state`` copies a record's new status, expiry, metadata or type
   to its chunks (no re-embedding);
+* ``review_settle`` gives the chunks of an approved memory its status: while
+  a memory awaits review (``Memory.pending``, ``memory.review``) its chunks'
+  status is ``pending`` (``chunk_status``), which no search returns, and no
+  status copy replaces it (``reindex_state`` keeps it);
 * ``unindex`` deletes chunks, and after commit drops their embeddings from
   this process's vector cache (``memory.vector_cache``);
 * ``refresh_message_contexts`` recomputes the keyword context of messages
@@ -27,12 +31,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Case, QuerySet, Value, When
 from django.utils import timezone
 
 from memory import ttl as ttl_rules
 from memory.chunking import chunk_text
-from memory.models import SearchChunk
+from memory.models import PENDING_CHUNK_STATUS, SearchChunk
 from memory.types import RecordStatus
 
 #: The record copies ``reindex_state`` may write on a record's chunks.
@@ -155,6 +159,12 @@ def appended_message_contexts(thread_id: str, first_seq: int, turns: list[tuple[
 # --- writing rows ----------------------------------------------------------------------
 
 
+def chunk_status(record) -> str:
+    """The status a record's chunks carry: ``PENDING_CHUNK_STATUS`` while a memory awaits review
+    (``Memory.pending``), else the record's own status."""
+    return PENDING_CHUNK_STATUS if getattr(record, "pending", False) else record.status
+
+
 def chunk_rows(
     *,
     project_id: int,
@@ -234,7 +244,7 @@ def index_record(record, source_kind: str, record_type: str, chunks: list[str], 
     index_rows(chunk_rows(
         project_id=record.project_id, source_kind=source_kind, record_id=record.pk, record_type=record_type,
         chunks=chunks, vectors=vectors, user_id=scope.user_id, agent_id=scope.agent_id,
-        thread_id=record.thread_id, status=record.status, expires_at=record.expires_at,
+        thread_id=record.thread_id, status=chunk_status(record), expires_at=record.expires_at,
         metadata=record.metadata, now=timezone.now(),
     ))
 
@@ -243,8 +253,12 @@ def reindex_state(source_kind: str, record_ids: Iterable[str], **fields: Any) ->
     """Copy new record state to the chunks of records ``record_ids`` (stored ids) of ``source_kind``.
 
     ``fields`` are among ``STATE_FIELDS`` (status, expires_at, metadata,
-    record_type); the embeddings and texts are left alone. Returns the
-    number of chunk rows updated. Raises ``TypeError`` for another field.
+    record_type); the embeddings and texts are left alone. A chunk whose
+    status is ``pending`` (its memory awaits review) keeps it: only
+    ``review_settle`` ends it, so no status change (a relation's
+    invalidation, the admin's edit) can make a pending memory searchable.
+    Returns the number of chunk rows updated. Raises ``TypeError`` for
+    another field.
     """
     unknown = set(fields) - set(STATE_FIELDS)
     if unknown:
@@ -252,7 +266,21 @@ def reindex_state(source_kind: str, record_ids: Iterable[str], **fields: Any) ->
     ids = list(record_ids)
     if not ids or not fields:
         return 0
+    if "status" in fields:
+        fields["status"] = status_copy(fields["status"])
     return SearchChunk.objects.filter(source_kind=source_kind, record_id__in=ids).update(**fields)
+
+
+def status_copy(status: str) -> Case:
+    """The UPDATE value that copies a record's ``status`` to its chunks but leaves ``pending`` ones pending:
+    ``CASE WHEN status = 'pending' THEN 'pending' ELSE <status> END``."""
+    return Case(When(status=PENDING_CHUNK_STATUS, then=Value(PENDING_CHUNK_STATUS)), default=Value(status))
+
+
+def review_settle(record) -> int:
+    """Give the chunks of a memory that no longer awaits review its status (``record.status``); return how
+    many chunk rows changed. Call in the transaction that clears ``record.pending`` (``memory.services.review``)."""
+    return SearchChunk.objects.filter(source_kind="memory", record_id=record.pk).update(status=chunk_status(record))
 
 
 def unindex(qs: QuerySet) -> int:
@@ -343,5 +371,6 @@ def index_stored(items: list[tuple[str, Any, Any, list[str], Any]]) -> None:
             project_id=record.project_id, source_kind=source_kind, record_id=record.pk,
             record_type="message" if source_kind == "message" else record.memory_type, chunks=chunks,
             vectors=vectors, user_id=owner.user_id, agent_id=owner.agent_id, thread_id=record.thread_id,
-            status=record.status, expires_at=record.expires_at, metadata=record.metadata, now=timezone.now())
+            status=chunk_status(record), expires_at=record.expires_at, metadata=record.metadata,
+            now=timezone.now())
     index_rows(rows)

@@ -20,7 +20,7 @@ from django.utils import timezone
 from memory.errors import InvalidArgument, InvalidType, check_sql_count
 from memory.metadata_filter import compile_filter
 from memory.models import Image, Memory, Message, Thread
-from memory.selectors import hydrate_images, image_dto, live_q, memory_dto, message_dto
+from memory.selectors import hydrate_images, image_dto, live_q, memory_dto, memory_live_q, message_dto
 from memory.tenancy import Tenant, stored_id
 from memory.types import NOTSET, ImageRecord, MemoryRecord, Message as MessageDTO
 
@@ -115,7 +115,7 @@ def messages(*, include_image_bytes: Any = NOTSET, **arguments: Any) -> list[Mes
 def memory_queryset(*, tenant: Tenant, user_id: Any = NOTSET, agent_id: Any = NOTSET, thread_id: Any = NOTSET,
                     metadata_filter: Any = NOTSET, limit: Any = NOTSET, now=None) -> QuerySet:
     """The validated query behind ``memories``."""
-    qs = Memory.objects.filter(live_q(now or timezone.now()), project=tenant.project)
+    qs = Memory.objects.filter(memory_live_q(now or timezone.now()), project=tenant.project)
     thread_id = _check_scope_id(thread_id, "thread_id")
     qs = _scoped(qs, tenant, user_id=user_id, agent_id=agent_id)
     if thread_id is not NOTSET:
@@ -124,7 +124,7 @@ def memory_queryset(*, tenant: Tenant, user_id: Any = NOTSET, agent_id: Any = NO
 
 
 def memories(**arguments: Any) -> list[MemoryRecord]:
-    """Live memory-like records of the tenant's project, by their own scope columns."""
+    """Live memory-like records of the tenant's project, by their own scope columns (not those awaiting review)."""
     return [memory_dto(row) for row in memory_queryset(**arguments)]
 
 

@@ -31,6 +31,9 @@ from memory.ids import public_id
 MEMORY_TYPES = ("memory", "fact", "guideline", "preference")
 RECORD_TYPES = ("message", *MEMORY_TYPES, "image")
 STATUSES = ("valid", "invalid")
+#: The status a memory's search chunks carry while the memory awaits review (``Memory.pending``); no search
+#: returns such a chunk (``memory.search.query.filtered_chunks``), whatever statuses it asks for.
+PENDING_CHUNK_STATUS = "pending"
 #: Length of the id columns: a stored id is a public id (at most 255 characters,
 #: ``services.check_id``) behind its project's pk and ``:`` (``memory.tenancy``).
 STORED_ID_LENGTH = 300
@@ -167,6 +170,8 @@ class Memory(models.Model):
     user, agent or thread id; "owned by this exact thread" means
     ``thread_id`` equals the thread's id. ``source_message_ids`` records
     provenance for extracted memories (public message ids of the same project).
+    ``pending``: the memory awaits review (``memory.review``: the review policy of
+    ``MemoryExtractionConfig``); only the review queue and the staff pages show it.
     """
 
     id = models.CharField(primary_key=True, max_length=STORED_ID_LENGTH)
@@ -182,6 +187,9 @@ class Memory(models.Model):
     status = models.CharField(max_length=16, choices=_choices(STATUSES), default="valid")
     expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
     source_message_ids = models.JSONField(default=list, blank=True)
+    # Awaiting review (``memory.review``, migration 0011): stored and indexed (its chunks carry the status
+    # ``pending``) but returned by no read an agent makes, until a reviewer approves it.
+    pending = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -189,6 +197,7 @@ class Memory(models.Model):
         db_table = "oam_memories"
         ordering = ["created_at"]
         verbose_name_plural = "memories"
+        indexes = [models.Index(fields=["project", "pending", "created_at"], name="oam_mem_review_ix")]
 
     def __str__(self) -> str:
         return f"{self.memory_type} {self.public_id}"

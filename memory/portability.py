@@ -6,7 +6,8 @@ The file is one JSON object per line. The first is the header
 ``message``, ``image`` (bytes base64 in ``data``), ``memory``, ``relation``,
 ``summary`` and ``memory_version`` lines (the memory history,
 ``memory.history``, deleted memories' included). Ids are public ids (the
-caller's, ``memory.ids``); datetimes ISO 8601. A file never carries vectors:
+caller's, ``memory.ids``); datetimes ISO 8601; a ``memory`` line's ``pending``
+says it awaits review (``memory.review``), and it still does once imported. A file never carries vectors:
 the importing database embeds with its own embedder (``memory.index.stored_record_texts``).
 
 What a user's export holds (``export_lines``): the threads whose ``user_id``
@@ -125,7 +126,8 @@ def export_lines(*, project: Project, user_id: Any) -> Iterator[dict[str, Any]]:
                "user_id": row.user_id, "agent_id": row.agent_id,
                "thread_id": public_id(row.thread_id) if row.thread_id else None, "timestamp": row.timestamp,
                "metadata": row.metadata, "status": row.status, "expires_at": _when(row.expires_at),
-               "source_message_ids": row.source_message_ids, "created_at": _when(row.created_at)}
+               "source_message_ids": row.source_message_ids, "created_at": _when(row.created_at),
+               "pending": row.pending}
     for row in relations.iterator(chunk_size=500):
         yield {"kind": "relation", "id": row.public_id, "thread_id": public_id(row.thread_id),
                "source_id": public_id(row.source_id), "source_type": row.source_type,
@@ -282,6 +284,7 @@ def import_lines(lines: list[dict[str, Any]], *, project: Project,
         status=line.get("status") or "valid", expires_at=_parse_when(line.get("expires_at"), line["_where"]),
         source_message_ids=list(line.get("source_message_ids") or []),
         created_at=_parse_when(line.get("created_at"), line["_where"]) or timezone.now(),
+        pending=line.get("pending") is True,  # awaits review in the new project too (memory.review)
     ) for line in memories]
     for row in [*memory_rows, *message_rows]:
         check_status(row.status)

@@ -23,12 +23,11 @@ with figure-specific totals beside it (see each function). Where the numbers com
   ``created_at`` (either orientation: ``relation_type`` or
   ``opposite_relation_type``), and the memory versions a relation
   invalidated (``oam_memory_versions``, ``memory.history``);
-* ``review_queue_age``: memories whose ``status`` is ``PENDING`` (the review
-  queue, issue #17 item 2), by age since ``created_at`` (a memory awaiting
-  review is stored pending), now rather than over the window; and review
-  rejections (versions with action ``REVIEW_REJECT_ACTION``) in
-  ``rejected_reasons``. Both names are the ones this module expects the
-  review queue to write; with no pending memory the figure is empty.
+* ``review_queue_age``: memories awaiting review (``Memory.pending``, the
+  review queue of ``memory.review``), by age since ``created_at``, now rather
+  than over the window; and review rejections (versions with action
+  ``REVIEW_REJECT_ACTION``) in ``rejected_reasons``. With no pending memory
+  the figure is empty.
 
 Staff read every record of a project (``memory.tenancy.staff_project``
 decides who may): there is no user restriction here.
@@ -58,8 +57,6 @@ MAX_BUCKETS = 60
 _STEP = {"hour": dt.timedelta(hours=1), "day": dt.timedelta(days=1), "week": dt.timedelta(weeks=1)}
 _LABEL = {"hour": "%m-%d %H:00", "day": "%Y-%m-%d", "week": "w/c %Y-%m-%d"}
 
-#: ``Memory.status`` of a memory awaiting review (issue #17 item 2's review queue).
-PENDING = "pending"
 #: ``MemoryVersion.action`` of a review's rejection (issue #17 item 2).
 REVIEW_REJECT_ACTION = "reject"
 #: Age buckets of the review queue: (key, label, upper bound; None: open).
@@ -328,7 +325,7 @@ def review_queue_query(w: Window) -> QuerySet:
     for key, _, high in QUEUE_AGES:
         bounds[key] = _age_q(w.end, low, high)
         low = high
-    return (_scoped(Memory, w).filter(status=PENDING).values("memory_type")
+    return (_scoped(Memory, w).filter(pending=True).values("memory_type")
             .annotate(oldest=Min("created_at"), **{k: Count("pk", filter=q) for k, q in bounds.items()})
             .order_by())
 

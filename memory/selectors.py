@@ -74,6 +74,13 @@ def live_q(now) -> Q:
     return Q(expires_at__isnull=True) | Q(expires_at__gt=now)
 
 
+def memory_live_q(now) -> Q:
+    """Memory rows an agent may read at ``now``: not expired and not awaiting review (``Memory.pending``,
+    ``memory.review``). Every read of memories for agents (get, lists, relations, autonomous linking,
+    updates) filters with it; the review queue and the staff pages read pending ones on purpose."""
+    return live_q(now) & Q(pending=False)
+
+
 def _iso(value) -> str | None:
     return value.isoformat() if value is not None else None
 
@@ -260,14 +267,14 @@ def hydrate_images(messages: list[MessageDTO], image_ids: set[str] | None, *, pr
 
 
 def memory_get(*, thread: Thread, memory_id: Any, restrict: dict[str, str] | None = None) -> MemoryRecord:
-    """One live memory-like record of this exact thread; KeyError otherwise.
+    """One live memory-like record of this exact thread; KeyError otherwise (a memory awaiting review too).
 
     ``restrict`` (``Tenant.row_filter``) hides records of other users/agents
     stored in the thread from a restricted client: they are "not found".
     """
     if not isinstance(memory_id, str):
         raise InvalidType("memory_id", "must be a string")
-    row = Memory.objects.filter(live_q(timezone.now()), pk=stored_id(thread.project_id, memory_id),
+    row = Memory.objects.filter(memory_live_q(timezone.now()), pk=stored_id(thread.project_id, memory_id),
                                 thread_id=thread.pk, **(restrict or {})).first()
     if row is None:
         raise NotFound("memory_id", memory_id)
@@ -293,8 +300,8 @@ def memory_stored(*, project: Project, memory_id: str) -> MemoryRecord:
 def memory_records(*, thread: Thread, memory_type: str | None = None,
                    restrict: dict[str, str] | None = None) -> Records[MemoryRecord]:
     """The live memories owned by this exact thread, oldest first, optionally of one type (read lazily);
-    ``restrict`` as in ``memory_get``."""
-    qs = (Memory.objects.filter(live_q(timezone.now()), thread_id=thread.pk, **(restrict or {}))
+    ``restrict`` as in ``memory_get``. Memories awaiting review are left out (``memory_live_q``)."""
+    qs = (Memory.objects.filter(memory_live_q(timezone.now()), thread_id=thread.pk, **(restrict or {}))
           .order_by("created_at", "id"))
     if memory_type:
         qs = qs.filter(memory_type=memory_type)

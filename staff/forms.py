@@ -383,3 +383,44 @@ class QualityForm(StaffForm):
     def arguments(self) -> dict[str, Any]:
         """``memory.quality.dashboard`` keywords: ``days`` when given."""
         return given(self.cleaned_data, "days")
+
+
+# --- the review queue (memory.review) -------------------------------------------------------------
+
+
+class ReviewFilterForm(StaffForm):
+    """Review queue filters (GET): one thread (exact public id), one memory type."""
+
+    thread_id = forms.CharField(required=False, label="Thread id", max_length=255)
+    memory_type = forms.ChoiceField(required=False, choices=[("", "any"), *[(t, t) for t in MEMORY_TYPES]],
+                                    label="Type")
+
+    def arguments(self) -> dict[str, Any]:
+        """``memory.review.pending_queryset`` filters for what was given."""
+        return given(self.cleaned_data, "thread_id", "memory_type")
+
+
+class ReviewDecisionForm(StaffForm):
+    """Approve or reject a pending memory: an optional note, kept as the reason of the history entry."""
+
+    reason = forms.CharField(required=False, label="Note (kept in the history)", max_length=400)
+
+    def arguments(self) -> dict[str, Any]:
+        """``services.memory_approve``/``memory_reject`` keywords."""
+        return {"reason": self.cleaned_data["reason"]}
+
+
+class ReviewEditForm(ReviewDecisionForm):
+    """Edit a pending memory, then approve it: content, type and an optional note."""
+
+    content = forms.CharField(strip=False, widget=forms.Textarea(attrs={"rows": 3}))
+    memory_type = forms.ChoiceField(choices=[(t, t) for t in MEMORY_TYPES], label="Type")
+
+    def arguments(self, memory=None) -> dict[str, Any]:
+        """``services.memory_edit_approve`` keywords: the content and the type when they differ from ``memory``'s."""
+        data = self.cleaned_data
+        out = {"reason": data["reason"]}
+        for name in ("content", "memory_type"):
+            if memory is None or data[name] != getattr(memory, name):
+                out[name] = data[name]
+        return out

@@ -103,6 +103,12 @@ class MemoryExtractionConfigIn(_In):
     background_extraction_queue_put_timeout_seconds: float = Field(
         None, ge=0, description="Seconds to wait for room in a full queue (default 300)."
     )
+    review_memory_types: list[MemoryType] = Field(
+        None, description="Not the SDK's: extracted memories of these types wait for review (default "
+                          "[\"guideline\", \"preference\"]; [] for none): stored, but not searched, listed or put "
+                          "in context cards until approved (GET /api/review/memories).")
+    review_added_memories: StrictBool = Field(
+        None, description="Not the SDK's: add_memory of those types waits for review too (default false).")
 
 
 class ImageInputLimitConfigIn(_In):
@@ -901,8 +907,10 @@ class MemoryVersionOut(Schema):
     ``actor``: ``{"kind", "id"}`` (kinds: client, api_key, staff, admin,
     extraction, ttl, import), or ``{"kind": "relation", "id", "via"}`` for a
     change a relation drove. ``before``/``after``: snapshots of content,
-    memory_type, metadata, status, expires_at, timestamp (null before a
-    create and after a delete); ``changed`` names the fields that differ.
+    memory_type, metadata, status, expires_at, timestamp, and ``pending: true``
+    while the memory awaited review (null before a create and after a delete
+    or a reject); ``changed`` names the fields that differ. ``action``: create,
+    update, invalidate, revalidate, restore, delete, approve, reject.
     """
 
     memory_id: str
@@ -962,3 +970,77 @@ class ProfileOut(Schema):
     content: str | None
     metadata: dict[str, Any] | None
     timestamp: str | None
+
+
+# --- the review queue (memory.review) ---------------------------------------------------------------
+
+
+class ReviewListQuery(Schema):
+    """Filters of the review queue: one thread (its public id), one memory type."""
+
+    thread_id: str = Field(None, description="Only memories of this thread.")
+    memory_type: MemoryType = Field(None, description="Only memories of this type.")
+
+
+class ReviewFlagOut(Schema):
+    """One finding of the injection scan (``memory.review.scan``): ``kind`` is one of override, secrecy,
+    prompt_markup, url, tool_call, secret, hidden_text; ``evidence`` the text that raised it (80 characters)."""
+
+    kind: str
+    label: str
+    evidence: str
+
+
+class ReviewSimilarOut(Schema):
+    """A stored memory close to the pending one (same project, user and agent; any thread): a duplicate or
+    contradiction candidate. ``distance``: cosine distance (0: same direction); ``pending``: it waits too."""
+
+    memory: MemoryOut
+    distance: float
+    pending: bool
+
+
+class ReviewRelationOut(Schema):
+    """The relation extraction decided for the memory, made when it is approved (``relation_type`` from it
+    to ``memory_id``, whose ``content`` is null when that memory is gone)."""
+
+    relation_type: str
+    memory_id: str
+    content: str | None
+
+
+class ReviewItemOut(Schema):
+    """A memory awaiting review: the record, the injection scan's flags, the most similar stored memories,
+    the relation its approval makes, and how long it has waited (seconds)."""
+
+    memory: MemoryOut
+    flags: list[ReviewFlagOut]
+    similar: list[ReviewSimilarOut]
+    relation_on_approval: ReviewRelationOut | None
+    waiting_seconds: float
+
+
+class ReviewApproveIn(_In):
+    """Approve a memory awaiting review, as it is, or edited first (``content`` and/or ``memory_type``: the
+    edited memory is re-embedded). ``reason`` is kept in the history entry."""
+
+    content: str = Field(None, description="Edited content (omit to approve it as it is).")
+    memory_type: MemoryType = Field(None, description="Edited type (omit to keep it).")
+    reason: str | None = Field(None, max_length=400, description="The reviewer's note (history entry's reason).")
+
+
+class ReviewRejectIn(_In):
+    """Reject (delete) a memory awaiting review; ``reason`` is kept in the history entry."""
+
+    reason: str | None = Field(None, max_length=400, description="Why (the history entry's reason).")
+
+
+class ReviewDecisionOut(Schema):
+    """What a decision did: the memory (public id), ``action`` (approve or reject), the history version it
+    wrote, the relation approval made (null: none), and the memory as stored now (null after a rejection)."""
+
+    memory_id: str
+    action: Literal["approve", "reject"]
+    version: int
+    relation_id: str | None
+    memory: MemoryOut | None

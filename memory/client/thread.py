@@ -267,6 +267,11 @@ class Thread(_WithAsyncTwins):
         logged and leaves the memory stored. Raises ValueError for an unknown
         ``memory_type`` (allowed: memory, fact, guideline, preference), a taken
         id, or bad link arguments.
+
+        With the thread's ``review_added_memories`` (``MemoryExtractionConfig``, default False) a memory of
+        a ``review_memory_types`` type is stored awaiting review (``memory.review``): no read returns it,
+        and no relation is made from it (ValueError naming ``memory_id_to_link`` for link arguments),
+        until it is approved.
         """
         services.reject_unknown(store_kwargs, "add_memory")
         if autonomous_linking is not NOTSET and not isinstance(autonomous_linking, bool):
@@ -284,6 +289,7 @@ class Thread(_WithAsyncTwins):
             ttl_days=ttl_days, ttl_anchor=ttl_anchor, status=status, retention=self._client.retention_config,
             memory_id_to_link=memory_id_to_link, link_type=link_type, link_id=link_id, link_timestamp=link_timestamp,
             link_metadata=link_metadata, link_restrict=tenant.row_filter(),
+            review_types=self.memory_extraction_config.review_types(extracted=False),
         )
         llm = self.llm if autonomous_linking is not False else None
         if llm is not None:

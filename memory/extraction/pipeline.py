@@ -254,9 +254,15 @@ def _prepare(thread: Thread, job: ExtractionJob, decisions: list[Decision], rete
     """Outside any transaction: validate and embed the memory each decision stores (None: a duplicate, skipped).
 
     Metadata: what the sources agree on (``inherited_metadata``) plus the
-    decision in ``metadata["extraction"]``.
+    decision in ``metadata["extraction"]``. A memory of a type the review
+    policy names (``config.review_types(extracted=True)``, ``memory.review``)
+    is stored pending; the relation its decision calls for is then noted as
+    ``relation_on_approval`` and made when a reviewer approves it
+    (``memory.services.review``), not now.
     """
     planned: list[tuple[Decision, services.PreparedMemory | None]] = []
+    review_types = config.review_types(extracted=True)
+    linking = _linking_on(thread)
     for decision in decisions:
         if decision.action == "duplicate":
             planned.append((decision, None))
@@ -272,17 +278,21 @@ def _prepare(thread: Thread, job: ExtractionJob, decisions: list[Decision], rete
             note["note"] = decision.note
         if conflicts:
             note["metadata_not_inherited"] = conflicts
+        if (candidate.memory_type in review_types and linking and decision.action in LINK_TYPES
+                and decision.related_memory_id):
+            note["relation_on_approval"] = LINK_TYPES[decision.action]
         planned.append((decision, services.memory_prepare(
             thread=thread, content=candidate.content, memory_type=candidate.memory_type,
             metadata={**inherited, "extraction": note}, timestamp=candidate.sources[-1].timestamp,
-            source_message_ids=[m.id for m in candidate.sources], retention=retention,
+            source_message_ids=[m.id for m in candidate.sources], retention=retention, review_types=review_types,
         )))
     return planned
 
 
 def _store(thread: Thread, job: ExtractionJob, decision: Decision, prepared: services.PreparedMemory,
            result: JobResult) -> None:
-    """Inside the job's commit: insert one prepared memory, then (for updates/contradictions) its relation."""
+    """Inside the job's commit: insert one prepared memory, then (for updates/contradictions) its relation,
+    unless the memory awaits review (``memory.review``)."""
     candidate = decision.candidate
     why = f"extraction job {job.pk}: {decision.action}" + (
         f" of {decision.related_memory_id}" if decision.related_memory_id else "")
@@ -292,7 +302,9 @@ def _store(thread: Thread, job: ExtractionJob, decision: Decision, prepared: ser
     progress.send(thread.pk, "memory_created", job_id=job.pk, memory_id=memory_id,
                   memory_type=candidate.memory_type, decision=decision.action,
                   related_memory_id=decision.related_memory_id,
-                  source_message_ids=[m.id for m in candidate.sources])
+                  source_message_ids=[m.id for m in candidate.sources], pending=prepared.row.pending)
+    if prepared.row.pending:
+        return  # no relation before a reviewer approves it (memory.services.review makes it then)
     if decision.action in LINK_TYPES and decision.related_memory_id and _linking_on(thread):
         with history.because(why):
             relation_id = _link(thread, memory_id, decision)

@@ -6,7 +6,7 @@ from django.utils import timezone
 from memory.prompts import link_prompt, link_schema
 from memory.fields import VectorDistance
 from memory.models import Memory, RecordLink, SearchChunk, Thread
-from memory.selectors import live_q
+from memory.selectors import live_q, memory_live_q
 from memory.tenancy import stored_id
 from memory.types import RecordStatus
 from memory.links.rules import LINK_CANDIDATES
@@ -63,7 +63,8 @@ def link_candidates(*, thread_id: str, memory_id: str, limit: int = LINK_CANDIDA
                                      limit=(limit + len(related)) * 3, restrict=restrict):
         if rid not in related and rid not in ids:
             ids.append(rid)
-    rows = {m.pk: m for m in Memory.objects.filter(live_q(now), pk__in=ids, thread_id=thread_id, **(restrict or {}))}
+    rows = {m.pk: m for m in Memory.objects.filter(memory_live_q(now), pk__in=ids, thread_id=thread_id,
+                                                   **(restrict or {}))}
     return [rows[rid] for rid in ids if rid in rows][:limit]
 
 
@@ -83,7 +84,7 @@ def propose_links(thread: Thread, memory_id: str, llm, *, max_candidates: int = 
     it stores. ``restrict`` (``Tenant.row_filter`` of a restricted client's
     ``add_memory``): the LLM sees, and links to, memories of that user/agent only.
     """
-    memory = Memory.objects.filter(live_q(timezone.now()), pk=stored_id(thread.project_id, memory_id),
+    memory = Memory.objects.filter(memory_live_q(timezone.now()), pk=stored_id(thread.project_id, memory_id),
                                    thread_id=thread.pk, **(restrict or {})).first()
     if memory is None:
         return []

@@ -12,7 +12,7 @@ from memory.prompts import BUILTIN_RELATIONS
 from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound
 from memory.locking import lock_first
 from memory.models import Memory, RecordLink, Thread
-from memory.selectors import Records, live_q
+from memory.selectors import Records, live_q, memory_live_q
 from memory.validators import check_id, check_metadata, check_record_type, check_relation_type, check_scope_id
 from memory.tenancy import public_id, stored_id
 from memory.types import NOTSET, RecordRelation, RecordStatus
@@ -25,10 +25,11 @@ from memory.links.rules import INVALIDATING_RELATIONS, LinkExists, _TUPLE_FIELDS
 def _endpoint(thread: Thread, record_id: Any, record_type: Any, prefix: str, *, now,
               restrict: dict[str, str] | None = None) -> Memory:
     """The live memory-like record of this exact thread named by an endpoint (public id), locked; else ValueError
-    (also for another user's or agent's record when ``restrict``, ``Tenant.row_filter``, excludes it)."""
+    (also for another user's or agent's record when ``restrict``, ``Tenant.row_filter``, excludes it, and for
+    a memory awaiting review: it has no effect on others before it is approved, ``memory.review``)."""
     rid = check_id(record_id, f"{prefix}_record_id")
     rtype = check_record_type(record_type, f"{prefix}_record_type")
-    row = lock_first(Memory.objects.filter(live_q(now), pk=stored_id(thread.project_id, rid), thread_id=thread.pk,
+    row = lock_first(Memory.objects.filter(memory_live_q(now), pk=stored_id(thread.project_id, rid), thread_id=thread.pk,
                                            **(restrict or {})))
     if row is None:
         raise InvalidArgument(f"{prefix}_record_id",
@@ -283,7 +284,7 @@ class PendingLink:
 
     def __call__(self, memory: Memory) -> str:
         """Insert the relation from the just-saved ``memory`` to the target (inside the caller's transaction)."""
-        target = lock_first(Memory.objects.filter(live_q(timezone.now()),
+        target = lock_first(Memory.objects.filter(memory_live_q(timezone.now()),
                                                   pk=stored_id(self.thread.project_id, self.target_id),
                                                   thread_id=self.thread.pk))
         if target is None:  # deleted or expired since the check: the memory write rolls back too
@@ -327,7 +328,7 @@ def pending_link(
     rid = str(uuid.uuid4()) if link_id is NOTSET else check_id(link_id, "link_id")
     if RecordLink.objects.filter(pk=stored_id(thread.project_id, rid)).exists():
         raise Conflict("link_id", rid)
-    target = (Memory.objects.filter(live_q(timezone.now()), pk=stored_id(thread.project_id, target_id),
+    target = (Memory.objects.filter(memory_live_q(timezone.now()), pk=stored_id(thread.project_id, target_id),
                                     thread_id=thread.pk, **(restrict or {}))
               .values_list("user_id", "agent_id", "thread_id").first())
     if target is None:

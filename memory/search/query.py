@@ -5,7 +5,7 @@ from django.db.models import Q
 from django.utils import timezone
 from memory.fields import VectorDistance
 from memory.metadata_filter import compile_filter
-from memory.models import SearchChunk
+from memory.models import STATUSES, SearchChunk
 from memory.selectors import live_q
 from memory.search.request import SearchRequest, scope_q
 
@@ -16,12 +16,16 @@ CHUNK_OVERFETCH = 3
 
 
 def filtered_chunks(request: SearchRequest, now=None):
-    """Chunks that may be returned for ``request``: project, scope, types, status, expiry and metadata filter."""
+    """Chunks that may be returned for ``request``: project, scope, types, status, expiry and metadata filter.
+
+    Status: ``valid``, or with ``include_invalid_results`` also ``invalid``; never ``pending`` (the chunks
+    of a memory awaiting review, ``memory.review``), so no arm (vector, the SQLite vector cache's check,
+    keyword) and no context card returns one before it is approved.
+    """
     now = now or timezone.now()
     filters = live_q(now) & scope_q(request.scope, request.project_id) & Q(record_type__in=request.record_types)
     filters &= compile_filter(request.metadata_filter)
-    if not request.include_invalid_results:
-        filters &= Q(status="valid")
+    filters &= Q(status__in=STATUSES) if request.include_invalid_results else Q(status="valid")
     return SearchChunk.objects.filter(filters)
 
 
@@ -65,11 +69,12 @@ def filter_sql(request: SearchRequest, now=None, connection=None) -> tuple[str, 
 
 
 def linked_filter(request: SearchRequest, now=None) -> Q:
-    """Which memories graph expansion may reach or pass through: the search's scope, expiry and status.
+    """Which memories graph expansion may reach or pass through: the search's scope, expiry and status, and
+    never a memory awaiting review (``Memory.pending``).
 
     ``record_types`` and ``metadata_filter`` choose the direct results only.
     """
-    q = live_q(now or timezone.now()) & scope_q(request.scope, request.project_id)
+    q = live_q(now or timezone.now()) & scope_q(request.scope, request.project_id) & Q(pending=False)
     if not request.include_invalid_results:
         q &= Q(status="valid")
     return q

@@ -211,7 +211,8 @@ def search_records(request: SearchRequest) -> list[SearchResult]:
         for row in rows:
             records[("message", row.pk)] = message_dto(row)
     if ids := by_kind.get("memory"):
-        for row in Memory.objects.filter(live_q(now), pk__in=ids).order_by():
+        # pending=False: a chunk approved meanwhile is found only once its memory is (memory.review)
+        for row in Memory.objects.filter(live_q(now), pk__in=ids, pending=False).order_by():
             records[("memory", row.pk)] = memory_dto(row)
     if ids := by_kind.get("image"):
         for row in Image.objects.filter(live_q(now), pk__in=ids).order_by():  # bytes stay deferred

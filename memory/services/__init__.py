@@ -1,6 +1,7 @@
 """Writes of the memory engine: threads, messages, memories and images with their search chunks.
 
-One module per entity: ``threads``, ``messages``, ``memories``, ``images``;
+One module per entity: ``threads``, ``messages``, ``memories``, ``images``; ``review`` holds the review
+queue's decisions (approve, edit-then-approve, reject: ``memory.review``);
 ``parts`` parses message input, ``common`` holds the thread lock, the TTL
 refresh and fenced deletes. Argument checks are ``memory.validators``; the
 search chunks are written only through ``memory.index``. Every public name
@@ -42,6 +43,7 @@ from memory.services.memories import (  # noqa: F401
     memory_state_update,
     memory_update,
 )
+from memory.services.review import ReviewDecision, memory_approve, memory_edit_approve, memory_reject  # noqa: F401
 from memory.services.messages import message_delete, message_state_update, message_update, messages_add  # noqa: F401
 from memory.services.threads import thread_create, thread_delete, thread_update  # noqa: F401
 from memory.validators import (  # noqa: F401  (re-exported: these lived here before memory.validators)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +20,7 @@ from memory.extraction.jobs import jobs_fence
 from memory.errors import MAX_CONTENT_CHARS, Conflict, InvalidArgument, InvalidType, NotFound
 from memory.locking import lock_first
 from memory.models import Memory, Project, RecordLink, Thread
-from memory.selectors import live_q
+from memory.selectors import memory_live_q
 from memory.tenancy import stored_id
 from memory.types import NOTSET, MemoryRetentionConfig, RecordStatus, TimeToLiveAnchor
 from memory.validators import (
@@ -66,8 +66,14 @@ def memory_prepare(
     status: Any = NOTSET,
     source_message_ids: Sequence[str] = (),
     retention: MemoryRetentionConfig,
+    review_types: Collection[str] = (),
 ) -> PreparedMemory:
     """Validate and embed a memory-like record without writing it (see ``memory_add`` for the rules).
+
+    ``review_types``: the memory types that wait for review (``MemoryExtractionConfig.review_types``): a
+    memory of one of them is stored ``pending`` and its chunks carry the status ``pending``
+    (``memory.index.chunk_status``), so no agent's read returns it until ``memory.services.review``
+    approves it.
 
     Embedding is slow and needs no database lock: callers that write several
     records in one transaction (an extraction job's commit) prepare them
@@ -103,11 +109,11 @@ def memory_prepare(
     row = Memory(
         id=key, project_id=thread.project_id, memory_type=mtype, content=content, timestamp=stamp,
         event_at=ttl_rules.parse_timestamp(stamp), metadata=meta, status=state, expires_at=expiry,
-        source_message_ids=list(source_message_ids), created_at=now, **scope,
+        source_message_ids=list(source_message_ids), created_at=now, pending=mtype in review_types, **scope,
     )
     chunk_rows = index.chunk_rows(project_id=thread.project_id, source_kind="memory", record_id=key, record_type=mtype,
-                             chunks=chunks, vectors=vectors, status=state, expires_at=expiry, metadata=meta,
-                             now=now, **scope)
+                             chunks=chunks, vectors=vectors, status=index.chunk_status(row), expires_at=expiry,
+                             metadata=meta, now=now, **scope)
     return PreparedMemory(row=row, chunk_rows=chunk_rows)
 
 
@@ -148,7 +154,7 @@ def memory_add(
     ``fields`` are ``memory_prepare``'s: ``thread``, ``content``, ``retention``
     and optionally ``memory_type``, ``user_id``, ``agent_id``, ``thread_id``,
     ``memory_id``, ``metadata``, ``timestamp``, ``ttl_days``, ``ttl_anchor``,
-    ``status``, ``source_message_ids``. Omitted scope values inherit the
+    ``status``, ``source_message_ids``, ``review_types``. Omitted scope values inherit the
     thread's user, agent and thread ids; a given ``thread_id`` names a thread of
     the same project (it need not exist; None: owned by no thread).
     ``source_message_ids`` are public message ids. ``memory_type`` defaults to "memory";
@@ -175,7 +181,12 @@ def memory_add(
                           if value is not NOTSET)
     elif any(value is not NOTSET for value in (memory_id_to_link, link_type, link_id, link_timestamp, link_metadata)):
         raise InvalidType("link", "give either a checked link or the link arguments, not both")
-    return memory_insert(memory_prepare(**fields), link=link)
+    prepared = memory_prepare(**fields)
+    if link is not None and prepared.row.pending:
+        # A relation acts at once (a supersedes invalidates its target): not from a memory nobody approved.
+        raise InvalidArgument("memory_id_to_link", f"a {prepared.row.memory_type} memory waits for review "
+                                                   "here (review_added_memories): link it once it is approved")
+    return memory_insert(prepared, link=link)
 
 
 def memory_update(
@@ -206,7 +217,9 @@ def memory_update(
     pages and the admin retype memories) changes the record's type, its
     chunks' ``record_type`` and the endpoint types of its relations, in the
     same transaction. Raises KeyError when missing, expired or another
-    thread's; ValueError for an unknown type or status.
+    thread's, and for a memory awaiting review (``memory.review``: it is
+    changed through the review queue, ``memory.services.review``);
+    ValueError for an unknown type or status.
     """
     if (thread is None) == (project is None):
         raise TypeError("memory_update: give exactly one of thread and project")
@@ -227,14 +240,14 @@ def memory_update(
     if content is not NOTSET or new_stamp is not NOTSET:
         # The embedding covers content and event time (``embedding_text``).
         # Embedding is slow: refuse a missing record before paying for it.
-        stored = Memory.objects.filter(live_q(timezone.now()), pk=key, **owned).first()
+        stored = Memory.objects.filter(memory_live_q(timezone.now()), pk=key, **owned).first()
         if stored is None or not allows(stored):
             raise NotFound("memory_id", memory_id)
         chunks = chunk_text(stored.content if content is NOTSET else content)
         stamp = stored.timestamp if new_stamp is NOTSET else new_stamp
         vectors = get_embedder().embed([index.embedding_text(c, stamp) for c in chunks])
     with transaction.atomic():
-        memory = lock_first(Memory.objects.filter(live_q(timezone.now()), pk=key, **owned))
+        memory = lock_first(Memory.objects.filter(memory_live_q(timezone.now()), pk=key, **owned))
         if memory is None or not allows(memory):
             raise NotFound("memory_id", memory_id)
         before = history.snapshot(memory)
@@ -332,7 +345,8 @@ def memory_restore(*, thread: Thread, memory_id: Any, version: Any, restrict: di
     restricted client's ``Tenant.row_filter``) hides other users' and agents'
     memories. Content, type, metadata, status, expiry and event time become
     those of the version's ``after`` snapshot (``memory.history.SNAPSHOT_FIELDS``;
-    for a ``delete`` version, its ``before``); the content is re-embedded and
+    for a ``delete`` or ``reject`` version, its ``before``), and so does whether it awaits review
+    (``pending``); the content is re-embedded and
     the search chunks rewritten through ``memory.index.sync_record``, relation
     endpoint types follow a changed type (as ``memory_update``), and the
     restore is itself a ``restore`` version whose reason names ``version``.
@@ -368,6 +382,7 @@ def memory_restore(*, thread: Thread, memory_id: Any, version: Any, restrict: di
         memory.expires_at = history.snapshot_expiry(state)
         memory.timestamp = state.get("timestamp")
         memory.event_at = ttl_rules.parse_timestamp(memory.timestamp)
+        memory.pending = bool(state.get("pending"))  # back to the review queue when that version waited
         memory.save()
         index.sync_record(memory, "memory", memory.memory_type, chunks, vectors)
         history.record(memory, "restore", before, history.snapshot(memory),

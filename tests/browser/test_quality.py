@@ -104,7 +104,7 @@ def test_the_quality_dashboard_plots_every_figure(logged_in_page, live_app, scre
         "target_record_type": "fact", "relation_type": "supersedes"})
     assert status == 201, body
     live_app.python("from memory.models import Memory\n"  # awaiting review, as the review queue stores it
-                    f"result = Memory.objects.filter(pk=key({ids[2]!r})).update(status='pending')")
+                    f"result = Memory.objects.filter(pk=key({ids[2]!r})).update(pending=True)")
 
     # from the thread page to its dashboard
     page.goto(f"/staff/projects/default/threads/{thread_id}/")

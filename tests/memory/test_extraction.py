@@ -31,8 +31,10 @@ from memory.models import ExtractionJob, Memory, Message, RecordLink, SearchChun
 from memory.tasks import QUEUE, extract_job
 from tests.ids import key
 
-INLINE = MemoryExtractionConfig(extraction_mode="inline", enable_context_summary=False)
-BACKGROUND = MemoryExtractionConfig(extraction_mode="background", enable_context_summary=False)
+# review_memory_types=(): these tests are about extraction itself; the review queue (extracted guidelines and
+# preferences wait for a reviewer by default) is tests/memory/test_review.py's.
+INLINE = MemoryExtractionConfig(extraction_mode="inline", enable_context_summary=False, review_memory_types=())
+BACKGROUND = MemoryExtractionConfig(extraction_mode="background", enable_context_summary=False, review_memory_types=())
 
 
 def memories(*items):

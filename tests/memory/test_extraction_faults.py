@@ -262,7 +262,8 @@ def test_extraction_never_holds_the_write_lock_while_embedding_or_calling_the_ll
     monkeypatch.setattr(embedders, "_embedder", ProbingEmbedder())
     llm = ProbingLlm([memories(("preference", "Ann adores green tea.", ["m1"])), {"relation": "updates"},
                       {"summary": "Ann loves green tea.", "topics": ["tea"]}])
-    thread = make_thread(llm, MemoryExtractionConfig(extraction_mode="inline"))
+    # review_memory_types=(): the relation is made at once (a pending memory's waits for its approval)
+    thread = make_thread(llm, MemoryExtractionConfig(extraction_mode="inline", review_memory_types=()))
     thread.add_memory("Ann loves green tea.")
     thread.add_messages(CHAT[:1])
     assert ExtractionJob.objects.get().memories_linked == 1  # stored, judged, related, summarised

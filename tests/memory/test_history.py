@@ -25,7 +25,9 @@ from tests.api.helpers import JsonClient
 from tests.ids import key
 from threads.auth import api_key_create
 
-INLINE = MemoryExtractionConfig(extraction_mode="inline", enable_context_summary=False)
+# review_memory_types=(): these tests are about history; the review queue (extracted guidelines and
+# preferences wait for a reviewer by default) is tests/memory/test_review.py's.
+INLINE = MemoryExtractionConfig(extraction_mode="inline", enable_context_summary=False, review_memory_types=())
 DETAIL = "/staff/projects/default/threads/t-h/"
 
 

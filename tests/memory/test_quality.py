@@ -208,7 +208,8 @@ def test_a_real_extraction_records_what_the_dashboard_plots(project):
     second = {"memories": [{"memory_type": "preference", "content": "Ann loves green tea.",
                             "source_message_ids": ["m1"]}]}
     llm = ScriptedLlm([first, second])
-    config = MemoryExtractionConfig(extraction_mode="inline", enable_context_summary=False)
+    # no review queue here: a pending preference is not a stored memory the second job's duplicate check sees
+    config = MemoryExtractionConfig(extraction_mode="inline", enable_context_summary=False, review_memory_types=())
     thread = AgentMemory(project=project, llm=llm).create_thread(
         thread_id="t-x", user_id="u1", agent_id="a1", memory_extraction_config=config)
     thread.add_messages([{"role": "user", "content": "I'm Ann and I love green tea."},
@@ -283,7 +284,7 @@ def test_the_review_queue_is_pending_memories_by_age_and_type(project, other):
             ("preference", dt.timedelta(days=10))]
     for i, (memory_type, age) in enumerate(ages):
         memory_id = thread.add_memory(f"Pending number {i}", memory_type=memory_type)
-        Memory.objects.filter(pk=stored_id(project.pk, memory_id)).update(status=quality.PENDING,
+        Memory.objects.filter(pk=stored_id(project.pk, memory_id)).update(pending=True,
                                                                           created_at=NOW - age)
     set_created(thread, thread.add_memory("Approved long ago", memory_type="guideline"), NOW - 20 * DAY)
 

@@ -72,7 +72,7 @@ def test_anchor_and_recursive_member(compiled):
     # every record entered passes the search's filters: expiry, exact user and agent, status
     for member in (anchor, recursive):
         for fragment in (f'{M}."EXPIRES_AT" IS NULL OR {M}."EXPIRES_AT" > %s', f'{M}."USER_ID" = %s',
-                         f'{M}."AGENT_ID" = %s', f'{M}."STATUS" = %s'):
+                         f'{M}."AGENT_ID" = %s', f'{M}."STATUS" = %s', f'{M}."PENDING" = %s'):
             assert fragment in member
         assert f'{M}."THREAD_ID"' not in member  # exact_thread_match=False
 
@@ -92,7 +92,7 @@ def test_shortest_path_per_record_and_limit_per_root(compiled):
 def test_values_are_bound_in_order(compiled):
     sql, params = compiled
     assert sql.count("%s") == len(params)
-    where = [NOW.replace(tzinfo=None), 7, "user-1", "agent-1", "valid"]  # the project first
+    where = [NOW.replace(tzinfo=None), 7, "user-1", "agent-1", False, "valid"]  # the project first; not pending
     assert params == ["t-main", "t-main", "m-1", "m-2", *where, 3, *where, 7]
     assert "m-1" not in sql and "user-1" not in sql
 

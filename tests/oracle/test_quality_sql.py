@@ -79,7 +79,7 @@ def test_relations_count_either_orientation_and_the_queue_counts_ages(oracle):
     assert sql.count('"OAM_RECORD_LINKS"."OPPOSITE_RELATION_TYPE" = %s') >= 2
     assert 'AS "SUPERSEDES"' in sql and 'AS "CONTRADICTS"' in sql
     sql, params = compile_query(oracle, "review_queue_query")
-    assert '"OAM_MEMORIES"."STATUS" = %s' in sql and quality.PENDING in params
+    assert '"OAM_MEMORIES"."PENDING"' in sql  # Memory.pending: awaiting review (memory.review)
     assert 'MIN("OAM_MEMORIES"."CREATED_AT") AS "OLDEST"' in sql
     assert sql.count("COUNT(CASE WHEN") == len(quality.QUEUE_AGES)
     assert 'GROUP BY "OAM_MEMORIES"."MEMORY_TYPE"' in sql

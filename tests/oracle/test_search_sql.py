@@ -86,7 +86,8 @@ def test_unconstrained_scope_and_invalid_results_leave_no_filter(oracle, query_v
     )
     sql, params = chunk_queryset(request, query_vector, now=NOW).query.get_compiler(connection=oracle).as_sql()
     assert f'{T}."USER_ID" = %s' in sql
-    assert '"AGENT_ID"' not in sql and '"THREAD_ID"' not in sql and '"STATUS"' not in sql
+    assert '"AGENT_ID"' not in sql and '"THREAD_ID"' not in sql
+    assert f'{T}."STATUS" IN (%s, %s)' in sql  # valid and invalid, never a pending memory's (memory.review)
     assert "JSON_" not in sql
     assert f'{T}."RECORD_TYPE" IN (%s, %s, %s, %s, %s, %s)' in sql
 

@@ -35,7 +35,7 @@ def page_data(response) -> dict:
 
 def test_the_project_dashboard_ships_every_figure_as_json_for_a_static_script(staff, filled):
     thread = filled["thread"]
-    Memory.objects.filter(pk=key(filled["pref"])).update(status="pending")  # one memory awaiting review
+    Memory.objects.filter(pk=key(filled["pref"])).update(pending=True)  # one memory awaiting review
     ExtractionJob.objects.create(thread=thread.row, project=thread.row.project, from_seq=1, to_seq=3,
                                  status="done", finished_at=thread.row.created_at, messages_extracted=3,
                                  memories_created=2, duplicates_skipped=1, rejected_not_text=2)
