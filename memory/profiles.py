@@ -19,8 +19,8 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from memory.errors import (MAX_CONTENT_CHARS, InvalidArgument, InvalidType, NotFound, OutOfScope, check_size,
-                           check_text)
+from memory.errors import InvalidArgument, NotFound, OutOfScope
+from memory.validators import check_content
 from memory.listing import _filter_metadata, check_limit
 from memory.models import Profile, Thread
 from memory.tenancy import Tenant
@@ -74,12 +74,7 @@ def profile_add(*, tenant: Tenant, kind: str, subject_id: Any, information: Any,
 
     kind = _check_kind(kind)
     subject = _subject(tenant, kind, subject_id, write=True)
-    if not isinstance(information, str):
-        raise InvalidType("information", f"must be a string, not {type(information).__name__}")
-    if not information.strip():
-        raise InvalidArgument("information", "must not be empty")
-    check_text(information, "information")
-    check_size(information, "information", MAX_CONTENT_CHARS)
+    check_content(information, "information")
     meta = check_metadata(None if metadata is NOTSET else metadata)
     for _attempt in range(2):  # a concurrent first add of the same id: the second one updates
         try:

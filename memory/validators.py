@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from memory.errors import (  # noqa: F401  (re-exported: the size and text checks)
+    MAX_CONTENT_CHARS,
     MAX_METADATA_BYTES,
     MAX_SQL_COUNT,
     InvalidArgument,
@@ -125,6 +126,18 @@ def check_memory_type(value: Any, field: str = "memory_type") -> str:
         return "memory"
     if value not in MEMORY_TYPES:
         raise InvalidArgument(field, f"must be one of: {', '.join(MEMORY_TYPES)}")
+    return value
+
+
+def check_content(value: Any, field: str = "content") -> str:
+    """A record's text (a memory's content, a profile's information): a non-blank string of valid Unicode,
+    at most ``MAX_CONTENT_CHARS`` characters (``memory.errors``). TypeError/ValueError name ``field``."""
+    if not isinstance(value, str):
+        raise InvalidType(field, f"must be a string, not {type(value).__name__}")
+    if not value.strip():
+        raise InvalidArgument(field, "must not be empty")
+    check_text(value, field)
+    check_size(value, field, MAX_CONTENT_CHARS)
     return value
 
 

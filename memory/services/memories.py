@@ -17,20 +17,19 @@ from memory.chunking import chunk_text
 from memory.embedders import get_embedder
 from memory.erasure import memories_erase
 from memory.extraction.jobs import jobs_fence
-from memory.errors import MAX_CONTENT_CHARS, Conflict, InvalidArgument, InvalidType, NotFound
+from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound
 from memory.locking import lock_first
 from memory.models import Memory, Project, RecordLink, Thread
 from memory.selectors import memory_live_q
 from memory.tenancy import stored_id
 from memory.types import NOTSET, MemoryRetentionConfig, RecordStatus, TimeToLiveAnchor
 from memory.validators import (
+    check_content,
     check_id,
     check_memory_type,
     check_metadata,
     check_scope_id,
-    check_size,
     check_status,
-    check_text,
 )
 from memory.links.writes import PendingLink, pending_link
 from memory.services.common import erase_fenced, refresh_expiry
@@ -80,12 +79,7 @@ def memory_prepare(
     first and insert them with ``memory_insert`` inside it, so no write lock is
     held while the embedder runs. Raises as ``memory_add``.
     """
-    if not isinstance(content, str):
-        raise InvalidType("content", f"must be a string, not {type(content).__name__}")
-    if not content.strip():
-        raise InvalidArgument("content", "must not be empty")
-    check_text(content, "content")
-    check_size(content, "content", MAX_CONTENT_CHARS)
+    check_content(content)
     mtype = check_memory_type(memory_type)
     owner = thread.pk if thread_id is NOTSET else check_scope_id(thread_id, "thread_id")
     scope = {
@@ -227,12 +221,7 @@ def memory_update(
     owned = {"thread_id": thread.pk} if thread is not None else {}
     new_type = check_memory_type(memory_type) if memory_type is not NOTSET else NOTSET
     if content is not NOTSET:
-        if not isinstance(content, str):
-            raise InvalidType("content", f"must be a string, not {type(content).__name__}")
-        if not content.strip():
-            raise InvalidArgument("content", "must not be empty")
-        check_text(content, "content")
-        check_size(content, "content", MAX_CONTENT_CHARS)
+        check_content(content)
     new_meta = check_metadata(metadata) if metadata is not NOTSET else NOTSET
     new_stamp = ttl_rules.check_timestamp(timestamp) if timestamp is not NOTSET else NOTSET
     new_status = check_status(status) if status is not NOTSET else NOTSET

@@ -28,12 +28,12 @@ from memory import history, index
 from memory.chunking import chunk_text
 from memory.embedders import get_embedder
 from memory.erasure import memories_erase
-from memory.errors import MAX_CONTENT_CHARS, InvalidArgument, InvalidType, NotFound, NotPending
+from memory.errors import InvalidArgument, InvalidType, NotFound, NotPending
 from memory.locking import lock_first
 from memory.models import Memory, Project, RecordLink, Thread
 from memory.tenancy import stored_id
 from memory.types import NOTSET
-from memory.validators import check_id, check_memory_type, check_size, check_text
+from memory.validators import check_content, check_id, check_memory_type, check_text
 
 logger = logging.getLogger(__name__)
 
@@ -157,12 +157,7 @@ def memory_edit_approve(*, project: Project, memory_id: Any, content: Any = NOTS
     new_type = check_memory_type(memory_type) if memory_type is not NOTSET else NOTSET
     chunks = vectors = None
     if content is not NOTSET:
-        if not isinstance(content, str):
-            raise InvalidType("content", f"must be a string, not {type(content).__name__}")
-        if not content.strip():
-            raise InvalidArgument("content", "must not be empty")
-        check_text(content, "content")
-        check_size(content, "content", MAX_CONTENT_CHARS)
+        check_content(content)
         # Embedding is slow: refuse a memory that is not in the queue before paying for it.
         stored = Memory.objects.filter(pk=stored_id(project.pk, mid)).first()
         if stored is None or not allows(stored):
