@@ -88,7 +88,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         r"<\|(?:im_start|im_end|system|user|assistant|endoftext)\|>|\[/?INST\]|<</?SYS>>|</?(?:system|assistant)>"
         r"|^\s*(?:#{1,3}\s*)?(?:system|assistant|developer)\s*:", _I | re.MULTILINE)),
     ("url", re.compile(r"\b(?:https?|ftp|file|data):[^\s<>\"']+|\bwww\.[^\s<>\"']+"
-                       r"|\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b", _I)),
+                       # an e-mail address: the local part bounded (RFC 5321: 64), so a long run of word
+                       # characters and dots with no "@" costs each start at most 64 steps, not the rest of the text
+                       r"|(?<![\w.+-])[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63}){1,8}\b", _I)),
     ("tool_call", re.compile(
         r"```|<(?:tool_call|function_call|function|tool_use|invoke)\b|\"(?:function_call|tool_calls?|arguments)\"\s*:"
         r"|\b(?:curl|wget|sudo|rm\s+-rf|chmod|powershell|bash\s+-c|sh\s+-c|nc\s+-e|python3?\s+-c)\b"
@@ -98,7 +100,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("secret", re.compile(
         r"-----BEGIN [A-Z ]*PRIVATE KEY-----|\bAKIA[0-9A-Z]{16}\b|\b(?:sk|rk|pk)-[A-Za-z0-9_-]{20,}"
         r"|\bgh[pousr]_[A-Za-z0-9]{30,}\b|\bxox[abpr]-[A-Za-z0-9-]{10,}"
-        r"|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
+        r"|(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_]{5,}"  # a JWT's header segment: base64url of '{"' (no '-' in it)
         r"|\b(?:password|passwd|pwd|api[_ -]?key|secret|token|pin)\s*[:=]\s*\S{4,}", _I)),
 ]
 #: Long tokens mixing letters and digits with much entropy (bits per character): keys, tokens, passwords.

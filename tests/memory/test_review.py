@@ -378,3 +378,24 @@ def test_the_scan_is_pure_bounded_and_ordered():
     assert first == review.scan(text) and [f.kind for f in first] == ["override", "url"]
     with pytest.raises(TypeError):
         review.scan(None)
+
+
+@pytest.mark.parametrize("text", ["sk-" * 33_000, "a." * 50_000 + "@", "eyJ-" * 25_000, "os." * 33_000,
+                                  "a-" * 50_000, "a.b" * 33_000, "eyJaaaaaaaaaa." * 7_000])
+def test_the_scan_is_linear_on_the_longest_content(text):
+    """Found by a reviewer: the e-mail and JWT patterns retried the rest of the text from every word boundary,
+    34-80 s for 100,000 characters (the content limit), on every load of the queue. Each now costs a bounded
+    number of steps per start; the bound here is generous (a shared machine), the old cost far above it."""
+    import time
+
+    started = time.monotonic()
+    review.scan(text[:100_000])
+    assert time.monotonic() - started < 5.0  # ~0.1 s here; the old patterns took 34-80 s
+
+
+def test_e_mail_addresses_and_jwts_are_still_flagged():
+    kinds = {f.kind for f in review.scan("write to ann.lee+x@mail.example.org now")}
+    assert "url" in kinds
+    jwt = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+    assert "secret" in {f.kind for f in review.scan(f"token {jwt}")}
+    assert "url" not in {f.kind for f in review.scan("x" * 70 + "@mail.example.org")}  # a local part over 64
