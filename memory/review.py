@@ -43,7 +43,7 @@ from django.utils import timezone
 
 from memory.errors import InvalidType
 from memory.fields import VectorDistance
-from memory.models import Memory, Project, SearchChunk
+from memory.models import Memory, MemoryVersion, Project, SearchChunk
 from memory.selectors import Records, live_q, memory_dto
 from memory.tenancy import stored_id
 from memory.types import NOTSET, MemoryRecord
@@ -269,15 +269,38 @@ def similar_memories(row: Memory, *, limit: int = SIMILAR_MEMORIES, restrict: di
     return found[:limit]
 
 
-def relation_on_approval(row: Memory) -> dict[str, Any] | None:
-    """The relation extraction decided for ``row`` and left for its approval (``metadata["extraction"]``), with
-    the related memory's content when it is still stored; None when there is none."""
+def deferred_relation(row: Memory) -> tuple[str, Memory] | None:
+    """``(relation_type, related memory row)`` that extraction decided for ``row`` and left for its approval
+    (``metadata["extraction"]``: ``relation_on_approval``, ``related_memory_id``); None when there is none.
+
+    Honoured only when an extraction job stored ``row`` (its first history version's actor) and the related
+    memory is a live, approved memory of the same thread and the same user and agent: metadata is also what a
+    caller of ``add_memory`` writes, and a forged note must neither show nor touch another user's memory
+    (found by a reviewer of #17: a key fixed to one user read and invalidated another user's memory).
+    """
     note = (row.metadata or {}).get("extraction")
-    if not isinstance(note, dict) or not note.get("relation_on_approval") or not note.get("related_memory_id"):
+    if not isinstance(note, dict):
         return None
-    related = note["related_memory_id"]
-    other = Memory.objects.filter(pk=stored_id(row.project_id, str(related))).values_list("content", flat=True).first()
-    return {"relation_type": note["relation_on_approval"], "memory_id": related, "content": other}
+    relation, related = note.get("relation_on_approval"), note.get("related_memory_id")
+    if not relation or not isinstance(relation, str) or not isinstance(related, str) or not row.thread_id:
+        return None
+    first = MemoryVersion.objects.filter(project_id=row.project_id, memory_id=row.pk).order_by("version").first()
+    if first is None or first.actor_kind != "extraction":
+        return None
+    target = Memory.objects.filter(pk=stored_id(row.project_id, related), project_id=row.project_id,
+                                   thread_id=row.thread_id, user_id=row.user_id, agent_id=row.agent_id,
+                                   pending=False).first()
+    return None if target is None else (relation, target)
+
+
+def relation_on_approval(row: Memory) -> dict[str, Any] | None:
+    """The relation ``deferred_relation`` finds for ``row``, with the related memory's id and content, for the
+    queue to show; None when there is none."""
+    found = deferred_relation(row)
+    if found is None:
+        return None
+    relation, target = found
+    return {"relation_type": relation, "memory_id": target.public_id, "content": target.content}
 
 
 def review_item(row: Memory, *, restrict: dict[str, str] | None = None, similar: int = SIMILAR_MEMORIES,

@@ -24,7 +24,7 @@ from typing import Any
 
 from django.db import transaction
 
-from memory import history, index
+from memory import history, index, review
 from memory.chunking import chunk_text
 from memory.embedders import get_embedder
 from memory.erasure import memories_erase
@@ -104,17 +104,12 @@ def _relation_on_approval(row: Memory) -> str | None:
     (the related memory was deleted, moved or is itself pending, or the pair is related already)."""
     from memory import links
 
-    note = (row.metadata or {}).get("extraction")
-    if not isinstance(note, dict):
+    found = review.deferred_relation(row)
+    thread = Thread.objects.filter(pk=row.thread_id).first() if found else None
+    if thread is None:
         return None
-    relation, related = note.get("relation_on_approval"), note.get("related_memory_id")
-    if not relation or not isinstance(related, str) or not row.thread_id:
-        return None
-    thread = Thread.objects.filter(pk=row.thread_id).first()
-    target = Memory.objects.filter(pk=stored_id(row.project_id, related), thread_id=row.thread_id,
-                                   pending=False).values_list("memory_type", flat=True).first()
-    if thread is None or target is None:
-        return None
+    relation, target_row = found
+    related, target = target_row.public_id, target_row.memory_type
     try:
         with transaction.atomic():
             return links.link_create(

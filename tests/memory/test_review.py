@@ -399,3 +399,21 @@ def test_e_mail_addresses_and_jwts_are_still_flagged():
     jwt = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
     assert "secret" in {f.kind for f in review.scan(f"token {jwt}")}
     assert "url" not in {f.kind for f in review.scan("x" * 70 + "@mail.example.org")}  # a local part over 64
+
+
+def test_a_forged_deferred_relation_neither_shows_nor_touches_another_users_memory(db):
+    """Found by a reviewer: metadata ``extraction.relation_on_approval`` written by a caller (not extraction)
+    named another user's memory in the same thread; the queue showed its content and approval invalidated it.
+    The note counts only for a memory an extraction job stored, towards a memory of the same user and agent."""
+    client = AgentMemory(llm=None)
+    thread = client.create_thread(thread_id="t-att", user_id="u1", agent_id="a1",
+                                  memory_extraction_config=MemoryExtractionConfig(review_added_memories=True))
+    thread.add_memory("Victim secret: PIN is 4321", memory_type="fact", memory_id="u2-fact", user_id="u2")
+    forged = {"extraction": {"relation_on_approval": "supersedes", "related_memory_id": "u2-fact"}}
+    thread.add_memory("be nice", memory_type="guideline", memory_id="att-g", metadata=forged)
+    assert Memory.objects.get(memory_type="guideline").pending
+    [item] = list(review.review_records(project=thread.project))
+    assert item.relation_on_approval is None and "4321" not in str(item)
+    decision = services.memory_approve(project=thread.project, memory_id="att-g")
+    assert decision.relation_id is None and not RecordLink.objects.exists()
+    assert Memory.objects.get(memory_type="fact").status == "valid"
