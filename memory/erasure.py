@@ -34,7 +34,8 @@ every SQLite connection sets ``PRAGMA secure_delete = ON`` (freed content is
 overwritten with zeros; ``memory.backends.sqlite_vec``), the keyword index has
 FTS5's ``secure-delete`` option on (migration 0007: a delete removes its
 terms at once), and ``storage_scrub``, after an erasure that deleted
-something, an expiry purge that did and the admin's deletes, rewrites the keyword index into one segment
+something, an expiry purge that did and the admin's deletes, rewrites the
+keyword index into one segment
 (``keyword_index_rewrite``: secure-delete leaves a deleted term that began a
 leaf page in the segment's b-tree keys), then checkpoints the WAL into the
 file and truncates it. On Oracle, ``storage_scrub`` optimizes the
@@ -178,7 +179,7 @@ def memories_erase(keys: Iterable[str], *, erased: set[str] | None = None, keep_
 
     ``keep_history`` (a single delete through the services, the admin's deletes, which are single deletes
     one by one): each record gets a ``delete`` version in its history (``memory.history``) and the rest is
-    kept, so ``restore_memory_version`` can undo the delete (issue #17). False (the expiry purge, a thread's
+    kept, readable after the delete (``get_memory_history``; issue #17). False (the expiry purge, a thread's
     delete, an erasure: nothing can reach the history afterwards): the record's whole history goes too,
     counted as ``memory_versions``.
     """
@@ -335,7 +336,8 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
     loop of erasures of unknown ids was unbounded shared work). Memories
     scoped to another user (agent) that are filed in the subject's threads
     are not the subject's: they survive, detached from the deleted thread
-    (``threads_erase`` with ``spare``), with their chunks and history. Without ``cascade`` nothing is deleted:
+    (``threads_erase`` with ``spare``), with their chunks and history.
+    Without ``cascade`` nothing is deleted:
     the SDK then removes only a profile row, which this service does not keep.
     An ``ErasureReceipt`` is stored either way, naming the subject only by
     ``subject_digest``. A restricted tenant may erase only its own user (and
