@@ -452,23 +452,26 @@ SCRUBBED_DELETES_KEY = "oam:erasure:chunk-deletes-at-last-scrub"
 
 
 def chunk_deletes_total(connection=None) -> int | None:
-    """How many search chunks were ever deleted: SQLite's ``AUTOINCREMENT`` high-water mark of
-    ``oam_search_chunks`` (ids are never reused) minus the rows left. None on other databases."""
+    """How many search chunks and memory history versions were ever deleted: SQLite's ``AUTOINCREMENT``
+    high-water marks of ``oam_search_chunks`` and ``oam_memory_versions`` (ids are never reused) minus the
+    rows left. None on other databases. (History versions count since a thread's delete takes the history
+    of memories deleted earlier, which may be all it deletes: security review of #12.)"""
     connection = connection or default_connection
     if connection.vendor != "sqlite":
         return None
-    table = SearchChunk._meta.db_table
+    total = 0
     with connection.cursor() as cursor:
-        cursor.execute("SELECT seq FROM sqlite_sequence WHERE name = %s", [table])
-        row = cursor.fetchone()
-        cursor.execute(f"SELECT COUNT(*) FROM {connection.ops.quote_name(table)}")
-        left = cursor.fetchone()[0]
-    return (row[0] if row else 0) - left
+        for table in (SearchChunk._meta.db_table, MemoryVersion._meta.db_table):
+            cursor.execute("SELECT seq FROM sqlite_sequence WHERE name = %s", [table])
+            row = cursor.fetchone()
+            cursor.execute(f"SELECT COUNT(*) FROM {connection.ops.quote_name(table)}")
+            total += (row[0] if row else 0) - cursor.fetchone()[0]
+    return total
 
 
 def chunk_deletes_since_scrub(connection=None) -> bool:
-    """Whether a search chunk was deleted since the last ``storage_scrub`` (by any path), as far as the
-    cache knows (a cold cache, e.g. a restarted worker without Redis, answers True once)."""
+    """Whether a search chunk or history version was deleted since the last ``storage_scrub`` (by any path),
+    as far as the cache knows (a cold cache, e.g. a restarted worker without Redis, answers True once)."""
     from django.core.cache import cache
 
     total = chunk_deletes_total(connection)

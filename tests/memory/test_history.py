@@ -253,3 +253,17 @@ def test_the_staff_timeline_restores_a_version(thread):
     assert bad.status_code == 400
     missing = browser.post("/staff/projects/default/threads/t-main/memories/allergy/restore/", {"version": "9"})
     assert missing.status_code == 404
+
+
+def test_a_thread_delete_that_takes_only_history_is_scrubbed_by_the_next_purge(client, thread):
+    """The periodic purge scrubs the file when something was deleted since the last scrub; a thread whose only
+    trace of a memory is the history of its earlier delete deletes no search chunk, only history."""
+    from django.db import connection
+
+    from memory import erasure
+
+    thread.delete_memory(thread.add_memory("Deleted long ago"))
+    erasure._remember_scrubbed_deletes(connection)  # the state the last scrub left
+    assert erasure.chunk_deletes_since_scrub() is False
+    assert client.delete_thread("t-main") == 1 and not MemoryVersion.objects.exists()
+    assert erasure.chunk_deletes_since_scrub() is True
