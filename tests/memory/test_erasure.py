@@ -574,3 +574,16 @@ def test_the_history_of_removed_memories_leaves_the_file(how):
     assert f"{canary}a".encode() not in after and f"{canary}b".encode() not in after
     assert (f"{canary}c".encode() in after) is (how == "expiry")
     assert keeper.encode() in after
+
+
+def test_an_erasure_over_http_leaves_another_users_records_filed_in_the_erased_users_threads(shared):
+    from tests.api.helpers import JsonClient
+    from threads.auth import api_key_create
+
+    admin = JsonClient(headers={"Authorization": f"Bearer {api_key_create(name='ops', permission='admin')[1]}"})
+    body = admin.delete("/api/users/u1").json()
+    assert body["found"] is True and body["counts"]["memories"] == 1 and body["storage"]["scrubbed"] is True
+    client, _ = shared
+    assert_detached(client)
+    assert admin.delete("/api/users/u2").json()["counts"]["memories"] == 2  # now u2's erasure takes them
+    assert not Memory.objects.exists() and not MemoryVersion.objects.exists() and not RecordLink.objects.exists()
