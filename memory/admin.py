@@ -5,7 +5,8 @@ through the same services the API uses (``save_model``/``delete_model``), so
 an edited memory is re-embedded and its chunks and relations stay in step.
 Single and bulk ("Delete selected") deletes of messages, memories and images
 go through ``memory.erasure``: their search text, embeddings,
-relations and attached images go with them, expired records included; then
+relations and attached images go with them, expired records included (a
+memory's history stays, as after any single delete: ``memory.history``); then
 ``erasure.storage_scrub`` makes the deletes final in the database file (its
 keyword index rewritten, the WAL emptied), as do thread deletes here.
 Derived rows (search chunks, summaries, extraction jobs) are read-only here:
@@ -329,7 +330,11 @@ class MemoryAdmin(ServiceDeletes, ErasingAdmin):
 
     def delete_queryset(self, request, queryset):
         """``services.memory_delete_by_id`` each record (its thread's running extraction fenced, as through the
-        API; relations go, the records they invalidated revalidate), then ``erasure.storage_scrub`` once."""
+        API; relations go, the records they invalidated revalidate), then ``erasure.storage_scrub`` once.
+
+        Each is a single delete, so each keeps its history with a ``delete`` version, as through the API
+        (issue #17; decided after the security review of #12): the text stays in ``oam_memory_versions``
+        until the user is erased or the thread deleted, which is what erasure is for."""
         for row in list(queryset.select_related("project")):
             services.memory_delete_by_id(project=row.project, memory_id=row.public_id)
         erasure.storage_scrub()
@@ -451,7 +456,8 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
 
 @admin.register(MemoryVersion)
 class MemoryVersionAdmin(ReadOnlyAdmin):
-    """The history of memories (``memory.history``): appended by the services, deleted only by erasure."""
+    """The history of memories (``memory.history``): appended by the services; deleted by an erasure, a
+    thread's delete and the expiry purge, never here."""
 
     list_display = ("memory_id", "version", "action", "actor_kind", "actor_id", "project", "created_at")
     list_filter = ("project", "action", "actor_kind", "created_at")

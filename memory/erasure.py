@@ -11,11 +11,19 @@ bulk deletes, the expiry purge):
   this process's vector cache), attached images, relations (re-validating
   what they invalidated), summaries and extraction jobs, and the keyword
   context of the neighbouring messages. Each returns a ``Counter`` of rows.
+  Memory history (``memory.history``): a single delete (API, client, staff
+  pages, the admin's single and bulk deletes, which are single deletes one
+  by one) keeps it, with a ``delete`` version, for undo (issue #17); a
+  thread's delete takes the history of every memory written while it was
+  the thread's, and the expiry purge and an erasure the history of what
+  they delete: after those nothing could read or restore it.
 * ``subject_erase`` erases everything held about one user or agent of a
   project (GDPR Art. 17; SDK ``delete_user``/``delete_agent`` with
   ``cascade=True``): their threads with all they hold, then every record
   still scoped to them in other threads or in none, and the history of
   those memories (``memory.history``), and stores an ``ErasureReceipt`` that names the subject only by a keyed digest.
+  Another user's (agent's) memories filed in their threads survive, detached
+  (``threads_erase``'s ``spare``, which a user-restricted thread delete uses too).
 * ``expired_purge`` deletes records whose ``expires_at`` has passed (until
   now they were only hidden), in batches; the worker runs it on a timer
   (``oam_site.worker``) and ``manage.py purge_expired`` on demand.
@@ -25,8 +33,9 @@ free pages and in the WAL, and FTS5 keeps deleted terms in its segments. So
 every SQLite connection sets ``PRAGMA secure_delete = ON`` (freed content is
 overwritten with zeros; ``memory.backends.sqlite_vec``), the keyword index has
 FTS5's ``secure-delete`` option on (migration 0007: a delete removes its
-terms at once), and ``storage_scrub``, after an erasure, an expiry purge and
-the admin's deletes, rewrites the keyword index into one segment
+terms at once), and ``storage_scrub``, after an erasure that deleted
+something, an expiry purge that did and the admin's deletes, rewrites the
+keyword index into one segment
 (``keyword_index_rewrite``: secure-delete leaves a deleted term that began a
 leaf page in the segment's b-tree keys), then checkpoints the WAL into the
 file and truncates it. On Oracle, ``storage_scrub`` optimizes the
@@ -69,7 +78,7 @@ from memory.models import (
 from memory.links import links_detach, set_memory_status
 from memory.signals import subject_erased
 from memory.validators import check_id
-from memory.tenancy import Tenant, public_ids
+from memory.tenancy import Tenant, project_of, public_ids, stored_id
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +89,7 @@ KEYWORD_INDEX = "oam_search_chunks_fts"
 SUBJECTS = ("user", "agent")
 #: The kinds an erasure receipt counts, in order (``Erasure.counts``).
 RECEIPT_COUNTS = ("threads", "messages", "memories", "images", "relations", "chunks", "summaries",
-                  "extraction_jobs", "admin_log_entries", "api_keys")
+                  "extraction_jobs", "admin_log_entries", "api_keys", "memory_versions")
 
 
 # --- rows and what is derived from them --------------------------------------------------------
@@ -101,16 +110,16 @@ def images_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Coun
     return counts
 
 
-def messages_erase(keys: Iterable[str]) -> Counter:
+def messages_erase(keys: Iterable[str], *, keep_history: bool = True) -> Counter:
     """Delete messages (stored ids) with their chunks and attached images, then refresh the keyword context of
     the neighbours in each thread that remains. Call inside a transaction. The memories derived only from them
-    follow first (``derived_follow``)."""
+    follow first (``derived_follow``; ``keep_history`` as in ``memories_erase`` for those it deletes)."""
     keys = list(keys)
     counts: Counter = Counter()
     if not keys:
         return counts
     spans = list(Message.objects.filter(pk__in=keys).values("thread_id").annotate(lo=Min("seq"), hi=Max("seq")))
-    derived_follow(keys)
+    derived_follow(keys, keep_history=keep_history, counts=counts)
     counts += images_erase(Image.objects.filter(message_id__in=keys).values_list("pk", flat=True))
     counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="message", record_id__in=keys))
     counts["messages"] += Message.objects.filter(pk__in=keys).delete()[0]
@@ -120,7 +129,8 @@ def messages_erase(keys: Iterable[str]) -> Counter:
     return counts
 
 
-def derived_follow(keys: list[str]) -> provenance.DerivedReceipt:
+def derived_follow(keys: list[str], *, keep_history: bool = True, counts: Counter | None = None
+                   ) -> provenance.DerivedReceipt:
     """Invalidate or delete (``OAM_DERIVED_MEMORY_POLICY``) the memories derived only from these messages
     (stored ids, about to be deleted; ``memory.provenance.derived_only_from``); return what was done.
 
@@ -129,6 +139,8 @@ def derived_follow(keys: list[str]) -> provenance.DerivedReceipt:
     under "invalidate". The receipt goes to the caller's ``provenance.collecting()``
     and a ``derived_memories`` event to each thread's WebSocket group
     (``memory.progress``), sent on commit. Call inside the delete's transaction.
+    ``keep_history``: as in ``memories_erase``, for the memories deleted under "delete"; ``counts`` (a
+    ``Counter``) gets the rows that deletion removed.
     """
     receipt = provenance.DerivedReceipt(messages=public_ids(keys))
     rows = provenance.derived_only_from(keys)
@@ -139,7 +151,9 @@ def derived_follow(keys: list[str]) -> provenance.DerivedReceipt:
         "expired" if actor.kind == "ttl" else "deleted") + (f" ({actor.reason})" if actor.reason else "")
     with history.because(why):
         if provenance.policy() == "delete":
-            memories_erase([row.pk for row in rows])
+            gone = memories_erase([row.pk for row in rows], keep_history=keep_history)
+            if counts is not None:
+                counts.update(gone)
             receipt.deleted = [row.public_id for row in rows]
         else:
             receipt.invalidated = public_ids(set_memory_status([row.pk for row in rows], "invalid", reason=why))
@@ -158,46 +172,105 @@ def derived_follow(keys: list[str]) -> provenance.DerivedReceipt:
     return receipt
 
 
-def memories_erase(keys: Iterable[str], *, erased: set[str] | None = None, action: str = "delete",
-                   reason: str | None = None) -> Counter:
+def memories_erase(keys: Iterable[str], *, erased: set[str] | None = None, keep_history: bool = True,
+                   action: str = "delete", reason: str | None = None) -> Counter:
     """Delete memory-like records (stored ids) with their chunks and relations; what their relations
     invalidated is valid again unless another relation holds it (``memory.links.links_detach``). Call inside
-    a transaction. ``erased`` as in ``images_erase`` (the relations' ids too). Each deleted record gets a
-    ``delete`` version in its history (``memory.history``), which is kept: only ``subject_erase`` deletes it;
-    ``action``/``reason`` name that version otherwise (the review queue's ``reject``)."""
+    a transaction. ``erased`` as in ``images_erase`` (the relations' ids too).
+
+    ``keep_history`` (a single delete through the services, the admin's deletes, which are single deletes
+    one by one, a review's rejection): each record gets a version in its history (``memory.history``;
+    ``action``/``reason`` name it: ``delete``, or the review queue's ``reject``) and the rest is kept,
+    readable after the delete (``get_memory_history``; issue #17). False (the expiry purge, a thread's
+    delete, an erasure: nothing can reach the history afterwards): the record's whole history goes too,
+    counted as ``memory_versions``.
+    """
     keys = list(keys)
     counts: Counter = Counter()
     if erased is not None:
         erased.update(keys)
     if keys:
         relations: set[str] = set()
-        history.record_many(((row, history.snapshot(row), None) for row in Memory.objects.filter(pk__in=keys)),
-                            action, reason=reason)
+        if keep_history:
+            history.record_many(((row, history.snapshot(row), None) for row in Memory.objects.filter(pk__in=keys)),
+                                action, reason=reason)
         counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="memory", record_id__in=keys))
         counts["relations"] += links_detach(memory_ids=keys, erased=relations)
         counts["memories"] += Memory.objects.filter(pk__in=keys).delete()[0]
         counts["admin_log_entries"] += admin_log_erase(Memory, keys) + admin_log_erase(RecordLink, relations)
+        if not keep_history:  # after links_detach, whose revalidations may have written versions of these
+            counts["memory_versions"] += history.history_erase(MemoryVersion.objects.filter(memory_id__in=keys))
         if erased is not None:
             erased.update(relations)
     return counts
 
 
-def threads_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Counter:
+def detached_thread_key(project_id: int) -> str:
+    """The ``thread_id`` of a relation between two memories detached from their deleted thread
+    (``memories_detach``): the stored id of the empty public id, which no thread can have (``check_id``
+    refuses it), so no thread created later lists the relation. ``RecordLink.thread_id`` is NOT NULL."""
+    return stored_id(project_id, "")
+
+
+def foreign_q(fixed: dict[str, str]) -> Q:
+    """Rows scoped to another user or agent than ``fixed`` (``{"user_id": ..., "agent_id": ...}``, either or
+    both): a column of ``fixed`` that is set (not NULL) and differs. A row with no user is nobody else's."""
+    q = Q(pk__in=[])
+    for name, value in fixed.items():
+        q |= Q(**{f"{name}__isnull": False}) & ~Q(**{name: value})
+    return q
+
+
+def memories_detach(keys: Iterable[str], thread_keys: Iterable[str]) -> Counter:
+    """Detach memory-like records (stored ids) from the threads ``thread_keys`` (stored ids) about to be
+    deleted: they stay, stored in no thread (``thread_id`` NULL; ``AgentMemory.delete_memory`` and searches of
+    their user still reach them), and so do the thread copies of their search chunks and history versions;
+    relations between two of them move to ``detached_thread_key``. Call inside the thread delete's
+    transaction, after the other records of the threads are erased. Returns ``{"memories_detached": n}``."""
+    keys, thread_keys = list(keys), list(thread_keys)
+    if not keys:
+        return Counter()
+    detached = Memory.objects.filter(pk__in=keys).update(thread_id=None)
+    SearchChunk.objects.filter(source_kind="memory", record_id__in=keys).update(thread_id=None)
+    MemoryVersion.objects.filter(memory_id__in=keys).update(thread_id=None)
+    for project_id in {project_of(key) for key in keys}:
+        RecordLink.objects.filter(thread_id__in=thread_keys, source_id__in=keys, target_id__in=keys,
+                                  project_id=project_id).update(thread_id=detached_thread_key(project_id))
+    return Counter(memories_detached=detached)
+
+
+def threads_erase(keys: Iterable[str], *, erased: set[str] | None = None,
+                  spare: dict[str, str] | None = None) -> Counter:
     """Delete threads (stored ids) with everything they hold: messages, images, the memories they own,
-    relations, summaries, extraction jobs and every chunk scoped to them. Call inside a transaction.
+    relations, summaries, extraction jobs, every chunk scoped to them, and the history of every memory
+    written while it was theirs (memories deleted earlier included: nothing reaches it once the thread is
+    gone; a thread created later with the same id must not see it). Call inside a transaction.
     ``erased`` as in ``images_erase``: the threads' memories, images and relations (their messages are not
-    listed: they are only ever named together with their thread)."""
+    listed: they are only ever named together with their thread).
+
+    ``spare`` (``{"user_id": ...}`` and/or ``{"agent_id": ...}``): the memories of these threads scoped to
+    another user or agent (``foreign_q``) are not deleted but detached (``memories_detach``; counted as
+    ``memories_detached``), with their chunks, relations among them and their history: a user-restricted
+    caller never changes another user's records, and an erasure of one user leaves another's (security
+    review of issue #12). Images copy their thread's scope (``services.image_add``), so none is foreign.
+    Without ``spare`` (an unrestricted delete) everything goes, as the spec's ``delete_thread`` says.
+    """
     keys = list(keys)
     counts: Counter = Counter()
     if not keys:
         return counts
-    counts += memories_erase(Memory.objects.filter(thread_id__in=keys).values_list("pk", flat=True), erased=erased)
+    held = Memory.objects.filter(thread_id__in=keys)
+    survivors = list(held.filter(foreign_q(spare)).values_list("pk", flat=True)) if spare else []
+    counts += memories_erase(held.exclude(pk__in=survivors).values_list("pk", flat=True), erased=erased,
+                             keep_history=False)
+    counts += memories_detach(survivors, keys)
     counts += images_erase(Image.objects.filter(thread_id__in=keys).values_list("pk", flat=True), erased=erased)
     counts["chunks"] += chunks_erase(SearchChunk.objects.filter(thread_id__in=keys))
     relations = list(RecordLink.objects.filter(thread_id__in=keys).values_list("pk", flat=True))
     if erased is not None:
         erased.update(relations)
     counts["relations"] += RecordLink.objects.filter(pk__in=relations).delete()[0]
+    counts["memory_versions"] += history.history_erase(MemoryVersion.objects.filter(thread_id__in=keys))
     counts["summaries"] += ThreadSummary.objects.filter(thread_id__in=keys).count()
     counts["extraction_jobs"] += ExtractionJob.objects.filter(thread_id__in=keys).count()
     counts["messages"] += Message.objects.filter(thread_id__in=keys).count()
@@ -257,7 +330,16 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
     With ``cascade`` (the SDK's default): in one transaction, the threads
     owned by ``value`` (``threads_erase``), then every memory, image and
     chunk still scoped to it in other threads or in none; then the storage is
-    scrubbed (``storage_scrub``). Without ``cascade`` nothing is deleted:
+    scrubbed (``storage_scrub``; the receipt's ``storage`` is what it did,
+    with ``"scrubbed": True``). When nothing at all was deleted (an unknown
+    id, or one erased before), nothing scrubs the file every project shares:
+    ``storage`` is ``{"scrubbed": False, "reason": "nothing was deleted"}``
+    and the receipt row is the only write (found by a security review: a
+    loop of erasures of unknown ids was unbounded shared work). Memories
+    scoped to another user (agent) that are filed in the subject's threads
+    are not the subject's: they survive, detached from the deleted thread
+    (``threads_erase`` with ``spare``), with their chunks and history.
+    Without ``cascade`` nothing is deleted:
     the SDK then removes only a profile row, which this service does not keep.
     An ``ErasureReceipt`` is stored either way, naming the subject only by
     ``subject_digest``. A restricted tenant may erase only its own user (and
@@ -265,7 +347,8 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
     restricted to a user): ``OutOfScope`` otherwise. ValueError/TypeError for
     a bad id or subject. The history of every memory scoped to the subject,
     held in its threads or erased with them goes too
-    (``memory.history.history_erase``; deletes had kept it).
+    (``memory.history.history_erase``; single deletes had kept it), counted as
+    ``memory_versions``.
     ``memory.signals.subject_erased`` goes out in the
     same transaction, so that other layers drop what they keep about the
     erased threads and records (access records: ``thread_ids`` of the erased
@@ -294,11 +377,12 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
             scoped = {"project": tenant.project, field_name: value}
             threads = subject_threads(tenant, subject, value)
             erased: set[str] = set()
-            counts += threads_erase(threads, erased=erased)
-            counts += memories_erase(Memory.objects.filter(**scoped).values_list("pk", flat=True), erased=erased)
+            counts += threads_erase(threads, erased=erased, spare={field_name: value})
+            counts += memories_erase(Memory.objects.filter(**scoped).values_list("pk", flat=True), erased=erased,
+                                     keep_history=False)
             counts += images_erase(Image.objects.filter(**scoped).values_list("pk", flat=True), erased=erased)
             counts["chunks"] += chunks_erase(SearchChunk.objects.filter(**scoped))
-            history.history_erase(MemoryVersion.objects.filter(
+            counts["memory_versions"] += history.history_erase(MemoryVersion.objects.filter(
                 Q(**{field_name: value}) | Q(thread_id__in=threads) | Q(memory_id__in=erased),
                 project=tenant.project))
             for _receiver, deleted in subject_erased.send(
@@ -307,7 +391,13 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
                 if isinstance(deleted, dict):  # rows other layers deleted: the keys fixed to the subject ...
                     counts.update(deleted)
     receipt.counts = {name: counts.get(name, 0) for name in RECEIPT_COUNTS}
-    receipt.storage = storage_scrub() if cascade else {}
+    if not cascade:
+        receipt.storage = {}
+    elif any(n for name, n in counts.items() if name != "memories_detached"):
+        receipt.storage = {"scrubbed": True, **storage_scrub()}
+    else:  # nothing deleted: no scrub of the file every project shares (security review: a loop of erasures
+        # of unknown ids was unbounded shared work, 0.13-0.22 s each on a 10.8 MB file)
+        receipt.storage = {"scrubbed": False, "reason": "nothing was deleted"}
     receipt.completed_at = timezone.now()
     receipt.save()
     return receipt_dto(receipt, subject_id=value)
@@ -322,6 +412,10 @@ def expired_purge(*, now: datetime | None = None, batch: int = PURGE_BATCH) -> C
     Expired records were only hidden from reads; this deletes them with what
     is derived from them (``messages_erase``/``memories_erase``/``images_erase``),
     ``batch`` rows per transaction, every project. Threads do not expire.
+    The history of every memory it deletes goes too (``keep_history=False``,
+    counted as ``memory_versions``: nothing could read or restore it, and its
+    text is what expired; security review of issue #12), also of the
+    memories that follow an expired message under the "delete" policy.
     Safe to run anywhere, any number of times, concurrently. Then
     ``memory.signals.purge_ran`` lets other layers purge what they keep for a
     bounded time (access records older than ``OAM_ACCESS_LOG_DAYS``, counted as
@@ -340,11 +434,11 @@ def expired_purge(*, now: datetime | None = None, batch: int = PURGE_BATCH) -> C
         (Memory.objects.filter(expires_at__lte=now), memories_erase),
         (Image.objects.filter(expires_at__lte=now, message__isnull=True), images_erase),
     )
-    with history.acting("ttl", reason="time to live over"):  # the versions these deletes write
+    with history.acting("ttl", reason="time to live over"):  # the versions the invalidations write
         for qs, erase in sources:
             while keys := list(qs.order_by("pk").values_list("pk", flat=True)[:batch]):
                 with transaction.atomic():
-                    counts += erase(keys)
+                    counts += erase(keys) if erase is images_erase else erase(keys, keep_history=False)
     from memory.signals import purge_ran
 
     for _receiver, result in purge_ran.send_robust(sender=expired_purge, now=now):
@@ -360,23 +454,26 @@ SCRUBBED_DELETES_KEY = "oam:erasure:chunk-deletes-at-last-scrub"
 
 
 def chunk_deletes_total(connection=None) -> int | None:
-    """How many search chunks were ever deleted: SQLite's ``AUTOINCREMENT`` high-water mark of
-    ``oam_search_chunks`` (ids are never reused) minus the rows left. None on other databases."""
+    """How many search chunks and memory history versions were ever deleted: SQLite's ``AUTOINCREMENT``
+    high-water marks of ``oam_search_chunks`` and ``oam_memory_versions`` (ids are never reused) minus the
+    rows left. None on other databases. (History versions count since a thread's delete takes the history
+    of memories deleted earlier, which may be all it deletes: security review of #12.)"""
     connection = connection or default_connection
     if connection.vendor != "sqlite":
         return None
-    table = SearchChunk._meta.db_table
+    total = 0
     with connection.cursor() as cursor:
-        cursor.execute("SELECT seq FROM sqlite_sequence WHERE name = %s", [table])
-        row = cursor.fetchone()
-        cursor.execute(f"SELECT COUNT(*) FROM {connection.ops.quote_name(table)}")
-        left = cursor.fetchone()[0]
-    return (row[0] if row else 0) - left
+        for table in (SearchChunk._meta.db_table, MemoryVersion._meta.db_table):
+            cursor.execute("SELECT seq FROM sqlite_sequence WHERE name = %s", [table])
+            row = cursor.fetchone()
+            cursor.execute(f"SELECT COUNT(*) FROM {connection.ops.quote_name(table)}")
+            total += (row[0] if row else 0) - cursor.fetchone()[0]
+    return total
 
 
 def chunk_deletes_since_scrub(connection=None) -> bool:
-    """Whether a search chunk was deleted since the last ``storage_scrub`` (by any path), as far as the
-    cache knows (a cold cache, e.g. a restarted worker without Redis, answers True once)."""
+    """Whether a search chunk or history version was deleted since the last ``storage_scrub`` (by any path),
+    as far as the cache knows (a cold cache, e.g. a restarted worker without Redis, answers True once)."""
     from django.core.cache import cache
 
     total = chunk_deletes_total(connection)

@@ -22,9 +22,16 @@ drove keeps the actor that made or removed the relation and names the
 relation in ``relation_id``; its ``actor`` in the public record is then
 ``{"kind": "relation", "id": <relation id>, "via": <the actor>}``.
 
-History outlives the record: deleting a memory appends a ``delete`` version
-and keeps the rest; ``memory.erasure.subject_erase`` deletes it with the user
-or agent (``history_erase``).
+History outlives a single delete: deleting one memory (the API, the client,
+the staff pages, the admin's single and bulk deletes, which go through the
+same service) appends a ``delete`` version and keeps the rest (issue #17).
+It goes when nothing could read it any more (``history_erase``, from
+``memory.erasure``; security review of issue #12): with the user or agent
+(``subject_erase``), with the thread it was written in (``threads_erase``:
+reads go through the thread, and a thread created later under the same id
+must not see it), and with an expired memory (``expired_purge``). A memory
+of another user that survives its thread's delete detached keeps its
+history, detached too (``thread_id`` NULL).
 """
 
 from __future__ import annotations
@@ -231,7 +238,7 @@ def history_list(*, project_id: int, memory_id: Any, thread_id: str | None = Non
                  restrict: dict[str, str] | None = None, limit: Any = MAX_VERSIONS) -> list[MemoryVersionRecord]:
     """The history of one memory, oldest first: at most ``limit`` (1 through ``MAX_VERSIONS``) newest versions.
 
-    Answers for a deleted memory too (its history is kept until erasure).
+    Answers for a deleted memory too (its history is kept until its user is erased or its thread deleted).
     Raises KeyError (``NotFound``) when there is no version in the given
     scope (see ``history_rows``); ValueError/TypeError for a bad id or limit.
     """
@@ -244,5 +251,6 @@ def history_list(*, project_id: int, memory_id: Any, thread_id: str | None = Non
 
 
 def history_erase(rows) -> int:
-    """Delete the given ``MemoryVersion`` queryset (erasure); return how many rows went."""
+    """Delete the given ``MemoryVersion`` queryset (erasure, a thread's delete, the expiry purge: see the
+    module docstring); return how many rows went."""
     return rows.delete()[0]

@@ -435,7 +435,8 @@ class ErasureReceipt(models.Model):
     (``memory.erasure.subject_digest``): the receipt proves the erasure to
     whoever knows the id without keeping the id. ``counts`` are the rows
     deleted per kind, ``storage`` what was done to the storage afterwards
-    (``memory.erasure.storage_scrub``), ``requested_by`` who asked
+    (``memory.erasure.storage_scrub``; ``{"scrubbed": false, ...}`` when
+    nothing was deleted), ``requested_by`` who asked
     (``api-key:<id>``, ``staff:<username>``, ``manage.py``, ``python``).
     """
 
@@ -464,8 +465,9 @@ class MemoryVersion(models.Model):
     Appended on every create, content/type/metadata/status/TTL change,
     relation-driven (in)validation, restore and delete of a memory-like
     record, inside the writing transaction. ``memory_id`` is the record's
-    stored id (no foreign key: the history outlives the record until its user
-    is erased, ``memory.erasure.subject_erase``); ``thread_id``, ``user_id``
+    stored id (no foreign key: after a single delete the history outlives the
+    record until its user is erased, ``memory.erasure.subject_erase``, or its
+    thread deleted; the expiry purge deletes it with the record); ``thread_id``, ``user_id``
     and ``agent_id`` are the record's scope copies, for scoped reads and
     erasure. ``before``/``after`` are snapshots (``memory.history.snapshot``;
     None before a create and after a delete). ``actor_kind`` is one of

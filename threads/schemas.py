@@ -882,9 +882,10 @@ class ErasureOut(Schema):
     counts: dict[str, int] = Field(description="Rows deleted per kind: threads, messages, memories, images, "
                                                "relations, chunks, summaries, extraction_jobs, admin_log_entries "
                                                "(the admin's history of them), api_keys (keys fixed to the "
-                                               "erased user or agent).")
-    storage: dict[str, Any] = Field(description="What was done to the storage afterwards (WAL truncated, "
-                                                "Oracle Text optimized ...).")
+                                               "erased user or agent), memory_versions (history entries).")
+    storage: dict[str, Any] = Field(description="What was done to the storage afterwards (scrubbed: true, WAL "
+                                                "truncated, Oracle Text optimized ...); scrubbed: false with a "
+                                                "reason when nothing was deleted (no scrub ran).")
     requested_by: str
     requested_at: str
     completed_at: str | None

@@ -485,13 +485,17 @@ class AgentMemory(_WithAsyncTwins):
 
         Does not wait for the thread's extraction: a running job finds its
         rows gone at its commit and writes nothing (``services.thread_delete``).
+        A restricted client deletes only threads of its user (agent), and the
+        memories in them scoped to another user or agent survive, detached
+        from the thread (``services.thread_delete``'s ``spare``).
         """
         key = stored_id(self.project.pk, services.check_id(thread_id, "thread_id"))
         try:
             self.thread_row(thread_id)  # a user-restricted client may only delete its user's threads
         except NotFound:
             return 0
-        deleted = services.thread_delete(project=self.project, thread_id=thread_id)
+        deleted = services.thread_delete(project=self.project, thread_id=thread_id,
+                                         spare=self.tenant.row_filter() or None)
         extraction.detach(key)
         return deleted
 

@@ -65,9 +65,18 @@ def thread_update(*, thread: Thread, metadata: Any = NOTSET, config_changes: dic
     return thread
 
 
-def thread_delete(*, project: Project, thread_id: Any) -> int:
+def thread_delete(*, project: Project, thread_id: Any, spare: dict[str, str] | None = None) -> int:
     """Delete a thread of ``project`` with its messages, memories, their relations and all chunks; return 1 or 0.
 
+    The history of every memory written while it was the thread's goes too
+    (``memory.erasure.threads_erase``): after the delete nothing can read or
+    restore it, and a thread created later under the same id must not.
+    ``spare`` (a restricted caller's ``Tenant.row_filter()``, e.g.
+    ``{"user_id": "u1"}``): memories of the thread scoped to another user or
+    agent are not deleted but detached from it (stored in no thread, with
+    their chunks and history), since a user-restricted key never changes
+    another user's records (security review of issue #12); None (an
+    unrestricted caller) deletes everything, as the spec's ``delete_thread``.
     Its extraction jobs go with it, running ones included: a worker still
     waiting for its LLM finds them gone at its commit and writes nothing
     (``memory.extraction._commit``), so nothing waits for it. After commit
@@ -78,6 +87,6 @@ def thread_delete(*, project: Project, thread_id: Any) -> int:
     with transaction.atomic():
         if lock_first(Thread.objects.filter(pk=key)) is None:
             return 0
-        threads_erase([key])
+        threads_erase([key], spare=spare or None)
         transaction.on_commit(lambda: detach(key))
     return 1

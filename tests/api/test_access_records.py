@@ -93,7 +93,7 @@ def test_an_erasure_scrubs_the_ids_of_erased_records_that_lived_in_threads_that_
 
     assert admin.delete("/api/users/ann").json()["counts"] == {
         "threads": 0, "messages": 0, "memories": 2, "images": 0, "relations": 1, "chunks": 2, "summaries": 0,
-        "extraction_jobs": 0, "admin_log_entries": 0, "api_keys": 0}
+        "extraction_jobs": 0, "admin_log_entries": 0, "api_keys": 0, "memory_versions": 5}
     kept = set(AccessRecord.objects.values_list("thread_id", "record_id"))
     assert not {record for _, record in kept} & {"m-ann-secret", "r-ann-bob", "m-ann-float"}
     assert ("t-bob", "m-bob") in kept and ("t-bob", None) in kept  # bob's thread survives, and so do its ids

@@ -155,7 +155,7 @@ def test_erasing_a_user_takes_their_threads_and_every_record_scoped_to_them(worl
     receipt = client.erase_user("u1")
     assert receipt.counts == {"threads": 2, "messages": 1, "memories": 4, "images": 0, "relations": 1,
                               "chunks": receipt.counts["chunks"], "summaries": 1, "extraction_jobs": 1,
-                              "admin_log_entries": 0, "api_keys": 0}
+                              "admin_log_entries": 0, "api_keys": 0, "memory_versions": 4}
     assert receipt.counts["chunks"] == 5 and receipt.found and receipt.subject_id == "u1"
     assert set(Thread.objects.values_list("pk", flat=True)) == {key("t2"), key("t1", "beta")}
     assert not Memory.objects.filter(project=client.project, user_id="u1").exists()
@@ -213,7 +213,7 @@ def test_expired_records_are_purged_with_their_search_data(thread):
     SearchChunk.objects.filter(record_id__in=[key(p) for p in ("m1", "m2", old, image)]).update(expires_at=past)
     out = io.StringIO()
     call_command("purge_expired", stdout=out)
-    assert out.getvalue().strip() == "chunks: 4, images: 1, memories: 1, messages: 2"
+    assert out.getvalue().strip() == "chunks: 4, images: 1, memories: 1, memory_versions: 1, messages: 2"
     assert sorted(Message.objects.values_list("pk", flat=True)) == [key(i) for i in ("m0", "m3", "m4")]
     assert list(Memory.objects.values_list("pk", flat=True)) == [key(keep)]
     assert not Image.objects.exists()
@@ -440,3 +440,150 @@ def test_the_scrub_vacuums_only_a_file_within_its_limit_and_after_the_callers_co
     with transaction.atomic():
         done = erasure.storage_scrub()
         assert done["vacuumed"] == "at commit" and done["wal_truncated"] == "at commit"
+
+
+# --- security review of #12, item 7 ----------------------------------------------------------------
+
+
+def test_erasing_nobody_does_not_scrub_the_shared_file(world, monkeypatch):
+    """Found by a security review: ``DELETE /api/users/nobody0`` answered found: false and still ran the scrub
+    (keyword index rewrite, VACUUM, WAL truncate) over the file every project shares, a loop of them unbounded
+    shared work. Nothing deleted: no scrub, and the receipt says so."""
+    from tests.api.helpers import JsonClient
+    from threads.auth import api_key_create
+
+    scrubs = []
+    real_scrub = erasure.storage_scrub
+    monkeypatch.setattr(erasure, "storage_scrub", lambda *a, **k: scrubs.append(1) or real_scrub(*a, **k))
+    client, _ = world
+    admin = JsonClient(headers={"Authorization": f"Bearer {api_key_create(name='ops', permission='admin')[1]}"})
+    for path in ("/api/users/nobody0", "/api/agents/nobody0"):
+        body = admin.delete(path).json()
+        assert body["found"] is False and sum(body["counts"].values()) == 0
+        assert body["storage"] == {"scrubbed": False, "reason": "nothing was deleted"}
+    assert client.delete_user("nobody1") == 0 and not client.erase_agent("nobody1").found
+    assert scrubs == []
+    assert ErasureReceipt.objects.count() == 4  # the receipts themselves are kept
+    # a key fixed to a user with no data is still erased with the user, and that is a delete: the scrub runs
+    api_key_create(name="ghost's widget", user_id="ghost")
+    receipt = client.erase_user("ghost")
+    assert receipt.counts["api_keys"] == 1 and receipt.storage["scrubbed"] is True and scrubs == [1]
+    assert client.erase_user("u1").storage["scrubbed"] is True and scrubs == [1, 1]
+
+
+@pytest.fixture
+def shared(db):
+    """Thread c5 of user u1, holding u1's memories and two memories of user u2 (linked), made with an
+    unrestricted client; the client, and one restricted to u1."""
+    client = AgentMemory(llm=None)
+    c5 = client.create_thread(thread_id="c5", user_id="u1", agent_id="a1")
+    c5.add_messages([{"role": "user", "content": "u1 talks about zebras"}])
+    c5.add_memory("u1 likes zebras", memory_id="u1-zebra")
+    c5.add_memory("u2 keeps a llama named Pedro", user_id="u2", memory_id="u2-llama", memory_type="fact")
+    c5.add_memory("u2 keeps an alpaca", user_id="u2", memory_id="u2-alpaca", memory_type="fact")
+    c5.update_memory("u2-alpaca", content="u2 keeps an alpaca named Rosa")
+    c5.link_records("u2-alpaca", "fact", "u2-llama", "fact", "supports", relation_id="u2-rel")
+    return client, AgentMemory(tenant=Tenant(project=client.project, user_id="u1"), llm=None)
+
+
+def assert_detached(client, ids=("u2-llama", "u2-alpaca")):
+    """u2's memories survived, stored in no thread, with their chunks, history and relation."""
+    rows = Memory.objects.filter(pk__in=[key(i) for i in ids])
+    assert sorted(rows.values_list("pk", "thread_id")) == sorted((key(i), None) for i in ids)
+    assert set(SearchChunk.objects.filter(record_id__in=[key(i) for i in ids]).values_list("thread_id", flat=True)) \
+        == {None}
+    versions = MemoryVersion.objects.filter(memory_id__in=[key(i) for i in ids])
+    assert versions.count() == 3 and set(versions.values_list("thread_id", flat=True)) == {None}
+    assert RecordLink.objects.filter(pk=key("u2-rel")).exists()
+    found = {r.record_id for r in client.search("llama Pedro alpaca Rosa", user_id="u2")}
+    assert {"u2-llama", "u2-alpaca"} <= found
+    # a thread created again under the same id sees none of it
+    again = client.create_thread(thread_id="c5", user_id="u3")
+    assert again.list_memories() == [] and list(again.record_links()) == []
+    with pytest.raises(KeyError):
+        again.get_memory_history("u2-llama")
+
+
+def test_a_user_restricted_thread_delete_leaves_another_users_records(shared):
+    """Found by a security review: a write key fixed to u1 deleted thread c5 (204) and u2's memory filed in it
+    was gone. The README's rule: a user-restricted key never changes another user's records."""
+    client, u1 = shared
+    assert u1.delete_thread("c5") == 1
+    assert not Thread.objects.filter(pk=key("c5")).exists() and not Memory.objects.filter(pk=key("u1-zebra")).exists()
+    assert not MemoryVersion.objects.filter(memory_id=key("u1-zebra")).exists()
+    assert not SearchChunk.objects.filter(record_id=key("u1-zebra")).exists()
+    assert_detached(client)
+    assert u1.delete_memory("u2-llama") == 0 and client.delete_memory("u2-llama") == 1  # still u2's, reachable
+
+
+def test_a_user_restricted_thread_delete_over_http(shared):
+    from tests.api.helpers import JsonClient
+    from threads.auth import api_key_create
+
+    u1 = JsonClient(headers={"Authorization": f"Bearer {api_key_create(name='w', user_id='u1')[1]}"})
+    assert u1.delete("/api/threads/c5").status_code == 204
+    assert Memory.objects.filter(pk=key("u2-llama"), thread_id=None).exists()
+    assert not Memory.objects.filter(pk=key("u1-zebra")).exists()
+
+
+def test_an_unrestricted_thread_delete_takes_everything_as_the_spec_says(shared):
+    client, _ = shared
+    assert client.delete_thread("c5") == 1
+    assert not Memory.objects.filter(pk__in=[key("u1-zebra"), key("u2-llama"), key("u2-alpaca")]).exists()
+    assert not MemoryVersion.objects.exists() and not RecordLink.objects.exists()
+    assert not SearchChunk.objects.exists()
+
+
+def test_erasing_a_user_leaves_another_users_records_filed_in_their_threads(shared):
+    client, u1 = shared
+    receipt = u1.erase_user("u1")
+    assert receipt.counts["threads"] == 1 and receipt.counts["memories"] == 1 and receipt.counts["relations"] == 0
+    assert receipt.counts["memory_versions"] == 1  # u1-zebra's create
+    assert not Memory.objects.filter(user_id="u1").exists() and not Message.objects.exists()
+    assert not SearchChunk.objects.filter(user_id="u1").exists()
+    assert_detached(client)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("how", ["thread delete", "expiry"])
+def test_the_history_of_removed_memories_leaves_the_file(how):
+    """Found by a security review: ``oam_memory_versions`` kept the text of memories purged by their expiry and
+    of memories deleted with their thread, which nothing could read any more. The scrub that follows (the
+    purge's own, or the next periodic purge's after a thread delete) leaves none of it in the file."""
+    client = AgentMemory(llm=None)
+    canary = f"qzhistory{uuid.uuid4().hex[:16]}"
+    keeper = f"qzkeeper{uuid.uuid4().hex[:16]}"
+    doomed = client.create_thread(thread_id="t-doomed", user_id="u1")
+    mid = doomed.add_memory(f"{canary}a first words", memory_id="hist", ttl_days=1)
+    doomed.update_memory(mid, content=f"{canary}b second words")
+    doomed.delete_memory(doomed.add_memory(f"{canary}c deleted alone"))  # kept for undo until the thread goes
+    client.create_thread(thread_id="t-kept", user_id="u1").add_memory(f"{keeper} stays")
+    checkpoint()
+    assert canary.encode() in file_bytes() and keeper.encode() in file_bytes()
+    if how == "thread delete":
+        assert client.delete_thread("t-doomed") == 1
+        counts = erasure.expired_purge()  # nothing expired: it scrubs because chunks were deleted
+        assert not counts.get("memories")
+    else:
+        counts = erasure.expired_purge(now=timezone.now() + dt.timedelta(days=2))
+        assert counts["memories"] == 1 and counts["memory_versions"] == 2
+        # the single delete's history is kept (its undo still works): its text stays, on purpose (#17)
+        assert any(f"{canary}c" in str(v.before) for v in MemoryVersion.objects.filter(action="delete"))
+    assert not MemoryVersion.objects.filter(memory_id=key("hist")).exists()
+    after = file_bytes()
+    assert f"{canary}a".encode() not in after and f"{canary}b".encode() not in after
+    assert (f"{canary}c".encode() in after) is (how == "expiry")
+    assert keeper.encode() in after
+
+
+def test_an_erasure_over_http_leaves_another_users_records_filed_in_the_erased_users_threads(shared):
+    from tests.api.helpers import JsonClient
+    from threads.auth import api_key_create
+
+    admin = JsonClient(headers={"Authorization": f"Bearer {api_key_create(name='ops', permission='admin')[1]}"})
+    body = admin.delete("/api/users/u1").json()
+    assert body["found"] is True and body["counts"]["memories"] == 1 and body["storage"]["scrubbed"] is True
+    client, _ = shared
+    assert_detached(client)
+    assert admin.delete("/api/users/u2").json()["counts"]["memories"] == 2  # now u2's erasure takes them
+    assert not Memory.objects.exists() and not MemoryVersion.objects.exists() and not RecordLink.objects.exists()

@@ -151,16 +151,60 @@ def api_key_raw(db):
     return api_key_create(name="tests")[1]
 
 
-def test_history_survives_a_delete_and_names_the_ttl_purge(thread):
+def test_history_survives_a_delete_but_not_the_ttl_purge(thread):
+    """A single delete keeps the history for undo (#17); the expiry purge takes the history of what it deletes
+    (security review of #12: nothing reads or restores it afterwards, and its text is what expired)."""
     gone = thread.add_memory("Temporary note")
     thread.delete_memory(gone)
     assert [v.action for v in thread.get_memory_history(gone)] == ["create", "delete"]
     assert thread.get_memory_history(gone)[-1].after is None
     expiring = thread.add_memory("Expires soon", ttl_days=1)
-    expired_purge(now=timezone.now() + dt.timedelta(days=2))
+    thread.update_memory(expiring, content="Expires soon, edited")
+    counts = expired_purge(now=timezone.now() + dt.timedelta(days=2))
     assert not Memory.objects.filter(pk=key(expiring)).exists()
-    last = thread.get_memory_history(expiring)[-1]
-    assert last.action == "delete" and last.actor == {"kind": "ttl", "id": ""}
+    assert counts["memories"] == 1 and counts["memory_versions"] == 2
+    assert not MemoryVersion.objects.filter(memory_id=key(expiring)).exists()
+    with pytest.raises(NotFound):
+        thread.get_memory_history(expiring)
+    # the single delete's history survived the purge
+    assert [v.action for v in thread.get_memory_history(gone)] == ["create", "delete"]
+
+
+def test_a_threads_delete_takes_the_history_of_its_memories(client, thread):
+    """Found by a security review: after a thread's delete the API answered 404 for its memories' history, yet
+    every version stayed in oam_memory_versions, and a thread created again under the same id saw it."""
+    kept = client.create_thread(thread_id="t-other", user_id="user-1").add_memory("Other thread's note")
+    live = thread.add_memory("Live note")
+    thread.update_memory(live, content="Live note, edited")
+    earlier = thread.add_memory("Deleted before the thread")
+    thread.delete_memory(earlier)
+    assert MemoryVersion.objects.filter(thread_id=key("t-main")).count() == 4
+    assert client.delete_thread("t-main") == 1
+    assert not MemoryVersion.objects.filter(thread_id=key("t-main")).exists()
+    assert not MemoryVersion.objects.filter(memory_id__in=[key(live), key(earlier)]).exists()
+    assert MemoryVersion.objects.filter(memory_id=key(kept)).count() == 1  # another thread's history stays
+    again = client.create_thread(thread_id="t-main", user_id="user-1")
+    for mid in (live, earlier):
+        with pytest.raises(NotFound):
+            again.get_memory_history(mid)
+        with pytest.raises(KeyError):
+            again.restore_memory_version(mid, 1)
+
+
+def test_the_admins_bulk_delete_keeps_history_as_a_single_delete_does(thread):
+    """The admin's "Delete selected" deletes each memory through the same service as a single delete
+    (``services.memory_delete_by_id``), so it keeps the history (#17: it survives the memory's deletion)."""
+    browser = Client()
+    browser.force_login(get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests-only"))
+    a = thread.add_memory("Bulk one", memory_id="bulk-a")
+    b = thread.add_memory("Bulk two", memory_id="bulk-b")
+    answer = browser.post("/admin/memory/memory/", {"action": "delete_selected", "post": "yes",
+                                                     "_selected_action": [key(a), key(b)]})
+    assert answer.status_code == 302 and not Memory.objects.filter(pk__in=[key(a), key(b)]).exists()
+    for mid in (a, b):
+        last = thread.get_memory_history(mid)[-1]
+        assert last.action == "delete" and last.actor["kind"] == "admin"
+    assert thread.get_memory_history(a)[0].after["content"] == "Bulk one"
 
 
 def test_a_restricted_client_sees_only_its_users_history(client, thread):
@@ -211,3 +255,17 @@ def test_the_staff_timeline_restores_a_version(thread):
     assert bad.status_code == 400
     missing = browser.post("/staff/projects/default/threads/t-main/memories/allergy/restore/", {"version": "9"})
     assert missing.status_code == 404
+
+
+def test_a_thread_delete_that_takes_only_history_is_scrubbed_by_the_next_purge(client, thread):
+    """The periodic purge scrubs the file when something was deleted since the last scrub; a thread whose only
+    trace of a memory is the history of its earlier delete deletes no search chunk, only history."""
+    from django.db import connection
+
+    from memory import erasure
+
+    thread.delete_memory(thread.add_memory("Deleted long ago"))
+    erasure._remember_scrubbed_deletes(connection)  # the state the last scrub left
+    assert erasure.chunk_deletes_since_scrub() is False
+    assert client.delete_thread("t-main") == 1 and not MemoryVersion.objects.exists()
+    assert erasure.chunk_deletes_since_scrub() is True

@@ -40,3 +40,23 @@ def test_the_admins_history_of_erased_records_is_deleted_by_id(oracle):
     assert sql.startswith('DELETE FROM "DJANGO_ADMIN_LOG" WHERE')
     assert '"CONTENT_TYPE_ID" = %s' in sql and 'DBMS_LOB.SUBSTR("DJANGO_ADMIN_LOG"."OBJECT_ID") IN (%s, %s)' in sql
     assert list(params) == [3, "1:m1", "1:m2"]
+
+
+def test_records_that_survive_a_thread_delete_are_found_and_detached_in_sql(oracle):
+    """``memory.erasure.threads_erase`` with ``spare``: a user-restricted thread delete or an erasure leaves
+    another user's memories filed in the thread, found by ``foreign_q`` and detached by plain UPDATEs."""
+    from django.db.models.sql import UpdateQuery
+
+    from memory.erasure import detached_thread_key, foreign_q
+    from memory.models import MemoryVersion
+
+    qs = Memory.objects.filter(thread_id__in=["7:c5"]).filter(foreign_q({"user_id": "u1"})).values_list("pk")
+    sql, params = qs.query.get_compiler(connection=oracle).as_sql()
+    assert '"USER_ID" IS NOT NULL' in sql and 'NOT ("OAM_MEMORIES"."USER_ID" = %s' in sql
+    assert "u1" in list(params)
+    for model, by in ((Memory, "pk__in"), (SearchChunk, "record_id__in"), (MemoryVersion, "memory_id__in")):
+        query = model.objects.filter(**{by: ["7:m"]}).query.chain(UpdateQuery)
+        query.add_update_values({"thread_id": None})
+        sql, _ = query.get_compiler(connection=oracle).as_sql()
+        assert sql.startswith(f'UPDATE "{model._meta.db_table.upper()}" SET "THREAD_ID" = NULL WHERE')
+    assert detached_thread_key(7) == "7:"  # not empty: Oracle stores '' as NULL, and the column is NOT NULL
