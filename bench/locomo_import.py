@@ -30,6 +30,15 @@ conversations already stored in ``var/bench-locomo.sqlite3`` by an earlier
 run (same data, so a ranking change can be measured without re-importing).
 ``--modes`` runs only the given search modes (default: all three).
 
+``--observations FILE`` is a separate, labelled variant, never the headline
+figure: it copies the headline database to ``FILE`` (once; SQLite's backup),
+adds LoCoMo's per-session ``observation`` facts (written by the dataset's
+authors with an LLM, each naming the turns it came from) as ``fact`` memories
+whose ``source_message_ids`` are those turns, so they lend the turns fact keys
+(``memory.index.add_fact_keys``: what extraction's memories do), then searches
+messages exactly as above. The observations stand in for this site's own
+extraction, which would need an LLM for every session.
+
 Prints one JSON object on stdout; progress goes to stderr.
 """
 
@@ -74,6 +83,68 @@ def _fresh_database(reuse: bool = False) -> None:
     os.environ["OAM_SQLITE_PATH"] = str(DB_PATH)
     os.environ["OAM_ORACLE_DSN"] = ""  # SQLite even when the shell or .env names an Oracle database
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oam_site.settings")
+
+
+def _observation_database(path: Path) -> None:
+    """Point Django at ``path``, a copy of the headline database made once (the variant never writes to it)."""
+    path = path.resolve()
+    if path == DB_PATH.resolve():
+        raise SystemExit("--observations needs a file other than the headline database")
+    if not path.is_file():
+        if not DB_PATH.is_file():
+            raise SystemExit(f"--observations: {DB_PATH} does not exist; run once without --observations")
+        import sqlite3
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        source, target = sqlite3.connect(DB_PATH), sqlite3.connect(path)
+        with target:
+            source.backup(target)
+        source.close()
+        target.close()
+    os.environ["OAM_SQLITE_PATH"] = str(path)
+    os.environ["OAM_ORACLE_DSN"] = ""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oam_site.settings")
+
+
+def _add_observations(data_path: Path, samples) -> dict:
+    """Add each session's LoCoMo observations as ``fact`` memories of its thread, sourced on their turns
+    (ids ``obs-<sample>-<session>-<n>``; a rerun adds only what is missing). Returns counts and seconds."""
+    from memory import locomo, services
+    from memory.client import AgentMemory
+    from memory.models import Memory
+
+    raw = {item["sample_id"]: item for item in json.loads(Path(data_path).read_text(encoding="utf-8"))}
+    client = AgentMemory()
+    added = skipped = 0
+    started = time.perf_counter()
+    for sample in samples:
+        known = sample.dia_ids
+        have = {pk.split(":", 1)[1] for pk in Memory.objects.filter(user_id=sample.sample_id, memory_type="fact")
+                .values_list("id", flat=True)}
+        for session in sample.sessions:
+            facts = (raw[sample.sample_id].get("observation") or {}).get(f"session_{session.number}_observation")
+            if not facts:
+                continue
+            thread = client.get_thread(locomo.thread_id(sample.sample_id, session.number))
+            n = 0
+            for items in facts.values():
+                for item in items:
+                    n += 1
+                    text, evidence = (item[0], item[1:]) if isinstance(item, list) else (str(item), [])
+                    sources = [locomo.message_id(sample.sample_id, e) for e in
+                               locomo.normalize_evidence(evidence[0] if len(evidence) == 1 and
+                                                         isinstance(evidence[0], list) else evidence)
+                               if e in known]
+                    memory_id = f"obs-{sample.sample_id}-{session.number}-{n}"
+                    if not sources or memory_id in have:
+                        skipped += 1
+                        continue
+                    services.memory_add(thread=thread.row, content=str(text), memory_type="fact",
+                                        memory_id=memory_id, source_message_ids=sources,
+                                        timestamp=session.timestamp, retention=client.retention_config)
+                    added += 1
+    return {"added": added, "skipped_present_or_unsourced": skipped,
+            "seconds": round(time.perf_counter() - started, 1)}
 
 
 def _mean(values: list[float]) -> float:
@@ -132,10 +203,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--reuse", action="store_true",
                         help="search the conversations an earlier run imported into the same file; no import")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="search modes to run")
+    parser.add_argument("--observations", metavar="FILE", type=Path,
+                        help="variant: copy the headline database to FILE and add LoCoMo's observations as fact "
+                             "memories of their turns (fact keys) before searching")
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
-    _fresh_database(reuse=args.reuse)
+    if args.observations is not None:
+        _observation_database(args.observations)
+    else:
+        _fresh_database(reuse=args.reuse)
     import django
 
     django.setup()
@@ -166,6 +243,7 @@ def main(argv: list[str] | None = None) -> dict:
         get_embedder()
     model_load_s = time.perf_counter() - started
 
+    observations = _add_observations(data_path, samples) if args.observations is not None else None
     started = time.perf_counter()
     # With --reuse the import finds every session complete and adds nothing (import_locomo resumes).
     call_command("import_locomo", str(data_path), samples=[s.sample_id for s in samples], verbosity=verbosity,
@@ -232,7 +310,10 @@ def main(argv: list[str] | None = None) -> dict:
 
     return {
         "benchmark": "locomo_import",
-        "database": f"sqlite + sqlite-vec + FTS5, fresh file {DB_PATH.relative_to(ROOT)}",
+        **({"variant": "fact keys from LoCoMo observations (LLM-written by the dataset's authors, standing in "
+                       "for extraction): NOT the headline figure", "observations": observations}
+           if observations is not None else {}),
+        "database": f"sqlite + sqlite-vec + FTS5, file {Path(os.environ['OAM_SQLITE_PATH']).name}",
         "embedder": settings.OAM_EMBEDDER,
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),

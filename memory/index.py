@@ -18,7 +18,10 @@ changes them goes through this module:
 * ``unindex`` deletes chunks, and after commit drops their embeddings from
   this process's vector cache (``memory.vector_cache``);
 * ``refresh_message_contexts`` recomputes the keyword context of messages
-  whose neighbours changed.
+  whose neighbours changed;
+* fact keys (``add_fact_keys``, ``remove_fact_keys``): a valid memory extracted
+  from messages lends its chunks to each source message as extra keys, kept in
+  step by the functions above (see "fact keys" below).
 
 Call them inside the transaction that writes the record, so a record and its
 chunks commit together. What gets embedded for a chunk is ``embedding_text``;
@@ -121,7 +124,8 @@ def refresh_message_contexts(thread_id: str, seq_lo: int, seq_hi: int, *, neighb
     first = max(0, len(before) - reach)
     last = len(before) + len(middle) + min(reach, len(after))
     targets = {rows[i][0]: i for i in range(first, last)}
-    chunks = list(SearchChunk.objects.filter(source_kind="message", record_id__in=list(targets)))
+    chunks = list(SearchChunk.objects.filter(source_kind="message", record_id__in=list(targets),
+                                             chunk_index__gte=0))  # a fact key keeps its memory's words
     for chunk in chunks:
         chunk.context = _context(texts, targets[chunk.record_id], chunk.text)
     SearchChunk.objects.bulk_update(chunks, ["context"], batch_size=500)
@@ -211,9 +215,11 @@ def chunk_rows(
 
 
 def index_rows(rows: list[SearchChunk]) -> None:
-    """Insert chunk rows built by ``chunk_rows`` (one bulk insert)."""
+    """Insert chunk rows built by ``chunk_rows`` (one bulk insert); the memories among them lend their chunks
+    to their source messages (``add_fact_keys``)."""
     if rows:
         SearchChunk.objects.bulk_create(rows)
+        add_fact_keys({row.record_id for row in rows if row.source_kind == "memory"})
 
 
 def image_chunk_rows(row, chunks: list[str], vectors) -> list[SearchChunk]:
@@ -235,8 +241,8 @@ def index_record(record, source_kind: str, record_type: str, chunks: list[str], 
     else from the record itself; thread, status, expiry and metadata from the
     record (an image is always valid).
     """
-    if replace:
-        unindex(SearchChunk.objects.filter(source_kind=source_kind, record_id=record.pk))
+    if replace:  # a message's fact keys stay: they are its memories' words, not its own
+        unindex(SearchChunk.objects.filter(source_kind=source_kind, record_id=record.pk, chunk_index__gte=0))
     if source_kind == "image":
         index_rows(image_chunk_rows(record, chunks, vectors))
         return
@@ -268,7 +274,11 @@ def reindex_state(source_kind: str, record_ids: Iterable[str], **fields: Any) ->
         return 0
     if "status" in fields:
         fields["status"] = status_copy(fields["status"])
-    return SearchChunk.objects.filter(source_kind=source_kind, record_id__in=ids).update(**fields)
+    updated = SearchChunk.objects.filter(source_kind=source_kind, record_id__in=ids).update(**fields)
+    if source_kind == "memory" and "status" in fields:  # an invalid memory's words leave its messages' keys
+        remove_fact_keys(ids)
+        add_fact_keys(ids)
+    return updated
 
 
 def status_copy(status: str) -> Case:
@@ -280,7 +290,9 @@ def status_copy(status: str) -> Case:
 def review_settle(record) -> int:
     """Give the chunks of a memory that no longer awaits review its status (``record.status``); return how
     many chunk rows changed. Call in the transaction that clears ``record.pending`` (``memory.services.review``)."""
-    return SearchChunk.objects.filter(source_kind="memory", record_id=record.pk).update(status=chunk_status(record))
+    changed = SearchChunk.objects.filter(source_kind="memory", record_id=record.pk).update(status=chunk_status(record))
+    add_fact_keys([record.pk])  # an approved memory lends its words to its source messages now, not before
+    return changed
 
 
 def unindex(qs: QuerySet) -> int:
@@ -288,11 +300,15 @@ def unindex(qs: QuerySet) -> int:
 
     After commit, their embeddings are dropped from this process's vector
     cache (``VectorCache.forget``; other processes skip them as deleted when
-    a search meets them).
+    a search meets them). A memory's chunks take the fact keys they lent with
+    them (``remove_fact_keys``).
     """
-    ids = list(qs.values_list("id", flat=True))
-    if not ids:
+    rows = list(qs.values_list("id", "source_kind", "record_id"))
+    if not rows:
         return 0
+    ids = [row[0] for row in rows]
+    if memory_chunks := {row[0]: row[2] for row in rows if row[1] == "memory"}:
+        _remove_fact_keys_of(memory_chunks)
     SearchChunk.objects.filter(id__in=ids).delete()
     transaction.on_commit(lambda: _forget_vectors(ids))
     return len(ids)
@@ -374,3 +390,115 @@ def index_stored(items: list[tuple[str, Any, Any, list[str], Any]]) -> None:
             status=chunk_status(record), expires_at=record.expires_at, metadata=record.metadata,
             now=timezone.now())
     index_rows(rows)
+
+
+# --- fact keys ---------------------------------------------------------------------------------
+
+#: Most source messages of one memory that get its fact keys (the first ones in ``source_message_ids``): an
+#: extraction slice names a few; a bound keeps one memory write's index work bounded.
+FACT_KEYS_MAX_SOURCES = 20
+
+
+def _fact_index(memory_chunk_id: int) -> int:
+    """The ``chunk_index`` of the fact key a memory chunk (its row id) lends a message: negative, so it never
+    meets the message's own chunks (0, 1, ...) and names the chunk it copies."""
+    return -int(memory_chunk_id)
+
+
+def _source_keys(project_id: int, source_message_ids) -> list[str]:
+    from memory.ids import stored_id
+
+    ids = [mid for mid in (source_message_ids or []) if isinstance(mid, str)][:FACT_KEYS_MAX_SOURCES]
+    return [stored_id(project_id, mid) for mid in ids]
+
+
+def add_fact_keys(memory_keys: Iterable[str]) -> int:
+    """Fact keys (LongMemEval's fact-augmented keys, issue #16): each valid, live, approved memory (not awaiting
+    review: ``memory.review``) among ``memory_keys``
+    (stored ids) that names source messages (``Memory.source_message_ids``, at most
+    ``FACT_KEYS_MAX_SOURCES``) lends each of its chunks to each source message that is indexed: a chunk row
+    of the *message* (``source_kind="message"``, its ``record_id``, ``record_type``, scope, status, expiry and
+    metadata copied from the message's first chunk) whose ``text``, ``context`` and ``embedding`` are the
+    memory chunk's and whose ``chunk_index`` is ``-<memory chunk id>``. A search then finds the message by
+    what was extracted from it, as one more chunk of the message (its best chunk decides the distance).
+
+    Kept in step by this module: ``reindex_state`` copies the message's state to them (they are its chunks);
+    ``remove_fact_keys`` takes them away when the memory turns invalid or its chunks are deleted (a content
+    change, a delete: ``unindex``); a message's own re-indexing and context refresh leave them alone. A
+    memory that merely expires keeps lending them until it is purged (its own chunks stop matching at once).
+    Replaces any fact keys the same memory chunks had lent. Returns the number of keys written.
+    """
+    from memory.models import Memory
+    from memory.selectors import live_q
+
+    keys = [key for key in dict.fromkeys(memory_keys) if key]
+    if not keys:
+        return 0
+    now = timezone.now()
+    memories = [(pk, _source_keys(project_id, sources)) for pk, project_id, sources in
+                Memory.objects.filter(live_q(now), pk__in=keys, status=RecordStatus.VALID.value, pending=False)
+                .values_list("pk", "project_id", "source_message_ids").order_by()]
+    memories = [(pk, sources) for pk, sources in memories if sources]
+    if not memories:
+        return 0
+    templates = {row.record_id: row for row in SearchChunk.objects.filter(
+        source_kind="message", chunk_index=0, record_id__in={s for _, sources in memories for s in sources})}
+    chunks: dict[str, list[tuple[int, str, Any]]] = {}
+    for chunk_id, record_id, text, vector in SearchChunk.objects.filter(
+            source_kind="memory", record_id__in=[pk for pk, _ in memories]).values_list(
+                "id", "record_id", "text", "embedding").order_by("record_id", "chunk_index"):
+        chunks.setdefault(record_id, []).append((chunk_id, text, vector))
+    rows, stale = [], []
+    for pk, sources in memories:
+        for source in sources:
+            if (template := templates.get(source)) is None:
+                continue  # deleted, or not indexed
+            for chunk_id, text, vector in chunks.get(pk, []):
+                stale.append((source, _fact_index(chunk_id)))
+                rows.append(SearchChunk(
+                    project_id=template.project_id, source_kind="message", record_id=source,
+                    record_type=template.record_type, chunk_index=_fact_index(chunk_id), user_id=template.user_id,
+                    agent_id=template.agent_id, thread_id=template.thread_id, status=template.status,
+                    expires_at=template.expires_at, metadata=template.metadata, text=text, context=text,
+                    embedding=vector, created_at=now))
+    if stale:
+        _unindex_facts(stale)
+    if rows:
+        SearchChunk.objects.bulk_create(rows)
+    return len(rows)
+
+
+def remove_fact_keys(memory_keys: Iterable[str]) -> int:
+    """Delete the fact keys the memories ``memory_keys`` (stored ids) lent their source messages
+    (``add_fact_keys``); return how many. Their own chunks stay."""
+    keys = [key for key in dict.fromkeys(memory_keys) if key]
+    if not keys:
+        return 0
+    return _remove_fact_keys_of(dict(SearchChunk.objects.filter(source_kind="memory", record_id__in=keys)
+                                     .values_list("id", "record_id")))
+
+
+def _remove_fact_keys_of(memory_chunks: dict[int, str]) -> int:
+    """Delete the fact keys lent by the memory chunks ``{chunk id: memory stored id}``."""
+    from memory.models import Memory
+
+    by_memory: dict[str, list[int]] = {}
+    for chunk_id, record_id in memory_chunks.items():
+        by_memory.setdefault(record_id, []).append(chunk_id)
+    pairs = []
+    for pk, project_id, sources in Memory.objects.filter(pk__in=list(by_memory)).values_list(
+            "pk", "project_id", "source_message_ids").order_by():
+        for source in _source_keys(project_id, sources):
+            pairs += [(source, _fact_index(chunk_id)) for chunk_id in by_memory[pk]]
+    return _unindex_facts(pairs) if pairs else 0
+
+
+def _unindex_facts(pairs: list[tuple[str, int]]) -> int:
+    """Delete the fact keys (message stored id, chunk_index) in ``pairs``, through ``unindex``."""
+    messages = sorted({source for source, _ in pairs})
+    indexes = sorted({index for _, index in pairs})
+    wanted = set(pairs)
+    ids = [chunk_id for chunk_id, record_id, index in SearchChunk.objects.filter(
+        source_kind="message", record_id__in=messages, chunk_index__in=indexes).values_list(
+            "id", "record_id", "chunk_index") if (record_id, index) in wanted]
+    return unindex(SearchChunk.objects.filter(id__in=ids)) if ids else 0

@@ -22,6 +22,15 @@ HYBRID (the default) fuses all three by weighted reciprocal rank fusion
 0.742 against 0.444 for vectors alone, 0.502 for plain BM25 and 0.532 for
 plain RRF (k=60) of the two (``bench/locomo_import.py``, ``BASELINES_SOURCE_MD``).
 
+HYBRID then has a second stage (``memory.search.second_stage``): a deeper
+candidate pool from each arm (``ranking.candidate_pool``: ``POOL_DEPTH``
+records each, with their raw scores and rows) rescored by signals, the fusion
+among them: arm scores normalised per query, exact term and proper-noun
+overlap, the speaker the query names, dates and relative times in the query
+against the record's date, neighbours' words and meaning at a discount, and
+validity. Its weights were chosen on the tuning half of LoCoMo
+(``bench/locomo_tune.py``).
+
 Two rules on top of the fusion: in HYBRID a keyword match whose
 BM25 carries no evidence (``MIN_BM25_EVIDENCE``) gets no rank credit, so a
 turn is not lifted by words every turn has, its neighbours' included; and a
@@ -36,7 +45,9 @@ SQL), both keyword arms and graph expansion compile their WHERE clause from it.
 Modules: ``request`` (argument checks, scope resolution, ``SearchRequest``),
 ``query`` (the filtered chunks and their compiled WHERE clause),
 ``backends`` (the vendor seam: SQLite with its vector cache, Oracle; chosen
-by ``backend_for``), ``ranking`` (the arms, fusion, results, ``run_search``).
+by ``backend_for``), ``ranking`` (the arms, fusion, the candidate pool,
+results, ``run_search``), ``second_stage`` (the signals and their weights;
+pure).
 Every public name is re-exported here.
 """
 
@@ -88,7 +99,9 @@ from memory.search.ranking import (  # noqa: F401
     run_search,
     vector_arm,
     fuse,
+    candidate_pool,
     after_replacements,
     search_records,
 )
+from memory.search.second_stage import POOL_DEPTH, WEIGHTS, Weights  # noqa: F401
 from memory.types import SearchScope  # noqa: F401  (re-exported: callers build scopes with it)

@@ -206,6 +206,10 @@ class SearchBackend:
         """The keyword rows that count as evidence (all of them here)."""
         return rows
 
+    def keyword_strength(self, rank) -> float:
+        """A keyword row's rank column as a strength: higher is better, >= 0 (0 for NULL)."""
+        return max(0.0, float(rank)) if rank is not None else 0.0
+
 
 class SqliteBackend(SearchBackend):
     """SQLite with sqlite-vec: the vector cache for exact KNN, FTS5 for keywords."""
@@ -241,6 +245,10 @@ class SqliteBackend(SearchBackend):
         if request.mode != "HYBRID":
             return rows
         return [row for row in rows if row[2] is not None and -row[2] >= MIN_BM25_EVIDENCE]
+
+    def keyword_strength(self, rank) -> float:
+        """FTS5's ``bm25()`` is negative, smaller better: its magnitude."""
+        return max(0.0, -float(rank)) if rank is not None else 0.0
 
 
 class OracleBackend(SearchBackend):

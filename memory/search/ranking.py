@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import re
 from typing import Any
 from django.db import connection as default_connection
 from django.utils import timezone
@@ -13,6 +12,8 @@ from memory.tenancy import Tenant
 from memory.types import MemorySearchConfig, SearchResult, SearchScope
 from memory.search.backends import MIN_BM25_EVIDENCE, backend_for, keyword_sql  # noqa: F401
 from memory.search.query import CHUNK_OVERFETCH, _distances, linked_filter
+from memory.search import second_stage
+from memory.search.second_stage import GENERIC_ROLES, POOL_DEPTH, Candidate  # noqa: F401
 from memory.search.request import ARM_DEPTH, SCOPE_ARGUMENTS, SearchRequest, apply_token_budgets, build_request, keyword_terms, resolve_scope
 
 
@@ -66,11 +67,22 @@ def _dedupe(rows) -> list[tuple[str, str]]:
 
 
 def _keyword_arm(request: SearchRequest, column: str, terms: list[str], now) -> list[tuple[str, str]]:
-    sql, params = keyword_sql(request, column, terms, ARM_DEPTH, now=now)
+    return list(keyword_strengths(request, column, terms, now, ARM_DEPTH))
+
+
+def keyword_strengths(request: SearchRequest, column: str, terms: list[str], now,
+                      limit: int) -> dict[tuple[str, str], float]:
+    """A keyword arm with its scores: (kind, record_id) -> strength (higher is better, the best chunk's), in
+    rank order, up to ``limit`` chunks read; only the matches that count as evidence (``keyword_evidence``)."""
+    sql, params = keyword_sql(request, column, terms, limit, now=now)
     with default_connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    return _dedupe(backend_for(default_connection).keyword_evidence(request, rows))
+    backend = backend_for(default_connection)
+    strengths: dict[tuple[str, str], float] = {}
+    for kind, record_id, rank in backend.keyword_evidence(request, rows):
+        strengths.setdefault((kind, record_id), backend.keyword_strength(rank))
+    return strengths
 
 
 def fuse(arms: dict[str, list[tuple[str, str]]], weights: dict[str, float] = ARM_WEIGHTS,
@@ -84,40 +96,50 @@ def fuse(arms: dict[str, list[tuple[str, str]]], weights: dict[str, float] = ARM
     return sorted(scores.items(), key=lambda item: -item[1])
 
 
-#: Second stage, speaker match (HYBRID): among the first SPEAKER_POOL fused candidates, a message whose speaker
-#: (its role) the query names as a word gains SPEAKER_BONUS times the query's best fused score. Split: chosen on
-#: the TUNING half of LoCoMo only, bonus from {0, 0.1, 0.25, 0.5} on a 50-candidate pool (offline rescoring of
-#: the stored fused candidates). Then bench/locomo_import.py --reuse --modes HYBRID, before -> after:
-#: tuning hit@1 0.403 -> 0.434, recall@10 0.750 -> 0.768; report half (never tuned on) hit@1 0.372 -> 0.412,
-#: recall@10 0.732 -> 0.745; search p50 1.02x (interleaved on the same load).
-SPEAKER_POOL = 50
-SPEAKER_BONUS = 0.5
-#: Roles that name a position in a chat, not a person: a query saying "the user" names no speaker.
-GENERIC_ROLES = frozenset({"user", "assistant", "system", "tool", "developer", "function"})
-_QUERY_WORD = re.compile(r"\w+")
+def candidate_pool(request: SearchRequest, query_vector, now) -> tuple[list[Candidate], dict, dict]:
+    """The first stage of HYBRID search: up to ``POOL_DEPTH`` records from each arm, with their scores and rows.
 
-
-def speaker_match(ranked: list[tuple[tuple[str, str], float]], query: str,
-                  roles: dict[str, str]) -> list[tuple[tuple[str, str], float]]:
-    """Raise the messages whose speaker the query names, within the first ``SPEAKER_POOL`` candidates.
-
-    ``ranked``: ((kind, record_id), fused score) best first; ``roles``: stored message id -> role for (at
-    least) the pool's messages. A message's speaker is its role, matched case-insensitively as one word of the
-    query ("When did Melanie paint?" names "Melanie"); roles in ``GENERIC_ROLES`` and roles of more than one
-    word never match. The bonus is ``SPEAKER_BONUS`` times the best fused score, so it is on the fusion's
-    scale; the pool is re-sorted (stable), the rest keeps its place after it. Pure: no queries.
+    Returns (candidates in fused order, {key: cosine distance} of the vector arm's records, {(kind, stored
+    id): live ``Message`` or ``Memory`` row} of the candidates, reused for the results). Queries: the three
+    arms, then one read of the message candidates and one of the memory candidates (images: none; they get
+    the arms' signals only).
     """
-    words = {w.lower() for w in _QUERY_WORD.findall(query)}
-    pool = ranked[:SPEAKER_POOL]
-    named = {record_id for (kind, record_id), _ in pool
-             if kind == "message" and (role := (roles.get(record_id) or "").lower()) in words
-             and role not in GENERIC_ROLES}
-    if not named:
-        return ranked
-    bonus = SPEAKER_BONUS * pool[0][1]
-    boosted = [(key, score + bonus if key[0] == "message" and key[1] in named else score) for key, score in pool]
-    boosted.sort(key=lambda item: -item[1])
-    return boosted + list(ranked[SPEAKER_POOL:])
+    depth = max(POOL_DEPTH, request.max_results * CHUNK_OVERFETCH)
+    distances: dict[tuple[str, str], float] = {}
+    for kind, record_id, distance in vector_arm(request, query_vector, now, limit=depth):
+        distances.setdefault((kind, record_id), float(distance) if distance is not None else 1.0)
+    arms: dict[str, list[tuple[str, str]]] = {"vector": list(distances)}
+    strengths: dict[str, dict[tuple[str, str], float]] = {}
+    if terms := keyword_terms(request.query):
+        for arm in ("text", "context"):
+            strengths[arm] = keyword_strengths(request, arm, terms, now, depth)
+            arms[arm] = list(strengths[arm])
+    fused = fuse(arms)
+    ids: dict[str, list[str]] = {}
+    for kind, record_id in (key for key, _ in fused):
+        ids.setdefault(kind, []).append(record_id)
+    message_rows = ({row.pk: row for row in Message.objects.filter(live_q(now), pk__in=ids["message"]).order_by()}
+                    if ids.get("message") else {})
+    memory_rows = ({row.pk: row for row in Memory.objects.filter(live_q(now), pk__in=ids["memory"]).order_by()}
+                   if ids.get("memory") else {})
+    ranks = {name: {key: i for i, key in enumerate(ranked, 1)} for name, ranked in arms.items()}
+    candidates = []
+    for key, fused_score in fused:
+        kind, record_id = key
+        c = Candidate(key=key, rrf=fused_score,
+                      ranks={name: r[key] for name, r in ranks.items() if key in r},
+                      similarity=1.0 - distances[key] if key in distances else None,
+                      text_bm25=strengths.get("text", {}).get(key, 0.0),
+                      context_bm25=strengths.get("context", {}).get(key, 0.0))
+        if kind == "message" and (row := message_rows.get(record_id)) is not None:
+            c.role, c.content, c.when = row.role, row.content, row.event_at
+            c.thread_id, c.seq, c.status = row.thread_id, row.seq, row.status
+        elif kind == "memory" and (row := memory_rows.get(record_id)) is not None:
+            c.content, c.when, c.status, c.thread_id = row.content, row.event_at, row.status, row.thread_id
+        candidates.append(c)
+    rows: dict[tuple[str, str], Any] = {("message", pk): row for pk, row in message_rows.items()}
+    rows.update({("memory", pk): row for pk, row in memory_rows.items()})
+    return candidates, distances, rows
 
 
 def after_replacements(ranked: list[tuple[tuple[str, str], float]]) -> list[tuple[tuple[str, str], float]]:
@@ -174,25 +196,19 @@ def search_records(request: SearchRequest) -> list[SearchResult]:
     query_vector = get_embedder().embed([request.query])[0]
     depth = max(ARM_DEPTH, request.max_results * CHUNK_OVERFETCH)
     distances: dict[tuple[str, str], float] = {}
-    arms: dict[str, list[tuple[str, str]]] = {}
-    if request.mode in ("VECTOR", "HYBRID"):
+    # Live rows of the candidates the second stage looked at, read once and reused for the results.
+    pool_rows: dict[tuple[str, str], Any] = {}
+    if request.mode == "HYBRID":
+        candidates, distances, pool_rows = candidate_pool(request, query_vector, now)
+        ranked = second_stage.rank(candidates, request.query, now)
+    elif request.mode == "VECTOR":
         for kind, record_id, distance in vector_arm(request, query_vector, now, limit=depth):
             distances.setdefault((kind, record_id), float(distance))
-        arms["vector"] = list(distances)
-    terms = keyword_terms(request.query) if request.mode in ("KEYWORD", "HYBRID") else []
-    if terms:
-        arms["text"] = _keyword_arm(request, "text", terms, now)
-        arms["context"] = _keyword_arm(request, "context", terms, now)
-    if request.mode == "VECTOR":
         ranked = [(key, 1.0 - dist) for key, dist in distances.items()]
     else:
+        terms = keyword_terms(request.query)
+        arms = {arm: _keyword_arm(request, arm, terms, now) for arm in ("text", "context")} if terms else {}
         ranked = fuse(arms)
-    # Live message rows of the candidates the second stage looks at, read once and reused for the results.
-    message_rows: dict[str, Any] = {}
-    if request.mode == "HYBRID":
-        if pool_ids := [record_id for (kind, record_id), _ in ranked[:SPEAKER_POOL] if kind == "message"]:
-            message_rows = {row.pk: row for row in Message.objects.filter(live_q(now), pk__in=pool_ids).order_by()}
-        ranked = speaker_match(ranked, request.query, {pk: row.role for pk, row in message_rows.items()})
     ranked = after_replacements(ranked)[: request.max_results]
     missing = [key for key, _ in ranked if key not in distances]
     if missing:
@@ -203,17 +219,18 @@ def search_records(request: SearchRequest) -> list[SearchResult]:
         by_kind.setdefault(kind, []).append(record_id)
     records = {}
     # Unordered: the ranking orders the results (a message's default order would join its thread and sort).
-    if ids := by_kind.get("message"):
-        unread = [record_id for record_id in ids if record_id not in message_rows]
-        rows = [message_rows[record_id] for record_id in ids if record_id in message_rows]
-        if unread:
-            rows += list(Message.objects.filter(live_q(now), pk__in=unread).order_by())
-        for row in rows:
-            records[("message", row.pk)] = message_dto(row)
-    if ids := by_kind.get("memory"):
-        # pending=False: a chunk approved meanwhile is found only once its memory is (memory.review)
-        for row in Memory.objects.filter(live_q(now), pk__in=ids, pending=False).order_by():
-            records[("memory", row.pk)] = memory_dto(row)
+    for kind, model, dto in (("message", Message, message_dto), ("memory", Memory, memory_dto)):
+        if ids := by_kind.get(kind):
+            # pending=False: a chunk approved meanwhile is found only once its memory is (memory.review)
+            awaiting = {"pending": False} if kind == "memory" else {}
+            unread = [record_id for record_id in ids if (kind, record_id) not in pool_rows]
+            rows = [pool_rows[(kind, record_id)] for record_id in ids if (kind, record_id) in pool_rows]
+            if unread:
+                rows += list(model.objects.filter(live_q(now), pk__in=unread, **awaiting).order_by())
+            for row in rows:
+                if kind == "memory" and row.pending:
+                    continue
+                records[(kind, row.pk)] = dto(row)
     if ids := by_kind.get("image"):
         for row in Image.objects.filter(live_q(now), pk__in=ids).order_by():  # bytes stay deferred
             records[("image", row.pk)] = image_dto(row)

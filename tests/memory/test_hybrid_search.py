@@ -237,8 +237,13 @@ def test_a_superseded_memory_never_outranks_its_replacement(client):
 
 def test_hybrid_ranks_first_the_turn_of_the_speaker_the_query_names(thread, monkeypatch):
     """Second stage: the turn of the speaker the query names outranks the other speaker's turn that asked the
-    same question (the vector arm alone puts the asking turn first)."""
-    from memory.search import ranking
+    same question (the fusion alone puts the asking turn first). The query shares no content word with either
+    turn: with the tuned weights a turn that shares the question's words ("last weekend") gains as much from
+    them (``terms``) as the named speaker's turn gains from its name, which on LoCoMo's tuning half was the
+    better trade (hit@1 0.434 -> 0.488)."""
+    import dataclasses
+
+    from memory.search import second_stage
 
     thread.add_messages([
         {"role": "Caroline", "content": "Melanie, what did you do last weekend?", "id": "c1"},
@@ -250,23 +255,11 @@ def test_hybrid_ranks_first_the_turn_of_the_speaker_the_query_names(thread, monk
         results = client.search(query, user_id="user-1", record_types=["message"], max_results=2)
         return [r.record.id for r in results]
 
-    query = "What did Melanie do last weekend?"
-    monkeypatch.setattr(ranking, "SPEAKER_BONUS", 0.0)
-    assert top(query) == ["c1", "m1"]  # without the stage the asking turn wins
-    monkeypatch.setattr(ranking, "SPEAKER_BONUS", 0.5)
+    query = "What did Melanie do?"
+    weights = second_stage.WEIGHTS
+    monkeypatch.setattr(second_stage, "WEIGHTS", dataclasses.replace(
+        weights, **{name: 0.0 for name in second_stage.SIGNALS if name != "rrf"}))
+    assert top(query) == ["c1", "m1"]  # the fusion alone: the asking turn wins
+    monkeypatch.setattr(second_stage, "WEIGHTS", weights)
     assert top(query) == ["m1", "c1"]
-    assert top("What did melanie do last weekend?") == ["m1", "c1"]  # case-insensitive
-
-
-def test_speaker_match_ignores_generic_roles_and_keeps_scores_decreasing(db):
-    """'the user' names no speaker; scores still decrease after the stage."""
-    from memory.search import ranking
-
-    ranked = [(("message", key("u1")), 0.2), (("message", key("a1")), 0.1)]
-    roles = {key("u1"): "user", key("a1"): "assistant", key("c9"): "Caroline"}
-    assert ranking.speaker_match(ranked, "what food does the user like?", roles) == ranked
-    ranked = [(("message", key("a1")), 0.2), (("message", key("u1")), 0.1)]
-    mixed = [*ranked, (("message", key("c9")), 0.15)]
-    out = ranking.speaker_match(mixed, "What did Caroline say?", roles)
-    assert out[0] == (("message", key("c9")), 0.15 + ranking.SPEAKER_BONUS * 0.2)
-    assert [score for _, score in out] == sorted((score for _, score in out), reverse=True)
+    assert top("What did melanie do?") == ["m1", "c1"]  # case-insensitive

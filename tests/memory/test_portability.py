@@ -114,13 +114,14 @@ def test_a_locomo_conversation_exported_and_imported_into_an_empty_project_is_eq
     questions = [q.question for q in sample.questions[:20]]
     assert len(questions) == 20
     there = AgentMemory(project=copy)
-    for question in questions:  # the same records in the same order; scores equal to within 0.01
+    for question in questions:  # the same records in the same order; scores equal to within 4 % of the top
         # (vectors are recomputed on import, in other batches, and stored rows get new row ids, which
-        # break exact ties in the candidate pools in another order: seen as one score 0.2736 vs 0.2700)
+        # break exact ties in the candidate pools in another order: seen as one fused score 0.2736 vs 0.2700,
+        # and the second stage divides by the pool's best fused score, so the shift reaches every score)
         a = [(r.record.id, r.score) for r in source.search(question, user_id=sid, max_results=10)]
         b = [(r.record.id, r.score) for r in there.search(question, user_id=sid, max_results=10)]
         assert [i for i, _ in a] == [i for i, _ in b] and a, question
-        assert all(abs(x - y) <= 0.01 for (_, x), (_, y) in zip(a, b)), (question, a, b)
+        assert all(abs(x - y) <= 0.04 * a[0][1] for (_, x), (_, y) in zip(a, b)), (question, a, b)
 
     # idempotent: the same file again adds nothing
     again = StringIO()

@@ -1,0 +1,221 @@
+#!/usr/bin/env python
+"""Choose the second stage's constants on the TUNING half of LoCoMo, and show the REPORT half beside them.
+
+    .venv/bin/python bench/locomo_tune.py [--rounds 3] [--pool var/locomo-pool.pkl]
+
+Needs the database ``bench/locomo_import.py`` left (``var/bench-locomo.sqlite3``; it never imports). For
+every category 1-4 question it runs the first stage of HYBRID search as ``client.search(question,
+user_id=<sample>, record_types=["message"], max_results=20)`` does (``ranking.candidate_pool`` at
+``--depth``, default 200) and keeps the candidates and their signals (``second_stage.signals``), cached in
+``--pool`` (delete it after a change to the first stage or the signals). Then, offline:
+
+* ``current``: ``second_stage.WEIGHTS`` as committed;
+* ``speaker_only``: the stage before this one (RRF + speaker bonus 0.5, pool 100);
+* coordinate ascent over each weight on a grid and over ``POOL_DEPTH`` in {50, 100, 200}, maximising the
+  TUNING half's (recall@10 + hit@1) / 2 only; the REPORT half is printed for the chosen point, never used to
+  choose it.
+
+Each setting prints recall@1/5/10/20 and hit@1 for tuning, report and all (no intervals here: the real
+figures, with intervals and latency, come from ``bench/locomo_import.py --reuse --modes HYBRID``, which runs
+the committed code). The score here is ``second_stage.score``'s weighted sum as a matrix product, so the
+ranking is the same as search's (ties keep the fused order in both).
+
+Prints one JSON object on stdout; progress on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+KS = (1, 5, 10, 20)
+GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
+DEPTHS = (50, 100, 200)
+
+
+def _pool(args) -> list[dict]:
+    """Per question: sample, category, evidence, query and the candidates (depth ``args.depth``)."""
+    path = Path(args.pool)
+    if path.is_file():
+        with path.open("rb") as fh:
+            return pickle.load(fh)
+    from django.utils import timezone
+
+    from memory import locomo
+    from memory.embedders import get_embedder
+    from memory.search import ranking, second_stage
+    from memory.search.request import CLIENT_SCOPE, build_request, resolve_scope
+    from memory.tenancy import get_project
+    from memory.types import MemorySearchConfig
+
+    project = get_project(None).pk
+    embedder = get_embedder()
+    out = []
+    samples = list(locomo.iter_samples(locomo.default_data_path()))
+    started = time.perf_counter()
+    old_depth = second_stage.POOL_DEPTH
+    ranking.POOL_DEPTH = args.depth
+    try:
+        for sample in samples:
+            dia_ids = sample.dia_ids
+            for question in sample.questions:
+                if question.category > 4 or not (evidence := question.known_evidence(dia_ids)):
+                    continue
+                scope = resolve_scope(CLIENT_SCOPE, client=True, user_id=sample.sample_id)
+                request = build_request(question.question, project_id=project, scope=scope,
+                                        config=MemorySearchConfig(mode="HYBRID"), record_types=["message"],
+                                        max_results=20)
+                now = timezone.now()
+                vector = embedder.embed([request.query])[0]
+                candidates, _, rows = ranking.candidate_pool(request, vector, now)
+                dia = {c.key: rows[c.key].metadata.get("dia_id") for c in candidates if c.key in rows}
+                out.append({"sample": sample.sample_id, "category": question.category, "evidence": evidence,
+                            "query": question.question, "now": now, "candidates": candidates, "dia": dia})
+            print(f"{sample.sample_id}: {len(out)} questions, {time.perf_counter() - started:.0f} s",
+                  file=sys.stderr)
+    finally:
+        ranking.POOL_DEPTH = old_depth
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as fh:
+        pickle.dump(out, fh)
+    return out
+
+
+def _restrict(question: dict, depth: int):
+    """The question's candidates as a pool of ``depth`` would hold them, with their signal matrix."""
+    import numpy as np
+
+    from memory.search import ranking, second_stage
+
+    kept = []
+    for c in question["candidates"]:
+        ranks = {arm: r for arm, r in c.ranks.items() if r <= depth}
+        if not ranks:
+            continue
+        copy = second_stage.Candidate(**{**c.__dict__, "signals": {}, "ranks": ranks})
+        if "vector" not in ranks:
+            copy.similarity = None
+        if "text" not in ranks:
+            copy.text_bm25 = 0.0
+        if "context" not in ranks:
+            copy.context_bm25 = 0.0
+        copy.rrf = sum(ranking.ARM_WEIGHTS[arm] / (ranking.RRF_K + r) for arm, r in ranks.items())
+        kept.append(copy)
+    kept.sort(key=lambda c: -c.rrf)  # the fused order, as candidate_pool gives it
+    second_stage.signals(kept, question["query"], question["now"])
+    matrix = np.array([[c.signals[name] for name in second_stage.SIGNALS] for c in kept], dtype=float)
+    invalid = np.array([c.status == "invalid" for c in kept], dtype=bool)
+    dia = [question["dia"].get(c.key) for c in kept]
+    return matrix.reshape(len(kept), len(second_stage.SIGNALS)), invalid, dia
+
+
+def _evaluate(prepared: list, questions: list[dict], weights) -> dict:
+    import numpy as np
+
+    vector = np.array([getattr(weights, name) for name in _signals()], dtype=float)
+    rows = {"tuning": [], "report": [], "all": []}
+    for (matrix, invalid, dia), question in zip(prepared, questions):
+        scores = matrix @ vector if len(dia) else np.zeros(0)
+        scores = np.where(invalid, scores * weights.invalid, scores)
+        order = np.argsort(-scores, kind="stable")[:20]
+        ranked = [dia[i] for i in order]
+        wanted = set(question["evidence"])
+        row = [len(wanted.intersection(ranked[:k])) / len(wanted) for k in KS]
+        row.append(float(bool(ranked) and ranked[0] in wanted))
+        rows[question["half"]].append(row)
+        rows["all"].append(row)
+    out = {}
+    for half, values in rows.items():
+        arr = np.array(values)
+        out[half] = {**{f"recall@{k}": round(float(arr[:, i].mean()), 4) for i, k in enumerate(KS)},
+                     "hit@1": round(float(arr[:, 4].mean()), 4), "n": len(values)}
+    return out
+
+
+def _signals():
+    from memory.search import second_stage
+
+    return second_stage.SIGNALS
+
+
+def _objective(figures: dict) -> float:
+    return (figures["tuning"]["recall@10"] + figures["tuning"]["hit@1"]) / 2
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pool", default=str(ROOT / "var" / "locomo-pool.pkl"))
+    parser.add_argument("--depth", type=int, default=max(DEPTHS))
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+
+    from locomo_import import TUNING_COUNT, _fresh_database
+
+    _fresh_database(reuse=True)
+    import dataclasses
+
+    import django
+
+    django.setup()
+    from memory import locomo
+    from memory.search import second_stage
+
+    questions = _pool(args)
+    order = [s.sample_id for s in locomo.iter_samples(locomo.default_data_path())]
+    tuning = set(order[:TUNING_COUNT])
+    for q in questions:
+        q["half"] = "tuning" if q["sample"] in tuning else "report"
+    prepared = {depth: [_restrict(q, depth) for q in questions] for depth in DEPTHS if depth <= args.depth}
+
+    results = {"questions": len(questions), "objective": "TUNING half (recall@10 + hit@1) / 2",
+               "speaker_only": _evaluate(prepared[100], questions, second_stage.Weights()),
+               "current": {"depth": second_stage.POOL_DEPTH, "weights": dataclasses.asdict(second_stage.WEIGHTS),
+                           **_evaluate(prepared[second_stage.POOL_DEPTH], questions, second_stage.WEIGHTS)}}
+    best_depth, best = second_stage.POOL_DEPTH, second_stage.WEIGHTS
+    best_score = _objective(_evaluate(prepared[best_depth], questions, best))
+    trace = []
+    for round_no in range(args.rounds):
+        improved = False
+        for depth in prepared:
+            score = _objective(_evaluate(prepared[depth], questions, best))
+            if score > best_score + 1e-9:
+                best_depth, best_score, improved = depth, score, True
+        for name in (*second_stage.SIGNALS, "invalid"):
+            for value in (GRID if name != "invalid" else (1.0,)):
+                try:
+                    candidate = dataclasses.replace(best, **{name: value})
+                except ValueError:
+                    continue
+                score = _objective(_evaluate(prepared[best_depth], questions, candidate))
+                if score > best_score + 1e-9:
+                    best, best_score, improved = candidate, score, True
+            trace.append({"round": round_no + 1, "after": name, "objective": round(best_score, 4)})
+        print(f"round {round_no + 1}: {best_score:.4f} depth {best_depth} {best}", file=sys.stderr)
+        if not improved:
+            break
+    results["tuned"] = {"depth": best_depth, "weights": dataclasses.asdict(best),
+                        **_evaluate(prepared[best_depth], questions, best)}
+    # Each signal left out of the tuned point, one at a time: what it adds on each half.
+    results["ablation"] = {}
+    for name in second_stage.SIGNALS:
+        if getattr(best, name) == 0:
+            continue
+        try:
+            without = dataclasses.replace(best, **{name: 0.0})
+        except ValueError:
+            without = dataclasses.replace(best, **{name: 0.0, "neighbour": 0.0, "neighbour_vector": 0.0})
+        results["ablation"][f"without {name}"] = _evaluate(prepared[best_depth], questions, without)
+    results["trace"] = trace
+    return results
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(), indent=2, default=str))

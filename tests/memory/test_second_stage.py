@@ -1,0 +1,259 @@
+"""The second stage of HYBRID search (``memory.search.second_stage``): each signal on its own, the weighted
+score, and the pool search reads (``ranking.candidate_pool``)."""
+
+import dataclasses
+import datetime as dt
+
+import pytest
+
+from memory.search import second_stage as st
+from memory.search.second_stage import Candidate, Span, Weights
+
+UTC = dt.timezone.utc
+NOW = dt.datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+
+
+def at(day: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(day).replace(tzinfo=UTC)
+
+
+def only(name: str, value: float = 1.0) -> Weights:
+    """Weights that count one signal."""
+    return Weights(**{**{field: 0.0 for field in st.SIGNALS}, name: value})
+
+
+# --- words ---------------------------------------------------------------------------------------------
+
+
+def test_stem_matches_inflections_both_sides():
+    assert st.stem("Paintings") == st.stem("painting") == st.stem("painted") == st.stem("paint") == "paint"
+    assert st.stem("making") == st.stem("make") == st.stem("makes")
+    assert st.stem("running") == st.stem("run") and st.stem("called") == st.stem("call")
+    assert st.stem("Caroline's") == st.stem("Caroline") == st.stem("caroline\u2019s")
+    assert st.stem("hobbies") == "hobby"
+    assert st.stem("glass") == "glass"  # a double s is no plural
+    assert st.stem("is") == "is"  # short words stay
+
+
+def test_query_entities_are_capitalised_words_past_the_first_less_speakers_months_and_stopwords():
+    q = "When did Caroline go to the LGBTQ Pride parade in June?"
+    assert st.query_entities(q, speakers={"Caroline", "Melanie"}) == {"lgbtq", st.stem("Pride")}
+    assert st.query_entities(q) == {st.stem("Caroline"), "lgbtq", st.stem("Pride")}
+    assert st.query_entities("What did I say about Tokyo?") == {"tokyo"}
+    assert st.query_entities("Where did Caroline's brother go?", speakers={"Caroline"}) == set()
+    assert st.query_entities("what food does the user like?") == set()
+
+
+def test_speaker_named_ignores_generic_and_unnamed_roles():
+    words = {"what", "did", "melanie", "say", "user"}
+    assert st.speaker_named(words, "Melanie")
+    assert not st.speaker_named(words, "user")  # a position in a chat, not a person
+    assert not st.speaker_named(words, "Caroline")
+    assert not st.speaker_named(words, None)
+
+
+# --- dates ---------------------------------------------------------------------------------------------
+
+
+def test_query_spans_read_days_months_years_and_months_alone():
+    assert st.query_spans("What did Gina find on 1 February, 2023?", NOW) == [
+        Span(dt.date(2023, 2, 1), dt.date(2023, 2, 1))]
+    assert st.query_spans("What painting did she show on October 13, 2023?", NOW) == [
+        Span(dt.date(2023, 10, 13), dt.date(2023, 10, 13))]
+    assert st.query_spans("What setback did she face in October 2023?", NOW) == [
+        Span(dt.date(2023, 10, 1), dt.date(2023, 10, 31))]
+    assert st.query_spans("When did Melanie go camping in June?", NOW) == [Span(month=6)]
+    assert st.query_spans("How many times has she gone to the beach in 2023?", NOW) == [
+        Span(dt.date(2023, 1, 1), dt.date(2023, 12, 31))]
+    assert st.query_spans("What may she like?", NOW) == []  # "may" the verb is no month
+    assert st.query_spans("what food does the user like?", NOW) == []
+
+
+def test_relative_times_in_a_query_are_seen_from_its_own_date_else_from_now():
+    spans = st.query_spans("What did Maria do last weekend before April 10, 2023?", NOW)
+    assert Span(dt.date(2023, 4, 2), dt.date(2023, 4, 9)) in spans
+    assert st.query_spans("What did I cook yesterday?", NOW) == [Span(dt.date(2026, 12, 1), dt.date(2026, 12, 1))]
+
+
+def test_relative_spans_of_a_record():
+    day = dt.date(2023, 5, 8)
+    assert st.relative_spans("I went to a support group yesterday", day) == [(dt.date(2023, 5, 7),) * 2]
+    assert st.relative_spans("last month we moved", day) == [(dt.date(2023, 4, 1), dt.date(2023, 4, 30))]
+    assert st.relative_spans("Last year I ran a marathon", day) == [(dt.date(2022, 1, 1), dt.date(2022, 12, 31))]
+    (start, end), = st.relative_spans("we met two weeks ago", day)
+    assert start < day - dt.timedelta(days=14) < end < day
+    assert st.relative_spans("nothing of time here", day) == []
+    assert len(st.relative_spans("yesterday " * 50, day)) == 8  # bounded
+
+
+def test_date_match_uses_the_records_date_and_the_days_its_words_name():
+    june = [Span(month=6)]
+    assert st.date_match(june, at("2023-06-27T10:00"), "we went camping")
+    assert st.date_match(june, at("2023-07-03T10:00"), "we went camping last week")  # 20-26 June
+    assert not st.date_match(june, at("2023-07-20T10:00"), "we went camping")
+    assert not st.date_match(june, None, "we went camping in June")  # no date of its own: no match
+    assert not st.date_match([], at("2023-06-27T10:00"), "anything")
+    assert Span(month=12).meets(dt.date(2023, 11, 25), dt.date(2024, 1, 5))
+    assert not Span(month=6).meets(dt.date(2023, 1, 1), dt.date(2023, 5, 31))
+
+
+def test_when_signal_pairs_a_question_about_time_with_records_that_say_when():
+    assert st.asks_when("When did Caroline go to the support group?")
+    assert st.asks_when("  what date is the concert?") and st.asks_when("How long ago did she move?")
+    assert not st.asks_when("What did Caroline do at the support group?")
+    assert not st.asks_when("Whenever I cook, what do I use?")
+    assert st.says_when("I went to a support group yesterday") and st.says_when("We met in September")
+    assert st.says_when("see you on Friday") and st.says_when("back in 2019") and st.says_when("early in May")
+    assert not st.says_when("I love the support group") and not st.says_when("I may go in the sun")
+    said = Candidate(key=("message", "a"), content="I went there last week")
+    plain = Candidate(key=("message", "b"), content="I went there with friends")
+    st.signals([said, plain], "When did she go there?", NOW)
+    assert (said.signals["when"], plain.signals["when"]) == (1.0, 0.0)
+    st.signals([said, plain], "Who did she go there with?", NOW)
+    assert said.signals["when"] == 0.0
+
+
+# --- the signals and the score -----------------------------------------------------------------------
+
+
+def test_arm_signals_are_normalised_per_query():
+    a = Candidate(key=("message", "a"), similarity=0.8, text_bm25=4.0, rrf=0.3)
+    b = Candidate(key=("message", "b"), similarity=0.4, text_bm25=1.0, rrf=0.15)
+    c = Candidate(key=("message", "c"), similarity=None, text_bm25=0.0, rrf=0.1)
+    st.signals([a, b, c], "anything at all", NOW)
+    assert (a.signals["vector"], b.signals["vector"], c.signals["vector"]) == (1.0, 0.0, 0.0)
+    assert (a.signals["text"], b.signals["text"], c.signals["text"]) == (1.0, 0.25, 0.0)
+    assert (a.signals["rrf"], b.signals["rrf"]) == (1.0, 0.5)
+    assert all(0.0 <= v <= 1.0 for x in (a, b, c) for v in x.signals.values())
+
+
+def test_neighbour_credit_comes_from_turns_within_the_window_of_the_same_thread():
+    own = Candidate(key=("message", "q"), thread_id="t", seq=5, text_bm25=0.0, similarity=0.2)
+    answer = Candidate(key=("message", "a"), thread_id="t", seq=6, text_bm25=2.0, similarity=0.6)
+    far = Candidate(key=("message", "f"), thread_id="t", seq=9, text_bm25=0.0, similarity=0.2)
+    other = Candidate(key=("message", "o"), thread_id="u", seq=6, text_bm25=0.0, similarity=0.2)
+    memory = Candidate(key=("memory", "m"), thread_id="t", text_bm25=0.0, similarity=0.2)
+    st.signals([own, answer, far, other, memory], "camping", NOW)
+    assert own.signals["neighbour"] == own.signals["neighbour_vector"] == 1.0  # two turns on each side
+    assert far.signals["neighbour"] == far.signals["neighbour_vector"] == 0.0  # three turns away
+    assert other.signals["neighbour"] == other.signals["neighbour_vector"] == 0.0  # another thread
+    assert memory.signals["neighbour"] == 0.0  # a memory has no turns around it
+    assert answer.signals["neighbour"] == answer.signals["neighbour_vector"] == 0.0  # not its own neighbour
+
+
+def test_a_neighbours_words_never_count_as_much_as_the_records_own():
+    for own, neighbour in ((0.5, 1.0), (0.5, 0.5), (0.0, 0.1)):
+        with pytest.raises(ValueError, match="neighbour"):
+            Weights(text=own, neighbour=neighbour)
+        with pytest.raises(ValueError, match="neighbour_vector"):
+            Weights(vector=own, neighbour_vector=neighbour)
+    assert st.WEIGHTS.neighbour == 0 or st.WEIGHTS.neighbour < st.WEIGHTS.text
+    assert st.WEIGHTS.neighbour_vector == 0 or st.WEIGHTS.neighbour_vector < st.WEIGHTS.vector
+    # The turn that holds the words outranks the turn next to it, all else equal.
+    own = Candidate(key=("message", "own"), thread_id="t", seq=1, text_bm25=3.0)
+    next_to = Candidate(key=("message", "next"), thread_id="t", seq=2, text_bm25=0.0)
+    weights = dataclasses.replace(only("text", 0.5), neighbour=0.49)
+    ranked = st.rank([next_to, own], "camping", NOW, weights)
+    assert [k for k, _ in ranked] == [("message", "own"), ("message", "next")]
+    assert ranked[1][1] == pytest.approx(0.49)
+
+
+def test_speaker_entity_and_date_signals_raise_the_record_that_has_them():
+    q = "What did Melanie paint for the LGBTQ center in June 2023?"
+    plain = Candidate(key=("message", "plain"), role="Caroline", content="I painted a sunset",
+                      when=at("2023-06-10T10:00"), rrf=0.2)
+    speaker = Candidate(key=("message", "speaker"), role="Melanie", content="I painted a lake",
+                        when=at("2023-08-10T10:00"), rrf=0.1)
+    entity = Candidate(key=("message", "entity"), role="Caroline", content="The LGBTQ center opened",
+                       when=at("2023-08-10T10:00"), rrf=0.1)
+    dated = Candidate(key=("message", "dated"), role="Caroline", content="I painted a lake",
+                      when=at("2023-07-02T10:00"), rrf=0.1)  # ... but not its words: "last week" is absent
+    pool = [plain, speaker, entity, dated]
+    st.signals(pool, q, NOW)
+    assert [c.signals["speaker"] for c in pool] == [0.0, 1.0, 0.0, 0.0]
+    assert [c.signals["entity"] for c in pool] == [0.0, 0.0, 1.0, 0.0]
+    assert [c.signals["date"] for c in pool] == [1.0, 0.0, 0.0, 0.0]
+    for name, winner in (("speaker", "speaker"), ("entity", "entity")):
+        weights = dataclasses.replace(only(name), rrf=1.0)
+        assert st.rank(pool, q, NOW, weights)[0][0] == ("message", winner), name
+    dated.content = "I painted a lake last week"  # said on 2 July: 19-30 June
+    ranked = st.rank(pool, q, NOW, dataclasses.replace(only("date"), rrf=0.1))
+    assert dated.signals["date"] == 1.0
+    assert [k[1] for k, _ in ranked[:2]] == ["plain", "dated"]
+
+
+def test_terms_signal_counts_the_querys_content_words_in_the_records_own_words():
+    q = "What paintings did Melanie's kids make at the lake?"
+    a = Candidate(key=("message", "a"), role="Melanie", content="The kids painted by the lake", thread_id="t", seq=1)
+    b = Candidate(key=("message", "b"), role="Caroline", content="Melanie, what did the kids make?", thread_id="t",
+                  seq=2)
+    c = Candidate(key=("message", "c"), role="Caroline", content="Nothing in common")
+    st.signals([a, b, c], q, NOW)
+    # Content words: paint, kid, make, lake ("melanie" is a speaker, "s" a piece of "Melanie's").
+    assert a.signals["terms"] == 0.75 and b.signals["terms"] == 0.5 and c.signals["terms"] == 0.0
+    d = Candidate(key=("message", "d"), content="anything")
+    st.signals([d], "what did he do?", NOW)  # stopwords only
+    assert d.signals["terms"] == 0.0
+
+
+def test_generic_roles_name_no_speaker_in_the_score():
+    a = Candidate(key=("message", "a"), role="user", content="My receipt", rrf=0.2)
+    b = Candidate(key=("message", "b"), role="assistant", content="I love pizza.", rrf=0.1)
+    ranked = st.rank([a, b], "what food does the user like?", NOW)
+    assert [k for k, _ in ranked] == [("message", "a"), ("message", "b")]
+    assert a.signals["speaker"] == 0.0
+
+
+def test_an_invalid_record_scores_below_a_valid_one_that_scores_the_same():
+    old = Candidate(key=("memory", "old"), status="invalid", similarity=0.9, rrf=0.3, text_bm25=2.0)
+    new = Candidate(key=("memory", "new"), status="valid", similarity=0.9, rrf=0.3, text_bm25=2.0)
+    ranked = st.rank([old, new], "where does the user live?", NOW)
+    assert [k for k, _ in ranked] == [("memory", "new"), ("memory", "old")]
+    assert st.WEIGHTS.invalid < 1.0
+    with pytest.raises(ValueError, match="invalid"):
+        Weights(invalid=1.5)
+
+
+def test_rank_keeps_scores_decreasing_and_ties_in_the_given_order():
+    pool = [Candidate(key=("message", str(i)), rrf=0.1) for i in range(5)]
+    ranked = st.rank(pool, "anything", NOW)
+    assert [k for k, _ in ranked] == [c.key for c in pool]
+    assert [s for _, s in ranked] == sorted((s for _, s in ranked), reverse=True)
+    assert st.rank([], "anything", NOW) == []
+
+
+# --- the pool search reads -----------------------------------------------------------------------------
+
+
+def test_candidate_pool_carries_arm_scores_and_rows(thread):
+    from django.utils import timezone
+
+    from memory.embedders import get_embedder
+    from memory.search import ranking
+    from memory.search.request import CLIENT_SCOPE, build_request, resolve_scope
+    from memory.tenancy import get_project
+    from memory.types import MemorySearchConfig
+
+    thread.add_messages([
+        {"role": "Caroline", "content": "Melanie, where did you go camping?", "id": "c1",
+         "timestamp": "2023-06-27T10:00:00"},
+        {"role": "Melanie", "content": "We camped by the lake last week.", "id": "m1",
+         "timestamp": "2023-06-27T10:01:00"},
+    ])
+    thread.add_memory("Melanie likes camping", memory_id="k1")
+    request = build_request("Where did Melanie go camping?", project_id=get_project(None).pk,
+                            scope=resolve_scope(CLIENT_SCOPE, client=True, user_id="user-1"),
+                            config=MemorySearchConfig(mode="HYBRID"))
+    candidates, distances, rows = ranking.candidate_pool(request, get_embedder().embed([request.query])[0],
+                                                         timezone.now())
+    by_id = {c.key[1].split(":", 1)[1]: c for c in candidates}
+    assert set(by_id) == {"c1", "m1", "k1"}
+    assert by_id["m1"].role == "Melanie" and by_id["m1"].seq == by_id["c1"].seq + 1
+    assert by_id["m1"].when.date() == dt.date(2023, 6, 27)
+    assert by_id["m1"].content == "We camped by the lake last week."
+    assert by_id["k1"].content == "Melanie likes camping" and by_id["k1"].role is None
+    assert by_id["c1"].text_bm25 > 0 and by_id["c1"].ranks["text"] >= 1
+    assert all(c.similarity is not None and 0 < c.similarity <= 1 for c in candidates)
+    assert set(rows) == {c.key for c in candidates}
+    assert rows[by_id["k1"].key].content == "Melanie likes camping"
+    assert [c.rrf for c in candidates] == sorted((c.rrf for c in candidates), reverse=True)
