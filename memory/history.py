@@ -235,8 +235,12 @@ def history_rows(*, project_id: int, memory_id: Any, thread_id: str | None = Non
 
 
 def history_list(*, project_id: int, memory_id: Any, thread_id: str | None = None,
-                 restrict: dict[str, str] | None = None, limit: Any = MAX_VERSIONS) -> list[MemoryVersionRecord]:
+                 restrict: dict[str, str] | None = None, limit: Any = MAX_VERSIONS,
+                 unreviewed: bool = True) -> list[MemoryVersionRecord]:
     """The history of one memory, oldest first: at most ``limit`` (1 through ``MAX_VERSIONS``) newest versions.
+
+    ``unreviewed=False`` (an API read key: ``threads.api.memory_history``): none (KeyError, as for no history)
+    for a memory awaiting review or rejected in review, whose text is its reviewers' (write keys, staff).
 
     Answers for a deleted memory too (its history is kept until its user is erased or its thread deleted).
     Raises KeyError (``NotFound``) when there is no version in the given
@@ -245,9 +249,15 @@ def history_list(*, project_id: int, memory_id: Any, thread_id: str | None = Non
     limit = check_bounded_int(limit, "limit", low=1, high=MAX_VERSIONS)
     rows = history_rows(project_id=project_id, memory_id=memory_id, thread_id=thread_id, restrict=restrict)
     found = list(rows.order_by("-version")[:limit])
-    if not found:
+    if not found or (not unreviewed and unreviewed_version(found[0])):
         raise NotFound("memory_id", memory_id)
     return [version_dto(row) for row in reversed(found)]
+
+
+def unreviewed_version(newest: MemoryVersion) -> bool:
+    """True when a memory's newest version leaves it awaiting review, or rejected in review: its text was never
+    an agent's to read (``memory.review``)."""
+    return newest.action == "reject" or bool(isinstance(newest.after, dict) and newest.after.get("pending"))
 
 
 def history_erase(rows) -> int:

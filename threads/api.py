@@ -51,6 +51,7 @@ from threads.auth import (
     api_key_revoke,
     api_key_rotate,
     api_key_tenant,
+    permits,
 )
 from threads.schemas import (
     ContextCardIn,
@@ -860,8 +861,10 @@ async def memory_history(request: HttpRequest, thread_id: str, memory_id: str):
     """The history of a memory of this thread, oldest version first (``{"items": [...], "count": N}``, paged by
     ``limit``/``offset``; the newest 1000 versions at most): who changed it, when, before -> after and why
     (``Thread.get_memory_history``). Kept after the memory is deleted, until its user is erased; 404 when the
-    thread has none for that id (or the key may not see it)."""
-    versions = await (await _thread(request, thread_id)).get_memory_history_async(memory_id)
+    thread has none for that id (or the key may not see it). A read key gets 404 for a memory awaiting review
+    or rejected in review: its text is for reviewers (write keys; found by a reviewer of #17)."""
+    reviewer = permits(request.auth.permission, "write")
+    versions = await (await _thread(request, thread_id)).get_memory_history_async(memory_id, unreviewed=reviewer)
     return [version.to_dict() for version in versions]
 
 

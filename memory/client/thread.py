@@ -544,17 +544,18 @@ class Thread(_WithAsyncTwins):
 
     # --- memory history (not in the spec; memory.history) ------------------------------------
 
-    def get_memory_history(self, memory_id: str) -> list[MemoryVersionRecord]:
+    def get_memory_history(self, memory_id: str, *, unreviewed: bool = True) -> list[MemoryVersionRecord]:
         """The history of a memory-like record of this thread, oldest version first (``memory.history``).
 
         Each entry says who acted (API key, staff user, extraction job, TTL
         expiry, relation), when, before -> after and why. Answers for a deleted
         memory too, until its user is erased. A restricted client sees only its
-        own user's and agent's. Raises KeyError when the thread has no history
-        of that id.
+        own user's and agent's. ``unreviewed=False``: none for a memory awaiting
+        review or rejected in review (what an API read key gets). Raises
+        KeyError when the thread has no history of that id.
         """
         return history.history_list(project_id=self.project.pk, memory_id=memory_id, thread_id=self._row.pk,
-                                    restrict=self._client.tenant.row_filter())
+                                    restrict=self._client.tenant.row_filter(), unreviewed=unreviewed)
 
     def restore_memory_version(self, memory_id: str, version: int) -> int:
         """Undo: restore version ``version`` of a memory of this thread as a new version; return its number.
@@ -566,9 +567,9 @@ class Thread(_WithAsyncTwins):
         return services.memory_restore(thread=self._row, memory_id=memory_id, version=version,
                                        restrict=self._client.tenant.row_filter())
 
-    async def get_memory_history_async(self, memory_id: str) -> list[MemoryVersionRecord]:
+    async def get_memory_history_async(self, memory_id: str, *, unreviewed: bool = True) -> list[MemoryVersionRecord]:
         """Asynchronous twin of :meth:`get_memory_history` (same arguments, result and errors)."""
-        return await in_worker(self.get_memory_history, memory_id)
+        return await in_worker(self.get_memory_history, memory_id, unreviewed=unreviewed)
 
     async def restore_memory_version_async(self, memory_id: str, version: int) -> int:
         """Asynchronous twin of :meth:`restore_memory_version` (same arguments, result and errors)."""

@@ -112,3 +112,18 @@ def test_a_restricted_key_reviews_its_own_users_memories_only(queued):
     assert [i["memory"]["id"] for i in mine.get("/api/review/memories").json()["items"]] == ["p2"]
     assert mine.post("/api/review/memories/g1/reject", {}).status_code == 404
     assert mine.post("/api/review/memories/p2/approve", {}).status_code == 200
+
+
+def test_a_read_key_gets_no_history_of_a_pending_or_rejected_memory(queued):
+    """Found by a reviewer: a read key read the pending text, and after a rejection the rejected text, through
+    the history route. It is the reviewers' (write keys): a read key gets 404 until the memory is approved."""
+    reader, _ = bearer("read")
+    writer, _ = bearer()
+    assert reader.get("/api/threads/t-q/memories/g1/history").status_code == 404
+    assert "thief" in writer.get("/api/threads/t-q/memories/g1/history").content.decode()  # a reviewer reads it
+    assert writer.post("/api/review/memories/p1/approve", {}).status_code == 200
+    assert [v["action"] for v in reader.get("/api/threads/t-q/memories/p1/history").json()["items"]][-1] == "approve"
+    assert writer.post("/api/review/memories/g1/reject", {}).status_code == 200
+    answer = reader.get("/api/threads/t-q/memories/g1/history")
+    assert answer.status_code == 404 and "thief" not in answer.content.decode()
+    assert reader.get("/api/threads/t-q/memories/f1/history").status_code == 200  # a trusted memory: as before
