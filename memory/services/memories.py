@@ -31,6 +31,7 @@ from memory.validators import (
     check_scope_id,
     check_status,
 )
+from memory.links import links_detach
 from memory.links.writes import PendingLink, pending_link
 from memory.services.common import erase_fenced, refresh_expiry
 
@@ -371,8 +372,12 @@ def memory_restore(*, thread: Thread, memory_id: Any, version: Any, restrict: di
         memory.expires_at = history.snapshot_expiry(state)
         memory.timestamp = state.get("timestamp")
         memory.event_at = ttl_rules.parse_timestamp(memory.timestamp)
-        memory.pending = bool(state.get("pending"))  # back to the review queue when that version waited
+        was_pending, memory.pending = memory.pending, bool(state.get("pending"))  # back to the queue if it waited
         memory.save()
+        if memory.pending and not was_pending:
+            # A pending memory has no relations (memory.review): what its approval made goes, and what that
+            # invalidated is valid again (found by a reviewer of #17: a superseded memory stayed invalid).
+            links_detach(memory_ids=[memory.pk])
         index.sync_record(memory, "memory", memory.memory_type, chunks, vectors)
         history.record(memory, "restore", before, history.snapshot(memory),
                        reason=f"restore of version {number}" + (f" ({history.current_actor().reason})"

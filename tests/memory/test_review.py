@@ -278,6 +278,12 @@ def test_extracted_preferences_wait_and_their_supersedes_relation_waits_for_appr
     found = ids(thread.search("Does Caroline like hiking?", include_invalid_results=False))
     assert newer.public_id in found and hiking.public_id not in found
 
+    # Undo of the approval (restore the version that waited): back in the queue, and, found by a reviewer,
+    # without the relation its approval made: the superseded memory is valid again.
+    thread.restore_memory_version(newer.public_id, 1)
+    assert Memory.objects.get(pk=newer.pk).pending and not RecordLink.objects.exists()
+    assert Memory.objects.get(pk=hiking.pk).status == "valid"
+
 
 @pytest.mark.usefixtures("fresh_extraction_tracker")
 def test_a_thread_can_turn_the_review_off(db):
