@@ -132,19 +132,25 @@ class AgentMemory(_WithAsyncTwins):
             raise NotFound(field, thread_id)
         return row
 
-    def _thread_settings(self, *, memory_extraction_config: Any, image_input_limit_config: Any, search_config: Any,
-                         inline: dict[str, Any], extract_memories: Any, settings_given: dict[str, Any],
-                         stacklevel: int = 4) -> dict[str, Any]:
-        """Check the thread-level settings of create/get/update_thread; return those given (None: omitted)."""
-        config = resolve_extraction_config(_or(memory_extraction_config, None), inline, stacklevel=stacklevel)
-        if extract_memories is not NOTSET:
-            config = MemoryExtractionConfig(extract_memories=extract_memories).merged_over(config)
-        limits = _or(image_input_limit_config, None)
+    def _thread_settings(self, arguments: dict[str, Any], stacklevel: int = 4) -> dict[str, Any]:
+        """Check the thread-level settings of create/get/update_thread; return those given (None: omitted).
+
+        ``arguments``: the calling method's arguments by name (its ``locals()`` on entry): the configs,
+        ``extract_memories``, the deprecated inline parameters (``DEPRECATED_INLINE_PARAMETERS``) and the
+        runtime settings it takes (``THREAD_SETTINGS``), each ``NOTSET`` when omitted.
+        """
+        inline = _given(**{name: arguments[name] for name in DEPRECATED_INLINE_PARAMETERS})
+        config = resolve_extraction_config(_or(arguments["memory_extraction_config"], None), inline,
+                                           stacklevel=stacklevel)
+        if arguments["extract_memories"] is not NOTSET:
+            config = MemoryExtractionConfig(extract_memories=arguments["extract_memories"]).merged_over(config)
+        limits = _or(arguments["image_input_limit_config"], None)
         if limits is not None and not isinstance(limits, ImageInputLimitConfig):
             raise TypeError("image_input_limit_config: must be an ImageInputLimitConfig or None")
+        given = {name: arguments[name] for name in THREAD_SETTINGS if arguments.get(name, NOTSET) is not NOTSET}
         return {"memory_extraction_config": config, IMAGE_LIMITS_KEY: limits,
-                SEARCH_CONFIG_KEY: _check_search_config(search_config),
-                **{name: _check_setting(name, value) for name, value in settings_given.items() if value is not NOTSET}}
+                SEARCH_CONFIG_KEY: _check_search_config(arguments["search_config"]),
+                **{name: _check_setting(name, value) for name, value in given.items()}}
 
     def _check_llm(self, llm: Any, config: MemoryExtractionConfig | None) -> None:
         """The SDK refuses extraction without an LLM: ValueError when ``extract_memories=True`` was asked for
@@ -184,28 +190,13 @@ class AgentMemory(_WithAsyncTwins):
         are given, or ``extract_memories=True`` is asked for without an LLM;
         TypeError for unknown keywords or mistyped settings.
         """
+        arguments = dict(locals())
         llm = as_llm(llm)  # before anything is stored: TypeError for what is no LLM
-        inline = _given(
-            memory_extraction_window=memory_extraction_window,
-            context_summary_update_frequency=context_summary_update_frequency,
-            memory_extraction_frequency=memory_extraction_frequency,
-            memory_extraction_token_limit=memory_extraction_token_limit,
-            enable_context_summary=enable_context_summary,
-            memory_extraction_custom_instructions=memory_extraction_custom_instructions,
-            memory_extraction_inherit_message_metadata=memory_extraction_inherit_message_metadata,
-        )
-        inline.update({name: kwargs.pop(name) for name in DEPRECATED_INLINE_PARAMETERS if name in kwargs})
         persist = kwargs.pop("persist_messages_in_config", False)
         if not isinstance(persist, bool):
             raise TypeError("persist_messages_in_config: must be a bool")  # accepted; always False here (SDK, DB store)
         services.reject_unknown(kwargs, "create_thread")
-        given = self._thread_settings(
-            memory_extraction_config=memory_extraction_config, image_input_limit_config=image_input_limit_config,
-            search_config=search_config, inline=inline, extract_memories=extract_memories,
-            settings_given={"max_message_token_length": max_message_token_length,
-                            "message_shortening_input_token_limit": message_shortening_input_token_limit,
-                            "context_card_token_limit": context_card_token_limit,
-                            "context_card_type_search_concurrency": context_card_type_search_concurrency})
+        given = self._thread_settings(arguments)
         own = given.pop("memory_extraction_config")
         config = own.merged_over(self.memory_extraction_config) if own is not None else self.memory_extraction_config
         self._check_llm(llm, config)
@@ -236,23 +227,9 @@ class AgentMemory(_WithAsyncTwins):
         The settings (as ``create_thread``'s) apply to this handle only, laid over the stored ones field by
         field; nothing is stored (``update_thread`` stores them).
         """
+        arguments = dict(locals())
         llm = as_llm(llm)  # before anything is stored: TypeError for what is no LLM
-        inline = _given(
-            memory_extraction_window=memory_extraction_window,
-            context_summary_update_frequency=context_summary_update_frequency,
-            memory_extraction_frequency=memory_extraction_frequency,
-            memory_extraction_token_limit=memory_extraction_token_limit,
-            enable_context_summary=enable_context_summary,
-            memory_extraction_custom_instructions=memory_extraction_custom_instructions,
-            memory_extraction_inherit_message_metadata=memory_extraction_inherit_message_metadata,
-        )
-        overrides = self._thread_settings(
-            memory_extraction_config=memory_extraction_config, image_input_limit_config=image_input_limit_config,
-            search_config=search_config, inline=inline, extract_memories=extract_memories,
-            settings_given={"max_message_token_length": max_message_token_length,
-                            "message_shortening_input_token_limit": message_shortening_input_token_limit,
-                            "context_card_token_limit": context_card_token_limit,
-                            "context_card_type_search_concurrency": context_card_type_search_concurrency})
+        overrides = self._thread_settings(arguments)
         self._check_llm(llm, overrides["memory_extraction_config"])
         return Thread(self.thread_row(thread_id), self, llm=llm,
                       overrides={k: v for k, v in overrides.items() if v is not None})
@@ -272,23 +249,10 @@ class AgentMemory(_WithAsyncTwins):
         ``create_thread``'s, laid over the stored ones field by field; ``llm`` applies to the returned
         handle only. KeyError when the thread is not in this project; TypeError/ValueError for bad values.
         """
+        arguments = dict(locals())
         services.reject_unknown(kwargs, "update_thread")
         llm = as_llm(llm)  # before anything is stored: TypeError for what is no LLM
-        inline = _given(
-            memory_extraction_window=memory_extraction_window,
-            context_summary_update_frequency=context_summary_update_frequency,
-            memory_extraction_frequency=memory_extraction_frequency,
-            memory_extraction_token_limit=memory_extraction_token_limit,
-            enable_context_summary=enable_context_summary,
-            memory_extraction_custom_instructions=memory_extraction_custom_instructions,
-            memory_extraction_inherit_message_metadata=memory_extraction_inherit_message_metadata,
-        )
-        given = self._thread_settings(
-            memory_extraction_config=memory_extraction_config, image_input_limit_config=image_input_limit_config,
-            search_config=search_config, inline=inline, extract_memories=extract_memories,
-            settings_given={"max_message_token_length": max_message_token_length,
-                            "message_shortening_input_token_limit": message_shortening_input_token_limit,
-                            "context_card_token_limit": context_card_token_limit})
+        given = self._thread_settings(arguments)
         row = self.thread_row(thread_id)
         changes: dict[str, Any] = {}
         config = given.pop("memory_extraction_config")
