@@ -19,3 +19,36 @@ def check_settings(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
         checks.Error(f"{name} {problem}", hint=conf.SETTINGS[name].help or None, obj="settings", id="memory.E001")
         for name, problem in conf.problems()
     ]
+
+
+@checks.register(checks.Tags.database)
+def check_embedding_space(app_configs=None, databases=None, **kwargs) -> list[checks.CheckMessage]:
+    """``memory.E002`` when ``OAM_EMBEDDER`` (or ``OAM_EMBEDDING_DIMENSIONS``) is not what made the vectors
+    of a database in ``databases`` (``memory.models.EmbeddingSpace``): searching one model's vectors with
+    another's query vectors returns noise, silently. Database checks run with ``manage.py migrate`` (so
+    ``make serve`` stops before serving) and ``manage.py check --database default``; a database not yet
+    migrated to 0013 has no record and passes.
+    """
+    from django.conf import settings
+    from django.db import DatabaseError, connections
+
+    from memory.models import EmbeddingSpace
+
+    errors = []
+    for alias in databases or ():
+        try:
+            if EmbeddingSpace._meta.db_table not in connections[alias].introspection.table_names():
+                continue
+            space = EmbeddingSpace.objects.using(alias).order_by("pk").first()
+        except DatabaseError:  # not reachable: other checks and the command itself say so
+            continue
+        if space is None:
+            continue
+        if (space.embedder, space.dimensions) != (settings.OAM_EMBEDDER, settings.OAM_EMBEDDING_DIMENSIONS):
+            errors.append(checks.Error(
+                f"OAM_EMBEDDER is {settings.OAM_EMBEDDER} ({settings.OAM_EMBEDDING_DIMENSIONS}-d) but the vectors "
+                f"in database {alias!r} were made by {space.embedder} ({space.dimensions}-d)",
+                hint=f"set OAM_EMBEDDER={space.embedder} again, or move the data to a new database with "
+                     "manage.py export_memory and import_memory (the import embeds again with the configured model)",
+                obj="settings", id="memory.E002"))
+    return errors

@@ -522,3 +522,26 @@ class Profile(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} profile {self.pk}"
+
+
+class EmbeddingSpace(models.Model):
+    """Which embedder made this database's vectors: one row, written by migration 0013 (``memory.checks``).
+
+    Vectors of two models are not comparable, so a database is searched with the embedder that filled it.
+    ``embedder`` is the ``OAM_EMBEDDER`` dotted path in force when the database was migrated (every
+    database before 0013 was filled by ``memory.embedders.MiniLMEmbedder``, the only embedder until then),
+    ``dimensions`` the VECTOR columns' size. ``memory.checks.check_embedding_space`` (``memory.E002``,
+    run by ``manage.py migrate`` and so by ``make serve``, and by ``manage.py check --database default``)
+    refuses a configured embedder that differs. Changing the embedder means a new database filled by
+    ``manage.py import_memory`` from an export (the import embeds again).
+    """
+
+    embedder = models.CharField(max_length=200)
+    dimensions = models.PositiveIntegerField()
+    recorded_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "oam_embedding_space"
+
+    def __str__(self) -> str:
+        return f"{self.embedder} ({self.dimensions}-d)"
