@@ -216,7 +216,8 @@ def main(argv: list[str] | None = None) -> dict:
         try:
             without = dataclasses.replace(best, **{name: 0.0})
         except ValueError:
-            without = dataclasses.replace(best, **{name: 0.0, "neighbour": 0.0, "neighbour_vector": 0.0})
+            without = dataclasses.replace(best, **{name: 0.0, "neighbour": 0.0, "neighbour_vector": 0.0,
+                                                   "answer": 0.0})
         results["ablation"][f"without {name}"] = _evaluate(prepared[best_depth], questions, without)
     results["trace"] = trace
     return results

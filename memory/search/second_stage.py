@@ -19,6 +19,11 @@ rows once. This module is pure (no queries): ``rank`` scores every candidate as 
   date its text implies ("yesterday" in a message of 8 May: 7 May), falls in it;
 * ``when``: the query asks when ("When did ...?", "what date", "how long ago") and the record's own words
   say when (a relative time, a date, a month, a weekday, a year);
+* ``novel``: the record's own words beyond the query's (stems, less stopwords and speakers), up to
+  ``NOVEL_WORDS``: a turn that only repeats the question ("What pet do you have?") holds no answer;
+* ``answer``: the turn just before a message, by another speaker, asks a question ("?") that matches the
+  query (its best of ``text`` and ``vector``): the reply is where the answer is. Its weight is below
+  ``rrf + text + vector`` (the question's words are not the reply's own).
 
 and multiplies the sum by ``Weights.invalid`` for a record whose status is invalid (superseded, refined,
 duplicated, invalidated), so a valid record that scores as well comes first; ``ranking.after_replacements``
@@ -57,7 +62,8 @@ GENERIC_ROLES = frozenset({"user", "assistant", "system", "tool", "developer", "
 
 
 #: The signals, in the order of ``Weights``' fields.
-SIGNALS = ("rrf", "vector", "text", "neighbour", "neighbour_vector", "terms", "speaker", "entity", "date", "when")
+SIGNALS = ("rrf", "vector", "text", "neighbour", "neighbour_vector", "terms", "speaker", "entity", "date", "when",
+           "novel", "answer")
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,8 @@ class Weights:
     entity: float = 0.0
     date: float = 0.0
     when: float = 0.0
+    novel: float = 0.0
+    answer: float = 0.0
     invalid: float = 1.0
 
     def __post_init__(self):
@@ -86,24 +94,29 @@ class Weights:
             raise ValueError("neighbour must be below text: a neighbour's words are not the record's own")
         if self.neighbour_vector > 0 and self.neighbour_vector >= self.vector:
             raise ValueError("neighbour_vector must be below vector: a neighbour's meaning is not the record's own")
+        if self.answer > 0 and self.answer >= self.rrf + self.text + self.vector:
+            raise ValueError("answer must be below rrf + text + vector: the question's words are not the reply's own")
         if not 0.0 <= self.invalid <= 1.0:
             raise ValueError("invalid must be within [0, 1]")
 
 
-#: The weights search uses. Split: TUNING half of LoCoMo only (the first five conversations): coordinate ascent
-#: in bench/locomo_tune.py over the grid 0-3 of each weight, maximising (recall@10 + hit@1) / 2 of the tuning
-#: half (760 questions), from the speaker stage (rrf 1, speaker 0.5). It chose rrf 1, text 0.1, neighbour 0.05,
-#: terms 0.75, speaker 0.75, date 0.75, when 0.2 (vector, neighbour_vector, entity: 0). By the issue's rule a
-#: signal that helps the tuning half and hurts the report half is not kept: text (with the neighbour credit
-#: it bounds) added +0.002 recall@10 / +0.001 hit@1 on tuning and cost the report half 0.010 recall@10, so
-#: both are 0. Offline (bench/locomo_tune.py, pool 200), speaker stage -> these weights: tuning recall@10
-#: 0.768 -> 0.773, hit@1 0.434 -> 0.488; report (never tuned on) 0.745 -> 0.763, 0.412 -> 0.477; pool 100:
-#: tuning 0.774 / 0.487, report 0.762 / 0.476.
-#: A second run from this point, with a signal for turns that ask a question (weight <= 0), gave it 0 and moved
-#: speaker to 0.5 and entity to 0.05: tuning objective +0.001, report recall@10 -0.005, so not kept either.
+#: The weights search uses. Split: TUNING half of LoCoMo only (the first five conversations), by coordinate
+#: ascent in bench/locomo_tune.py over the grid 0-3 of each weight, maximising (recall@10 + hit@1) / 2 of the
+#: tuning half (760 questions). History:
+#: 1. From the speaker stage (rrf 1, speaker 0.5) it chose rrf 1, terms 0.75, speaker 0.75, date 0.75, when
+#:    0.2 (text and its neighbour credit helped tuning by 0.002 and cost the report half 0.010 recall@10, so
+#:    0; a question-turn signal got weight 0).
+#: 2. (2026-12-02) With ``novel`` and ``answer`` added, two rounds from 1.'s point moved to vector 0.1,
+#:    neighbour_vector 0.05, speaker 1.0, date 1.5, when 0.3, novel 0.5, answer 0.75, entity 0.05, pool 200.
+#:    Entity added nothing to the tuning half at pool 100 (0.7996 / 0.5447 either way), so it stays 0; the
+#:    pool stays 100 for latency (200 added 0.003 / 0.005 on tuning). Offline at pool 100, 1. -> 2.: tuning
+#:    recall@10 0.774 -> 0.800, hit@1 0.487 -> 0.545; report (never tuned on) 0.762 -> 0.781, 0.476 -> 0.490.
+#:    Left out one at a time, on the report half every kept signal helps; ``answer`` most (without it the
+#:    report half is 0.769 / 0.486 at pool 200).
 #: ``invalid`` is not from LoCoMo (it has no invalid records): half the score, so a valid record that scores
 #: as well comes first (tests/memory/test_second_stage.py).
-WEIGHTS = Weights(rrf=1.0, terms=0.75, speaker=0.75, date=0.75, when=0.2, invalid=0.5)
+WEIGHTS = Weights(rrf=1.0, vector=0.1, neighbour_vector=0.05, terms=0.75, speaker=1.0, date=1.5, when=0.3,
+                  novel=0.5, answer=0.75, invalid=0.5)
 
 
 @dataclass
@@ -379,6 +392,12 @@ def date_match(spans: list[Span], when: dt.datetime | None, content: str) -> boo
     return any(span.meets(start, end) for start, end in record_days(when, content) for span in spans)
 
 
+#: Words of a record beyond the query's (stems, less stopwords and speakers) that make ``novel`` 1: a turn
+#: that only repeats the question's words ("What pet do you have?") holds no answer. Split: TUNING half.
+NOVEL_WORDS = 10
+_STOP_STEMS = frozenset(stem(w) for w in STOPWORDS)
+
+
 # --- scoring ------------------------------------------------------------------------------------------
 
 
@@ -403,7 +422,8 @@ def signals(candidates: list[Candidate], query: str, now: dt.datetime) -> None:
     text = {c.key: (c.text_bm25 / best_text if best_text > 0 else 0.0) for c in candidates}
     vector = {c.key: ((c.similarity - lo) / (hi - lo) if c.similarity is not None and hi > lo else 0.0)
               for c in candidates}
-    by_position = {(c.thread_id, c.seq): c.key for c in candidates if c.seq is not None and c.thread_id}
+    by_position = {(c.thread_id, c.seq): c for c in candidates if c.seq is not None and c.thread_id}
+    query_stems = {stem(w) for w in query_words} | {stem(r) for r in roles}
     for c in candidates:
         s = c.signals
         s["rrf"] = c.rrf / best_rrf if best_rrf > 0 else 0.0
@@ -413,13 +433,17 @@ def signals(candidates: list[Candidate], query: str, now: dt.datetime) -> None:
         if c.seq is not None and c.thread_id:
             for offset in range(1, NEIGHBOUR_TURNS + 1):
                 for seq in (c.seq - offset, c.seq + offset):
-                    if (key := by_position.get((c.thread_id, seq))) is not None:
-                        neighbour = max(neighbour, text[key])
-                        neighbour_vector = max(neighbour_vector, vector[key])
+                    if (other := by_position.get((c.thread_id, seq))) is not None:
+                        neighbour = max(neighbour, text[other.key])
+                        neighbour_vector = max(neighbour_vector, vector[other.key])
         s["neighbour"] = neighbour
         s["neighbour_vector"] = neighbour_vector
         s["speaker"] = 1.0 if c.key[0] == "message" and speaker_named(query_words, c.role) else 0.0
-        own = word_stems(c.content) if entities or terms else set()
+        own = word_stems(c.content)
+        s["novel"] = min(1.0, len(own - query_stems - _STOP_STEMS) / NOVEL_WORDS)
+        previous = by_position.get((c.thread_id, c.seq - 1)) if c.seq is not None else None
+        s["answer"] = (max(text[previous.key], vector[previous.key])
+                       if previous is not None and previous.role != c.role and "?" in previous.content else 0.0)
         s["terms"] = len(terms & own) / len(terms) if terms else 0.0
         s["entity"] = len(entities & own) / len(entities) if entities else 0.0
         s["date"] = 1.0 if spans and date_match(spans, c.when, c.content) else 0.0

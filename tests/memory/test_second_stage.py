@@ -141,6 +141,42 @@ def test_neighbour_credit_comes_from_turns_within_the_window_of_the_same_thread(
     assert answer.signals["neighbour"] == answer.signals["neighbour_vector"] == 0.0  # not its own neighbour
 
 
+def test_answer_signal_credits_the_reply_to_a_matching_question_by_another_speaker():
+    question = Candidate(key=("message", "q"), thread_id="t", seq=5, role="Caroline",
+                         content="How did the kids handle the accident?", text_bm25=2.0, similarity=0.9)
+    reply = Candidate(key=("message", "r"), thread_id="t", seq=6, role="Melanie",
+                      content="They were scared but we reassured them.", text_bm25=0.0, similarity=0.1)
+    same_speaker = Candidate(key=("message", "s"), thread_id="t", seq=6, role="Caroline", content="x")
+    after_statement = Candidate(key=("message", "a"), thread_id="t", seq=8, role="Melanie",
+                                content="My receipt", text_bm25=0.0, similarity=0.1)
+    statement = Candidate(key=("message", "b"), thread_id="t", seq=7, role="Caroline",
+                          content="The kids handled the accident well.", text_bm25=2.0, similarity=0.9)
+    two_back = Candidate(key=("message", "c"), thread_id="t", seq=7, role="Melanie", content="x")
+    st.signals([question, reply, after_statement, statement], "How did the kids handle the accident?", NOW)
+    assert reply.signals["answer"] == 1.0  # the best-matching question is just before it, asked by another
+    assert question.signals["answer"] == 0.0  # nothing before it
+    assert after_statement.signals["answer"] == 0.0  # what comes before is not a question
+    st.signals([question, same_speaker], "accident", NOW)
+    assert same_speaker.signals["answer"] == 0.0  # a speaker does not answer their own question
+    st.signals([question, two_back], "accident", NOW)
+    assert two_back.signals["answer"] == 0.0  # only the turn just after
+    # A question's words are not the reply's own: its weight stays below the record's own evidence.
+    with pytest.raises(ValueError, match="answer"):
+        Weights(rrf=0.5, answer=0.5)
+    assert st.WEIGHTS.answer < st.WEIGHTS.rrf + st.WEIGHTS.text + st.WEIGHTS.vector
+
+
+def test_novel_signal_is_low_for_a_turn_that_only_repeats_the_question():
+    echo = Candidate(key=("message", "e"), role="Caroline", content="That's so nice! What pet do you have?")
+    answer = Candidate(key=("message", "a"), role="Caroline",
+                       content="Yup, I do: Oscar, my guinea pig. He's been great, loves carrots, apples and naps all day.")
+    st.signals([echo, answer], "What pet does Caroline have?", NOW)
+    assert echo.signals["novel"] < 0.5 < answer.signals["novel"] <= 1.0
+    assert answer.signals["novel"] == 1.0  # NOVEL_WORDS new words or more
+    ranked = st.rank([echo, answer], "What pet does Caroline have?", NOW, only("novel"))
+    assert ranked[0][0] == ("message", "a")
+
+
 def test_a_neighbours_words_never_count_as_much_as_the_records_own():
     for own, neighbour in ((0.5, 1.0), (0.5, 0.5), (0.0, 0.1)):
         with pytest.raises(ValueError, match="neighbour"):
