@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -151,11 +152,22 @@ _WORD = re.compile(r"[A-Za-z0-9\u00C0-\uFFFF][\w'\u2019]*", re.UNICODE)
 _PLAIN_WORD = re.compile(r"\w+")
 
 
+#: Words up to this many characters have their stems remembered (``stem``), at most ``STEM_CACHE`` of them:
+#: the second stage stems every word of ~200 candidates per query, 75 % of its time before the cache
+#: (16 ms a query on LoCoMo's pools); a longer word is stemmed each time, so the cache stays small.
+STEM_CACHE = 65536
+_CACHED_WORD_LENGTH = 40
+
+
 def stem(word: str) -> str:
     """A light English stem for matching a query's word to a record's: lower-cased; a possessive, a plural
     ``s`` (``ies`` -> ``y``), then an ``ing`` or ``ed`` ending (and the doubled consonant before it) and a
     final ``e`` dropped: ``"Paintings"``, ``"painted"`` -> ``"paint"``; ``"making"``, ``"make"`` -> ``"mak"``;
     ``"hobbies"`` -> ``"hobby"``. Not a linguist's stemmer; both sides go through it, which is what matters."""
+    return _cached_stem(word) if len(word) <= _CACHED_WORD_LENGTH else _stem(word)
+
+
+def _stem(word: str) -> str:
     w = word.lower().replace("\u2019", "'")
     if w.endswith("'s"):
         w = w[:-2]
@@ -175,9 +187,12 @@ def stem(word: str) -> str:
     return w
 
 
+_cached_stem = functools.lru_cache(maxsize=STEM_CACHE)(_stem)
+
+
 def word_stems(text: str) -> set[str]:
     """The stems of ``text``'s words."""
-    return {stem(w) for w in _WORD.findall(text)}
+    return {stem(w) for w in set(_WORD.findall(text))}
 
 
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
