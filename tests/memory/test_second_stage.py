@@ -156,6 +156,8 @@ def test_answer_signal_credits_the_reply_to_a_matching_question_by_another_speak
     assert reply.signals["answer"] == 1.0  # the best-matching question is just before it, asked by another
     assert question.signals["answer"] == 0.0  # nothing before it
     assert after_statement.signals["answer"] == 0.0  # what comes before is not a question
+    st.signals([question, reply], "When did the kids handle the accident?", NOW)
+    assert reply.signals["answer"] == 0.0  # a "when" question's evidence states the time, it is not a reply
     st.signals([question, same_speaker], "accident", NOW)
     assert same_speaker.signals["answer"] == 0.0  # a speaker does not answer their own question
     st.signals([question, two_back], "accident", NOW)
