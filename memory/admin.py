@@ -33,6 +33,7 @@ from django.db import transaction
 from memory import erasure, links, services
 from memory.client import AgentMemory, Thread as ThreadHandle
 from memory.models import (
+    EmbeddingSpace,
     ErasureReceipt,
     ExtractionJob,
     Image,
@@ -479,3 +480,28 @@ class ProfileAdmin(ProjectScopedAdmin):
     def delete_queryset(self, request, queryset):
         super().delete_queryset(request, queryset)
         erasure.storage_scrub()
+
+
+@admin.register(EmbeddingSpace)
+class EmbeddingSpaceAdmin(admin.ModelAdmin):
+    """The embedder that made this database's vectors (one site-wide row, no project): shown to superusers only,
+    never edited here (editing it would not change the vectors; ``memory.checks.check_embedding_space``)."""
+
+    list_display = ("embedder", "dimensions", "recorded_at")
+    list_filter = ("dimensions",)
+    search_fields = ("embedder",)
+
+    def has_module_permission(self, request):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

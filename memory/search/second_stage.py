@@ -19,10 +19,13 @@ rows once. This module is pure (no queries): ``rank`` scores every candidate as 
   date its text implies ("yesterday" in a message of 8 May: 7 May), falls in it;
 * ``when``: the query asks when ("When did ...?", "what date", "how long ago") and the record's own words
   say when (a relative time, a date, a month, a weekday, a year);
-* ``novel``: the record's own words beyond the query's (stems, less stopwords and speakers), up to
-  ``NOVEL_WORDS``: a turn that only repeats the question ("What pet do you have?") holds no answer;
-* ``answer``: the turn just before a message, by another speaker, asks a question ("?") that matches the
-  query (its best of ``text`` and ``vector``): the reply is where the answer is; not for a query that asks
+* ``novel``: a message's own words beyond the query's (stems, less stopwords and speakers), up to
+  ``NOVEL_WORDS``: a turn that only repeats the question ("What pet do you have?") holds no answer; other
+  records get 1 (a memory is never such a turn; a short exact memory must not sink below chatty turns);
+* ``answer``: the turn just before a message, by another speaker, asks a question ("?") that shares the
+  query's words (its ``text``): the reply is where the answer is. Its ``vector`` is not used: min-max
+  normalised over a small pool, a weak likeness looked strong and lifted an unrelated reply above the
+  message that matched (tests/staff); on LoCoMo's tuning half ``text`` alone scores 0.6731 against 0.6781; not for a query that asks
   when (``when``: the turn that states the time is the evidence, not a reply). Its weight is below
   ``rrf + text + vector`` (the question's words are not the reply's own).
 
@@ -461,9 +464,12 @@ def signals(candidates: list[Candidate], query: str, now: dt.datetime) -> None:
         s["neighbour_vector"] = neighbour_vector
         s["speaker"] = 1.0 if c.key[0] == "message" and speaker_named(query_words, c.role) else 0.0
         own = word_stems(c.content)
-        s["novel"] = min(1.0, len(own - query_stems - _STOP_STEMS) / NOVEL_WORDS)
+        # A memory or an image description is never a chat turn that repeats the question: full credit, so
+        # the signal only orders messages among themselves and never sinks a short, exact memory below them.
+        s["novel"] = (min(1.0, len(own - query_stems - _STOP_STEMS) / NOVEL_WORDS) if c.key[0] == "message"
+                      else 1.0)
         previous = by_position.get((c.thread_id, c.seq - 1)) if c.seq is not None else None
-        s["answer"] = (max(text[previous.key], vector[previous.key])
+        s["answer"] = (text[previous.key]
                        if not when and previous is not None and previous.role != c.role and "?" in previous.content
                        else 0.0)
         s["terms"] = len(terms & own) / len(terms) if terms else 0.0

@@ -177,6 +177,19 @@ def test_novel_signal_is_low_for_a_turn_that_only_repeats_the_question():
     assert answer.signals["novel"] == 1.0  # NOVEL_WORDS new words or more
     ranked = st.rank([echo, answer], "What pet does Caroline have?", NOW, only("novel"))
     assert ranked[0][0] == ("message", "a")
+    memory = Candidate(key=("memory", "m"), content="Caroline has a guinea pig")
+    st.signals([echo, memory], "What pet does Caroline have?", NOW)
+    assert memory.signals["novel"] == 1.0  # a memory never repeats the question: no length penalty
+
+
+def test_answer_signal_needs_the_questions_words_not_a_weak_likeness():
+    question = Candidate(key=("message", "q"), thread_id="t", seq=1, role="assistant",
+                         content="How do you like Lisbon?", text_bm25=0.0, similarity=0.3)
+    reply = Candidate(key=("message", "r"), thread_id="t", seq=2, role="user",
+                      content="I love the tram rides.", text_bm25=0.0, similarity=0.1)
+    st.signals([question, reply], "Iceland capital", NOW)
+    assert question.signals["vector"] == 1.0  # normalised over a pool of two
+    assert reply.signals["answer"] == 0.0  # the question shares no word with the query
 
 
 def test_a_neighbours_words_never_count_as_much_as_the_records_own():
