@@ -37,22 +37,19 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+from bench._database import use_sqlite  # noqa: E402
+
 DB_PATH = ROOT / "var" / "bench-extraction.sqlite3"
 
 
 def _fresh_database() -> None:
-    """Point Django at a new, empty SQLite file; must run before ``django.setup()``."""
-    DB_PATH.parent.mkdir(parents=True, exist_ok=True)
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        Path(f"{DB_PATH}{suffix}").unlink(missing_ok=True)
-    os.environ["OAM_SQLITE_PATH"] = str(DB_PATH)
-    os.environ["OAM_ORACLE_DSN"] = ""
-    os.environ["OAM_REDIS_URL"] = ""  # the embedded default: in-process broker and channel layer
-    os.environ["OAM_DRAMATIQ_BROKER_URL"] = ""
+    """A new, empty SQLite file with the embedded default's in-process broker and channel layer."""
+    use_sqlite(DB_PATH, OAM_REDIS_URL="", OAM_DRAMATIQ_BROKER_URL="")
     # One worker thread: the local server answers one request at a time, and with jobs
     # overlapping their LLM waits would be counted twice in the LLM's share of the time.
     os.environ.setdefault("OAM_EMBEDDED_WORKER_THREADS", "1")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oam_site.settings")
 
 
 async def _watch(communicator, started: float, timeout: float) -> list[tuple[str, float, dict]]:

@@ -58,6 +58,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+from bench._database import use_sqlite  # noqa: E402
+
 DB_PATH = ROOT / "var" / "bench-locomo.sqlite3"
 KS = (1, 5, 10, 20)
 # with the same measure, each turn indexed as "<speaker>: <text> [shares a photo: <caption>]".
@@ -78,14 +82,7 @@ Z95 = 1.959964
 
 def _fresh_database(reuse: bool = False) -> None:
     """Point Django at the benchmark's SQLite file, new and empty unless ``reuse``; run before ``django.setup()``."""
-    DB_PATH.parent.mkdir(parents=True, exist_ok=True)
-    if reuse and not DB_PATH.is_file():
-        raise SystemExit(f"--reuse: {DB_PATH} does not exist; run once without --reuse")
-    for suffix in ("", "-wal", "-shm", "-journal") if not reuse else ():
-        Path(f"{DB_PATH}{suffix}").unlink(missing_ok=True)
-    os.environ["OAM_SQLITE_PATH"] = str(DB_PATH)
-    os.environ["OAM_ORACLE_DSN"] = ""  # SQLite even when the shell or .env names an Oracle database
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oam_site.settings")
+    use_sqlite(DB_PATH, fresh=not reuse)
 
 
 def _observation_database(path: Path) -> None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
 import sys
@@ -31,24 +30,17 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+from bench._database import percentile, use_sqlite  # noqa: E402
+
 DB_PATH = ROOT / "var" / "bench-quality.sqlite3"
 TYPES = ("memory", "fact", "guideline", "preference")
 
 
 def _fresh_database() -> None:
-    """Point Django at a new, empty SQLite file; must run before ``django.setup()``."""
-    DB_PATH.parent.mkdir(parents=True, exist_ok=True)
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        Path(f"{DB_PATH}{suffix}").unlink(missing_ok=True)
-    os.environ["OAM_SQLITE_PATH"] = str(DB_PATH)
-    os.environ["OAM_ORACLE_DSN"] = ""
-    os.environ["OAM_LLM_BASE_URL"] = ""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oam_site.settings")
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+    """A new, empty SQLite file and no LLM; must run before ``django.setup()``."""
+    use_sqlite(DB_PATH, OAM_LLM_BASE_URL="")
 
 
 def _timed(call, runs: int) -> dict:
@@ -58,7 +50,7 @@ def _timed(call, runs: int) -> dict:
         started = time.perf_counter()
         call()
         samples.append((time.perf_counter() - started) * 1000)
-    return {"p50_ms": round(statistics.median(samples), 1), "p95_ms": round(_percentile(samples, 0.95), 1)}
+    return {"p50_ms": round(statistics.median(samples), 1), "p95_ms": round(percentile(samples, 0.95), 1)}
 
 
 def _fill(args, rng: random.Random):

@@ -28,32 +28,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+from bench._database import percentile, use_sqlite  # noqa: E402
+
 DB_PATH = ROOT / "var" / "bench-staff.sqlite3"
 TYPES = ("memory", "fact", "guideline", "preference")
 
 
 def _fresh_database() -> None:
-    """Point Django at a new, empty SQLite file; must run before ``django.setup()``."""
-    DB_PATH.parent.mkdir(parents=True, exist_ok=True)
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        Path(f"{DB_PATH}{suffix}").unlink(missing_ok=True)
-    os.environ["OAM_SQLITE_PATH"] = str(DB_PATH)
-    os.environ["OAM_ORACLE_DSN"] = ""  # SQLite even when the shell or .env names an Oracle database
-    os.environ["OAM_LLM_BASE_URL"] = ""  # no LLM: rendering never calls one, and memories are added by hand
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oam_site.settings")
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[index]
+    """A new, empty SQLite file and no LLM (rendering never calls one, and memories are added by hand)."""
+    use_sqlite(DB_PATH, OAM_LLM_BASE_URL="")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -137,7 +128,7 @@ def main(argv: list[str] | None = None) -> dict:
         "relations_rendered": relations,
         "runs": args.runs,
         "p50_ms": round(statistics.median(timings), 1),
-        "p95_ms": round(_percentile(timings, 0.95), 1),
+        "p95_ms": round(percentile(timings, 0.95), 1),
         "mean_ms": round(statistics.fmean(timings), 1),
         "min_ms": round(min(timings), 1),
         "max_ms": round(max(timings), 1),

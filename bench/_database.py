@@ -1,0 +1,36 @@
+"""What the benchmarks share: pointing Django at a benchmark's own SQLite file, and a nearest-rank percentile.
+
+Imported as ``bench._database`` (each script puts the repository root on ``sys.path`` first), so it works
+whether a script runs as ``python bench/<name>.py`` or is imported as ``bench.<name>`` (tests, bench/locomo_qa.py).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def use_sqlite(path: Path, *, fresh: bool = True, **env: str) -> None:
+    """Point Django at the SQLite file ``path``; must run before ``django.setup()``.
+
+    ``fresh``: remove the file and its ``-wal``/``-shm``/``-journal`` companions first (a new, empty
+    database); otherwise it must exist (SystemExit naming it). Sets ``OAM_SQLITE_PATH``, clears
+    ``OAM_ORACLE_DSN`` (SQLite even when the shell or .env names an Oracle database), sets each of ``env``
+    (e.g. ``OAM_LLM_BASE_URL=""``: no LLM) and defaults ``DJANGO_SETTINGS_MODULE``.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fresh:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+    elif not path.is_file():
+        raise SystemExit(f"--reuse: {path} does not exist; run once without --reuse")
+    os.environ["OAM_SQLITE_PATH"] = str(path)
+    os.environ["OAM_ORACLE_DSN"] = ""
+    os.environ.update(env)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oam_site.settings")
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank ``q`` quantile (0 <= q <= 1) of non-empty ``values``."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
