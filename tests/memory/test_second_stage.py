@@ -192,6 +192,41 @@ def test_answer_signal_needs_the_questions_words_not_a_weak_likeness():
     assert reply.signals["answer"] == 0.0  # the question shares no word with the query
 
 
+def test_session_signal_is_the_rest_of_the_sessions_best_matches():
+    day = at("2023-05-08T13:56")
+    strong = [Candidate(key=("message", f"s{i}"), thread_id="t", seq=i, when=day, rrf=r)
+              for i, r in enumerate((1.0, 0.8, 0.6, 0.4))]
+    pronoun = Candidate(key=("message", "p"), thread_id="t", seq=20, when=day, rrf=0.1,
+                        content="They were scared but we reassured them.")
+    alone = Candidate(key=("message", "a"), thread_id="u", seq=1, when=day, rrf=0.1)
+    next_day = Candidate(key=("message", "n"), thread_id="t", seq=40, when=day + dt.timedelta(days=1), rrf=0.1)
+    memory = Candidate(key=("memory", "m"), thread_id="t", rrf=0.05)
+    st.signals([*strong, pronoun, alone, next_day, memory], "How did the kids handle the accident?", NOW)
+    # The best SESSION_TOP others of its session, in rrf signals (rrf / the query's best), averaged.
+    assert st.SESSION_TOP == 3
+    assert pronoun.signals["session"] == pytest.approx((1.0 + 0.8 + 0.6) / 3)
+    assert strong[0].signals["session"] == pytest.approx((0.8 + 0.6 + 0.4) / 3)  # never itself
+    assert alone.signals["session"] == 0.0  # nothing else in its thread
+    assert next_day.signals["session"] == 0.0  # same thread, another day: another session
+    assert memory.signals["session"] == 1.0  # not a chat turn: never sunk below messages
+    order = [key for key, _ in st.rank([*strong, alone, pronoun], "accident", NOW,
+                                       Weights(rrf=1.0, speaker=0.0, session=0.75))]
+    assert order.index(("message", "p")) < order.index(("message", "a"))  # same rrf, a matching session
+    # The rest of a session's words are not the message's own: its weight stays below rrf's.
+    with pytest.raises(ValueError, match="session"):
+        Weights(rrf=0.5, session=0.5)
+    assert st.WEIGHTS.session < st.WEIGHTS.rrf
+
+
+def test_session_of_an_undated_message_is_its_thread():
+    a = Candidate(key=("message", "a"), thread_id="t", seq=1, rrf=0.9)
+    b = Candidate(key=("message", "b"), thread_id="t", seq=50, rrf=0.3)
+    st.signals([a, b], "anything", NOW)
+    assert b.signals["session"] == pytest.approx(1.0 / st.SESSION_TOP)
+    assert st.session_key(a) == ("t", None)
+    assert st.session_key(Candidate(key=("image", "i"), thread_id="t")) is None
+
+
 def test_a_neighbours_words_never_count_as_much_as_the_records_own():
     for own, neighbour in ((0.5, 1.0), (0.5, 0.5), (0.0, 0.1)):
         with pytest.raises(ValueError, match="neighbour"):
