@@ -535,9 +535,18 @@ def score(candidate: Candidate, weights: Weights | None = None) -> float:
     """The weighted sum of a candidate's ``signals`` (filled by ``signals``), times ``weights.invalid`` when
     its status is invalid. ``weights``: default ``WEIGHTS`` (read at call time)."""
     weights = weights or WEIGHTS
+    return _weighted_sum(candidate, _counted(weights), weights.invalid)
+
+
+def _counted(weights: Weights) -> list[tuple[str, float]]:
+    """The signals a score counts, with their weights (zero weights left out)."""
+    return [(name, value) for name in SIGNALS if (value := getattr(weights, name))]
+
+
+def _weighted_sum(candidate: Candidate, counted: list[tuple[str, float]], invalid: float) -> float:
     s = candidate.signals
-    total = sum(getattr(weights, name) * s.get(name, 0.0) for name in SIGNALS)
-    return total * weights.invalid if candidate.status == "invalid" else total
+    total = sum(value * s.get(name, 0.0) for name, value in counted)
+    return total * invalid if candidate.status == "invalid" else total
 
 
 def rank(candidates: list[Candidate], query: str, now: dt.datetime,
@@ -546,6 +555,7 @@ def rank(candidates: list[Candidate], query: str, now: dt.datetime,
     order of the candidates (the fused order when the caller passes them so). ``weights``: default ``WEIGHTS``."""
     weights = weights or WEIGHTS
     signals(candidates, query, now)
-    scored = [(c.key, score(c, weights)) for c in candidates]
+    counted = _counted(weights)  # once per query, not per record
+    scored = [(c.key, _weighted_sum(c, counted, weights.invalid)) for c in candidates]
     scored.sort(key=lambda item: -item[1])
     return scored
