@@ -42,6 +42,13 @@ whose ``source_message_ids`` are those turns, so they lend the turns fact keys
 messages exactly as above. The observations stand in for this site's own
 extraction, which would need an LLM for every session.
 
+``--mixed`` (with ``--observations``) searches what an agent searches, messages and memories together
+(every record type, ``record_types=None``): a memory result stands for the turns it was extracted from (its
+``source_message_ids``), so recall@k is the share of a question's evidence turns that the first k results
+are or come from, and hit@1 holds when the first result is, or comes from, an evidence turn. It checks the
+second stage's rules for memories beside chat turns (``novel`` and ``session`` give them 1), which the
+message-only searches above never meet.
+
 Prints one JSON object on stdout; progress goes to stderr.
 """
 
@@ -209,7 +216,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--observations", metavar="FILE", type=Path,
                         help="variant: copy the headline database to FILE and add LoCoMo's observations as fact "
                              "memories of their turns (fact keys) before searching")
+    parser.add_argument("--mixed", action="store_true",
+                        help="with --observations: search every record type together; a memory counts as "
+                             "the turns it came from")
     args = parser.parse_args(argv)
+    if args.mixed and args.observations is None:
+        parser.error("--mixed needs --observations (the memories it searches beside the messages)")
     global DB_PATH
     if args.db is not None:
         DB_PATH = args.db.resolve()
@@ -271,6 +283,8 @@ def main(argv: list[str] | None = None) -> dict:
             partial += len(evidence) < len(question.evidence)
             jobs.append((sample.sample_id, question, evidence))
 
+    record_types = None if args.mixed else ["message"]  # None: every type (messages, facts, memories, images)
+
     def run(mode: str) -> dict:
         """Every question through ``client.search`` in one search mode, on the same stored chunks."""
         client = AgentMemory(search_config=MemorySearchConfig(mode=mode))
@@ -282,14 +296,17 @@ def main(argv: list[str] | None = None) -> dict:
         for sample_id, question, evidence in tqdm(jobs, unit="q", disable=args.quiet, file=sys.stderr, ncols=100,
                                                   desc=f"search {mode}"):
             t0 = time.perf_counter()
-            results = client.search(question.question, user_id=sample_id, record_types=["message"], max_results=20)
+            results = client.search(question.question, user_id=sample_id, record_types=record_types,
+                                    max_results=20)
             latencies.append((time.perf_counter() - t0) * 1000)
-            ranked = [r.record.metadata.get("dia_id") for r in results]
+            covered = [locomo.record_turns(r.record) for r in results]
             cat = per_cat.setdefault(question.category, {k: [] for k in KS})
             row = {"sample": sample_id, "category": question.category, "latency_ms": latencies[-1], "recall": {},
-                   "hit1": bool(ranked) and ranked[0] in set(evidence)}
+                   "hit1": bool(covered) and bool(set(covered[0]) & set(evidence))}
             for k in KS:
-                score = locomo.evidence_recall(ranked, evidence, k)
+                # the turns of the first k results (a memory may stand for several)
+                seen = [t for turns in covered[:k] for t in turns]
+                score = locomo.evidence_recall(seen, evidence, len(seen))
                 overall[k].append(score)
                 cat[k].append(score)
                 row["recall"][k] = score
@@ -336,7 +353,8 @@ def main(argv: list[str] | None = None) -> dict:
             "turns_per_s": round(turns / import_s, 1),
         },
         "retrieval": {
-            "search": 'client.search(q, user_id=<sample_id>, record_types=["message"], max_results=20)',
+            "search": f'client.search(q, user_id=<sample_id>, record_types={record_types}, max_results=20)',
+            **({"mixed": "a memory result counts as the turns it came from"} if args.mixed else {}),
             "questions": len(jobs),
             "questions_scored_on_partial_evidence": partial,
             "questions_skipped_no_resolvable_evidence": unresolved,

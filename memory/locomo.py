@@ -266,6 +266,20 @@ def session_messages(sample_id: str, session: Session) -> list[dict[str, Any]]:
 # --- scoring ------------------------------------------------------------------------------
 
 
+def record_turns(record: Any) -> list[str]:
+    """The turns (dia ids) a search result's record is, or was extracted from, in order.
+
+    A message: its own ``metadata["dia_id"]`` (``[None]`` when it has none). A memory (a record with
+    ``source_message_ids``, as ``memory.types.MemoryRecord``): the dia ids of its source messages, read from
+    their ids (``message_id``: ``"conv-26:D1:3"`` -> ``"D1:3"``; other ids are left out). An agent that
+    searches every record type gets a memory in place of its turns: ``bench/locomo_import.py --mixed``.
+    """
+    sources = getattr(record, "source_message_ids", None)
+    if sources is not None:
+        return [mid.split(":", 1)[1] for mid in sources if ":" in mid]
+    return [(getattr(record, "metadata", None) or {}).get("dia_id")]
+
+
 def evidence_recall(ranked_dia_ids: Sequence[str], evidence: Iterable[str], k: int) -> float:
     """Fraction of the (unique) evidence ids found among the first ``k`` ranked ids.
 

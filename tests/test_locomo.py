@@ -133,6 +133,21 @@ def test_evidence_recall():
 
 
 @needs_data
+def test_record_turns_of_a_message_and_of_a_memory():
+    from memory.types import FactRecord, MessageRecord
+
+    message = MessageRecord(role="Caroline", content="I went to a support group.", metadata={"dia_id": "D1:3"})
+    fact = FactRecord(id="f", content="Caroline went to a support group.",
+                      source_message_ids=["conv-26:D1:3", "conv-26:D1:5", "not-a-locomo-id"])
+    assert locomo.record_turns(message) == ["D1:3"]
+    assert locomo.record_turns(fact) == ["D1:3", "D1:5"]  # the turns it came from, in order
+    assert locomo.record_turns(FactRecord(id="g", content="no sources")) == []
+    assert locomo.record_turns(MessageRecord(role="user", content="x")) == [None]
+    # What --mixed scores: the turns of the first k results, a memory standing for its sources.
+    seen = [t for record in (fact, message) for t in locomo.record_turns(record)]
+    assert locomo.evidence_recall(seen, ["D1:5", "D2:1"], len(seen)) == 0.5
+
+
 def test_whole_file_parses_to_the_documented_facts():
     samples = list(locomo.iter_samples(DATA))
     assert len(samples) == 10
