@@ -15,7 +15,9 @@ user_id=<sample>, record_types=["message"], max_results=20)`` does (``ranking.ca
   TUNING half's (recall@10 + hit@1) / 2 only; the REPORT half is printed for the chosen point, never used to
   choose it.
 
-Each setting prints recall@1/5/10/20 and hit@1 for tuning, report and all (no intervals here: the real
+``ablation`` leaves each signal out of the chosen point in turn; ``ablation_by_conversation`` gives what
+it adds to each conversation's (recall@10 + hit@1) / 2, so a signal whose gain comes from one conversation
+shows. Each setting prints recall@1/5/10/20 and hit@1 for tuning, report and all (no intervals here: the real
 figures, with intervals and latency, come from ``bench/locomo_import.py --reuse --modes HYBRID``, which runs
 the committed code). The score here is ``second_stage.score``'s weighted sum as a matrix product, so the
 ranking is the same as search's (ties keep the fused order in both).
@@ -119,13 +121,10 @@ def _restrict(question: dict, depth: int):
 def _evaluate(prepared: list, questions: list[dict], weights) -> dict:
     import numpy as np
 
-    vector = np.array([getattr(weights, name) for name in _signals()], dtype=float)
+    vector = _vector(weights)
     rows = {"tuning": [], "report": [], "all": []}
-    for (matrix, invalid, dia), question in zip(prepared, questions):
-        scores = matrix @ vector if len(dia) else np.zeros(0)
-        scores = np.where(invalid, scores * weights.invalid, scores)
-        order = np.argsort(-scores, kind="stable")[:20]
-        ranked = [dia[i] for i in order]
+    for item, question in zip(prepared, questions):
+        ranked = _ranked(item, vector, weights, 20)
         wanted = set(question["evidence"])
         row = [len(wanted.intersection(ranked[:k])) / len(wanted) for k in KS]
         row.append(float(bool(ranked) and ranked[0] in wanted))
@@ -143,6 +142,36 @@ def _signals():
     from memory.search import second_stage
 
     return second_stage.SIGNALS
+
+
+def _vector(weights):
+    import numpy as np
+
+    return np.array([getattr(weights, name) for name in _signals()], dtype=float)
+
+
+def _ranked(item, vector, weights, k: int) -> list:
+    """The first ``k`` dia ids of one prepared question (``_restrict``) under ``weights`` (as ``_vector``)."""
+    import numpy as np
+
+    matrix, invalid, dia = item
+    scores = matrix @ vector if len(dia) else np.zeros(0)
+    scores = np.where(invalid, scores * weights.invalid, scores)
+    return [dia[i] for i in np.argsort(-scores, kind="stable")[:k]]
+
+
+def _by_conversation(prepared: list, questions: list[dict], weights) -> dict[str, float]:
+    """(recall@10 + hit@1) / 2 of each conversation's questions under ``weights``."""
+    import numpy as np
+
+    vector = _vector(weights)
+    per: dict[str, list[float]] = {}
+    for item, question in zip(prepared, questions):
+        ranked = _ranked(item, vector, weights, 10)
+        wanted = set(question["evidence"])
+        per.setdefault(question["sample"], []).append(
+            (len(wanted.intersection(ranked)) / len(wanted) + float(bool(ranked) and ranked[0] in wanted)) / 2)
+    return {sample: round(float(np.mean(values)), 4) for sample, values in per.items()}
 
 
 def _objective(figures: dict) -> float:
@@ -208,17 +237,24 @@ def main(argv: list[str] | None = None) -> dict:
             break
     results["tuned"] = {"depth": best_depth, "weights": dataclasses.asdict(best),
                         **_evaluate(prepared[best_depth], questions, best)}
-    # Each signal left out of the tuned point, one at a time: what it adds on each half.
+    # Each signal left out of the tuned point, one at a time: what it adds on each half, and on each
+    # conversation (a signal whose gain comes from one conversation is fitted to it, not general).
     results["ablation"] = {}
+    results["ablation_by_conversation"] = {}
+    tuned_by_conversation = _by_conversation(prepared[best_depth], questions, best)
     for name in second_stage.SIGNALS:
         if getattr(best, name) == 0:
             continue
         try:
             without = dataclasses.replace(best, **{name: 0.0})
         except ValueError:
+            # the signals whose weight must stay below this one's go with it (``Weights``' rules)
             without = dataclasses.replace(best, **{name: 0.0, "neighbour": 0.0, "neighbour_vector": 0.0,
-                                                   "answer": 0.0})
+                                                   "answer": 0.0, "session": 0.0})
         results["ablation"][f"without {name}"] = _evaluate(prepared[best_depth], questions, without)
+        without_by_conversation = _by_conversation(prepared[best_depth], questions, without)
+        results["ablation_by_conversation"][f"gain of {name}"] = {
+            sample: round(value - without_by_conversation[sample], 4) for sample, value in tuned_by_conversation.items()}
     results["trace"] = trace
     return results
 
