@@ -146,7 +146,10 @@ class Weights:
 #:    Offline at pool 100, 4. -> 5.: tuning 0.794 / 0.553 -> 0.810 / 0.546; report (never tuned on) 0.783 /
 #:    0.509 -> 0.806 / 0.514. Signals tried beside it and not kept (no gain on the tuning half, or a loss on
 #:    the report half): adjacent query word pairs in the record, an answer type ("how many" -> a number,
-#:    "who"/"where" -> a name, "why" -> "because"), the vector arm z-scored instead of min-max.
+#:    "who"/"where" -> a name, "why" -> "because"), the vector arm z-scored instead of min-max, the previous
+#:    turn's match (same speaker, or either), the context arm's own score, a question-and-reply vector key
+#:    per reply, fewer results per session (for all questions, or questions asking for several things), and
+#:    the weights re-chosen from rrf 0 (score fusion: tuning 0.814 / 0.559, report 0.785 / 0.492).
 #: ``invalid`` is not from LoCoMo (it has no invalid records): half the score, so a valid record that scores
 #: as well comes first (tests/memory/test_second_stage.py).
 WEIGHTS = Weights(rrf=1.0, vector=0.1, neighbour_vector=0.05, terms=0.75, speaker=1.0, date=1.5, when=0.5,
