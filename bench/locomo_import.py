@@ -24,6 +24,8 @@ database. Steps:
    the mean of the per-question recalls (mean +- 1.96 sd / sqrt(n)), hit@1
    (the top result is an evidence turn) with a Wilson 95 % interval on the
    per-question hits, both by category, and search p50/p95.
+4. ``targets``: whether the figures meet the issue's targets (``TARGETS`` on all ten, the report half at
+   most ``MAX_REPORT_GAP`` below the tuning half).
 
 ``--reuse`` skips the fresh database and the import and searches the
 conversations already stored in ``var/bench-locomo.sqlite3`` by an earlier
@@ -83,6 +85,28 @@ BASELINES_SOURCE_MD = {
 #: tuning half (constants are chosen on them only), the rest the report half (what a change is judged on).
 #: With the published file: tuning conv-26, -30, -41, -42, -43; report conv-44, -47, -48, -49, -50.
 TUNING_COUNT = 5
+
+#: The retrieval targets of issue #16 ("done when"): on all ten conversations, recall@10 and hit@1 at
+#: least these, and the report half no more than ``MAX_REPORT_GAP`` below the tuning half on either.
+TARGETS = {"recall@10": 0.92, "hit@1": 0.75}
+MAX_REPORT_GAP = 0.03
+
+
+def targets(splits: dict) -> dict:
+    """Whether a mode's ``splits`` (``split_summary`` of tuning, report and all) meet ``TARGETS`` and the
+    report gap: per measure, the all-ten figure, its target and whether it is met, and the tuning-minus-report
+    gap and whether it is within ``MAX_REPORT_GAP``. ``{"met": bool, ...}``."""
+    figures = {name: {"recall@10": part["recall"]["@10"]["mean"], "hit@1": part["hit@1"]["rate"]}
+               for name, part in splits.items()}
+    out: dict = {}
+    for measure, target in TARGETS.items():
+        entry = {"all": figures["all"][measure], "target": target, "met": figures["all"][measure] >= target}
+        if "tuning" in figures and "report" in figures:
+            gap = round(figures["tuning"][measure] - figures["report"][measure], 3)
+            entry.update(report_gap=gap, report_gap_max=MAX_REPORT_GAP, report_gap_met=gap <= MAX_REPORT_GAP)
+        out[measure] = entry
+    out["met"] = all(e["met"] and e.get("report_gap_met", True) for e in out.values())
+    return out
 MODES = ("HYBRID", "VECTOR", "KEYWORD")
 Z95 = 1.959964
 
@@ -326,7 +350,9 @@ def main(argv: list[str] | None = None) -> dict:
             },
             "latency_ms": {"n": int(lat.size), "p50": round(float(np.percentile(lat, 50)), 1),
                            "p95": round(float(np.percentile(lat, 95)), 1), "mean": round(float(lat.mean()), 1)},
-            "splits": {name: split_summary(part, locomo.CATEGORIES) for name, part in splits.items() if part},
+            "splits": (summaries := {name: split_summary(part, locomo.CATEGORIES)
+                                     for name, part in splits.items() if part}),
+            "targets": targets(summaries),
         }
 
     modes = {mode: run(mode) for mode in args.modes}

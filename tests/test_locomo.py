@@ -148,6 +148,27 @@ def test_record_turns_of_a_message_and_of_a_memory():
     assert locomo.evidence_recall(seen, ["D1:5", "D2:1"], len(seen)) == 0.5
 
 
+def test_benchmark_reports_the_issue_targets_and_the_report_gap():
+    from bench.locomo_import import MAX_REPORT_GAP, TARGETS, targets
+
+    def split(recall, hit):
+        return {"recall": {"@10": {"mean": recall}}, "hit@1": {"rate": hit}}
+
+    assert TARGETS == {"recall@10": 0.92, "hit@1": 0.75} and MAX_REPORT_GAP == 0.03  # issue #16, "done when"
+    today = targets({"tuning": split(0.81, 0.546), "report": split(0.806, 0.514), "all": split(0.808, 0.53)})
+    assert today["recall@10"] == {"all": 0.808, "target": 0.92, "met": False, "report_gap": 0.004,
+                                  "report_gap_max": 0.03, "report_gap_met": True}
+    assert today["hit@1"]["report_gap"] == 0.032 and not today["hit@1"]["report_gap_met"]
+    assert today["met"] is False
+    done = targets({"tuning": split(0.93, 0.76), "report": split(0.92, 0.75), "all": split(0.925, 0.755)})
+    assert done["met"] is True
+    overfit = targets({"tuning": split(0.97, 0.80), "report": split(0.90, 0.72), "all": split(0.935, 0.76)})
+    assert overfit["recall@10"]["met"] and not overfit["recall@10"]["report_gap_met"] and overfit["met"] is False
+    assert targets({"all": split(0.93, 0.76)}) == {  # one half alone (--samples): no gap to judge
+        "recall@10": {"all": 0.93, "target": 0.92, "met": True},
+        "hit@1": {"all": 0.76, "target": 0.75, "met": True}, "met": True}
+
+
 def test_whole_file_parses_to_the_documented_facts():
     samples = list(locomo.iter_samples(DATA))
     assert len(samples) == 10
