@@ -485,8 +485,9 @@ def _session_signal(candidates: list[Candidate]) -> None:
 
 
 def signals(candidates: list[Candidate], query: str, now: dt.datetime) -> None:
-    """Fill each candidate's ``signals`` (each within [0, 1]): rrf, vector, text, neighbour, neighbour_vector,
-    terms, speaker, entity, date, when (see the module docstring). Normalised per query, over this pool."""
+    """Fill each candidate's ``signals`` (each within [0, 1]), one per name in ``SIGNALS``: rrf, vector, text,
+    neighbour, neighbour_vector, terms, speaker, entity, date, when, novel, answer, session (see the module
+    docstring). Normalised per query, over this pool."""
     if not candidates:
         return
     query_words = {w.lower() for w in _PLAIN_WORD.findall(query)}  # "Melanie's" names Melanie
