@@ -53,6 +53,7 @@ def _pool(args) -> list[dict]:
 
     from memory import locomo
     from memory.embedders import embed_query
+    from memory.models import Message
     from memory.search import ranking, second_stage
     from memory.search.request import CLIENT_SCOPE, build_request, resolve_scope
     from memory.tenancy import get_project
@@ -76,8 +77,9 @@ def _pool(args) -> list[dict]:
                                         max_results=20)
                 now = timezone.now()
                 vector = embed_query(request.query)
-                candidates, _, rows = ranking.candidate_pool(request, vector, now)
-                dia = {c.key: rows[c.key].metadata.get("dia_id") for c in candidates if c.key in rows}
+                candidates, _ = ranking.candidate_pool(request, vector, now)
+                dia = {("message", pk): (metadata or {}).get("dia_id") for pk, metadata in Message.objects.filter(
+                    pk__in=[c.key[1] for c in candidates if c.key[0] == "message"]).values_list("pk", "metadata")}
                 out.append({"sample": sample.sample_id, "category": question.category, "evidence": evidence,
                             "query": question.question, "now": now, "candidates": candidates, "dia": dia})
             print(f"{sample.sample_id}: {len(out)} questions, {time.perf_counter() - started:.0f} s",

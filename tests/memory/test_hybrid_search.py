@@ -176,7 +176,10 @@ def test_filter_sql_compiles_once_per_search_and_follows_the_request(client, mon
 
 
 def test_search_reads_its_records_unordered(thread):
-    """The ranking orders results: the record reads neither join the thread nor sort (bench/tenancy_cost.py)."""
+    """The ranking orders results: the record reads neither join the thread nor sort (bench/tenancy_cost.py).
+
+    HYBRID reads each kind twice: the pool's columns for the second stage (``ranking.MESSAGE_COLUMNS``,
+    ``MEMORY_COLUMNS``), then the results' whole rows."""
     from django.db import connection as conn
     from django.test.utils import CaptureQueriesContext
 
@@ -186,8 +189,10 @@ def test_search_reads_its_records_unordered(thread):
         found = {r.record_id for r in thread.search("lighthouse logbook", record_types=["message", "memory"])}
     assert found == {"m1", "k1"}
     reads = [q["sql"] for q in queries if q["sql"].startswith(('SELECT "oam_messages"', 'SELECT "oam_memories"'))]
-    assert len(reads) == 2
+    assert len(reads) == 4
     assert not any("JOIN" in sql or "ORDER BY" in sql for sql in reads), reads
+    pool = [sql for sql in reads if '"metadata"' not in sql]  # the second stage's columns: no metadata
+    assert len(pool) == 2 and all('"content"' in sql for sql in pool), reads
 
 
 # --- the two ranking faults -------------------------------------------------------

@@ -311,7 +311,7 @@ def test_rank_keeps_scores_decreasing_and_ties_in_the_given_order():
 # --- the pool search reads -----------------------------------------------------------------------------
 
 
-def test_candidate_pool_carries_arm_scores_and_rows(thread):
+def test_candidate_pool_carries_arm_scores_and_the_columns_the_second_stage_reads(thread):
     from django.utils import timezone
 
     from memory.embedders import get_embedder
@@ -330,8 +330,8 @@ def test_candidate_pool_carries_arm_scores_and_rows(thread):
     request = build_request("Where did Melanie go camping?", project_id=get_project(None).pk,
                             scope=resolve_scope(CLIENT_SCOPE, client=True, user_id="user-1"),
                             config=MemorySearchConfig(mode="HYBRID"))
-    candidates, distances, rows = ranking.candidate_pool(request, get_embedder().embed([request.query])[0],
-                                                         timezone.now())
+    candidates, distances = ranking.candidate_pool(request, get_embedder().embed([request.query])[0],
+                                                   timezone.now())
     by_id = {c.key[1].split(":", 1)[1]: c for c in candidates}
     assert set(by_id) == {"c1", "m1", "k1"}
     assert by_id["m1"].role == "Melanie" and by_id["m1"].seq == by_id["c1"].seq + 1
@@ -340,6 +340,6 @@ def test_candidate_pool_carries_arm_scores_and_rows(thread):
     assert by_id["k1"].content == "Melanie likes camping" and by_id["k1"].role is None
     assert by_id["c1"].text_bm25 > 0 and by_id["c1"].ranks["text"] >= 1
     assert all(c.similarity is not None and 0 < c.similarity <= 1 for c in candidates)
-    assert set(rows) == {c.key for c in candidates}
-    assert rows[by_id["k1"].key].content == "Melanie likes camping"
+    assert by_id["k1"].thread_id == by_id["m1"].thread_id and by_id["k1"].status == "valid"
+    assert set(distances) == {c.key for c in candidates}
     assert [c.rrf for c in candidates] == sorted((c.rrf for c in candidates), reverse=True)
