@@ -226,9 +226,24 @@ def _stem(word: str) -> str:
 _cached_stem = functools.lru_cache(maxsize=STEM_CACHE)(_stem)
 
 
-def word_stems(text: str) -> set[str]:
+#: Texts up to this many characters have their stems remembered (``word_stems``), at most ``TEXT_CACHE`` of
+#: them: the second stage reads the stems of ~200 candidates a query and the same user's records come back
+#: query after query (on LoCoMo, 40 % of the stage's time was spent re-reading them: 4.7 -> 3.5 ms a query
+#: with the cache). Bounded: at most TEXT_CACHE texts of at most _CACHED_TEXT_LENGTH characters.
+TEXT_CACHE = 2048
+_CACHED_TEXT_LENGTH = 600
+
+
+def word_stems(text: str) -> frozenset[str]:
     """The stems of ``text``'s words."""
-    return {stem(w) for w in set(_WORD.findall(text))}
+    return _cached_word_stems(text) if len(text) <= _CACHED_TEXT_LENGTH else _word_stems(text)
+
+
+def _word_stems(text: str) -> frozenset[str]:
+    return frozenset(stem(w) for w in set(_WORD.findall(text)))
+
+
+_cached_word_stems = functools.lru_cache(maxsize=TEXT_CACHE)(_word_stems)
 
 
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
