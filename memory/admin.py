@@ -155,8 +155,8 @@ def checked_form(**checks):
     return CheckedForm
 
 
-class ReadOnlyAdmin(ProjectScopedAdmin):
-    """Rows the engine derives and keeps in step itself: listed and shown, never edited here."""
+class NoEditing:
+    """Admin mixin: rows are listed and shown, never added, changed or deleted here."""
 
     def has_add_permission(self, request):
         return False
@@ -166,6 +166,10 @@ class ReadOnlyAdmin(ProjectScopedAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class ReadOnlyAdmin(NoEditing, ProjectScopedAdmin):
+    """Rows the engine derives and keeps in step itself: listed and shown, never edited here."""
 
 
 class ErasingAdmin(ProjectScopedAdmin):
@@ -483,7 +487,7 @@ class ProfileAdmin(ProjectScopedAdmin):
 
 
 @admin.register(EmbeddingSpace)
-class EmbeddingSpaceAdmin(admin.ModelAdmin):
+class EmbeddingSpaceAdmin(NoEditing, admin.ModelAdmin):
     """The embedder that made this database's vectors (one site-wide row, no project): shown to superusers only,
     never edited here (editing it would not change the vectors; ``memory.checks.check_embedding_space``)."""
 
@@ -496,12 +500,3 @@ class EmbeddingSpaceAdmin(admin.ModelAdmin):
 
     def has_view_permission(self, request, obj=None):
         return request.user.is_active and request.user.is_superuser
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
