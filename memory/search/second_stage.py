@@ -195,12 +195,23 @@ STEM_CACHE = 65536
 _CACHED_WORD_LENGTH = 40
 
 
+def _bounded_cache(function, maxsize: int, longest: int):
+    """``function`` of one string, remembered for at most ``maxsize`` strings of at most ``longest``
+    characters (a longer one is computed each time), so the cache's memory stays bounded."""
+    cached = functools.lru_cache(maxsize=maxsize)(function)
+
+    def call(text: str):
+        return cached(text) if len(text) <= longest else function(text)
+
+    return call
+
+
 def stem(word: str) -> str:
     """A light English stem for matching a query's word to a record's: lower-cased; a possessive, a plural
     ``s`` (``ies`` -> ``y``), then an ``ing`` or ``ed`` ending (and the doubled consonant before it) and a
     final ``e`` dropped: ``"Paintings"``, ``"painted"`` -> ``"paint"``; ``"making"``, ``"make"`` -> ``"mak"``;
     ``"hobbies"`` -> ``"hobby"``. Not a linguist's stemmer; both sides go through it, which is what matters."""
-    return _cached_stem(word) if len(word) <= _CACHED_WORD_LENGTH else _stem(word)
+    return _cached_stem(word)
 
 
 def _stem(word: str) -> str:
@@ -223,7 +234,7 @@ def _stem(word: str) -> str:
     return w
 
 
-_cached_stem = functools.lru_cache(maxsize=STEM_CACHE)(_stem)
+_cached_stem = _bounded_cache(_stem, STEM_CACHE, _CACHED_WORD_LENGTH)
 
 
 #: Texts up to this many characters have their stems remembered (``word_stems``), at most ``TEXT_CACHE`` of
@@ -236,14 +247,14 @@ _CACHED_TEXT_LENGTH = 600
 
 def word_stems(text: str) -> frozenset[str]:
     """The stems of ``text``'s words."""
-    return _cached_word_stems(text) if len(text) <= _CACHED_TEXT_LENGTH else _word_stems(text)
+    return _cached_word_stems(text)
 
 
 def _word_stems(text: str) -> frozenset[str]:
     return frozenset(stem(w) for w in set(_WORD.findall(text)))
 
 
-_cached_word_stems = functools.lru_cache(maxsize=TEXT_CACHE)(_word_stems)
+_cached_word_stems = _bounded_cache(_word_stems, TEXT_CACHE, _CACHED_TEXT_LENGTH)
 
 
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
@@ -480,13 +491,13 @@ def session_key(candidate: Candidate) -> tuple | None:
 
 def _session_signal(candidates: list[Candidate]) -> None:
     """Set each candidate's ``session`` signal (see the module docstring) from the ``rrf`` signals already set."""
+    keys = [session_key(c) for c in candidates]
     sessions: dict[tuple, list[float]] = {}
-    for c in candidates:
-        if (key := session_key(c)) is not None:
+    for c, key in zip(candidates, keys):
+        if key is not None:
             sessions.setdefault(key, []).append(c.signals["rrf"])
     best = {key: sorted(values, reverse=True)[: SESSION_TOP + 1] for key, values in sessions.items()}
-    for c in candidates:
-        key = session_key(c)
+    for c, key in zip(candidates, keys):
         if key is None:
             c.signals["session"] = 1.0
             continue
