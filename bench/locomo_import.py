@@ -107,6 +107,8 @@ def targets(splits: dict) -> dict:
         out[measure] = entry
     out["met"] = all(e["met"] and e.get("report_gap_met", True) for e in out.values())
     return out
+
+
 MODES = ("HYBRID", "VECTOR", "KEYWORD")
 Z95 = 1.959964
 
