@@ -245,7 +245,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--mixed", action="store_true",
                         help="with --observations: search every record type together; a memory counts as "
                              "the turns it came from")
+    parser.add_argument("--rerank-depth", type=int, default=None, metavar="N",
+                        help="HYBRID's first N results read by the cross-encoder (OAM_RERANK_DEPTH; default: the "
+                             "setting, 0 = off)")
     args = parser.parse_args(argv)
+    if args.rerank_depth is not None:
+        if args.rerank_depth < 0:
+            parser.error("--rerank-depth must be 0 or more")
+        os.environ["OAM_RERANK_DEPTH"] = str(args.rerank_depth)
     if args.mixed and args.observations is None:
         parser.error("--mixed needs --observations (the memories it searches beside the messages)")
     global DB_PATH
@@ -366,6 +373,8 @@ def main(argv: list[str] | None = None) -> dict:
            if observations is not None else {}),
         "database": f"sqlite + sqlite-vec + FTS5, file {Path(os.environ['OAM_SQLITE_PATH']).name}",
         "embedder": settings.OAM_EMBEDDER,
+        "reranker": ({"reranker": settings.OAM_RERANKER, "depth": settings.OAM_RERANK_DEPTH}
+                     if settings.OAM_RERANK_DEPTH > 0 else None),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "load_average_1_5_15_min_at_start": load_average,  # the CPUs may be shared

@@ -15,6 +15,9 @@ user_id=<sample>, record_types=["message"], max_results=20)`` does (``ranking.ca
   TUNING half's (recall@10 + hit@1) / 2 only; the REPORT half is printed for the chosen point, never used to
   choose it.
 
+``--rerank-depth N`` adds ``cross_encoder``: the optional cross-encoder (``memory.rerankers``) over the
+committed ranking's first N records, at each weight, the one the TUNING half prefers named.
+
 ``ablation`` leaves each signal out of the chosen point in turn; ``ablation_by_conversation`` gives what
 it adds to each conversation's (recall@10 + hit@1) / 2, so a signal whose gain comes from one conversation
 shows. Each setting prints recall@1/5/10/20 and hit@1 for tuning, report and all (no intervals here: the real
@@ -117,7 +120,8 @@ def _restrict(question: dict, depth: int):
     matrix = np.array([[c.signals[name] for name in second_stage.SIGNALS] for c in kept], dtype=float)
     invalid = np.array([c.status == "invalid" for c in kept], dtype=bool)
     dia = [question["dia"].get(c.key) for c in kept]
-    return matrix.reshape(len(kept), len(second_stage.SIGNALS)), invalid, dia
+    return matrix.reshape(len(kept), len(second_stage.SIGNALS)), invalid, dia, [c.role for c in kept], \
+        [c.content for c in kept]
 
 
 def _evaluate(prepared: list, questions: list[dict], weights) -> dict:
@@ -154,12 +158,64 @@ def _vector(weights):
 
 def _ranked(item, vector, weights, k: int) -> list:
     """The first ``k`` dia ids of one prepared question (``_restrict``) under ``weights`` (as ``_vector``)."""
+    return [dia for dia, _ in _scored(item, vector, weights, k)]
+
+
+def _scored(item, vector, weights, k: int | None = None) -> list:
+    """[(dia id, score)] of one prepared question (``_restrict``), best first, as ``second_stage.rank``; the
+    first ``k`` (all when None)."""
     import numpy as np
 
-    matrix, invalid, dia = item
+    matrix, invalid, dia = item[:3]
     scores = matrix @ vector if len(dia) else np.zeros(0)
     scores = np.where(invalid, scores * weights.invalid, scores)
-    return [dia[i] for i in np.argsort(-scores, kind="stable")[:k]]
+    return [(dia[i], float(scores[i])) for i in np.argsort(-scores, kind="stable")[:k]]
+
+
+def _cross_encoder(prepared: list, questions: list[dict], weights, depth: int, cache: Path) -> dict:
+    """The cross-encoder (``memory.rerankers.CrossEncoderReranker``) over each question's first ``depth``
+    records under ``weights``, added by ``second_stage.with_cross_encoder`` at each weight of ``GRID``: the
+    weight with the best TUNING objective is ``chosen``; the model's order alone (no second stage beneath
+    it) is ``model_only``. The model's scores are kept in ``cache`` (one forward pass per question)."""
+    import numpy as np
+
+    from memory.index import message_chunk_text
+    from memory.rerankers import CrossEncoderReranker
+    from memory.search import second_stage
+
+    vector = _vector(weights)
+    orders = [_scored(item, vector, weights) for item in prepared]
+    scores = pickle.loads(cache.read_bytes()) if cache.is_file() else {}
+    if len(scores) != len(questions) or any(len(v) < min(depth, len(o)) for v, o in zip(scores.values(), orders)):
+        model, started = CrossEncoderReranker(), time.perf_counter()
+        for n, (item, question, order) in enumerate(zip(prepared, questions, orders)):
+            index = {d: i for i, d in enumerate(item[2])}
+            texts = [message_chunk_text(item[3][index[d]], item[4][index[d]]) for d, _ in order[:depth]]
+            scores[n] = model.score(question["query"], texts).tolist()
+            if n % 200 == 0:
+                print(f"cross-encoder: {n} questions, {time.perf_counter() - started:.0f} s", file=sys.stderr)
+        cache.write_bytes(pickle.dumps(scores))
+
+    def evaluate(weight: float | None) -> dict:
+        rows = {"tuning": [], "report": [], "all": []}
+        for n, (question, order) in enumerate(zip(questions, orders)):
+            read = scores[n][:depth]
+            if weight is None:  # the model alone orders what it read
+                head = sorted(zip(order[:len(read)], read), key=lambda pair: -pair[1])
+                ranked = [d for (d, _), _ in head] + [d for d, _ in order[len(read):]]
+            else:
+                ranked = [d for d, _ in second_stage.with_cross_encoder(order, read, weight)]
+            wanted = set(question["evidence"])
+            row = (len(wanted.intersection(ranked[:10])) / len(wanted), float(ranked[0] in wanted))
+            rows[question["half"]].append(row)
+            rows["all"].append(row)
+        return {half: {"recall@10": round(float(np.mean([r[0] for r in v])), 4),
+                       "hit@1": round(float(np.mean([r[1] for r in v])), 4), "n": len(v)} for half, v in rows.items()}
+
+    by_weight = {w: evaluate(w) for w in GRID}
+    chosen = max(GRID, key=lambda w: _objective(by_weight[w]))
+    return {"depth": depth, "by_weight": by_weight, "model_only": evaluate(None),
+            "chosen": {"weight": chosen, "by": "TUNING half (recall@10 + hit@1) / 2", **by_weight[chosen]}}
 
 
 def _by_conversation(prepared: list, questions: list[dict], weights) -> dict[str, float]:
@@ -188,6 +244,9 @@ def main(argv: list[str] | None = None) -> dict:
                              "bench/embedders.py leaves var/bench-locomo-<embedder>.sqlite3)")
     parser.add_argument("--depth", type=int, default=max(DEPTHS))
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rerank-depth", type=int, default=0, metavar="N",
+                        help="also choose second_stage.CROSS_ENCODER_WEIGHT: the cross-encoder over the first N "
+                             "records of the committed weights (scores cached beside --pool)")
     args = parser.parse_args(argv)
 
     import locomo_import
@@ -258,6 +317,10 @@ def main(argv: list[str] | None = None) -> dict:
         results["ablation_by_conversation"][f"gain of {name}"] = {
             sample: round(value - without_by_conversation[sample], 4) for sample, value in tuned_by_conversation.items()}
     results["trace"] = trace
+    if args.rerank_depth > 0:
+        results["cross_encoder"] = _cross_encoder(
+            prepared[second_stage.POOL_DEPTH], questions, second_stage.WEIGHTS, args.rerank_depth,
+            Path(args.pool).with_suffix(f".cross-encoder-{args.rerank_depth}.pkl"))
     return results
 
 

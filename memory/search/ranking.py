@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 from typing import Any
+from django.conf import settings
 from django.db import connection as default_connection
 from django.utils import timezone
 from memory.embedders import embed_query
 from memory.errors import InvalidArgument
+from memory.index import message_chunk_text
 from memory.links import INVALIDATING_RELATIONS, attach_linked
 from memory.models import Image, Memory, Message, RecordLink
+from memory.rerankers import get_reranker
 from memory.selectors import image_dto, live_q, memory_dto, message_dto
 from memory.tenancy import Tenant
 from memory.types import MemorySearchConfig, SearchResult, SearchScope
@@ -191,6 +194,25 @@ def after_replacements(ranked: list[tuple[tuple[str, str], float]]) -> list[tupl
     return order
 
 
+def cross_encoded(ranked: list[tuple[tuple[str, str], float]], candidates: list[Candidate],
+                  query: str) -> list[tuple[tuple[str, str], float]]:
+    """HYBRID's order after the optional cross-encoder (``memory.rerankers``): the reranker reads the query
+    with each of the first ``settings.OAM_RERANK_DEPTH`` records (a message as ``"<role>: <content>"``, the
+    text it is indexed under; a memory its content; an image nothing) and ``second_stage.with_cross_encoder``
+    adds its scores. ``ranked`` unchanged when the depth is 0 (the default)."""
+    reranker = get_reranker()
+    if reranker is None or not ranked:
+        return ranked
+    by_key = {c.key: c for c in candidates}
+    texts: list[str | None] = []
+    for key, _ in ranked[: settings.OAM_RERANK_DEPTH]:
+        c = by_key[key]
+        texts.append(message_chunk_text(c.role, c.content) if c.role is not None else (c.content or None))
+    readable = [t for t in texts if t is not None]
+    scores = iter(reranker.score(query, readable).tolist())
+    return second_stage.with_cross_encoder(ranked, [next(scores) if t is not None else None for t in texts])
+
+
 def search_records(request: SearchRequest) -> list[SearchResult]:
     """Run a validated search; results ordered by decreasing relevance.
 
@@ -206,7 +228,7 @@ def search_records(request: SearchRequest) -> list[SearchResult]:
     distances: dict[tuple[str, str], float] = {}
     if request.mode == "HYBRID":
         candidates, distances = candidate_pool(request, query_vector, now)
-        ranked = second_stage.rank(candidates, request.query, now)
+        ranked = cross_encoded(second_stage.rank(candidates, request.query, now), candidates, request.query)
     elif request.mode == "VECTOR":
         for kind, record_id, distance in vector_arm(request, query_vector, now, limit=depth):
             distances.setdefault((kind, record_id), float(distance))

@@ -593,3 +593,34 @@ def rank(candidates: list[Candidate], query: str, now: dt.datetime,
     scored = [(c.key, _weighted_sum(c, counted, weights.invalid)) for c in candidates]
     scored.sort(key=lambda item: -item[1])
     return scored
+
+
+#: Weight of a cross-encoder's scores (``memory.rerankers``, off unless ``OAM_RERANK_DEPTH`` > 0), min-max
+#: normalised over the records it read. Split: TUNING half, at depth 10, the committed weights beneath
+#: (``bench/locomo_tune.py --rounds 0 --rerank-depth 10``, ms-marco-MiniLM-L-12-v2): tuning hit@1 at weight
+#: 0 / 0.5 / 1 / 1.5 / 2 / 3 -> 0.546 / 0.543 / 0.563 / 0.565 / 0.574 / 0.570; the report half at 2: 0.514 ->
+#: 0.554 (recall@10 cannot move at depth 10). The model's order alone over the same ten: tuning 0.543,
+#: report 0.546 (below the sum on the tuning half: the model is one more signal, not the ranking).
+CROSS_ENCODER_WEIGHT = 2.0
+
+
+def with_cross_encoder(ranked: list[tuple[tuple[str, str], float]], scores: list[float | None],
+                       weight: float = CROSS_ENCODER_WEIGHT) -> list[tuple[tuple[str, str], float]]:
+    """``ranked`` (best first, as ``rank`` returns it) with a cross-encoder's ``scores`` of its first
+    ``len(scores)`` records added: ``weight`` x the score min-max normalised over them (0 to ``weight``),
+    then those records re-sorted by the sum. A record the model could not read (score None: an image, whose
+    text the pool does not hold) gets the median of the others' normalised scores, neither lifted nor
+    sunk. The records below keep their order and scores; the ones above only gain, so they stay above.
+    Pure; ties keep the earlier order."""
+    n = len(scores)
+    known = [s for s in scores if s is not None]
+    if not n or not known:
+        return ranked
+    low, span = min(known), max(known) - min(known)
+    normalised = [(s - low) / span if span > 0 else 0.0 for s in known]
+    middle = sorted(normalised)[len(normalised) // 2]
+    it = iter(normalised)
+    top = [(key, score + weight * (next(it) if s is not None else middle))
+           for (key, score), s in zip(ranked[:n], scores)]
+    top.sort(key=lambda item: -item[1])
+    return top + ranked[n:]
