@@ -26,6 +26,17 @@ LLM_SERVER_LOG = Path(__file__).resolve().parent.parent / "test-artifacts" / "ll
 _running_llm_servers: list[LocalLlmServer] = []
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_embedded_worker_outlives_the_test_database(django_db_setup):
+    """Stop an embedded Dramatiq worker a test left running (a server test's first connection starts one,
+    ``oam_site.asgi``) before the test database is dropped: its sweep thread would otherwise wake after the
+    drop, fail, and log to pytest's closed streams ("--- Logging error ---" after the summary)."""
+    yield
+    from oam_site.worker import stop_embedded_worker
+
+    stop_embedded_worker(timeout=5_000)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_rate_counters():
     """Each test starts with empty request-rate counters (``threads.throttling`` counts in the cache)."""
