@@ -250,8 +250,8 @@ def main(argv: list[str] | None = None) -> dict:
                              "setting, 0 = off)")
     args = parser.parse_args(argv)
     if args.rerank_depth is not None:
-        if args.rerank_depth < 0:
-            parser.error("--rerank-depth must be 0 or more")
+        if not 0 <= args.rerank_depth <= 100:
+            parser.error("--rerank-depth must be 0 to 100 (OAM_RERANK_DEPTH's bounds)")
         os.environ["OAM_RERANK_DEPTH"] = str(args.rerank_depth)
     if args.mixed and args.observations is None:
         parser.error("--mixed needs --observations (the memories it searches beside the messages)")

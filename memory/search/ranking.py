@@ -1,9 +1,9 @@
 from __future__ import annotations
 
 from typing import Any
-from django.conf import settings
 from django.db import connection as default_connection
 from django.utils import timezone
+from memory import conf
 from memory.embedders import embed_query
 from memory.errors import InvalidArgument
 from memory.index import message_chunk_text
@@ -197,7 +197,7 @@ def after_replacements(ranked: list[tuple[tuple[str, str], float]]) -> list[tupl
 def cross_encoded(ranked: list[tuple[tuple[str, str], float]], candidates: list[Candidate],
                   query: str) -> list[tuple[tuple[str, str], float]]:
     """HYBRID's order after the optional cross-encoder (``memory.rerankers``): the reranker reads the query
-    with each of the first ``settings.OAM_RERANK_DEPTH`` records (a message as ``"<role>: <content>"``, the
+    with each of the first ``conf.rerank_depth()`` records (``OAM_RERANK_DEPTH``) (a message as ``"<role>: <content>"``, the
     text it is indexed under; a memory its content; an image nothing) and ``second_stage.with_cross_encoder``
     adds its scores. ``ranked`` unchanged when the depth is 0 (the default)."""
     reranker = get_reranker()
@@ -205,7 +205,7 @@ def cross_encoded(ranked: list[tuple[tuple[str, str], float]], candidates: list[
         return ranked
     by_key = {c.key: c for c in candidates}
     texts: list[str | None] = []
-    for key, _ in ranked[: settings.OAM_RERANK_DEPTH]:
+    for key, _ in ranked[: conf.rerank_depth()]:
         c = by_key[key]
         texts.append(message_chunk_text(c.role, c.content) if c.role is not None else (c.content or None))
     readable = [t for t in texts if t is not None]
@@ -217,8 +217,9 @@ def search_records(request: SearchRequest) -> list[SearchResult]:
     """Run a validated search; results ordered by decreasing relevance.
 
     ``SearchResult.distance`` is always the cosine distance of the record's
-    best chunk; ``score`` is the ranking score (fused RRF score in HYBRID and
-    KEYWORD modes, ``1 - distance`` in VECTOR mode). With ``num_hops`` the
+    best chunk; ``score`` is the ranking score (the second stage's weighted sum in HYBRID, with the
+    cross-encoder's share when it is on; the fused RRF score in KEYWORD mode; ``1 - distance`` in VECTOR
+    mode). With ``num_hops`` the
     direct memory results that survive the token budgets carry their
     ``linked`` memories.
     """

