@@ -42,8 +42,9 @@ class CrossEncoderReranker:
     tokenizer.json; Apache-2.0); only those are read (``memory.embedders.OnnxModel``), offline.
     ``score(query, texts)`` -> the model's relevance logits, shape ``(len(texts),)`` float32 (unbounded;
     higher is more relevant), on every core, in passes of at most ``PASS_PAIRS`` pairs of like lengths.
-    Each pair is truncated at ``MAX_TOKENS`` word pieces (``OnnxModel``: its texts are cut first). Trained on MS MARCO web passages: as a ranker of its own it lowered LoCoMo
-    Hit@1 in arXiv 2606.04194; here it is one more signal on top of the second stage's order.
+    Each pair is truncated at ``MAX_TOKENS`` word pieces (``OnnxModel``: its texts are cut first). Trained
+    on MS MARCO web passages: as a ranker of its own it lowered LoCoMo Hit@1 in arXiv 2606.04194; here it
+    is one more signal on top of the second stage's order.
     """
 
     #: Packages it needs, and where its model is (``memory.E003`` checks both when the reranker is on).

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 from django.db import connection as default_connection
 from django.utils import timezone
 from memory import conf
@@ -197,9 +199,10 @@ def after_replacements(ranked: list[tuple[tuple[str, str], float]]) -> list[tupl
 def cross_encoded(ranked: list[tuple[tuple[str, str], float]], candidates: list[Candidate],
                   query: str) -> list[tuple[tuple[str, str], float]]:
     """HYBRID's order after the optional cross-encoder (``memory.rerankers``): the reranker reads the query
-    with each of the first ``conf.rerank_depth()`` records (``OAM_RERANK_DEPTH``) (a message as ``"<role>: <content>"``, the
-    text it is indexed under; a memory its content; an image nothing) and ``second_stage.with_cross_encoder``
-    adds its scores. ``ranked`` unchanged when the depth is 0 (the default)."""
+    with each of the first ``conf.rerank_depth()`` records (``OAM_RERANK_DEPTH``; a message as ``"<role>:
+    <content>"``, the text it is indexed under; a memory its content; an image nothing) and
+    ``second_stage.with_cross_encoder`` adds its scores. ``ranked`` unchanged when the depth is 0 (the
+    default). Raises ValueError when the reranker returns another number of scores than texts."""
     reranker = get_reranker()
     if reranker is None or not ranked:
         return ranked
@@ -209,8 +212,11 @@ def cross_encoded(ranked: list[tuple[tuple[str, str], float]], candidates: list[
         c = by_key[key]
         texts.append(message_chunk_text(c.role, c.content) if c.role is not None else (c.content or None))
     readable = [t for t in texts if t is not None]
-    scores = iter(reranker.score(query, readable).tolist())
-    return second_stage.with_cross_encoder(ranked, [next(scores) if t is not None else None for t in texts])
+    scores = np.asarray(reranker.score(query, readable), dtype=float).ravel().tolist()
+    if len(scores) != len(readable):
+        raise ValueError(f"{type(reranker).__name__}.score gave {len(scores)} scores for {len(readable)} texts")
+    read = iter(scores)
+    return second_stage.with_cross_encoder(ranked, [next(read) if t is not None else None for t in texts])
 
 
 def search_records(request: SearchRequest) -> list[SearchResult]:

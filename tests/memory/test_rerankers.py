@@ -111,6 +111,20 @@ def test_the_reranker_never_reads_another_users_records(client, settings, fresh_
     assert read and not any("receipt" in t for t in read), read
 
 
+class ShortReranker(ScriptedReranker):
+    def score(self, query, texts):
+        return [1.0] * (len(texts) - 1)
+
+
+def test_a_reranker_that_gives_too_few_scores_is_named(client, settings, fresh_rerankers):
+    settings.OAM_RERANKER = f"{__name__}.ShortReranker"
+    settings.OAM_RERANK_DEPTH = 5
+    thread = client.create_thread(thread_id="t-short", user_id="u-short", agent_id="a")
+    thread.add_messages([{"role": "user", "content": "I love pizza."}, {"role": "user", "content": "My receipt"}])
+    with pytest.raises(ValueError, match="ShortReranker.score gave 1 scores for 2 texts"):
+        thread.search("pizza")
+
+
 def test_a_reranker_that_cannot_load_is_a_check_error_before_serving(settings, fresh_rerankers):
     settings.OAM_RERANK_DEPTH = 5
     settings.OAM_RERANKER = "memory.rerankers.NoSuchReranker"
