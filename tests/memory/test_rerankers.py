@@ -198,8 +198,8 @@ def test_the_real_cross_encoder_cuts_huge_inputs_before_tokenizing(fresh_reranke
     query, record = "what food? " * 3000, "user: I love pizza. " * 5000
     seen = []
     original = model.model.tokenizer
-    tokenizer = type("Spy", (), {"encode_batch": lambda self, items: seen.extend(items) or original.encode_batch(items)})()
-    model.model.tokenizer = tokenizer
+    spy = type("Spy", (), {"encode_batch": lambda self, items: seen.extend(items) or original.encode_batch(items)})
+    model.model.tokenizer = spy()
     try:
         huge = model.score(query, [record] * 20)
     finally:
