@@ -6,8 +6,14 @@ Page tests of the staff UI build on the same fixtures (``tests/browser/conftest.
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import os
 import re
+import socket
+import time
 import uuid
+from urllib.parse import urlsplit
 
 import pytest
 from django.contrib.admin.utils import quote
@@ -158,3 +164,43 @@ def test_live_app_helpers_reach_the_server_database(live_app):
     assert live_app.api("GET", "/threads/conv-30-s1", key="wrong-key")[0] == 401
     with pytest.raises(LiveAppError, match="ZeroDivisionError"):
         live_app.python("result = 1 / 0")
+
+
+def _slow_websocket_client(live_app, path: str, wait: float) -> tuple[bytes, OSError | None]:
+    """Open ``path`` over a raw TCP socket as a same-origin client with no session, read nothing for ``wait``
+    seconds (a busy browser), then read until a close frame's code has arrived and answer it, as a browser
+    does: (the bytes read, the error that sending the answer met, None when it was sent)."""
+    where = urlsplit(live_app.url)
+    conn = socket.create_connection((where.hostname, where.port), timeout=10)
+    key = base64.b64encode(os.urandom(16)).decode()
+    conn.sendall((f"GET {path} HTTP/1.1\r\nHost: {where.netloc}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: {live_app.url}\r\n\r\n").encode())
+    time.sleep(wait)
+    data = b""
+    with conn:
+        while chunk := conn.recv(4096):
+            data += chunk
+            frames = data.partition(b"\r\n\r\n")[2]
+            if frames[:1] == b"\x88" and len(frames) >= 4:  # a close frame with its code: answer it
+                try:
+                    conn.sendall(b"\x88\x82\x00\x00\x00\x00" + frames[2:4])  # masked with a zero mask
+                except OSError as exc:  # the answer could not be sent: Chromium reports 1006
+                    return data, exc
+                with contextlib.suppress(ConnectionResetError):  # autobahn resets once the handshake is done
+                    conn.recv(4096)
+                break
+    return data, None
+
+
+def test_a_refusal_reaches_a_client_slow_to_read_it(live_app):
+    """A browser busy for two seconds still gets its refusal (4401) closed cleanly, so it does not reconnect
+    (static/staff/extraction.js). Found by a flaky browser test under load: autobahn resets a connection
+    whose peer has not answered a close frame within its close-handshake timeout (1 s by default); the
+    browser's late answer then fails and Chromium reports 1006, which the page retries
+    (``oam_site.serve.CLOSE_HANDSHAKE_TIMEOUT``)."""
+    data, answer_error = _slow_websocket_client(live_app, f"/ws/threads/{live_app.seed['thread_id']}/extraction/",
+                                                2.5)
+    head, _, frames = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 101"), data
+    assert frames[:1] == b"\x88" and int.from_bytes(frames[2:4], "big") == 4401, data
+    assert answer_error is None, answer_error
