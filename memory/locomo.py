@@ -289,3 +289,39 @@ def evidence_recall(ranked_dia_ids: Sequence[str], evidence: Iterable[str], k: i
     if not wanted:
         return 0.0
     return len(wanted.intersection(ranked_dia_ids[:k])) / len(wanted)
+
+
+def session_of(dia_id: str | None) -> str | None:
+    """The session a dia id belongs to: ``"D3:5"`` -> ``"D3"``; None for None or an id with no ``:``."""
+    if not dia_id or ":" not in dia_id:
+        return None
+    return dia_id.split(":", 1)[0]
+
+
+def ranked_sessions(ranked_dia_ids: Sequence[str | None]) -> list[str]:
+    """The distinct sessions of ranked turns, each at its best (first) turn's place.
+
+    A session ranks by its best turn (max-similarity pooling, the "late interaction" of arXiv 2606.04194
+    and Nano-Memory's turn isolation): ``["D2:4", "D1:1", "D2:9", "D5:2"]`` -> ``["D2", "D1", "D5"]``.
+    """
+    out: list[str] = []
+    for dia_id in ranked_dia_ids:
+        session = session_of(dia_id)
+        if session is not None and session not in out:
+            out.append(session)
+    return out
+
+
+def session_recall(ranked_dia_ids: Sequence[str | None], evidence: Iterable[str], k: int) -> float:
+    """Fraction of the sessions holding a question's evidence found among the first ``k`` sessions of
+    ``ranked_sessions(ranked_dia_ids)``; 0.0 for empty evidence.
+
+    The session is the retrieval unit of arXiv 2606.04194 (its LoCoMo Hit@1 0.752 is session recall@1 > 0:
+    the top session holds some evidence), coarser than ``evidence_recall``'s turns: a conversation has
+    19-32 sessions against 369-689 turns. Ranked from the top 20 turns only, a session figure at k >= 5 is a
+    lower bound of what ranking every session would give.
+    """
+    wanted = {s for s in map(session_of, evidence) if s is not None}
+    if not wanted:
+        return 0.0
+    return len(wanted.intersection(ranked_sessions(ranked_dia_ids)[:k])) / len(wanted)

@@ -132,6 +132,34 @@ def test_evidence_recall():
     assert locomo.evidence_recall(ranked, [], 10) == 0.0
 
 
+def test_session_recall_ranks_sessions_by_their_best_turn():
+    ranked = ["D2:4", None, "D1:1", "D2:9", "D5:2"]
+    assert locomo.session_of("D12:3") == "D12" and locomo.session_of(None) is None
+    assert locomo.session_of("D3") is None
+    assert locomo.ranked_sessions(ranked) == ["D2", "D1", "D5"]
+    # A wrong turn of the right session is a session hit (the unit of arXiv 2606.04194), not a turn hit.
+    assert locomo.session_recall(ranked, ["D2:1"], 1) == 1.0 and locomo.evidence_recall(ranked, ["D2:1"], 1) == 0.0
+    assert locomo.session_recall(ranked, ["D5:1", "D5:7", "D9:1"], 2) == 0.0
+    assert locomo.session_recall(ranked, ["D5:1", "D5:7", "D9:1"], 3) == 0.5  # two sessions, one found
+    assert locomo.session_recall(ranked, [], 5) == 0.0
+
+
+def test_split_summary_scores_sessions_beside_turns():
+    from bench.locomo_import import split_summary
+
+    rows = [{"category": 1, "latency_ms": 10.0, "hit1": False, "recall": {k: 0.0 for k in (1, 5, 10, 20)},
+             "session_recall": {1: 1.0, 5: 1.0}},
+            {"category": 2, "latency_ms": 30.0, "hit1": True, "recall": {k: 1.0 for k in (1, 5, 10, 20)},
+             "session_recall": {1: 0.5, 5: 0.5}},
+            {"category": 2, "latency_ms": 20.0, "hit1": False, "recall": {k: 0.0 for k in (1, 5, 10, 20)},
+             "session_recall": {1: 0.0, 5: 0.0}}]
+    out = split_summary(rows, locomo.CATEGORIES)
+    assert out["hit@1"]["rate"] == 0.333 and out["by_session"]["hit@1"]["rate"] == 0.667
+    assert out["by_session"]["recall"]["@1"]["mean"] == 0.5
+    assert out["per_category"]["1 multi-hop"]["by_session"]["hit@1"]["rate"] == 1.0
+    assert out["latency_ms"] == {"p50": 20.0, "p95": 29.0}
+
+
 @needs_data
 def test_record_turns_of_a_message_and_of_a_memory():
     from memory.types import FactRecord, MessageRecord
