@@ -4,7 +4,8 @@ With the embedded (in-process) Dramatiq broker, the first connection starts
 this server's worker threads (``oam_site.worker``), whose start-up sweep picks
 up extraction work left queued by an earlier run. Under daphne, request
 bodies that are too large, or sent to the API without a valid key, are
-refused before they are read (``oam_site.request_gate``).
+refused before they are read (``oam_site.request_gate``), and a WebSocket peer has
+``oam_site.websocket_timeouts.CLOSE_HANDSHAKE_TIMEOUT`` seconds to answer a close.
 """
 
 import os
@@ -22,6 +23,7 @@ from memory.vector_cache import warm_in_background  # noqa: E402
 from oam_site.worker import ensure_embedded_worker  # noqa: E402
 from oam_site.request_gate import install as install_request_gate  # noqa: E402
 from oam_site.routing import websocket_urlpatterns  # noqa: E402
+from oam_site.websocket_timeouts import install as install_websocket_timeouts  # noqa: E402
 from threads.consumers import OriginValidatorUnlessApiKey  # noqa: E402
 
 
@@ -42,6 +44,7 @@ class StartEmbeddedWorker:
 
 
 install_request_gate()
+install_websocket_timeouts()
 application = StartEmbeddedWorker(ProtocolTypeRouter(
     {
         "http": django_asgi_app,

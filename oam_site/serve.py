@@ -24,25 +24,11 @@ def ready_line(host: str, port: int) -> str:
     return f"OAM Site ready on http://{f'[{host}]' if ':' in host else host}:{port}"
 
 
-#: Seconds a WebSocket peer has to answer the server's close frame before the connection is dropped.
-#: autobahn's default is 1 s, and it drops with a TCP reset, which discards a close frame the client has
-#: not read yet: a browser busy for a second saw 1006 instead of a refusal's 4401/4403/4404 and reconnected
-#: (threads/consumers.py refuses a browser by accepting, then closing with the code). Found by a flaky
-#: browser test under load; tests/browser/test_harness.py::test_a_refusal_reaches_a_client_slow_to_read_it.
-CLOSE_HANDSHAKE_TIMEOUT = 5
-
-
 class ReadyServer(Server):
-    """daphne's ``Server`` that prints ``ready_line`` for each TCP endpoint once the reactor runs, and gives
-    WebSocket peers ``CLOSE_HANDSHAKE_TIMEOUT`` seconds to answer a close frame."""
+    """daphne's ``Server`` that prints ``ready_line`` for each TCP endpoint once the reactor runs."""
 
     def listen_success(self, port):
-        """daphne's bookkeeping, then the ready line as soon as the reactor serves (now, if it already does).
-
-        Sets the close-handshake timeout here: daphne makes its WebSocket factory in ``run`` just before it
-        listens, and no connection is accepted before the endpoint reports it is listening.
-        """
-        self.ws_factory.setProtocolOptions(closeHandshakeTimeout=CLOSE_HANDSHAKE_TIMEOUT)
+        """daphne's bookkeeping, then the ready line as soon as the reactor serves (now, if it already does)."""
         super().listen_success(port)
         host = getattr(port, "getHost", lambda: None)()
         if hasattr(host, "host") and hasattr(host, "port"):
