@@ -225,8 +225,8 @@ def wilson(hits: int, n: int) -> dict:
 def split_summary(rows: list[dict], categories: dict[int, str]) -> dict:
     """Recall@k (mean, normal interval) and hit@1 (Wilson) overall and by category, and latency, for ``rows``
     (one per question: ``recall`` {k: value}, ``hit1`` bool, ``category``, ``latency_ms``; optionally
-    ``session_recall`` {k: value} for ``SESSION_KS``, summarised as ``by_session``: its hit@1 is the share of
-    questions whose top session holds evidence)."""
+    ``session_recall`` {k: value} for ``SESSION_KS`` and ``session_hit1`` bool, summarised as ``by_session``:
+    its hit@1 is the share of questions whose top result lies in a session that holds evidence)."""
 
     def figures(part: list[dict]) -> dict:
         out = {"questions": len(part),
@@ -234,7 +234,7 @@ def split_summary(rows: list[dict], categories: dict[int, str]) -> dict:
                "hit@1": wilson(sum(r["hit1"] for r in part), len(part))}
         if part and "session_recall" in part[0]:
             out["by_session"] = {
-                "hit@1": wilson(sum(r["session_recall"][1] > 0 for r in part), len(part)),
+                "hit@1": wilson(sum(r["session_hit1"] for r in part), len(part)),
                 "recall": {f"@{k}": mean_interval([r["session_recall"][k] for r in part]) for k in SESSION_KS}}
         return out
 
@@ -370,6 +370,7 @@ def main(argv: list[str] | None = None) -> dict:
                 row["recall"][k] = score
             ranked = [t for turns in covered for t in turns]
             row["session_recall"] = {k: locomo.session_recall(ranked, evidence, k) for k in SESSION_KS}
+            row["session_hit1"] = bool(covered) and locomo.session_hit(covered[0], evidence)
             rows.append(row)
         lat = np.asarray(latencies)
         splits = {

@@ -312,12 +312,21 @@ def ranked_sessions(ranked_dia_ids: Sequence[str | None]) -> list[str]:
     return out
 
 
+def session_hit(first_turns: Iterable[str | None], evidence: Iterable[str]) -> bool:
+    """Whether the first result's turns (``record_turns`` of the top result: one turn for a message, its
+    source turns for a memory) lie in a session that holds some of the evidence: hit@1 with the session as
+    the unit (arXiv 2606.04194: the top session intersects the gold sessions). False for no turns, as the
+    turn-unit hit@1 of ``bench/locomo_import.py`` counts a result without turns as a miss."""
+    wanted = {session_of(dia_id) for dia_id in evidence} - {None}
+    return bool(wanted.intersection(map(session_of, first_turns)))
+
+
 def session_recall(ranked_dia_ids: Sequence[str | None], evidence: Iterable[str], k: int) -> float:
     """Fraction of the sessions holding a question's evidence found among the first ``k`` sessions of
     ``ranked_sessions(ranked_dia_ids)``; 0.0 for empty evidence.
 
-    The session is the retrieval unit of arXiv 2606.04194 (its LoCoMo Hit@1 0.752 is session recall@1 > 0:
-    the top session holds some evidence), coarser than ``evidence_recall``'s turns: a conversation has
+    The session is the retrieval unit of arXiv 2606.04194 (its LoCoMo Hit@1 0.752 is ``session_hit``),
+    coarser than ``evidence_recall``'s turns: a conversation has
     19-32 sessions against 369-689 turns. Ranked from the top 20 turns only, a session figure at k >= 5 is a
     lower bound of what ranking every session would give.
     """

@@ -142,17 +142,20 @@ def test_session_recall_ranks_sessions_by_their_best_turn():
     assert locomo.session_recall(ranked, ["D5:1", "D5:7", "D9:1"], 2) == 0.0
     assert locomo.session_recall(ranked, ["D5:1", "D5:7", "D9:1"], 3) == 0.5  # two sessions, one found
     assert locomo.session_recall(ranked, [], 5) == 0.0
+    # hit@1 by session reads every turn of the top result (a memory from two sessions), none for no turns
+    assert locomo.session_hit(["D1:3", "D5:2"], ["D5:9"]) and not locomo.session_hit(["D1:3"], ["D5:9"])
+    assert not locomo.session_hit([None], ["D5:9"]) and not locomo.session_hit([], ["D5:9"])
 
 
 def test_split_summary_scores_sessions_beside_turns():
     from bench.locomo_import import split_summary
 
     rows = [{"category": 1, "latency_ms": 10.0, "hit1": False, "recall": {k: 0.0 for k in (1, 5, 10, 20)},
-             "session_recall": {1: 1.0, 5: 1.0}},
+             "session_recall": {1: 1.0, 5: 1.0}, "session_hit1": True},
             {"category": 2, "latency_ms": 30.0, "hit1": True, "recall": {k: 1.0 for k in (1, 5, 10, 20)},
-             "session_recall": {1: 0.5, 5: 0.5}},
+             "session_recall": {1: 0.5, 5: 0.5}, "session_hit1": True},
             {"category": 2, "latency_ms": 20.0, "hit1": False, "recall": {k: 0.0 for k in (1, 5, 10, 20)},
-             "session_recall": {1: 0.0, 5: 0.0}}]
+             "session_recall": {1: 0.0, 5: 0.0}, "session_hit1": False}]
     out = split_summary(rows, locomo.CATEGORIES)
     assert out["hit@1"]["rate"] == 0.333 and out["by_session"]["hit@1"]["rate"] == 0.667
     assert out["by_session"]["recall"]["@1"]["mean"] == 0.5
