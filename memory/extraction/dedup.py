@@ -5,7 +5,7 @@ from django.utils import timezone
 from memory.embedders import get_embedder
 from memory.fields import VectorDistance
 from memory.llm import Llm, LlmError
-from memory.models import Memory, SearchChunk, Thread
+from memory.models import PENDING_CHUNK_STATUS, Memory, SearchChunk, Thread
 from memory.search import scope_q
 from memory.selectors import live_q
 from memory.tenancy import public_id
@@ -17,16 +17,19 @@ from memory.prompts import RELATIONS, JUDGE_SCHEMA, JUDGE_SCHEMA_NAME, JUDGE_SYS
 
 def nearest_memories_queryset(*, vector, project_id: int, user_id: str | None, agent_id: str | None, now,
                               limit: int = NEAREST_MEMORIES):
-    """Chunks of live, valid memories of this user and agent (any thread of the project), nearest ``vector`` first.
+    """Chunks of live memories of this user and agent (any thread of the project) that are valid or await
+    review, nearest ``vector`` first.
 
     Rows are ``(record_id, distance)`` with stored record ids; the distance is
     ranked in SQL (``VectorDistance``, cosine) against the stored,
-    date-prefixed embeddings.
+    date-prefixed embeddings. A memory awaiting review (``Memory.pending``, its chunks
+    ``PENDING_CHUNK_STATUS``) is here so that ``decide`` finds a repeat of it a duplicate: without it, a
+    preference said twice before a reviewer came waited in the review queue twice.
     """
     scope = SearchScope(user_id=user_id, agent_id=agent_id, exact_user_match=True, exact_agent_match=True,
                         exact_thread_match=False)
     return (SearchChunk.objects.filter(live_q(now), scope_q(scope, project_id), source_kind="memory",
-                                       status=RecordStatus.VALID.value)
+                                       status__in=(RecordStatus.VALID.value, PENDING_CHUNK_STATUS))
             .annotate(distance=VectorDistance("embedding", vector))
             .order_by("distance", "id")
             .values_list("record_id", "distance")[:limit])
@@ -39,6 +42,10 @@ def decide(candidates: list[Candidate], *, thread: Thread, llm: Llm, result: Job
     prefix the search index carries), so a fact restated in a later session
     still matches. Candidates are also compared with those accepted before them
     in the same job. A judge call that fails leaves the candidate new, noted.
+    A memory awaiting review counts for duplicates only: a candidate is judged
+    (updates, contradicts) against valid memories alone, since a relation is made at
+    once for a candidate that does not wait and would change a memory no reviewer
+    has approved (``supersedes`` invalidates its target).
     """
     if not candidates:
         return []
@@ -50,7 +57,9 @@ def decide(candidates: list[Candidate], *, thread: Thread, llm: Llm, result: Job
                                                                now=now)]
                   for v in vectors]
     ids = list(dict.fromkeys(rid for shortlist in shortlists for rid in shortlist))
-    stored = dict(Memory.objects.filter(pk__in=ids).values_list("pk", "content"))
+    rows = list(Memory.objects.filter(pk__in=ids).values_list("pk", "content", "pending"))
+    stored = {pk: content for pk, content, _ in rows}
+    waiting = {pk for pk, _, pending in rows if pending}
     ids = [i for i in ids if i in stored]
     stored_vectors = dict(zip(ids, embedder.embed([stored[i] for i in ids]))) if ids else {}
     dup, related = duplicate_distance(), related_distance()
@@ -60,15 +69,15 @@ def decide(candidates: list[Candidate], *, thread: Thread, llm: Llm, result: Job
         if any(1.0 - float(np.dot(vector, other)) < dup for other in accepted):
             decisions.append(Decision(candidate, "duplicate", note="repeats a memory of the same job"))
             continue
-        best_id, best = None, 2.0
-        for rid in shortlist:
-            if rid in stored_vectors:
-                distance = 1.0 - float(np.dot(vector, stored_vectors[rid]))
-                if distance < best:
-                    best_id, best = rid, distance
-        if best_id is not None and best < dup:
-            decisions.append(Decision(candidate, "duplicate", related_memory_id=public_id(best_id), distance=best))
+        distances = {rid: 1.0 - float(np.dot(vector, stored_vectors[rid])) for rid in shortlist
+                     if rid in stored_vectors}
+        best_id = min(distances, key=distances.get, default=None)
+        if best_id is not None and distances[best_id] < dup:
+            decisions.append(Decision(candidate, "duplicate", related_memory_id=public_id(best_id),
+                                      distance=distances[best_id]))
             continue
+        best_id = min((rid for rid in distances if rid not in waiting), key=distances.get, default=None)
+        best = distances[best_id] if best_id is not None else 2.0
         decision = Decision(candidate, "new")
         if best_id is not None and best < related:
             decision = _judge(candidate, public_id(best_id), stored[best_id], best, llm, result)
