@@ -285,15 +285,21 @@ def test_extracted_preferences_wait_and_their_supersedes_relation_waits_for_appr
     assert Memory.objects.get(pk=hiking.pk).status == "valid"
 
 
+def _extract_twice(first: tuple, second: tuple):
+    """A thread whose first and second messages (about hiking) each yield one memory, ``(type, content)``; (the
+    thread, the scripted LLM)."""
+    llm = ScriptedLlm([memories((*first, ["m1"])), memories((*second, ["m1"]))])
+    thread = AgentMemory(llm=llm).create_thread(thread_id="t-x", user_id="u1", agent_id="a1",
+                                                memory_extraction_config=INLINE)
+    thread.add_messages([{"role": "user", "content": "I like hiking", "id": "m1"}])
+    thread.add_messages([{"role": "user", "content": "About hiking, again", "id": "m2"}])
+    return thread, llm
+
+
 def test_a_preference_said_again_before_review_waits_in_the_queue_once(db):
     """A repeat of a memory awaiting review is a duplicate, as a repeat of a valid one is; before, the queue
     held it twice (dedup compared valid memories only)."""
-    llm = ScriptedLlm([memories(("preference", "Caroline likes hiking.", ["m1"])),
-                       memories(("preference", "Caroline likes hiking.", ["m1"]))])
-    client = AgentMemory(llm=llm)
-    thread = client.create_thread(thread_id="t-x", user_id="u1", agent_id="a1", memory_extraction_config=INLINE)
-    thread.add_messages([{"role": "user", "content": "I like hiking", "id": "m1"}])
-    thread.add_messages([{"role": "user", "content": "Did I say I like hiking?", "id": "m2"}])
+    thread, llm = _extract_twice(("preference", "Caroline likes hiking."), ("preference", "Caroline likes hiking."))
     [waiting] = Memory.objects.all()
     assert waiting.pending and waiting.content == "Caroline likes hiking."
     assert [item.memory.id for item in review.review_records(project=thread.project)] == [waiting.public_id]
@@ -303,12 +309,7 @@ def test_a_preference_said_again_before_review_waits_in_the_queue_once(db):
 def test_a_memory_awaiting_review_is_never_judged_for_a_relation(db):
     """Close to a waiting memory but not a repeat: stored new, with no relation to it now or on approval (a
     fact does not wait, so its relation would be made at once, on a memory no reviewer has approved)."""
-    llm = ScriptedLlm([memories(("preference", "Caroline likes hiking.", ["m1"])),
-                       memories(("fact", "Caroline no longer likes hiking.", ["m1"]))])
-    client = AgentMemory(llm=llm)
-    thread = client.create_thread(thread_id="t-x", user_id="u1", agent_id="a1", memory_extraction_config=INLINE)
-    thread.add_messages([{"role": "user", "content": "I like hiking", "id": "m1"}])
-    thread.add_messages([{"role": "user", "content": "I stopped liking hiking", "id": "m2"}])
+    _, llm = _extract_twice(("preference", "Caroline likes hiking."), ("fact", "Caroline no longer likes hiking."))
     hiking, newer = Memory.objects.get(content="Caroline likes hiking."), Memory.objects.get(memory_type="fact")
     assert hiking.pending and hiking.status == "valid" and not newer.pending
     assert newer.metadata["extraction"]["decision"] == "new" and "related_memory_id" not in newer.metadata["extraction"]
