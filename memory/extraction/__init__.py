@@ -120,6 +120,7 @@ from memory.extraction.candidates import (  # noqa: F401
 )
 from memory.extraction.dedup import (  # noqa: F401
     nearest_memories_queryset,
+    nearest_waiting_queryset,
     decide,
 )
 from memory.extraction.pipeline import (  # noqa: F401

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 from django.utils import timezone
 from memory.embedders import get_embedder
@@ -15,37 +17,56 @@ from memory.extraction.config import NEAREST_MEMORIES, duplicate_distance, relat
 from memory.prompts import RELATIONS, JUDGE_SCHEMA, JUDGE_SCHEMA_NAME, JUDGE_SYSTEM_PROMPT
 
 
-def nearest_memories_queryset(*, vector, project_id: int, user_id: str | None, agent_id: str | None, now,
-                              limit: int = NEAREST_MEMORIES):
-    """Chunks of live memories of this user and agent (any thread of the project) that are valid or await
-    review, nearest ``vector`` first.
-
-    Rows are ``(record_id, distance)`` with stored record ids; the distance is
-    ranked in SQL (``VectorDistance``, cosine) against the stored,
-    date-prefixed embeddings. A memory awaiting review (``Memory.pending``, its chunks
-    ``PENDING_CHUNK_STATUS``) is here so that ``decide`` finds a repeat of it a duplicate: without it, a
-    preference said twice before a reviewer came waited in the review queue twice.
-    """
-    scope = SearchScope(user_id=user_id, agent_id=agent_id, exact_user_match=True, exact_agent_match=True,
-                        exact_thread_match=False)
-    return (SearchChunk.objects.filter(live_q(now), scope_q(scope, project_id), source_kind="memory",
-                                       status__in=(RecordStatus.VALID.value, PENDING_CHUNK_STATUS))
-            .annotate(distance=VectorDistance("embedding", vector))
+def _nearest(chunks, vector, limit: int):
+    """``chunks`` as ``(record_id, distance)`` rows, nearest ``vector`` first (cosine, ranked in SQL)."""
+    return (chunks.annotate(distance=VectorDistance("embedding", vector))
             .order_by("distance", "id")
             .values_list("record_id", "distance")[:limit])
 
 
-def decide(candidates: list[Candidate], *, thread: Thread, llm: Llm, result: JobResult) -> list[Decision]:
+def nearest_memories_queryset(*, vector, project_id: int, user_id: str | None, agent_id: str | None, now,
+                              limit: int = NEAREST_MEMORIES):
+    """Chunks of live, valid memories of this user and agent (any thread of the project), nearest ``vector`` first.
+
+    Rows are ``(record_id, distance)`` with stored record ids; the distance is
+    ranked in SQL (``VectorDistance``, cosine) against the stored,
+    date-prefixed embeddings.
+    """
+    scope = SearchScope(user_id=user_id, agent_id=agent_id, exact_user_match=True, exact_agent_match=True,
+                        exact_thread_match=False)
+    return _nearest(SearchChunk.objects.filter(live_q(now), scope_q(scope, project_id), source_kind="memory",
+                                               status=RecordStatus.VALID.value), vector, limit)
+
+
+def nearest_waiting_queryset(*, vector, thread_id: str, now, limit: int = 1):
+    """Chunks of live memories of one thread (``thread_id``, a stored id) that await review (their chunks carry
+    ``PENDING_CHUNK_STATUS``), nearest ``vector`` first, as ``nearest_memories_queryset``'s rows.
+
+    What ``decide`` finds a waiting candidate's repeat in. One thread only: a reviewer who rejects a memory
+    judges the conversation it came from, so a repeat from another conversation waits on its own.
+    """
+    return _nearest(SearchChunk.objects.filter(live_q(now), thread_id=thread_id, source_kind="memory",
+                                               status=PENDING_CHUNK_STATUS), vector, limit)
+
+
+def decide(candidates: list[Candidate], *, thread: Thread, llm: Llm, result: JobResult,
+           review_types: Collection[str] = ()) -> list[Decision]:
     """Decide for each candidate: new, duplicate, updates or contradicts (see the module docstring).
 
     Distances compare the plain contents (both sides embedded without the date
     prefix the search index carries), so a fact restated in a later session
     still matches. Candidates are also compared with those accepted before them
     in the same job. A judge call that fails leaves the candidate new, noted.
-    A memory awaiting review counts for duplicates only: a candidate is judged
-    (updates, contradicts) against valid memories alone, since a relation is made at
-    once for a candidate that does not wait and would change a memory no reviewer
-    has approved (``supersedes`` invalidates its target).
+
+    ``review_types``: the memory types that wait for review when extracted
+    (``MemoryExtractionConfig.review_types(extracted=True)``). A candidate of such a
+    type that repeats a valid memory of this thread still awaiting review
+    (``nearest_waiting_queryset``) is a duplicate too: a preference said twice before
+    a reviewer came waited in the queue twice. Only a candidate that would wait
+    itself: one that would be valid at once is not hidden behind a review. Relations
+    (updates, contradicts) are judged against valid memories alone, as a relation is
+    made at once for a candidate that does not wait and would change a memory no
+    reviewer has approved (``supersedes`` invalidates its target).
     """
     if not candidates:
         return []
@@ -56,31 +77,30 @@ def decide(candidates: list[Candidate], *, thread: Thread, llm: Llm, result: Job
                                                                user_id=thread.user_id, agent_id=thread.agent_id,
                                                                now=now)]
                   for v in vectors]
-    ids = list(dict.fromkeys(rid for shortlist in shortlists for rid in shortlist))
-    rows = list(Memory.objects.filter(pk__in=ids).values_list("pk", "content", "pending"))
-    stored = {pk: content for pk, content, _ in rows}
-    waiting = {pk for pk, _, pending in rows if pending}
+    waiting = [[rid for rid, _ in nearest_waiting_queryset(vector=v, thread_id=thread.pk, now=now)]
+               if c.memory_type in review_types else [] for c, v in zip(candidates, vectors)]
+    ids = list(dict.fromkeys(rid for rids in (*shortlists, *waiting) for rid in rids))
+    stored = dict(Memory.objects.filter(pk__in=ids, status=RecordStatus.VALID.value).values_list("pk", "content"))
     ids = [i for i in ids if i in stored]
     stored_vectors = dict(zip(ids, embedder.embed([stored[i] for i in ids]))) if ids else {}
     dup, related = duplicate_distance(), related_distance()
     decisions: list[Decision] = []
     accepted: list[np.ndarray] = []
-    for candidate, vector, shortlist in zip(candidates, vectors, shortlists):
+    for candidate, vector, shortlist, repeats in zip(candidates, vectors, shortlists, waiting):
         if any(1.0 - float(np.dot(vector, other)) < dup for other in accepted):
             decisions.append(Decision(candidate, "duplicate", note="repeats a memory of the same job"))
             continue
-        distances = {rid: 1.0 - float(np.dot(vector, stored_vectors[rid])) for rid in shortlist
+        distances = {rid: 1.0 - float(np.dot(vector, stored_vectors[rid])) for rid in (*shortlist, *repeats)
                      if rid in stored_vectors}
-        best_id = min(distances, key=distances.get, default=None)
-        if best_id is not None and distances[best_id] < dup:
-            decisions.append(Decision(candidate, "duplicate", related_memory_id=public_id(best_id),
-                                      distance=distances[best_id]))
+        nearest = min(distances, key=distances.get, default=None)
+        if nearest is not None and distances[nearest] < dup:
+            decisions.append(Decision(candidate, "duplicate", related_memory_id=public_id(nearest),
+                                      distance=distances[nearest]))
             continue
-        best_id = min((rid for rid in distances if rid not in waiting), key=distances.get, default=None)
-        best = distances[best_id] if best_id is not None else 2.0
+        best_id = min((rid for rid in shortlist if rid in distances), key=distances.get, default=None)
         decision = Decision(candidate, "new")
-        if best_id is not None and best < related:
-            decision = _judge(candidate, public_id(best_id), stored[best_id], best, llm, result)
+        if best_id is not None and distances[best_id] < related:
+            decision = _judge(candidate, public_id(best_id), stored[best_id], distances[best_id], llm, result)
         decisions.append(decision)
         if decision.action != "duplicate":
             accepted.append(vector)

@@ -124,7 +124,8 @@ def job_run(*, job_id: int, llm: Llm | None = None, retention: MemoryRetentionCo
         if llm is None:
             raise ExtractionRejected("no LLM configured (set OAM_LLM_BASE_URL or give the thread an llm)")
         candidates = _extract_candidates(thread, job, config, llm, result)
-        decisions = decide(candidates, thread=thread, llm=llm, result=result)
+        decisions = decide(candidates, thread=thread, llm=llm, result=result,
+                           review_types=config.review_types(extracted=True))
         planned = _prepare(thread, job, decisions, retention or default_retention(), config)
         with history.acting("extraction", job.pk, f"extraction job {job.pk}"):  # the versions it writes
             committed = _commit(job.pk, attempt, planned, result, started=started, chain=background)

@@ -285,14 +285,17 @@ def test_extracted_preferences_wait_and_their_supersedes_relation_waits_for_appr
     assert Memory.objects.get(pk=hiking.pk).status == "valid"
 
 
-def _extract_twice(first: tuple, second: tuple):
-    """A thread whose first and second messages (about hiking) each yield one memory, ``(type, content)``; (the
-    thread, the scripted LLM)."""
+def _extract_twice(first: tuple, second: tuple, *, other_thread: bool = False):
+    """A thread whose first and second messages (about hiking) each yield one memory, ``(type, content)``; the
+    second message goes to another thread of the same user and agent with ``other_thread``. (The first
+    thread, the scripted LLM.)"""
     llm = ScriptedLlm([memories((*first, ["m1"])), memories((*second, ["m1"]))])
-    thread = AgentMemory(llm=llm).create_thread(thread_id="t-x", user_id="u1", agent_id="a1",
-                                                memory_extraction_config=INLINE)
+    client = AgentMemory(llm=llm)
+    thread = client.create_thread(thread_id="t-x", user_id="u1", agent_id="a1", memory_extraction_config=INLINE)
+    again = client.create_thread(thread_id="t-y", user_id="u1", agent_id="a1",
+                                 memory_extraction_config=INLINE) if other_thread else thread
     thread.add_messages([{"role": "user", "content": "I like hiking", "id": "m1"}])
-    thread.add_messages([{"role": "user", "content": "About hiking, again", "id": "m2"}])
+    again.add_messages([{"role": "user", "content": "About hiking, again", "id": "m2"}])
     return thread, llm
 
 
@@ -304,6 +307,52 @@ def test_a_preference_said_again_before_review_waits_in_the_queue_once(db):
     assert waiting.pending and waiting.content == "Caroline likes hiking."
     assert [item.memory.id for item in review.review_records(project=thread.project)] == [waiting.public_id]
     assert len(llm.requests) == 2  # two extractions, no judge call
+
+
+def test_a_repeat_that_would_not_wait_is_kept(db):
+    """Only a candidate that would wait itself is hidden behind a waiting memory (found by an attack review): a
+    fact (facts do not wait) repeating a waiting preference is stored, searchable at once."""
+    thread, _ = _extract_twice(("preference", "Caroline likes hiking."), ("fact", "Caroline likes hiking."))
+    assert sorted(Memory.objects.values_list("memory_type", "pending")) == [("fact", False), ("preference", True)]
+    assert Memory.objects.get(memory_type="fact").public_id in ids(thread.search("Caroline hiking"))
+
+
+def test_a_repeat_from_another_thread_waits_on_its_own(db):
+    """A repeat from another conversation waits in the queue itself, so rejecting the first (say, as planted)
+    does not take the second with it (found by an attack review)."""
+    thread, _ = _extract_twice(("preference", "Caroline likes hiking."), ("preference", "Caroline likes hiking."),
+                               other_thread=True)
+    queue = list(review.review_records(project=thread.project))
+    assert sorted(item.memory.thread_id for item in queue) == ["t-x", "t-y"]
+
+
+def test_an_invalid_memory_awaiting_review_hides_no_repeat(db):
+    config = MemoryExtractionConfig(extraction_mode="inline", enable_context_summary=False,
+                                    review_added_memories=True)
+    thread = AgentMemory(llm=ScriptedLlm([memories(("preference", "Caroline likes hiking.", ["m1"]))])).create_thread(
+        thread_id="t-x", user_id="u1", agent_id="a1", memory_extraction_config=config)
+    mid = thread.add_memory("Caroline likes hiking.", memory_type="preference")  # waits (review_added_memories)
+    services.memory_state_update(project=thread.project, memory_id=mid, status="invalid")  # the admin's edit
+    thread.add_messages([{"role": "user", "content": "I like hiking", "id": "m1"}])
+    assert sorted(Memory.objects.values_list("status", flat=True)) == ["invalid", "valid"]  # the repeat is kept
+
+
+def test_waiting_memories_never_crowd_a_valid_one_out_of_the_relation_shortlist(db):
+    """Five waiting preferences nearer the candidate than the valid memory it updates (found by an attack
+    review, when both shared one shortlist of NEAREST_MEMORIES): the update is still judged and made."""
+    near = [("preference", f"Caroline no longer likes {what}.", ["m1"])
+            for what in ("camping", "running", "climbing", "skiing", "hiking with her dog")]
+    llm = ScriptedLlm([memories(*near), memories(("fact", "Caroline no longer likes hiking.", ["m1"])),
+                       {"relation": "updates"}])  # m1: the prompt's ref of each job's one message
+    thread = AgentMemory(llm=llm).create_thread(thread_id="t-x", user_id="u1", agent_id="a1",
+                                                memory_extraction_config=INLINE)
+    thread.add_messages([{"role": "user", "content": "So many things I stopped liking", "id": "m1"}])
+    old = thread.add_memory("Caroline likes hiking.", memory_type="fact")  # trusted: valid at once
+    thread.add_messages([{"role": "user", "content": "I stopped liking hiking", "id": "m2"}])
+    assert Memory.objects.filter(pending=True).count() == 5
+    link = RecordLink.objects.get()
+    assert (link.target_id, link.relation_type) == (key(old), "supersedes")
+    assert Memory.objects.get(pk=key(old)).status == "invalid"
 
 
 def test_a_memory_awaiting_review_is_never_judged_for_a_relation(db):

@@ -4,7 +4,8 @@ import datetime
 
 import numpy as np
 
-from memory.extraction import lock_queryset, nearest_memories_queryset, orphan_threads_queryset
+from memory.extraction import (lock_queryset, nearest_memories_queryset, nearest_waiting_queryset,
+                               orphan_threads_queryset)
 
 C = '"OAM_SEARCH_CHUNKS"'
 NOW = datetime.datetime(2026, 11, 30, 12, 0, 0, tzinfo=datetime.UTC)
@@ -17,11 +18,23 @@ def test_nearest_memories_rank_by_vector_distance_in_the_users_scope(oracle):
     assert f'VECTOR_DISTANCE({C}."EMBEDDING", %s, COSINE) AS "DISTANCE"' in sql
     where = sql.split(" WHERE ", 1)[1]
     for fragment in (f'{C}."PROJECT_ID" = %s', f'{C}."USER_ID" = %s', f'{C}."AGENT_ID" IS NULL', f'{C}."SOURCE_KIND" = %s',
-                     f'{C}."STATUS" IN (%s, %s)', f'({C}."EXPIRES_AT" IS NULL OR {C}."EXPIRES_AT" > %s)'):
+                     f'{C}."STATUS" = %s', f'({C}."EXPIRES_AT" IS NULL OR {C}."EXPIRES_AT" > %s)'):
         assert fragment in where
     assert '"THREAD_ID"' not in where  # any thread of the user and agent
     assert sql.endswith(f'ORDER BY 2 ASC, {C}."ID" ASC FETCH FIRST 5 ROWS ONLY')
-    assert {"u1", "memory", "valid", "pending"} <= {p for p in params if isinstance(p, str)}  # pending: duplicates
+    assert {"u1", "memory", "valid"} <= {p for p in params if isinstance(p, str)}
+
+
+def test_waiting_memories_of_one_thread_rank_by_vector_distance(oracle):
+    vector = np.random.default_rng(4).standard_normal(384).astype("f4")
+    qs = nearest_waiting_queryset(vector=vector, thread_id="7:t-x", now=NOW)
+    sql, params = qs.query.get_compiler(connection=oracle).as_sql()
+    assert f'VECTOR_DISTANCE({C}."EMBEDDING", %s, COSINE) AS "DISTANCE"' in sql
+    where = sql.split(" WHERE ", 1)[1]
+    for fragment in (f'{C}."THREAD_ID" = %s', f'{C}."SOURCE_KIND" = %s', f'{C}."STATUS" = %s'):
+        assert fragment in where
+    assert sql.endswith(f'ORDER BY 2 ASC, {C}."ID" ASC FETCH FIRST 1 ROWS ONLY')
+    assert {"7:t-x", "memory", "pending"} <= {p for p in params if isinstance(p, str)}
 
 
 def test_orphan_threads_compare_the_watermark_in_sql(oracle):
