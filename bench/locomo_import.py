@@ -74,6 +74,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 from bench._database import use_sqlite  # noqa: E402
+from memory.locomo import CATEGORIES  # noqa: E402  (plain Python: no settings needed before Django is set up)
 
 DB_PATH = ROOT / "var" / "bench-locomo.sqlite3"
 KS = (1, 5, 10, 20)
@@ -117,13 +118,6 @@ def targets(splits: dict) -> dict:
 
 
 MODES = ("HYBRID", "VECTOR", "KEYWORD")
-
-
-def locomo_categories() -> dict[int, str]:
-    """``memory.locomo.CATEGORIES`` (read before Django is set up; the module needs no settings)."""
-    from memory.locomo import CATEGORIES
-
-    return CATEGORIES
 Z95 = 1.959964
 
 
@@ -269,7 +263,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rerank-depth", type=int, default=None, metavar="N",
                         help="HYBRID's first N results read by the cross-encoder (OAM_RERANK_DEPTH; default: the "
                              "setting, 0 = off)")
-    parser.add_argument("--categories", nargs="+", type=int, choices=sorted(locomo_categories()),
+    parser.add_argument("--categories", nargs="+", type=int, choices=sorted(CATEGORIES),
                         default=[1, 2, 3, 4],
                         help="question categories scored (default 1-4, the issue's; 5 is adversarial, which "
                              "arXiv 2606.04194 also scores)")

@@ -317,7 +317,7 @@ def session_hit(first_turns: Iterable[str | None], evidence: Iterable[str]) -> b
     source turns for a memory) lie in a session that holds some of the evidence: hit@1 with the session as
     the unit (arXiv 2606.04194: the top session intersects the gold sessions). False for no turns, as the
     turn-unit hit@1 of ``bench/locomo_import.py`` counts a result without turns as a miss."""
-    wanted = {session_of(dia_id) for dia_id in evidence} - {None}
+    wanted = set(map(session_of, evidence)) - {None}
     return bool(wanted.intersection(map(session_of, first_turns)))
 
 
@@ -326,11 +326,11 @@ def session_recall(ranked_dia_ids: Sequence[str | None], evidence: Iterable[str]
     ``ranked_sessions(ranked_dia_ids)``; 0.0 for empty evidence.
 
     The session is the retrieval unit of arXiv 2606.04194 (its LoCoMo Hit@1 0.752 is ``session_hit``),
-    coarser than ``evidence_recall``'s turns: a conversation has
-    19-32 sessions against 369-689 turns. Ranked from the top 20 turns only, a session figure at k >= 5 is a
-    lower bound of what ranking every session would give.
+    coarser than ``evidence_recall``'s turns: a conversation has 19-32 sessions against 369-689 turns.
+    Ranked from the top 20 turns only, a session figure at k >= 5 is a lower bound of what ranking every
+    session would give.
     """
-    wanted = {s for s in map(session_of, evidence) if s is not None}
+    wanted = set(map(session_of, evidence)) - {None}
     if not wanted:
         return 0.0
     return len(wanted.intersection(ranked_sessions(ranked_dia_ids)[:k])) / len(wanted)
