@@ -231,9 +231,9 @@ class OnnxModel:
         import onnxruntime
         from tokenizers import Tokenizer
 
-        if problem := self.missing(package, *parts):
-            raise ImportError(problem)
         directory = self.directory(package, *parts)
+        if problem := self._problem(package, directory):
+            raise ImportError(problem)
         self.max_chars = self.CHARS_PER_TOKEN * max_tokens
         self.tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_tokens)
@@ -266,7 +266,11 @@ class OnnxModel:
     @classmethod
     def missing(cls, package: str, *parts: str) -> str:
         """What keeps the model from loading (the package, or a file of ``FILES``), or "" when nothing does."""
-        directory = cls.directory(package, *parts)
+        return cls._problem(package, cls.directory(package, *parts))
+
+    @classmethod
+    def _problem(cls, package: str, directory: Path | None) -> str:
+        """``missing``, given the model's directory (``directory``'s answer, None when the package is absent)."""
         if directory is None:
             return f"package {package!r} is not installed"
         absent = [name for name in cls.FILES if not (directory / name).is_file()]

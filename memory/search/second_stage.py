@@ -611,8 +611,8 @@ def with_cross_encoder(ranked: list[tuple[tuple[str, str], float]], scores: list
     ``len(scores)`` records added: ``weight`` x the score min-max normalised over them (0 to ``weight``),
     then those records re-sorted by the sum. A record the model could not read (score None: an image, whose
     text the pool does not hold; or a score that is not finite) gets the median of the others' normalised
-    scores, neither lifted nor sunk. The records below keep their order and scores; the ones above only gain, so they stay above.
-    Pure; ties keep the earlier order."""
+    scores, neither lifted nor sunk. The records below keep their order and scores; the ones above only
+    gain, so they stay above. Pure; ties keep the earlier order."""
     n = len(scores)
     scores = [s if s is not None and math.isfinite(s) else None for s in scores]
     known = [s for s in scores if s is not None]
