@@ -59,7 +59,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from memory import locomo  # noqa: E402  (plain Python: no Django, no model in this process)
+from memory.dev import locomo  # noqa: E402  (plain Python: no Django, no model in this process)
 
 VAR = ROOT / "var" / "bench-api-load"
 OPERATIONS = ("add_messages", "get_thread", "list_messages", "search", "context_card")

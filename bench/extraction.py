@@ -1,13 +1,13 @@
 """Extraction benchmark: LoCoMo sessions imported with BACKGROUND extraction on a local LLM; prints JSON.
 
 Reads one LoCoMo conversation in place (``../shared/data/locomo/locomo10.json``
-via ``memory.locomo``; nothing is copied) and imports its first ``--sessions``
+via ``memory.dev.locomo``; nothing is copied) and imports its first ``--sessions``
 sessions the way ``manage.py import_locomo`` does (one thread per session, one
 ``add_messages`` per session, ``memory.client.AgentMemory``), into a fresh
 SQLite file ``var/bench-extraction.sqlite3``, with extraction on:
 
 * LLM: llama.cpp's OpenAI-compatible server with SmolLM2-135M-Instruct
-  (``memory.llm_server``, started and stopped here) or ``--base-url``;
+  (``memory.dev.llm_server``, started and stopped here) or ``--base-url``;
 * mode BACKGROUND: the embedded Dramatiq worker of this process (one thread, as
   the local server answers one request at a time);
 * every thread watched through ``/ws/threads/<id>/extraction/`` (the ASGI
@@ -82,11 +82,11 @@ def main(argv: list[str] | None = None) -> dict:
     from django.conf import settings
     from django.core.management import call_command
 
-    from memory import locomo
+    from memory.dev import locomo
     from memory.client import AgentMemory, MemoryExtractionConfig
     from memory.embedders import get_embedder
-    from memory.llm import OpenAICompatibleLlm
-    from memory.llm_server import local_llm_server
+    from memory.llm.adapters import OpenAICompatibleLlm
+    from memory.dev.llm_server import local_llm_server
     from memory.models import ExtractionJob, Memory, Message
     from oam_site.worker import stop_embedded_worker
     from threads.auth import api_key_create

@@ -8,7 +8,7 @@ Ingest at the embedder's speed. The same LoCoMo turns (the
 the other on the same machine:
 
 * ``embedder_one_call``: this process embeds every turn's embedding text (the
-  text the service embeds: ``memory.services.embedding_text`` of each chunk) in
+  text the service embeds: ``memory.index.writer.embedding_text`` of each chunk) in
   one call to the bare model (``MiniLMEmbedder``): the best this hardware does.
 * ``api_microbatch``: a real server (``python -m oam_site.serve`` on 127.0.0.1,
   a fresh SQLite file, no LLM) with ``OAM_EMBEDDING_MICROBATCH=true`` (the
@@ -50,10 +50,10 @@ import django  # noqa: E402
 
 django.setup()
 
-from memory import locomo  # noqa: E402
-from memory.chunking import chunk_text  # noqa: E402
+from memory.dev import locomo  # noqa: E402
+from memory.core.chunking import chunk_text  # noqa: E402
 from memory.embedders import MiniLMEmbedder  # noqa: E402
-from memory.services import embedding_text, message_chunk_text  # noqa: E402
+from memory.index.writer import embedding_text, message_chunk_text  # noqa: E402
 
 
 def log(*args) -> None:

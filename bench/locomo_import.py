@@ -15,7 +15,7 @@ database. Steps:
    conversation: ``client.search(question, user_id=<sample>,
    record_types=["message"], max_results=20)``; evidence recall@1/5/10/20
    (the fraction of a question's evidence turns found in the top k, averaged;
-   ``memory.locomo.evidence_recall``) overall and per category,
+   ``memory.dev.locomo.evidence_recall``) overall and per category,
    and search latency percentiles.
 3. Tuning discipline: the same figures for a fixed split of the
    conversations by their order in the data file: the first five samples are
@@ -25,7 +25,7 @@ database. Steps:
    the mean of the per-question recalls (mean +- 1.96 sd / sqrt(n)), hit@1
    (the top result is an evidence turn) with a Wilson 95 % interval on the
    per-question hits, both by category, and search p50/p95. ``by_session`` scores the same results
-   with the session as the unit (``memory.locomo.session_recall``): the unit of the 0.752 Hit@1 the issue
+   with the session as the unit (``memory.dev.locomo.session_recall``): the unit of the 0.752 Hit@1 the issue
    cites (arXiv 2606.04194 ranks the sessions of a conversation by their best turn and scores all five
    categories; ``--categories 1 2 3 4 5`` measures the same questions).
 4. ``targets``: whether the figures meet the issue's targets (``TARGETS`` on all ten, the report half at
@@ -44,7 +44,7 @@ figure: it copies the headline database to ``FILE`` (once; SQLite's backup),
 adds LoCoMo's per-session ``observation`` facts (written by the dataset's
 authors with an LLM, each naming the turns it came from) as ``fact`` memories
 whose ``source_message_ids`` are those turns, so they lend the turns fact keys
-(``memory.index.add_fact_keys``: what extraction's memories do), then searches
+(``memory.index.writer.add_fact_keys``: what extraction's memories do), then searches
 messages exactly as above. The observations stand in for this site's own
 extraction, which would need an LLM for every session.
 
@@ -74,11 +74,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 from bench._database import use_sqlite  # noqa: E402
-from memory.locomo import CATEGORIES  # noqa: E402  (plain Python: no settings needed before Django is set up)
+from memory.dev.locomo import CATEGORIES  # noqa: E402  (plain Python: no settings needed before Django is set up)
 
 DB_PATH = ROOT / "var" / "bench-locomo.sqlite3"
 KS = (1, 5, 10, 20)
-#: Session-unit cut-offs (``memory.locomo.session_recall``): sessions ranked by their best turn among the
+#: Session-unit cut-offs (``memory.dev.locomo.session_recall``): sessions ranked by their best turn among the
 #: top 20 results, the unit of arXiv 2606.04194's LoCoMo Hit@1 (0.752) that issue #16 cites.
 SESSION_KS = (1, 5)
 # with the same measure, each turn indexed as "<speaker>: <text> [shares a photo: <caption>]".
@@ -150,7 +150,8 @@ def _observation_database(path: Path) -> None:
 def _add_observations(data_path: Path, samples) -> dict:
     """Add each session's LoCoMo observations as ``fact`` memories of its thread, sourced on their turns
     (ids ``obs-<sample>-<session>-<n>``; a rerun adds only what is missing). Returns counts and seconds."""
-    from memory import locomo, services
+    from memory.dev import locomo
+    from memory.services.memories import memory_add
     from memory.client import AgentMemory
     from memory.models import Memory
 
@@ -180,7 +181,7 @@ def _add_observations(data_path: Path, samples) -> dict:
                     if not sources or memory_id in have:
                         skipped += 1
                         continue
-                    services.memory_add(thread=thread.row, content=str(text), memory_type="fact",
+                    memory_add(thread=thread.row, content=str(text), memory_type="fact",
                                         memory_id=memory_id, source_message_ids=sources,
                                         timestamp=session.timestamp, retention=client.retention_config)
                     added += 1
@@ -293,9 +294,9 @@ def main(argv: list[str] | None = None) -> dict:
     from django.core.management import call_command
     from tqdm import tqdm
 
-    from memory import locomo
+    from memory.dev import locomo
     from memory.client import AgentMemory
-    from memory.types import MemorySearchConfig
+    from memory.core.types import MemorySearchConfig
     from memory.embedders import get_embedder
     from memory.models import Message, Thread
 
@@ -416,7 +417,7 @@ def main(argv: list[str] | None = None) -> dict:
             **({"mixed": "a memory result counts as the turns it came from"} if args.mixed else {}),
             "questions": len(jobs),
             "categories": sorted(args.categories),
-            "by_session": "sessions ranked by their best turn in the top 20 results (memory.locomo.session_recall):"
+            "by_session": "sessions ranked by their best turn in the top 20 results (memory.dev.locomo.session_recall):"
                           " the unit of arXiv 2606.04194's LoCoMo Hit@1 0.752; recall@5 is a lower bound",
             "questions_scored_on_partial_evidence": partial,
             "questions_skipped_no_resolvable_evidence": unresolved,

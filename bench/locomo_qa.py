@@ -21,7 +21,7 @@ Steps:
    ``--questions N`` draws N of them with ``random.Random(--seed)``, kept in
    file order.
 3. Per question, the context an agent would get, within ``--token-budget``
-   tokens (``memory.chunking.estimate_tokens``, characters / 4, on the exact
+   tokens (``memory.core.chunking.estimate_tokens``, characters / 4, on the exact
    text given to the model):
 
    * ``--context search`` (default): ``client.search(question,
@@ -54,7 +54,7 @@ accuracy (Wilson 95 % interval over the questions the judge labelled),
 both by category and by split (tuning/report halves of
 ``bench/locomo_import.py``), context/prompt/completion tokens and latency
 p50/p95; ``--details`` adds one row per question (with the context text). Progress goes to stderr.
-An answer or judge call that fails (``memory.llm.LlmError``) is recorded in
+An answer or judge call that fails (``memory.llm.adapters.LlmError``) is recorded in
 the row (``answer_error``/``judge_error``) and counted in ``failures``.
 """
 
@@ -282,12 +282,13 @@ def run(args: argparse.Namespace, db_path: Path) -> dict:
     from django.conf import settings
     from django.core.management import call_command
 
-    from memory import conf, locomo
-    from memory.chunking import estimate_tokens
+    from memory.core import conf
+    from memory.dev import locomo
+    from memory.core.chunking import estimate_tokens
     from memory.client import AgentMemory
     from memory.embedders import get_embedder
-    from memory.llm import LlmError, OpenAICompatibleLlm, reset_llm
-    from memory.types import MemorySearchConfig
+    from memory.llm.adapters import LlmError, OpenAICompatibleLlm, reset_llm
+    from memory.core.types import MemorySearchConfig
 
     base_url = args.base_url or conf.get("OAM_LLM_BASE_URL")
     model = args.model or conf.get("OAM_LLM_MODEL")

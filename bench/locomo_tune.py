@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from memory.locomo import evidence_recall  # noqa: E402  (needs ROOT on the path; imports no Django model)
+from memory.dev.locomo import evidence_recall  # noqa: E402  (needs ROOT on the path; imports no Django model)
 
 KS = (1, 5, 10, 20)
 GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
@@ -56,13 +56,13 @@ def _pool(args) -> list[dict]:
             return pickle.load(fh)
     from django.utils import timezone
 
-    from memory import locomo
+    from memory.dev import locomo
     from memory.embedders import embed_query
     from memory.models import Message
     from memory.search import ranking, second_stage
     from memory.search.request import CLIENT_SCOPE, build_request, resolve_scope
-    from memory.tenancy import get_project
-    from memory.types import MemorySearchConfig
+    from memory.records.tenancy import get_project
+    from memory.core.types import MemorySearchConfig
 
     project = get_project(None).pk
     out = []
@@ -180,7 +180,7 @@ def _cross_encoder(prepared: list, questions: list[dict], weights, depth: int, c
     it) is ``model_only``. The model's scores are kept in ``cache`` (one forward pass per question)."""
     import numpy as np
 
-    from memory.index import message_chunk_text
+    from memory.index.writer import message_chunk_text
     from memory.rerankers import CrossEncoderReranker
     from memory.search import second_stage
 
@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> dict:
     import django
 
     django.setup()
-    from memory import locomo
+    from memory.dev import locomo
     from memory.search import second_stage
 
     questions = _pool(args)

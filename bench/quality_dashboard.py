@@ -6,12 +6,12 @@
 Uses its own fresh SQLite file, ``var/bench-quality.sqlite3`` (removed and
 migrated at the start, left in place afterwards), never the development
 database. Rows are written with ``bulk_create`` straight into the tables the
-dashboard reads (``memory.quality``: memories, extraction jobs, relations,
+dashboard reads (``memory.reports.quality``: memories, extraction jobs, relations,
 memory versions), spread uniformly over the last 400 days and over
 ``--threads`` threads of one project, a tenth of the memories pending; no
 embedding is computed (the dashboard reads none). Then, after one warm-up each:
 
-* ``memory.quality.dashboard`` for the project and for one thread, for every
+* ``memory.reports.quality.dashboard`` for the project and for one thread, for every
   range (1, 7, 30, 90, 365 days), ``--runs`` times;
 * the whole page, ``GET /staff/projects/<slug>/quality/?days=30`` through
   Django's test client as a superuser, ``--runs`` times.
@@ -59,7 +59,7 @@ def _fill(args, rng: random.Random):
     from django.utils import timezone
 
     from memory.models import ExtractionJob, Memory, MemoryVersion, Project, RecordLink, Thread
-    from memory.tenancy import stored_id
+    from memory.core.ids import stored_id
 
     project = Project.objects.create(slug="bench-quality")
     now = timezone.now()
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> dict:
     from django.core.management import call_command
     from django.test import Client
 
-    from memory import quality
+    from memory.reports import quality
 
     call_command("migrate", interactive=False, verbosity=0)
     started = time.perf_counter()

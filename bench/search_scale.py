@@ -16,11 +16,11 @@ outside the clock, so both sides rank the same query vector):
 
 * ``numpy``: ``X @ q`` over the in-memory float32 matrix plus ``argpartition``
   for the top 100: the in-memory brute-force baseline.
-* ``vector_arm``: the vector arm search uses, ``memory.search.vector_arm``
-  (top 100): exact KNN on the process's vector cache (``memory.vector_cache``)
+* ``vector_arm``: the vector arm search uses, ``memory.search.ranking.vector_arm``
+  (top 100): exact KNN on the process's vector cache (``memory.index.vector_cache``)
   with filters and distances from SQL.
 * ``sql_arm``: the same ranking done entirely in SQL,
-  ``memory.search.chunk_queryset`` (sqlite-vec ``vec_distance_cosine`` over
+  ``memory.search.query.chunk_queryset`` (sqlite-vec ``vec_distance_cosine`` over
   every scoped row): the path used with the cache off or over its row cap.
 * ``cache_load_ms``: the first search's one-off load of the vector cache.
 * ``search_vector`` / ``search_hybrid``: the whole ``search_records`` call
@@ -63,7 +63,8 @@ def _build(n: int, path: Path, rng) -> "np.ndarray":
     from django.db import connection, transaction
 
     call_command("migrate", verbosity=0, interactive=False)
-    from memory.tenancy import get_project, stored_id
+    from memory.records.tenancy import get_project
+    from memory.core.ids import stored_id
 
     project = get_project(None).pk  # everything goes to the default project
     vocab = [f"w{i}" for i in range(2000)]
@@ -127,9 +128,11 @@ def main(argv=None) -> dict:
         connection.close()
         settings.DATABASES["default"]["NAME"] = str(path)
         connection.settings_dict["NAME"] = str(path)
-        from memory import search
+        from memory.search.ranking import search_records, vector_arm
+        from memory.search.request import build_request
+        from memory.search.query import chunk_queryset
         from memory.embedders import get_embedder
-        from memory.types import MemorySearchConfig, SearchScope
+        from memory.core.types import MemorySearchConfig, SearchScope
 
         embedder = get_embedder()
         t0 = time.perf_counter()
@@ -138,22 +141,22 @@ def main(argv=None) -> dict:
         texts = [QUERIES[i % len(QUERIES)] for i in range(args.queries)]
         qvecs = embedder.embed(texts)
         scope = SearchScope(user_id="u")
-        from memory.tenancy import get_project
+        from memory.records.tenancy import get_project
 
         project_id = get_project(None).pk
 
         def request(mode: str, query: str):
-            return search.build_request(query, project_id=project_id, scope=scope,
+            return build_request(query, project_id=project_id, scope=scope,
                                         config=MemorySearchConfig(mode=mode), record_types=["message"],
                                         max_results=10)
 
         timings: dict[str, list[float]] = {k: [] for k in ("numpy", "vector_arm", "sql_arm", "numpy_search",
                                                             "search_vector", "search_hybrid")}
-        from memory.vector_cache import get_vector_cache
+        from memory.index.vector_cache import get_vector_cache
 
         get_vector_cache().clear()
         t = time.perf_counter()
-        search.vector_arm(request("VECTOR", texts[0]), qvecs[0], limit=100)
+        vector_arm(request("VECTOR", texts[0]), qvecs[0], limit=100)
         cache_load_ms = (time.perf_counter() - t) * 1000
         agree: list[bool] = []
         for i, (query, qv) in enumerate(zip(texts, qvecs)):
@@ -161,11 +164,11 @@ def main(argv=None) -> dict:
             np.argpartition(-(matrix @ qv), 100)[:100]
             timings["numpy"].append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()
-            arm = search.vector_arm(request("VECTOR", query), qv, limit=100)
+            arm = vector_arm(request("VECTOR", query), qv, limit=100)
             timings["vector_arm"].append((time.perf_counter() - t) * 1000)
             if not args.skip_sql_arm:
                 t = time.perf_counter()
-                exact = list(search.chunk_queryset(request("VECTOR", query), qv, limit=100))
+                exact = list(chunk_queryset(request("VECTOR", query), qv, limit=100))
                 timings["sql_arm"].append((time.perf_counter() - t) * 1000)
                 same = [r[1] for r in arm] == [r[1] for r in exact]
                 agree.append(same)
@@ -175,7 +178,7 @@ def main(argv=None) -> dict:
             timings["numpy_search"].append((time.perf_counter() - t) * 1000)
             for mode, key in (("VECTOR", "search_vector"), ("HYBRID", "search_hybrid")):
                 t = time.perf_counter()
-                search.search_records(request(mode, query))
+                search_records(request(mode, query))
                 timings[key].append((time.perf_counter() - t) * 1000)
             print(f"\r  {n}: query {i + 1}/{len(texts)}", end="", file=sys.stderr, flush=True)
         print(file=sys.stderr)

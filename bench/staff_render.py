@@ -7,7 +7,7 @@ Uses its own fresh SQLite file, ``var/bench-staff.sqlite3`` (removed and
 migrated at the start, left in place afterwards), never the development
 database. Steps:
 
-1. find the LoCoMo session with the most turns (``memory.locomo``) and import
+1. find the LoCoMo session with the most turns (``memory.dev.locomo``) and import
    its whole conversation with ``manage.py import_locomo`` (the service layer:
    embedded, searchable);
 2. give that session's thread ``--memories`` manual memories (each turn's text
@@ -19,7 +19,7 @@ database. Steps:
    requests; every response must be 200 with every message and memory on it.
 
 Timing is the whole request through Django (middleware, auth, the
-``memory.browse`` reads, template rendering) in this process, without a
+``memory.reports.browse`` reads, template rendering) in this process, without a
 network. Prints one JSON object on stdout: p50/p95/mean/min/max milliseconds,
 the page size and the numbers of messages, memories and relations rendered.
 """
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> dict:
     from django.core.management import call_command
     from django.test import Client
 
-    from memory import locomo
+    from memory.dev import locomo
     from memory.client import AgentMemory
     from memory.embedders import get_embedder
 

@@ -155,7 +155,8 @@ class Worker:
         started = time.perf_counter()
         tenancy = self.has_projects()
         if tenancy:
-            from memory.tenancy import get_project, stored_id
+            from memory.records.tenancy import get_project
+            from memory.core.ids import stored_id
 
             project = get_project(None).pk
             sid = lambda value: stored_id(project, value)  # noqa: E731
@@ -231,7 +232,7 @@ class Worker:
 
     def cmd_questions(self, path: str, samples: list[str]) -> dict:
         """``bench/locomo_import.py``'s question set: categories 1-4 with evidence naming known turns."""
-        from memory import locomo
+        from memory.dev import locomo
 
         jobs = []
         for sample in locomo.iter_samples(Path(path), sample_ids=samples):
@@ -248,7 +249,7 @@ class Worker:
     def client(self, mode: str):
         if mode not in self.clients:
             from memory.client import AgentMemory
-            from memory.types import MemorySearchConfig
+            from memory.core.types import MemorySearchConfig
 
             self.clients[mode] = AgentMemory(search_config=MemorySearchConfig(mode=mode))
         return self.clients[mode]
@@ -408,7 +409,7 @@ def interleaved(children: dict[str, Child], rounds: int, mode: str, jobs: list[l
 
 
 def recall(ranked: list[list], questions: list[dict]) -> dict:
-    """Evidence recall@k (``memory.locomo.evidence_recall``: share of a question's evidence turns in the top k)."""
+    """Evidence recall@k (``memory.dev.locomo.evidence_recall``: share of a question's evidence turns in the top k)."""
     out = {}
     for k in KS:
         scores = [len(set(r[:k]) & set(q["evidence"])) / len(q["evidence"]) for r, q in zip(ranked, questions)]

@@ -4,9 +4,9 @@ Threads, messages, memories, images and relations are edited and deleted
 through the same services the API uses (``save_model``/``delete_model``), so
 an edited memory is re-embedded and its chunks and relations stay in step.
 Single and bulk ("Delete selected") deletes of messages, memories and images
-go through ``memory.erasure``: their search text, embeddings,
+go through ``memory.services.erasure``: their search text, embeddings,
 relations and attached images go with them, expired records included (a
-memory's history stays, as after any single delete: ``memory.history``); then
+memory's history stays, as after any single delete: ``memory.records.history``); then
 ``erasure.storage_scrub`` makes the deletes final in the database file (its
 keyword index rewritten, the WAL emptied), as do thread deletes here.
 Derived rows (search chunks, summaries, extraction jobs) are read-only here:
@@ -15,11 +15,11 @@ services would refuse (``checked_form``) are errors next to their field.
 
 Every list shows and filters by project. Ids are shown as the
 caller's (public) ids; the admin's own URLs use the stored ids
-(``memory.tenancy``), which are the primary keys.
+(``memory.records.tenancy``), which are the primary keys.
 
 Staff by project: every admin here (and in ``threads.admin``)
 is a ``ProjectScopedAdmin``: a superuser sees every row; another staff user
-only rows of the projects they are a member of (``memory.tenancy.staff_projects``):
+only rows of the projects they are a member of (``memory.records.tenancy.staff_projects``):
 lists, change pages, actions and deletes, the project filter and the project
 choices of a form alike. A row of another project is "not there" (the
 admin's "doesn't exist" redirect, as for a deleted row). Only superusers add
@@ -30,7 +30,12 @@ from django import forms
 from django.contrib import admin
 from django.db import transaction
 
-from memory import erasure, links, services
+from memory.services import erasure
+from memory.services.memories import memory_delete_by_id, memory_state_update, memory_update
+from memory.records.validators import check_relation_type
+from memory.links.writes import link_delete, link_update
+from memory.services.threads import thread_create, thread_delete, thread_update
+from memory.services.messages import message_delete, message_state_update
 from memory.client import AgentMemory, Thread as ThreadHandle
 from memory.models import (
     EmbeddingSpace,
@@ -47,10 +52,11 @@ from memory.models import (
     Thread,
     ThreadSummary,
 )
-from memory.errors import DomainError
-from memory.services import check_id, check_metadata, check_scope_id
-from memory.tenancy import DEFAULT_PROJECT, get_project, public_id, staff_projects
-from memory.types import NOTSET
+from memory.core.errors import DomainError
+from memory.records.validators import check_id, check_metadata, check_scope_id
+from memory.records.tenancy import DEFAULT_PROJECT, get_project, staff_projects
+from memory.core.ids import public_id
+from memory.core.types import NOTSET
 
 
 def _handle(row: Thread) -> ThreadHandle:
@@ -72,7 +78,7 @@ class MemberProjectFilter(admin.RelatedFieldListFilter):
 
 
 class ProjectScopedAdmin(admin.ModelAdmin):
-    """Rows of the projects the signed-in user may see (``memory.tenancy.staff_projects``).
+    """Rows of the projects the signed-in user may see (``memory.records.tenancy.staff_projects``).
 
     ``project_path`` is the lookup from a row to its ``Project`` (``"pk"`` for
     projects themselves). A superuser sees every row; another staff user the
@@ -173,10 +179,10 @@ class ReadOnlyAdmin(NoEditing, ProjectScopedAdmin):
 
 
 class ErasingAdmin(ProjectScopedAdmin):
-    """Deletes, single and bulk, through an erase function of ``memory.erasure`` (stored ids -> counts), then
+    """Deletes, single and bulk, through an erase function of ``memory.services.erasure`` (stored ids -> counts), then
     ``erasure.storage_scrub``: the deleted text does not survive in the database file."""
 
-    erase = None  # a staticmethod: memory.erasure.messages_erase, memories_erase ...
+    erase = None  # a staticmethod: memory.services.erasure.messages_erase, memories_erase ...
 
     def delete_model(self, request, obj):
         self._erase([obj.pk])
@@ -236,11 +242,11 @@ class ThreadAdmin(ServiceDeletes, ProjectScopedAdmin):
 
     def save_model(self, request, obj, form, change):
         if not change:
-            row = services.thread_create(project=obj.project, thread_id=obj.pk, user_id=obj.user_id,
+            row = thread_create(project=obj.project, thread_id=obj.pk, user_id=obj.user_id,
                                          agent_id=obj.agent_id, metadata=obj.metadata)
             obj.pk = row.pk  # the admin's redirect goes to the stored thread
         elif "metadata" in form.changed_data:
-            services.thread_update(thread=obj, metadata=obj.metadata)
+            thread_update(thread=obj, metadata=obj.metadata)
 
     def delete_model(self, request, obj):
         self.delete_queryset(request, Thread.objects.filter(pk=obj.pk))
@@ -248,7 +254,7 @@ class ThreadAdmin(ServiceDeletes, ProjectScopedAdmin):
     def delete_queryset(self, request, queryset):
         """``services.thread_delete`` each thread, then ``erasure.storage_scrub`` once (as ``ErasingAdmin``)."""
         for row in list(queryset.select_related("project")):
-            services.thread_delete(project=row.project, thread_id=row.public_id)
+            thread_delete(project=row.project, thread_id=row.public_id)
         erasure.storage_scrub()
 
 
@@ -279,7 +285,7 @@ class MessageAdmin(ServiceDeletes, ErasingAdmin):
             metadata=obj.metadata if "metadata" in changed else NOTSET,
         )
         if changed & {"status", "expires_at"}:
-            services.message_state_update(thread=obj.thread, message_id=obj.public_id, status=obj.status,
+            message_state_update(thread=obj.thread, message_id=obj.public_id, status=obj.status,
                                           expires_at=obj.expires_at)
 
     def delete_model(self, request, obj):
@@ -289,7 +295,7 @@ class MessageAdmin(ServiceDeletes, ErasingAdmin):
         """``services.message_delete`` each message (the thread's running extraction fenced, as through the
         API; expired ones too), then ``erasure.storage_scrub`` once."""
         for row in list(queryset.select_related("thread")):
-            services.message_delete(thread=row.thread, message_id=row.public_id, include_expired=True)
+            message_delete(thread=row.thread, message_id=row.public_id, include_expired=True)
         erasure.storage_scrub()
 
 
@@ -325,10 +331,10 @@ class MemoryAdmin(ServiceDeletes, ErasingAdmin):
                  if name in changed}
         # services.memory_update is what update_memory calls; it also takes memory_type (not a spec parameter).
         # By project, as delete by id: a memory stored with no thread is editable too.
-        services.memory_update(project=obj.project, memory_id=obj.public_id,
+        memory_update(project=obj.project, memory_id=obj.public_id,
                                retention=AgentMemory(project=obj.project).retention_config, **given)
         if "expires_at" in changed:
-            services.memory_state_update(project=obj.project, memory_id=obj.public_id, expires_at=obj.expires_at)
+            memory_state_update(project=obj.project, memory_id=obj.public_id, expires_at=obj.expires_at)
 
     def delete_model(self, request, obj):
         self.delete_queryset(request, Memory.objects.filter(pk=obj.pk))
@@ -341,7 +347,7 @@ class MemoryAdmin(ServiceDeletes, ErasingAdmin):
         (issue #17; decided after the security review of #12): the text stays in ``oam_memory_versions``
         until the user is erased or the thread deleted, which is what erasure is for."""
         for row in list(queryset.select_related("project")):
-            services.memory_delete_by_id(project=row.project, memory_id=row.public_id)
+            memory_delete_by_id(project=row.project, memory_id=row.public_id)
         erasure.storage_scrub()
 
 
@@ -397,7 +403,7 @@ class RecordLinkAdmin(ProjectScopedAdmin):
     fields = ("id", "thread_id", "source_id", "source_type", "target_id", "target_type", "relation_type",
               "opposite_relation_type", "metadata", "timestamp", "created_at")
     readonly_fields = ("id", "thread_id", "source_id", "source_type", "target_id", "target_type", "created_at")
-    form = checked_form(relation_type=links.check_relation_type, opposite_relation_type=links.check_relation_type,
+    form = checked_form(relation_type=check_relation_type, opposite_relation_type=check_relation_type,
                         metadata=check_metadata)
 
     def has_add_permission(self, request):
@@ -406,14 +412,14 @@ class RecordLinkAdmin(ProjectScopedAdmin):
     def save_model(self, request, obj, form, change):
         given = {name: getattr(obj, name) for name in ("relation_type", "opposite_relation_type", "timestamp",
                                                        "metadata") if name in form.changed_data}
-        links.link_update(thread=Thread.objects.get(pk=obj.thread_id), relation_id=obj.public_id, **given)
+        link_update(thread=Thread.objects.get(pk=obj.thread_id), relation_id=obj.public_id, **given)
 
     def delete_model(self, request, obj):
-        links.link_delete(thread=Thread.objects.get(pk=obj.thread_id), relation_id=obj.public_id)
+        link_delete(thread=Thread.objects.get(pk=obj.thread_id), relation_id=obj.public_id)
 
     def delete_queryset(self, request, queryset):
         for pk, thread_id in list(queryset.values_list("pk", "thread_id")):
-            links.link_delete(thread=Thread.objects.get(pk=thread_id), relation_id=public_id(pk))
+            link_delete(thread=Thread.objects.get(pk=thread_id), relation_id=public_id(pk))
 
 
 @admin.register(SearchChunk)
@@ -433,7 +439,7 @@ class SearchChunkAdmin(ReadOnlyAdmin):
 
 @admin.register(ThreadSummary)
 class ThreadSummaryAdmin(ReadOnlyAdmin):
-    """Durable summaries (refreshed by the LLM, memory.context)."""
+    """Durable summaries (refreshed by the LLM, memory.context.cards)."""
 
     list_display = ("thread", "project", "revision", "through_seq", "updated_at")
     list_filter = ("project", "updated_at")
@@ -452,7 +458,7 @@ class ExtractionJobAdmin(ReadOnlyAdmin):
 
 @admin.register(ErasureReceipt)
 class ErasureReceiptAdmin(ReadOnlyAdmin):
-    """Receipts of user and agent erasures (``memory.erasure``): the subject only as a keyed digest."""
+    """Receipts of user and agent erasures (``memory.services.erasure``): the subject only as a keyed digest."""
 
     list_display = ("id", "project", "subject", "cascade", "requested_by", "requested_at", "completed_at")
     list_filter = ("project", "subject", "requested_at")
@@ -461,7 +467,7 @@ class ErasureReceiptAdmin(ReadOnlyAdmin):
 
 @admin.register(MemoryVersion)
 class MemoryVersionAdmin(ReadOnlyAdmin):
-    """The history of memories (``memory.history``): appended by the services; deleted by an erasure, a
+    """The history of memories (``memory.records.history``): appended by the services; deleted by an erasure, a
     thread's delete and the expiry purge, never here."""
 
     list_display = ("memory_id", "version", "action", "actor_kind", "actor_id", "project", "created_at")
@@ -469,7 +475,7 @@ class MemoryVersionAdmin(ReadOnlyAdmin):
     search_fields = ("memory_id", "thread_id", "actor_id", "reason")
 @admin.register(Profile)
 class ProfileAdmin(ProjectScopedAdmin):
-    """User and agent profiles (``memory.profiles``; the SDK's ``add_user``/``add_agent``). A delete
+    """User and agent profiles (``memory.services.profiles``; the SDK's ``add_user``/``add_agent``). A delete
     scrubs the storage afterwards (``erasure.storage_scrub``): the information is about a person."""
 
     list_display = ("subject_id", "kind", "project", "updated_at")

@@ -14,7 +14,7 @@ class MemoryConfig(AppConfig):
 
     def ready(self) -> None:
         from memory import checks, tasks  # noqa: F401  (registers the checks, installs the extraction queue)
-        from memory.profiles import erase_profiles
+        from memory.services.profiles import erase_profiles
         from memory.signals import subject_erased
 
-        subject_erased.connect(erase_profiles, dispatch_uid="memory.profiles.erase_profiles")
+        subject_erased.connect(erase_profiles, dispatch_uid="memory.services.profiles.erase_profiles")

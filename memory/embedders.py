@@ -75,7 +75,7 @@ class MiniLMEmbedder:
     that little padding is computed (``length_batches`` with
     ``PASS_OVERHEAD``); the model truncates each input at 256 word pieces,
     which is why long records are chunked before they get here
-    (``memory.chunking``).
+    (``memory.core.chunking``).
     """
 
     dimensions = 384

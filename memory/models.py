@@ -7,13 +7,13 @@ characters (``django.db.backends.oracle``: ``max_name_length()`` is 30). Images 
 through a ``SearchChunk`` with ``source_kind`` and ``record_type`` ``image``.
 
 Every row belongs to a ``Project`` (migration 0006) and record ids
-are stored as ``"<project pk>:<public id>"`` (``memory.tenancy``), so the
+are stored as ``"<project pk>:<public id>"`` (``memory.records.tenancy``), so the
 caller's ids are unique within a project only.
 
 A record's ``__str__`` is its kind and public id, never its content: the
 admin stores it in its history (``django_admin_log.object_repr``) on every
 change and delete, where an erasure would otherwise have to find user text
-(found by a security review; ``memory.erasure.admin_log_erase`` deletes the
+(found by a security review; ``memory.services.erasure.admin_log_erase`` deletes the
 history of what is erased). Lists show content in columns of their own.
 """
 
@@ -26,7 +26,7 @@ from django.db import models
 from django.utils import timezone
 
 from memory.fields import VectorField
-from memory.ids import public_id
+from memory.core.ids import public_id
 
 MEMORY_TYPES = ("memory", "fact", "guideline", "preference")
 RECORD_TYPES = ("message", *MEMORY_TYPES, "image")
@@ -35,7 +35,7 @@ STATUSES = ("valid", "invalid")
 #: returns such a chunk (``memory.search.query.filtered_chunks``), whatever statuses it asks for.
 PENDING_CHUNK_STATUS = "pending"
 #: Length of the id columns: a stored id is a public id (at most 255 characters,
-#: ``services.check_id``) behind its project's pk and ``:`` (``memory.tenancy``).
+#: ``services.check_id``) behind its project's pk and ``:`` (``memory.records.tenancy``).
 STORED_ID_LENGTH = 300
 
 
@@ -61,13 +61,13 @@ class Project(models.Model):
     """A tenant: one application (or one environment of it) whose records are kept apart from all others.
 
     ``slug`` names it in URLs, commands and API keys (``threads.models.ApiKey``);
-    the ``default`` project (``memory.tenancy.DEFAULT_PROJECT``) holds what was
+    the ``default`` project (``memory.records.tenancy.DEFAULT_PROJECT``) holds what was
     stored before projects existed. Rows of every other table point here with
     ``on_delete=PROTECT``: a project is deleted only once it is empty.
 
     ``members``: the staff users who may see and change it on the staff pages,
     the admin and the staff WebSocket; superusers see every
-    project (``memory.tenancy.staff_projects``). Only superusers edit it
+    project (``memory.records.tenancy.staff_projects``). Only superusers edit it
     (``memory.admin.ProjectAdmin``, ``manage.py add_project_member``).
     """
 
@@ -96,7 +96,7 @@ class Thread(models.Model):
     ``config`` holds the thread's extraction/search/limit settings as JSON;
     ``extracted_through_seq`` is the extraction watermark (the highest message
     ``seq`` already handed to extraction), the truth a recovery sweep reads.
-    ``id`` is the stored id (``memory.tenancy``); ``public_id`` the caller's.
+    ``id`` is the stored id (``memory.records.tenancy``); ``public_id`` the caller's.
     """
 
     id = models.CharField(primary_key=True, max_length=STORED_ID_LENGTH)
@@ -119,7 +119,7 @@ class Thread(models.Model):
 
     @property
     def public_id(self) -> str:
-        """The thread id the caller chose (``memory.tenancy.public_id``)."""
+        """The thread id the caller chose (``memory.core.ids.public_id``)."""
         return public_id(self.pk)
 
 
@@ -159,7 +159,7 @@ class Message(models.Model):
 
     @property
     def public_id(self) -> str:
-        """The message id the caller chose (``memory.tenancy.public_id``)."""
+        """The message id the caller chose (``memory.core.ids.public_id``)."""
         return public_id(self.pk)
 
 
@@ -170,7 +170,7 @@ class Memory(models.Model):
     user, agent or thread id; "owned by this exact thread" means
     ``thread_id`` equals the thread's id. ``source_message_ids`` records
     provenance for extracted memories (public message ids of the same project).
-    ``pending``: the memory awaits review (``memory.review``: the review policy of
+    ``pending``: the memory awaits review (``memory.records.review_rules``: the review policy of
     ``MemoryExtractionConfig``); only the review queue and the staff pages show it.
     """
 
@@ -187,7 +187,7 @@ class Memory(models.Model):
     status = models.CharField(max_length=16, choices=_choices(STATUSES), default="valid")
     expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
     source_message_ids = models.JSONField(default=list, blank=True)
-    # Awaiting review (``memory.review``, migration 0011): stored and indexed (its chunks carry the status
+    # Awaiting review (``memory.records.review_rules``, migration 0011): stored and indexed (its chunks carry the status
     # ``pending``) but returned by no read an agent makes, until a reviewer approves it.
     pending = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -204,7 +204,7 @@ class Memory(models.Model):
 
     @property
     def public_id(self) -> str:
-        """The memory id the caller chose (``memory.tenancy.public_id``)."""
+        """The memory id the caller chose (``memory.core.ids.public_id``)."""
         return public_id(self.pk)
 
 
@@ -216,7 +216,7 @@ class SearchChunk(models.Model):
     expiry and metadata are copies kept in step with the record by the
     services, in the same transaction, so filters run here without joins.
     ``project`` comes first in the scope index: every search filters by it
-    (``memory.search.filtered_chunks``). ``record_id`` and ``thread_id`` are stored ids.
+    (``memory.search.query.filtered_chunks``). ``record_id`` and ``thread_id`` are stored ids.
     """
 
     project = _project_field()
@@ -290,7 +290,7 @@ class ExtractionJob(models.Model):
     no range is extracted twice. Counts and seconds feed progress events and
     the extraction-state endpoint.
 
-    Quality counts (``memory.quality``, the staff dashboard), set by a job's
+    Quality counts (``memory.reports.quality``, the staff dashboard), set by a job's
     commit: ``messages_extracted`` (target messages handed to the LLM),
     ``duplicates_skipped`` (candidates that restated a stored memory or one of
     the same job, ``memory.extraction.dedup``) and ``rejected_<reason>``
@@ -308,7 +308,7 @@ class ExtractionJob(models.Model):
     attempts = models.IntegerField(default=0)
     memories_created = models.IntegerField(default=0)
     memories_linked = models.IntegerField(default=0)
-    # What the staff quality dashboard (memory.quality) plots, written when a job commits (migration 0011).
+    # What the staff quality dashboard (memory.reports.quality) plots, written when a job commits (migration 0011).
     # None: a job that finished before these were recorded (or did not finish).
     messages_extracted = models.IntegerField(null=True, blank=True)
     duplicates_skipped = models.IntegerField(null=True, blank=True)
@@ -362,7 +362,7 @@ class RecordLink(models.Model):
 
     @property
     def public_id(self) -> str:
-        """The relation id the caller chose (``memory.tenancy.public_id``)."""
+        """The relation id the caller chose (``memory.core.ids.public_id``)."""
         return public_id(self.pk)
 
 
@@ -388,7 +388,7 @@ class Image(models.Model):
     deferred by the default manager: read it with ``Image.objects.with_bytes()``.
     ``mime_type`` is ``image/png``, ``image/jpeg`` or ``image/webp``;
     ``width``/``height`` in pixels and ``size_bytes`` come from validation
-    (``memory.images.validate_image``). ``description`` is the searchable text
+    (``memory.records.image_rules.validate_image``). ``description`` is the searchable text
     (None: not described, then the image has no search chunk). ``message`` is
     set for an image part of a message: the image then shares the message's
     expiry and goes when the message goes. Scope columns copy the thread's.
@@ -424,7 +424,7 @@ class Image(models.Model):
 
     @property
     def public_id(self) -> str:
-        """The image id the caller chose (``memory.tenancy.public_id``)."""
+        """The image id the caller chose (``memory.core.ids.public_id``)."""
         return public_id(self.pk)
 
 
@@ -432,10 +432,10 @@ class ErasureReceipt(models.Model):
     """A record that everything about one user or agent of a project was erased (GDPR Art. 17).
 
     The subject is kept only as ``subject_digest``, an HMAC of its id
-    (``memory.erasure.subject_digest``): the receipt proves the erasure to
+    (``memory.services.erasure.subject_digest``): the receipt proves the erasure to
     whoever knows the id without keeping the id. ``counts`` are the rows
     deleted per kind, ``storage`` what was done to the storage afterwards
-    (``memory.erasure.storage_scrub``; ``{"scrubbed": false, ...}`` when
+    (``memory.services.erasure.storage_scrub``; ``{"scrubbed": false, ...}`` when
     nothing was deleted), ``requested_by`` who asked
     (``api-key:<id>``, ``staff:<username>``, ``manage.py``, ``python``).
     """
@@ -460,18 +460,18 @@ class ErasureReceipt(models.Model):
 
 
 class MemoryVersion(models.Model):
-    """One entry of a memory's history (``memory.history``): who changed it, when, from what to what, and why.
+    """One entry of a memory's history (``memory.records.history``): who changed it, when, from what to what, and why.
 
     Appended on every create, content/type/metadata/status/TTL change,
     relation-driven (in)validation, restore and delete of a memory-like
     record, inside the writing transaction. ``memory_id`` is the record's
     stored id (no foreign key: after a single delete the history outlives the
-    record until its user is erased, ``memory.erasure.subject_erase``, or its
+    record until its user is erased, ``memory.services.erasure.subject_erase``, or its
     thread deleted; the expiry purge deletes it with the record); ``thread_id``, ``user_id``
     and ``agent_id`` are the record's scope copies, for scoped reads and
-    erasure. ``before``/``after`` are snapshots (``memory.history.snapshot``;
+    erasure. ``before``/``after`` are snapshots (``memory.records.history.snapshot``;
     None before a create and after a delete). ``actor_kind`` is one of
-    ``memory.history.ACTOR_KINDS``; ``relation_id`` names the relation that
+    ``memory.records.history.ACTOR_KINDS``; ``relation_id`` names the relation that
     drove an (in)validation (stored id).
     """
 
@@ -504,7 +504,7 @@ class Profile(models.Model):
 
     One row per (project, kind, subject id); a second ``add_user`` of the same id replaces it. Profiles
     are not scoped to threads and are not searchable; ``delete_user``/``delete_agent`` (and an erasure,
-    ``memory.profiles.erase_profiles``) delete them.
+    ``memory.services.profiles.erase_profiles``) delete them.
     """
 
     project = _project_field()

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 import numpy as np
 from django.utils.module_loading import import_string
 
-from memory import conf
+from memory.core import conf
 from memory.embedders import OnnxModel, length_batches
 
 
@@ -77,7 +77,7 @@ _rerankers_lock = threading.Lock()
 
 def get_reranker():
     """The process-wide reranker named by ``OAM_RERANKER`` (built on first use, one per dotted path), or None
-    when ``OAM_RERANK_DEPTH`` is 0 (``memory.conf.rerank_depth``)."""
+    when ``OAM_RERANK_DEPTH`` is 0 (``memory.core.conf.rerank_depth``)."""
     if conf.rerank_depth() <= 0:
         return None
     dotted = conf.get("OAM_RERANKER")

@@ -2,7 +2,7 @@
 
 ``extract_job(job_id)`` runs one ``ExtractionJob``. Delivery is at least once
 and a job may be sent more than once (creation, the chain after the previous
-job, the sweep): ``memory.extraction.job_run`` claims it with a
+job, the sweep): ``memory.services.extraction.job_run`` claims it with a
 compare-and-set, so extra deliveries do nothing. A transient error is
 re-raised for Dramatiq's retry with backoff; permanent ones are recorded on
 the job and not raised.
@@ -23,7 +23,7 @@ import logging
 import dramatiq
 from dramatiq.brokers.stub import StubBroker
 
-from memory import conf
+from memory.core import conf
 from memory.extraction import queue
 
 logger = logging.getLogger(__name__)
@@ -39,8 +39,8 @@ QUEUE = "extraction"
     time_limit=conf.extraction_time_limit() * 1000,
 )
 def extract_job(job_id: int) -> None:
-    """Run extraction job ``job_id`` (``memory.extraction.job_run``)."""
-    from memory.extraction.pipeline import job_run
+    """Run extraction job ``job_id`` (``memory.services.extraction.job_run``)."""
+    from memory.services.extraction import job_run
 
     job_run(job_id=job_id)
 

@@ -1,16 +1,16 @@
 """The NinjaAPI instance: API-key auth on every operation, domain errors mapped to HTTP.
 
 ``memory`` raises the spec's built-in error types carrying the field at fault
-(``memory.errors``); here they become JSON:
+(``memory.core.errors``); here they become JSON:
 
 * ``InvalidArgument``/``InvalidType`` -> 422 in ninja's own shape,
   ``{"detail": [{"loc": [source, field], "msg": ..., "type": ...}]}``;
 * ``NotFound`` -> 404 ``{"detail": ..., "field": ...}``;
 * a key whose permission is too weak (``threads.auth.KeyForbidden``) -> 403
   ``{"detail": ..., "field": null}``; a value beyond a restricted key's user or
-  agent (``memory.errors.OutOfScope``) -> 403 naming the field;
+  agent (``memory.core.errors.OutOfScope``) -> 403 naming the field;
 * ``Conflict`` -> 409 ``{"detail": ..., "field": ...}``;
-* ``memory.llm.LlmError`` raised by a request that needs the LLM (an image
+* ``memory.llm.adapters.LlmError`` raised by a request that needs the LLM (an image
   caption) -> 503 when the LLM is unreachable, 502 when it answered badly;
 * a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE``, or more fields or files than
   ``DATA_UPLOAD_MAX_NUMBER_FIELDS``/``_FILES`` -> 413;
@@ -35,8 +35,8 @@ Docs (Swagger UI, served with its assets by the app itself) are at ``/api/docs``
 The operations are ``async def`` (``threads.api``). ``api_urls`` mounts them,
 or with ``OAM_API_SYNC`` the same operations as sync views (the old way, kept
 for ``bench/api_load.py`` to compare): Django then runs each request's whole
-operation in one worker thread, each ``memory.aio.in_worker`` it awaits called
-inline (``memory.aio.run_inline``).
+operation in one worker thread, each ``memory.core.aio.in_worker`` it awaits called
+inline (``memory.core.aio.run_inline``).
 """
 
 from __future__ import annotations
@@ -54,9 +54,9 @@ from ninja import NinjaAPI, Swagger
 from ninja.errors import HttpError, Throttled, ValidationError, ValidationErrorContext
 from ninja.parser import Parser
 
-from memory.aio import run_inline
-from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound, OutOfScope
-from memory.llm import LlmError, LlmUnavailable
+from memory.core.aio import run_inline
+from memory.core.errors import Conflict, InvalidArgument, InvalidType, NotFound, OutOfScope
+from memory.llm.adapters import LlmError, LlmUnavailable
 from threads.api import router as threads_router
 from threads.auth import ApiKeyAuth, KeyForbidden
 from threads.json_body import InvalidJsonBody, parse_json_body

@@ -19,7 +19,7 @@ from asgiref.sync import sync_to_async  # noqa: E402
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from memory.vector_cache import warm_in_background  # noqa: E402
+from memory.index.vector_cache import warm_in_background  # noqa: E402
 from oam_site.worker import ensure_embedded_worker  # noqa: E402
 from oam_site.request_gate import install as install_request_gate  # noqa: E402
 from oam_site.routing import websocket_urlpatterns  # noqa: E402
@@ -29,7 +29,7 @@ from threads.consumers import OriginValidatorUnlessApiKey  # noqa: E402
 
 class StartEmbeddedWorker:
     """ASGI middleware: on the first HTTP or WebSocket scope, start the embedded Dramatiq
-    worker and load the search vector cache in the background (``memory.vector_cache``)."""
+    worker and load the search vector cache in the background (``memory.index.vector_cache``)."""
 
     def __init__(self, app):
         self.app = app

@@ -92,7 +92,7 @@ class StaticFilesMiddleware(WhiteNoiseMiddleware):
 
 
 class HistoryActorMiddleware:
-    """Scope the actor of memory history (``memory.history``) to one request.
+    """Scope the actor of memory history (``memory.records.history``) to one request.
 
     Each request starts with no actor and ends by restoring the one before it,
     so an API key named by ``threads.auth.ApiKeyAuth`` (or a staff user named
@@ -119,7 +119,7 @@ class HistoryActorMiddleware:
     def __call__(self, request):
         if iscoroutinefunction(self):
             return self.__acall__(request)
-        from memory import history
+        from memory.records import history
 
         user = getattr(request, "user", None) if request.path.startswith("/admin/") else None
         token = history.set_actor(*self._actor(request, user))
@@ -129,7 +129,7 @@ class HistoryActorMiddleware:
             history.reset_actor(token)
 
     async def __acall__(self, request):
-        from memory import history
+        from memory.records import history
 
         user = await request.auser() if request.path.startswith("/admin/") and hasattr(request, "auser") else None
         token = history.set_actor(*self._actor(request, user))

@@ -60,7 +60,7 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "oam_site.middleware.PrivateApiResponsesMiddleware",
     "oam_site.middleware.ApiJsonErrorsMiddleware",
-    "oam_site.middleware.HistoryActorMiddleware",  # who acts, for memory history (memory.history)
+    "oam_site.middleware.HistoryActorMiddleware",  # who acts, for memory history (memory.records.history)
     "threads.audit.AuditMiddleware",  # access records: API writes and refusals, staff writes
     "axes.middleware.AxesMiddleware",  # last: it turns a locked-out login into its 429 page
 ]
@@ -292,10 +292,10 @@ OAM_MESSAGE_WINDOW = env.int("OAM_MESSAGE_WINDOW", default=100)
 # Largest request body Django reads into memory (JSON, form fields). Under daphne it
 # also caps every body, uploaded files included, before a byte is read
 # (oam_site.request_gate). Images travel as base64 JSON, 4/3 of their size: 32 MiB
-# holds one image at the default 20 MiB limit (memory.images.ImageInputLimitConfig).
+# holds one image at the default 20 MiB limit (memory.records.image_rules.ImageInputLimitConfig).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("OAM_MAX_REQUEST_BYTES", default=32 * 1024 * 1024)
 
-# --- LLM (memory.llm) ----------------------------------------------------------------
+# --- LLM (memory.llm.adapters) ----------------------------------------------------------------
 # Any OpenAI-compatible chat-completions endpoint, base URL with its API prefix
 # ("http://127.0.0.1:8012/v1"). Empty means no LLM: extraction stays off.
 OAM_LLM_BASE_URL = env.str("OAM_LLM_BASE_URL", default="")
@@ -326,7 +326,7 @@ OAM_AUDIT_READS = env.bool("OAM_AUDIT_READS", default=False)
 OAM_WS_KEY_RECHECK_SECONDS = env.float("OAM_WS_KEY_RECHECK_SECONDS", default=30.0)
 # Access records older than this many days are deleted by the periodic purge (0: kept forever).
 OAM_ACCESS_LOG_DAYS = env.int("OAM_ACCESS_LOG_DAYS", default=90)
-# Expired records are deleted (not only hidden) at worker boot and then at most this often (memory.erasure).
+# Expired records are deleted (not only hidden) at worker boot and then at most this often (memory.services.erasure).
 OAM_PURGE_EXPIRED_SECONDS = env.int("OAM_PURGE_EXPIRED_SECONDS", default=3600)  # 0: never
 # What deleting or expiring a message does to the memories derived only from it: invalidate or delete.
 OAM_DERIVED_MEMORY_POLICY = env.str("OAM_DERIVED_MEMORY_POLICY", default="invalidate")
@@ -343,7 +343,7 @@ LOGGING = {
 # Ranking: VECTOR, KEYWORD or HYBRID (vector + BM25 fused; memory.search).
 OAM_SEARCH_MODE = env.str("OAM_SEARCH_MODE", default="HYBRID").upper()
 # Vector arm on SQLite: exact KNN over a process-local numpy copy of the chunk
-# embeddings (memory.vector_cache; ~1.5 KB per chunk per process). Above the
+# embeddings (memory.index.vector_cache; ~1.5 KB per chunk per process). Above the
 # row cap, or with the cache off, chunks are ranked in SQL. Oracle uses its
 # vector index instead: FETCH APPROX ... WITH TARGET ACCURACY (memory.search).
 OAM_VECTOR_CACHE = env.bool("OAM_VECTOR_CACHE", default=True)

@@ -9,7 +9,7 @@ work, started by ``ensure_embedded_worker()`` the first time work is queued
 ``OAM_EMBEDDED_WORKER=false`` turns it off (tests start their own).
 
 ``ExtractionSweepMiddleware`` (in ``DRAMATIQ_BROKER["MIDDLEWARE"]``) runs
-``memory.extraction.sweep`` in a background thread of every worker: once when
+``memory.extraction.recovery.sweep`` in a background thread of every worker: once when
 the worker boots (recovering work lost while no worker ran) and then every
 ``OAM_EXTRACTION_SWEEP_SECONDS`` (0: boot only). Not in ``AppConfig.ready``:
 start-up must not touch the database.
@@ -28,7 +28,7 @@ import time
 import dramatiq
 from dramatiq.brokers.stub import StubBroker
 
-from memory import conf
+from memory.core import conf
 
 logger = logging.getLogger(__name__)
 
@@ -93,8 +93,8 @@ class EmbeddedWorkerMiddleware(dramatiq.Middleware):
 
 
 class ExtractionSweepMiddleware(dramatiq.Middleware):
-    """Run ``memory.extraction.sweep`` when a worker boots and then on a timer, in a daemon thread; on the same
-    thread, purge expired records (``memory.erasure.expired_purge``) at boot and then at the first sweep
+    """Run ``memory.extraction.recovery.sweep`` when a worker boots and then on a timer, in a daemon thread; on the same
+    thread, purge expired records (``memory.services.erasure.expired_purge``) at boot and then at the first sweep
     after each ``OAM_PURGE_EXPIRED_SECONDS`` (default 3600; 0 or less: never).
 
     ``interval`` seconds between sweeps (default ``OAM_EXTRACTION_SWEEP_SECONDS``,
@@ -125,13 +125,13 @@ class ExtractionSweepMiddleware(dramatiq.Middleware):
         next_purge = time.monotonic()
         while not stop.is_set():
             try:
-                from memory.extraction import sweep
+                from memory.extraction.recovery import sweep
 
                 counts = sweep(boot=boot)
                 if any(counts.values()):
                     logger.info("extraction sweep%s: %s", " at boot" if boot else "", counts)
                 if purge_every > 0 and time.monotonic() >= next_purge:
-                    from memory.erasure import expired_purge
+                    from memory.services.erasure import expired_purge
 
                     next_purge = time.monotonic() + purge_every
                     purged = expired_purge()

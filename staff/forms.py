@@ -21,10 +21,10 @@ from django.forms.utils import flatatt
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from memory.context import CARD_RECORD_TYPES
-from memory.errors import DomainError
-from memory.links import BUILTIN_RELATIONS
-from memory.metadata_filter import compile_filter
+from memory.context.cards import CARD_RECORD_TYPES
+from memory.core.errors import DomainError
+from memory.llm.prompts import BUILTIN_RELATIONS
+from memory.records.metadata_filter import compile_filter
 from memory.models import MEMORY_TYPES, RECORD_TYPES, STATUSES
 
 CUSTOM_RELATION = "custom"
@@ -86,7 +86,7 @@ class StaffForm(forms.Form):
 def add_service_error(form: forms.Form, exc: Exception, aliases: dict[str, str] | None = None) -> None:
     """Show an error raised by ``memory`` next to the form field it names, else above the form.
 
-    ``exc.field`` (``memory.errors``) is a parameter name, possibly a path
+    ``exc.field`` (``memory.core.errors``) is a parameter name, possibly a path
     (``metadata_filter.tags.$not``, ``messages[0].role``); its root is looked
     up among the form's fields, through ``aliases`` first. A path keeps its
     full name in the message.
@@ -369,23 +369,23 @@ class ContextCardForm(StaffForm):
 # --- the quality dashboard ----------------------------------------------------------------------
 
 
-#: The ranges ``memory.quality`` offers, as the dashboard names them.
+#: The ranges ``memory.reports.quality`` offers, as the dashboard names them.
 QUALITY_RANGES = [(1, "last 24 hours (hourly)"), (7, "last 7 days (daily)"), (30, "last 30 days (daily)"),
                   (90, "last 90 days (weekly)"), (365, "last year (weekly)")]
 
 
 class QualityForm(StaffForm):
-    """The quality dashboard's range (GET ``days``; the view puts ``memory.quality.DEFAULT_DAYS`` in for a blank)."""
+    """The quality dashboard's range (GET ``days``; the view puts ``memory.reports.quality.DEFAULT_DAYS`` in for a blank)."""
 
     days = forms.TypedChoiceField(required=False, coerce=int, empty_value=None, label="Range",
                                   choices=[(str(d), label) for d, label in QUALITY_RANGES], widget=PlainSelect)
 
     def arguments(self) -> dict[str, Any]:
-        """``memory.quality.dashboard`` keywords: ``days`` when given."""
+        """``memory.reports.quality.dashboard`` keywords: ``days`` when given."""
         return given(self.cleaned_data, "days")
 
 
-# --- the review queue (memory.review) -------------------------------------------------------------
+# --- the review queue (memory.records.review_rules) -------------------------------------------------------------
 
 
 class ReviewFilterForm(StaffForm):
@@ -396,7 +396,7 @@ class ReviewFilterForm(StaffForm):
                                     label="Type")
 
     def arguments(self) -> dict[str, Any]:
-        """``memory.review.pending_queryset`` filters for what was given."""
+        """``memory.records.review_rules.pending_queryset`` filters for what was given."""
         return given(self.cleaned_data, "thread_id", "memory_type")
 
 

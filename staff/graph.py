@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from memory.tenancy import public_id
+from memory.core.ids import public_id
 
 #: Nodes drawn at most; relations touching others are listed only (``Graph.omitted``).
 MAX_NODES = 16
@@ -68,7 +68,7 @@ def _short(text: str, limit: int = LABEL_CHARS) -> str:
 
 
 def relation_graph(relations) -> Graph | None:
-    """Lay out ``relations`` (``memory.browse.RelationView`` items); None when there is nothing to draw.
+    """Lay out ``relations`` (``memory.reports.browse.RelationView`` items); None when there is nothing to draw.
 
     Nodes are the relations' endpoints in first-seen order, at most
     ``MAX_NODES``; relations touching a node beyond that are counted in

@@ -1,9 +1,9 @@
 """Thumbnails of stored images for the conversation timeline (Pillow).
 
-The bytes were validated when the image was stored (``memory.images``);
+The bytes were validated when the image was stored (``memory.records.image_rules``);
 decoding is still restricted to the PNG, JPEG and WEBP plugins, and the
 header's ``width * height`` is checked against the engine's pixel ceiling
-(``memory.images.IMAGE_LIMIT_MAXIMA``) before anything is decoded: an image
+(``memory.records.image_rules.IMAGE_LIMIT_MAXIMA``) before anything is decoded: an image
 stored under an earlier, higher ceiling is not decoded on every view.
 
 ``Image.thumbnail`` with ``reducing_gap=2.0`` decodes a JPEG through
@@ -18,7 +18,7 @@ import io
 
 from PIL import Image as PilImage
 
-from memory.images import IMAGE_LIMIT_MAXIMA
+from memory.records.image_rules import IMAGE_LIMIT_MAXIMA
 
 #: Longest side of a thumbnail, in pixels.
 THUMB_PIXELS = 160

@@ -3,15 +3,15 @@
 Thin edges (docs/architecture.md, "Layers"): parse the form, make one call into
 ``memory`` (``memory.client`` spec methods, the same the JSON API in
 ``threads/api.py`` uses, or ``memory.services``; reads through
-``memory.browse``), render. Every page works without JavaScript (forms post,
+``memory.reports.browse``), render. Every page works without JavaScript (forms post,
 then redirect back); with htmx a form swaps only its region (one view serves the page and its fragment, ``"page.html#region"``
 when ``request.htmx``).
 
-Errors: the ``memory.errors.DomainError`` (a ``ValueError``/``TypeError``/``KeyError``
+Errors: the ``memory.core.errors.DomainError`` (a ``ValueError``/``TypeError``/``KeyError``
 naming its field) that ``memory`` raises is shown next to the field it names (``staff.forms.add_service_error``) with
 status 422, htmx or not; a thread, message, memory, image or relation that is
 not there is a 404, and so is a project the signed-in user may not see
-(``memory.tenancy.staff_project``: superusers see every project, other staff
+(``memory.records.tenancy.staff_project``: superusers see every project, other staff
 the projects they are members of), so a staff user cannot
 tell another project from one that does not exist.
 
@@ -40,11 +40,15 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
-from memory import browse, extraction, history, quality as quality_figures, review, selectors, services
+from memory.reports import browse, quality as quality_figures
+from memory.extraction.recovery import extraction_state
+from memory.services.review import memory_approve, memory_edit_approve, memory_reject
+from memory.services.memories import memory_update
+from memory.records import history, review_rules as review, selectors
 from memory.client import AgentMemory, Thread
-from memory.errors import DomainError, NotFound, NotPending
+from memory.core.errors import DomainError, NotFound, NotPending
 from memory.models import MEMORY_TYPES, STATUSES, Memory, Project, Thread as ThreadRow
-from memory.tenancy import staff_project, staff_projects
+from memory.records.tenancy import staff_project, staff_projects
 from staff.forms import (
     ContextCardForm,
     ImageEditForm,
@@ -66,7 +70,7 @@ from staff.templatetags.staff_tags import domid
 from staff.thumbnails import thumbnail
 
 INVALID = 422
-#: What ``memory`` raises for bad input (``memory.errors.DomainError``: the spec's ValueError, TypeError,
+#: What ``memory`` raises for bad input (``memory.core.errors.DomainError``: the spec's ValueError, TypeError,
 #: KeyError with the field at fault). Any other exception is a programming error and a 500.
 SERVICE_ERRORS = (DomainError,)
 DETAIL = "staff/thread_detail.html"
@@ -137,7 +141,7 @@ def _handle(request: HttpRequest, project: str, thread_id: str) -> Opened:
 
 
 def _found(lookup, *args):
-    """``lookup(*args)`` from ``memory.browse``, a ``NotFound`` becoming a 404."""
+    """``lookup(*args)`` from ``memory.reports.browse``, a ``NotFound`` becoming a 404."""
     try:
         return lookup(*args)
     except NotFound as exc:
@@ -251,7 +255,7 @@ def _records_context(handle: Opened, *, edit: Edit | None = None, add_form=None,
     now = timezone.now()
     rows = list(browse.memories(row))
     timelines = browse.memory_timelines(row, [m.pk for m in rows])
-    for memory in rows:  # the history timeline of each memory (memory.history)
+    for memory in rows:  # the history timeline of each memory (memory.records.history)
         memory.history_entries = timelines.get(memory.pk, [])
     by_id = {m.pk: m for m in rows}
     relations = browse.relations(row, by_id)
@@ -292,7 +296,7 @@ def _detail_context(handle: Opened, request: HttpRequest, **records) -> dict:
         **_records_context(handle, **records),
         "overview": browse.thread_overview(handle.row),
         "summary": browse.summary_view(handle.row),
-        "extraction": extraction.extraction_state(thread=handle.row),
+        "extraction": extraction_state(thread=handle.row),
     }
 
 
@@ -333,7 +337,7 @@ def extraction_region(request: HttpRequest, project: str, thread_id: str) -> Htt
     handle = _handle(request, project, thread_id)
     return render(request, DETAIL + "#extraction",
                   {"thread": handle.row, "project": handle.project,
-                   "extraction": extraction.extraction_state(thread=handle.row)})
+                   "extraction": extraction_state(thread=handle.row)})
 
 
 def _records_response(request: HttpRequest, handle: Opened, context: dict, *, main: str = "memories",
@@ -483,7 +487,7 @@ def memory_edit(request: HttpRequest, project: str, thread_id: str, memory_id: s
         try:
             changes = form.changes(row)
             if changes:
-                services.memory_update(thread=handle.row, memory_id=memory_id,
+                memory_update(thread=handle.row, memory_id=memory_id,
                                        retention=handle.client.retention_config, **changes)
         except SERVICE_ERRORS as exc:
             add_service_error(form, exc)
@@ -597,7 +601,7 @@ def extract_now(request: HttpRequest, project: str, thread_id: str) -> HttpRespo
     except TimeoutError as exc:
         note, status = str(exc), 503
     if request.htmx:
-        state = extraction.extraction_state(thread=handle.row)
+        state = extraction_state(thread=handle.row)
         return _focus(render(request, DETAIL + "#extraction", {"thread": handle.row, "project": handle.project,
                                                                "extraction": state, "note": note},
                              status=status), "extraction-note")
@@ -751,10 +755,10 @@ def search(request: HttpRequest, project: str) -> HttpResponse:
 @require_safe
 @staff_required
 def quality(request: HttpRequest, project: str) -> HttpResponse:
-    """The project's quality dashboard (``memory.quality``): plots of memories per type over time, extraction
+    """The project's quality dashboard (``memory.reports.quality``): plots of memories per type over time, extraction
     yield, duplicates skipped, contradictions and supersessions, review queue age, rejected-candidate reasons.
 
-    ``?days=`` picks the range (``memory.quality.RANGES``); another value is shown next to the field with
+    ``?days=`` picks the range (``memory.reports.quality.RANGES``); another value is shown next to the field with
     status 422 and no plots.
     """
     return _quality_page(request, _project(request, project), None)
@@ -792,14 +796,14 @@ def _quality_page(request: HttpRequest, project: Project, thread: ThreadRow | No
                   status=status)
 
 
-# --- the review queue (memory.review) ----------------------------------------------------------
+# --- the review queue (memory.records.review_rules) ----------------------------------------------------------
 
 #: Pending memories one page of the queue shows (each with its flags and similar memories).
 REVIEW_PER_PAGE = 20
 
 
 def _review_context(request: HttpRequest, current: Project, *, failed: dict | None = None) -> tuple[dict, int]:
-    """The queue page: filters, one page of ``memory.review.ReviewItem`` (with their rows), the total; and
+    """The queue page: filters, one page of ``memory.records.review_rules.ReviewItem`` (with their rows), the total; and
     the status (422 for bad filters)."""
     form = ReviewFilterForm(request.GET)
     status, rows = 200, Memory.objects.none()
@@ -825,7 +829,7 @@ def review_queue(request: HttpRequest, project: str) -> HttpResponse:
     """``/staff/projects/<slug>/review/``: the project's memories awaiting review across threads, the longest
     waiting first (``?thread_id=``, ``?memory_type=``, ``?page=``), each beside the stored memories most
     similar to it (duplicate and contradiction candidates) and with the injection scan's flags
-    (``memory.review``); approve, edit then approve, or reject each (the views below)."""
+    (``memory.records.review_rules``); approve, edit then approve, or reject each (the views below)."""
     current = _project(request, project)
     context, status = _review_context(request, current)
     return render(request, "staff/review.html", context, status=status)
@@ -865,7 +869,7 @@ def _review_decide(request: HttpRequest, project: str, memory_id: str, form_clas
 def review_approve(request: HttpRequest, project: str, memory_id: str) -> HttpResponse:
     """Approve a pending memory as it is (``services.memory_approve``): an ``approve`` history entry by this
     staff user, the note as its reason; searches and context cards return the memory from now on."""
-    return _review_decide(request, project, memory_id, ReviewDecisionForm, lambda current, form: services.memory_approve(
+    return _review_decide(request, project, memory_id, ReviewDecisionForm, lambda current, form: memory_approve(
         project=current, memory_id=memory_id, **form.arguments()), "approved")
 
 
@@ -877,8 +881,8 @@ def review_edit(request: HttpRequest, project: str, memory_id: str) -> HttpRespo
     def decide(current: Project, form: ReviewEditForm):
         arguments = form.arguments(review.pending_row(project=current, memory_id=memory_id))
         if set(arguments) == {"reason"}:
-            return services.memory_approve(project=current, memory_id=memory_id, **arguments)
-        return services.memory_edit_approve(project=current, memory_id=memory_id, **arguments)
+            return memory_approve(project=current, memory_id=memory_id, **arguments)
+        return memory_edit_approve(project=current, memory_id=memory_id, **arguments)
 
     return _review_decide(request, project, memory_id, ReviewEditForm, decide, "edited and approved")
 
@@ -888,5 +892,5 @@ def review_edit(request: HttpRequest, project: str, memory_id: str) -> HttpRespo
 def review_reject(request: HttpRequest, project: str, memory_id: str) -> HttpResponse:
     """Reject a pending memory (``services.memory_reject``): it is deleted, with a ``reject`` history entry by
     this staff user (the note as its reason) that stays until its user is erased."""
-    return _review_decide(request, project, memory_id, ReviewDecisionForm, lambda current, form: services.memory_reject(
+    return _review_decide(request, project, memory_id, ReviewDecisionForm, lambda current, form: memory_reject(
         project=current, memory_id=memory_id, **form.arguments()), "rejected")

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from memory.client import AgentMemory
-from memory.llm import OpenAICompatibleLlm, reset_llm
-from memory.llm_server import LlmServerError, LocalLlmServer, local_llm_server as start_local_llm_server
+from memory.llm.adapters import OpenAICompatibleLlm, reset_llm
+from memory.dev.llm_server import LlmServerError, LocalLlmServer, local_llm_server as start_local_llm_server
 
 LLM_SERVER_LOG = Path(__file__).resolve().parent.parent / "test-artifacts" / "llm" / "llama-server.log"
 _running_llm_servers: list[LocalLlmServer] = []
@@ -123,12 +123,10 @@ def local_llm_settings(local_llm_server, settings) -> Iterator[None]:
 @pytest.fixture
 def fresh_extraction_tracker(monkeypatch):
     """No LLMs attached and no accepted extraction work in this process (``memory.extraction``)."""
-    from memory import extraction
     from memory.extraction import tracker
 
     fresh = tracker._Tracker()
     monkeypatch.setattr(tracker, "_tracker", fresh)
-    monkeypatch.setattr(extraction, "_tracker", fresh)
 
 
 @pytest.fixture

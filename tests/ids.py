@@ -1,11 +1,12 @@
 """Stored ids for tests that read tables directly.
 
-Records are stored under ``"<project pk>:<public id>"`` (``memory.tenancy``);
+Records are stored under ``"<project pk>:<public id>"`` (``memory.records.tenancy``);
 these helpers give the stored form of a public id in a project (default: the
 ``default`` project, which ``AgentMemory()`` uses).
 """
 
-from memory.tenancy import get_project, stored_id
+from memory.records.tenancy import get_project
+from memory.core.ids import stored_id
 
 
 def default_project_id() -> int:

@@ -28,18 +28,28 @@ def test_the_import_contracts_are_kept():
     assert "0 broken" in result.stdout
 
 
+def _floors() -> list[str]:
+    """The modules the engine-floors contract of ``.importlinter`` names, in order."""
+    import configparser
+
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / ".importlinter")
+    layers = parser["importlinter:contract:engine-floors"]["layers"].split("\n")
+    return [module.strip() for layer in layers for module in layer.split("|") if module.strip()]
+
+
 def _fake_tree(tmp_path: Path, files: dict[str, str]) -> Path:
-    packages = ["oam_site", "threads", "staff", "memory", "memory/services", "memory/extraction"]
-    for package in packages:
+    """A tree with every package and module the contracts name, empty, plus ``files``."""
+    for package in ["oam_site", "threads", "staff", *(m.replace(".", "/") for m in _floors())]:
         (tmp_path / package).mkdir(parents=True, exist_ok=True)
         (tmp_path / package / "__init__.py").write_text("")
-    for name in ("pipeline", "jobs", "queue", "tracker", "config"):
-        (tmp_path / "memory/extraction" / f"{name}.py").write_text("")
-    # the two imports the cycle contract ignores (services fence and detach extraction) must exist
-    (tmp_path / "memory/services/common.py").write_text("import memory.extraction.jobs\nimport memory.extraction.tracker\n")
     for path, text in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text)
     return tmp_path
+
+
+FLOORS = "The engine's floors, top to bottom (docs/architecture.md) BROKEN"
 
 
 @pytest.mark.parametrize("files, contract", [
@@ -47,13 +57,31 @@ def _fake_tree(tmp_path: Path, files: dict[str, str]) -> Path:
     ({"threads/views.py": "import oam_site\n"}, "Delivery above the engine: oam_site -> threads | staff -> memory BROKEN"),
     ({"memory/a.py": "from memory import b\n", "memory/b.py": "from memory import a\n"},
      "No import cycles between the engine's modules and packages BROKEN"),
-    ({"memory/extraction/jobs.py": "import memory.services\n"},
-     "Extraction pipeline -> services -> extraction job bookkeeping BROKEN"),
+    # an upward import between floors, from the bottom floor and from the middle
+    ({"memory/core/errors.py": "from memory import models\n"}, FLOORS),
+    ({"memory/records/selectors.py": "import memory.services.memories\n",
+      "memory/services/memories.py": ""}, FLOORS),
+    # two packages of one floor never import each other
+    ({"memory/extraction/dedup.py": "from memory.context import cards\n", "memory/context/cards.py": ""}, FLOORS),
 ])
 def test_the_contracts_fail_on_an_upward_import_or_a_cycle(tmp_path, files, contract):
     result = lint_imports(_fake_tree(tmp_path, files))
     assert result.returncode == 1, result.stdout + result.stderr
     assert contract in result.stdout, result.stdout
+
+
+def test_the_fake_tree_alone_keeps_every_contract(tmp_path):
+    """The planted imports above are what breaks the contracts, not the fake tree itself."""
+    result = lint_imports(_fake_tree(tmp_path, {}))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_floors_cover_every_module_of_the_engine():
+    """Every top-level module and package of ``memory`` stands on a floor, so none escapes the contract."""
+    engine = ROOT / "memory"
+    names = {p.stem for p in engine.glob("*.py") if p.stem != "__init__"}
+    names |= {p.name for p in engine.iterdir() if (p / "__init__.py").exists()}
+    assert sorted(f"memory.{n}" for n in names) == sorted(_floors())
 
 
 def test_every_file_the_architecture_document_names_exists():

@@ -1,6 +1,6 @@
-"""LoCoMo: parsing helpers (``memory.locomo``), the ``import_locomo`` command and retrieval on real data.
+"""LoCoMo: parsing helpers (``memory.dev.locomo``), the ``import_locomo`` command and retrieval on real data.
 
-The data file is read from the shared folder (``memory.locomo.default_data_path``)
+The data file is read from the shared folder (``memory.dev.locomo.default_data_path``)
 and never copied here (CC BY-NC). Questions are picked by position, not quoted.
 """
 
@@ -9,7 +9,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from memory import locomo
+from memory.dev import locomo
 from memory.client import AgentMemory
 from memory.models import Message, SearchChunk, Thread
 from tests.ids import key
@@ -165,7 +165,7 @@ def test_split_summary_scores_sessions_beside_turns():
 
 @needs_data
 def test_record_turns_of_a_message_and_of_a_memory():
-    from memory.types import FactRecord, MessageRecord
+    from memory.core.types import FactRecord, MessageRecord
 
     message = MessageRecord(role="Caroline", content="I went to a support group.", metadata={"dia_id": "D1:3"})
     fact = FactRecord(id="f", content="Caroline went to a support group.",

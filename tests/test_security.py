@@ -72,7 +72,7 @@ def test_the_documented_production_settings_pass_check_deploy(tmp_path):
 def staff_account(db):
     from django.contrib.auth import get_user_model
 
-    from memory.tenancy import get_project
+    from memory.records.tenancy import get_project
 
     user = get_user_model().objects.create_user("guard", password="right-password-1", is_staff=True)
     get_project(None).members.add(user)

@@ -8,7 +8,7 @@ in ``memory`` and the spec's default applies. Domain errors become HTTP
 statuses in ``oam_site.api``.
 
 Operations are ``async def``: they run on the server's event loop
-and await the client's ``_async`` methods, or ``memory.aio.in_worker`` of the
+and await the client's ``_async`` methods, or ``memory.core.aio.in_worker`` of the
 same call where the client has none, so the engine's synchronous work (ORM,
 embedder, LLM) runs in the request's own worker thread and the loop never
 waits on it: a slow LLM caption or extraction wait holds up no other request.
@@ -33,13 +33,17 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.responses import Status
 
-from memory import erasure, extraction, listing, portability, profiles, provenance, review, selectors, services, waiting
-from memory.aio import in_worker
+from memory.services import erasure, portability, profiles
+from memory.services.review import ReviewDecision, memory_approve, memory_edit_approve, memory_reject
+from memory.extraction.recovery import extraction_state
+from memory.records import listing, provenance, review_rules as review, selectors
+from memory.extraction import waiting
+from memory.core.aio import in_worker
 from memory.client import AgentMemory, Thread
-from memory.errors import MAX_SQL_COUNT, InvalidArgument, NotFound
-from memory.extraction_config import MemoryExtractionConfig
-from memory.images import ImageInputLimitConfig, decode_image_base64
-from memory.types import NOTSET, ImageMimeType, ImageRecord, MemoryRecord, Message, SearchScope
+from memory.core.errors import MAX_SQL_COUNT, InvalidArgument, NotFound
+from memory.extraction.config import MemoryExtractionConfig
+from memory.records.image_rules import ImageInputLimitConfig, decode_image_base64
+from memory.core.types import NOTSET, ImageMimeType, ImageRecord, MemoryRecord, Message, SearchScope
 
 from threads.json_body import parse_json_body
 from threads.auth import (
@@ -112,7 +116,7 @@ router = Router(tags=["threads"])
 #: Route permissions. A route without ``auth=`` needs ``write``, the
 #: API's default (``oam_site.api``): forgetting it refuses a read key, never the reverse.
 READ, WRITE, ADMIN = ApiKeyAuth("read"), ApiKeyAuth("write"), ApiKeyAuth("admin")
-#: Header of a message delete that names the memories following their source (``memory.provenance``).
+#: Header of a message delete that names the memories following their source (``memory.records.provenance``).
 DERIVED_HEADER = "OAM-Derived-Memories"
 
 NOT_FOUND = {404: ErrorOut}
@@ -125,7 +129,7 @@ PER_PAGE = ninja_settings.PAGINATION_PER_PAGE
 
 class Pagination(LimitOffsetPagination):
     """ninja's ``limit``/``offset`` pagination: ``limit`` at most ``OAM_API_MAX_PAGE`` (default 1000),
-    ``offset`` at most ``memory.errors.MAX_SQL_COUNT`` (2**31 - 1).
+    ``offset`` at most ``memory.core.errors.MAX_SQL_COUNT`` (2**31 - 1).
 
     A page is bounded work whatever the data holds. ``offset`` becomes SQL
     ``OFFSET``, a 64-bit integer: unbounded, an ``offset`` past 2**63 was a
@@ -297,7 +301,7 @@ async def message_update(request: HttpRequest, thread_id: str, message_id: str, 
 @router.delete("/threads/{thread_id}/messages/{message_id}", response={204: None, **NOT_FOUND, **INVALID})
 async def message_delete(request: HttpRequest, thread_id: str, message_id: str, response: HttpResponse):
     """Delete a message of this exact thread; 404 when absent or another thread's. The memories derived only
-    from it are invalidated or deleted (``OAM_DERIVED_MEMORY_POLICY``, ``memory.provenance``); when any was,
+    from it are invalidated or deleted (``OAM_DERIVED_MEMORY_POLICY``, ``memory.records.provenance``); when any was,
     the ``OAM-Derived-Memories`` header answers the receipt as JSON (``messages``, ``invalidated``, ``deleted``)."""
     with provenance.collecting() as derived:
         if not await (await _thread(request, thread_id)).delete_message_async(message_id):
@@ -582,7 +586,7 @@ async def link_create(request: HttpRequest, thread_id: str, payload: LinkIn):
 @paginate(Pagination)
 async def link_list(request: HttpRequest, thread_id: str, filters: Query[LinkListQuery]):
     """This thread's relations, oldest first; ``record_id`` keeps those touching that record. A user-restricted
-    key does not see relations to another user's or agent's record in the thread (``memory.links.visible``)."""
+    key does not see relations to another user's or agent's record in the thread (``memory.links.writes.visible``)."""
     thread = await _thread(request, thread_id)
     return await in_worker(thread.record_links, record_id=filters.record_id)
 
@@ -634,7 +638,7 @@ async def search(request: HttpRequest, payload: SearchIn):
 
 def _search_arguments(payload: SearchIn) -> dict:
     """The search's arguments as given; ``scope`` becomes a ``SearchScope`` of the fields it sets (422 when it
-    comes with explicit scope fields: ``memory.search.resolve_scope``)."""
+    comes with explicit scope fields: ``memory.search.request.resolve_scope``)."""
     data = payload.model_dump(exclude_unset=True)
     if data.get("scope") is not None:
         data["scope"] = SearchScope(**data["scope"])
@@ -674,7 +678,7 @@ async def thread_extraction(request: HttpRequest, thread_id: str,
     ones count as done), or when ``wait`` seconds have passed (``settled`` false)."""
     thread = await _thread(request, thread_id)
     settled = None if wait is None else await waiting.wait_until_settled(thread.row.pk, wait)
-    state = await in_worker(extraction.extraction_state, thread=thread.row)
+    state = await in_worker(extraction_state, thread=thread.row)
     return {**state, "settled": settled}
 
 
@@ -851,7 +855,7 @@ async def erasure_get(request: HttpRequest, receipt_id: str):
     return await in_worker(erasure.receipt_get, project=_project_admin(request).project, receipt_id=receipt_id)
 
 
-# --- memory history (memory.history) --------------------------------------------------------
+# --- memory history (memory.records.history) --------------------------------------------------------
 
 
 @router.get("/threads/{thread_id}/memories/{memory_id}/history", auth=READ,
@@ -879,7 +883,7 @@ async def memory_restore(request: HttpRequest, thread_id: str, memory_id: str, v
     return {"version": number, "memory": await in_worker(_written_memory, thread, memory_id)}
 
 
-# --- export (memory.portability) ------------------------------------------------------------------
+# --- export (memory.services.portability) ------------------------------------------------------------------
 
 
 #: Lines of an export serialised per trip to the worker thread: the response streams, so a request
@@ -907,7 +911,7 @@ def _export_start(project, user_id: str):
 @router.get("/users/{user_id}/export", auth=ADMIN, response={200: None, **INVALID}, tags=["export"])
 async def user_export(request: HttpRequest, user_id: str):
     """One user's memory as JSON Lines (``application/x-ndjson``; the format of ``manage.py export_memory``,
-    ``memory.portability``): threads, messages, images base64, memories, relations, summaries and memory
+    ``memory.services.portability``): threads, messages, images base64, memories, relations, summaries and memory
     history, never vectors. An admin key with no fixed user or agent (403 otherwise); a user with nothing
     stored gets the header line only. ``manage.py import_memory`` loads it. The answer streams
     (``EXPORT_LINES_PER_CHUNK`` lines per chunk): memory per request is bounded, not the user's whole data."""
@@ -924,11 +928,11 @@ async def user_export(request: HttpRequest, user_id: str):
                                  headers={"Content-Disposition": 'attachment; filename="memory-export.jsonl"'})
 
 
-# --- the review queue (memory.review) ---------------------------------------------------------------
+# --- the review queue (memory.records.review_rules) ---------------------------------------------------------------
 
 
 class ReviewPagination(Pagination):
-    """``Pagination`` with at most ``memory.review.MAX_PAGE`` (50) items a page (default 20): each item costs
+    """``Pagination`` with at most ``memory.records.review_rules.MAX_PAGE`` (50) items a page (default 20): each item costs
     one ranked vector query (its similar memories). Over it: 422 naming ``limit``."""
 
     class Input(Schema):
@@ -936,7 +940,7 @@ class ReviewPagination(Pagination):
         offset: int = Field(0, ge=0, le=MAX_SQL_COUNT)
 
 
-def _decision(memory: AgentMemory, decision: services.ReviewDecision) -> dict:
+def _decision(memory: AgentMemory, decision: ReviewDecision) -> dict:
     """A ``ReviewDecisionOut`` body (read in the worker: the approved memory as stored)."""
     stored = (selectors.memory_stored(project=memory.project, memory_id=decision.memory_id)
               if decision.action == "approve" else None)
@@ -950,7 +954,7 @@ async def review_list(request: HttpRequest, params: Query[ReviewListQuery]):
     """The memories of the key's project awaiting review (its user's and agent's only, for a restricted key),
     the longest waiting first (``{"items": [...], "count": N}``, ``limit`` at most 50), each with the
     injection scan's flags, the stored memories most similar to it and the relation its approval makes
-    (``memory.review``). A write key: pending memories may carry what an attacker planted."""
+    (``memory.records.review_rules``). A write key: pending memories may carry what an attacker planted."""
     tenant = _memory(request).tenant
     return review.review_records(project=tenant.project, restrict=tenant.row_filter(),
                                  **params.model_dump(exclude_unset=True, exclude_none=True))
@@ -968,9 +972,9 @@ async def review_approve(request: HttpRequest, memory_id: str, payload: ReviewAp
     data = payload.model_dump(exclude_unset=True)
     scope = {"project": memory.project, "memory_id": memory_id, "allows": memory.tenant.allows}
     if "content" in data or "memory_type" in data:
-        decide = services.memory_edit_approve
+        decide = memory_edit_approve
     else:
-        decide = services.memory_approve
+        decide = memory_approve
     decision = await in_worker(decide, **scope, **data)
     return await in_worker(_decision, memory, decision)
 
@@ -982,6 +986,6 @@ async def review_reject(request: HttpRequest, memory_id: str, payload: ReviewRej
     entry naming this key (``reason`` as its reason) that stays until its user is erased. 404 when there is
     none (or the key may not see it), 409 when it does not await review."""
     memory = _memory(request)
-    decision = await in_worker(services.memory_reject, project=memory.project, memory_id=memory_id,
+    decision = await in_worker(memory_reject, project=memory.project, memory_id=memory_id,
                                allows=memory.tenant.allows, **payload.model_dump(exclude_unset=True))
     return await in_worker(_decision, memory, decision)

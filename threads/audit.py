@@ -84,7 +84,7 @@ def _admin_object(request: HttpRequest, object_id: str) -> tuple[Any, str | None
     """(project, thread id, record id) of an admin change/delete page's object.
 
     Rows of a project have stored ids ``"<project pk>:<public id>"``
-    (``memory.tenancy``): the record keeps the project and the public id, as a
+    (``memory.records.tenancy``): the record keeps the project and the public id, as a
     staff page's record does, so an erasure finds it (``scrub_erased``). A
     thread's id goes in ``thread_id``, any other row's in ``record_id``;
     objects without a project (users, projects themselves) keep no id.
@@ -92,7 +92,7 @@ def _admin_object(request: HttpRequest, object_id: str) -> tuple[Any, str | None
     from django.contrib.admin.utils import unquote
 
     from memory.models import Project, Thread
-    from memory.tenancy import SEPARATOR, project_of, public_id
+    from memory.core.ids import SEPARATOR, project_of, public_id
 
     model = getattr(getattr(request.resolver_match.func, "model_admin", None), "model", None)
     object_id = unquote(object_id)  # the admin quotes pks in its URLs (":" is "_3A")

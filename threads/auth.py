@@ -8,7 +8,7 @@ stored. Every way of managing keys (``manage.py`` commands, the admin, the
 
 A key acts for its project, with its permission (``threads.models.PERMISSIONS``:
 read < write < admin) and, when it has them, for its fixed user and agent
-only: ``api_key_tenant`` turns it into the ``memory.tenancy.Tenant`` the
+only: ``api_key_tenant`` turns it into the ``memory.records.tenancy.Tenant`` the
 engine enforces. ``ApiKeyAuth(permission)`` is the ninja auth of a route: no
 usable key (missing, wrong, revoked, expired) is a 401, too weak a permission
 a 403 (``KeyForbidden``).
@@ -26,13 +26,13 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja.security import HttpBearer
 
-from memory import progress
-from memory import history
-from memory.aio import in_worker
-from memory.errors import InvalidArgument, InvalidType, NotFound, check_text
+from memory.core import progress
+from memory.records import history
+from memory.core.aio import in_worker
+from memory.core.errors import InvalidArgument, InvalidType, NotFound, check_text
 from memory.models import Project
-from memory.services import check_scope_id
-from memory.tenancy import Tenant
+from memory.records.validators import check_scope_id
+from memory.records.tenancy import Tenant
 from threads.models import PERMISSIONS, ApiKey
 from threads.throttling import check_failed_keys, note_failed_key
 
@@ -105,7 +105,7 @@ def api_key_create(*, name: Any, project: Project | None = None, permission: Any
     datetime in the future. ``created_by`` says who asked (for the audit
     trail). Raises ValueError/TypeError naming the field.
     """
-    from memory.tenancy import get_project
+    from memory.records.tenancy import get_project
 
     now = timezone.now()
     row = ApiKey(
@@ -191,7 +191,7 @@ def key_group(key_id: int) -> str:
 
 def close_key_sockets(key_id: int) -> None:
     """After commit, tell every WebSocket opened with key ``key_id`` to close (code 4401), in every process
-    the channel layer reaches (``memory.progress.publish``)."""
+    the channel layer reaches (``memory.core.progress.publish``)."""
     progress.publish(key_group(key_id), {"type": "key.revoked", "key_id": int(key_id)})
 
 
@@ -212,7 +212,7 @@ def subject_keys_erase(sender, *, project: Project, subject: str, subject_id: st
     WebSockets close (4401) when the erasure commits (``close_key_sockets``;
     the periodic re-check of ``threads.consumers`` would find the key gone too).
     """
-    from memory.erasure import admin_log_erase
+    from memory.records.admin_log import admin_log_erase
 
     keys = list(ApiKey.objects.filter(project=project, **{f"{subject}_id": subject_id}).values_list("pk", flat=True))
     if not keys:
@@ -234,7 +234,7 @@ class ApiKeyAuth(HttpBearer):
 
     No usable key: None (HTTP 401). A key with a weaker permission: ``KeyForbidden`` (HTTP 403).
     Asynchronous, for the API's ``async def`` operations: the lookup runs in the request's worker
-    thread (``memory.aio.in_worker``), never on the event loop.
+    thread (``memory.core.aio.in_worker``), never on the event loop.
     """
 
     def __init__(self, permission: str = "read"):
@@ -262,7 +262,7 @@ class ApiKeyAuth(HttpBearer):
             raise KeyForbidden(f"this key's permission is {row.permission!r}; this operation needs "
                                f"{self.permission!r}")
         api_key_touch(row)
-        # Memory history names the key (``memory.history``); ``oam_site.middleware.HistoryActorMiddleware``
+        # Memory history names the key (``memory.records.history``); ``oam_site.middleware.HistoryActorMiddleware``
         # scopes this to the request.
         history.set_actor("api_key", row.pk, f"{request.method} {request.path}")
         return row

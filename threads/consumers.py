@@ -25,9 +25,9 @@ refused before ``accept`` by ``OriginValidatorUnlessApiKey``.
 
 Frames sent, all JSON:
 
-* on connect, ``{"event": "state", ...}``: ``memory.extraction.extraction_state``
+* on connect, ``{"event": "state", ...}``: ``memory.extraction.recovery.extraction_state``
   (watermark, last message seq, pending jobs, last job, config);
-* then each event ``memory.progress`` sends for the thread, as
+* then each event ``memory.core.progress`` sends for the thread, as
   ``{"event": "<name>", "thread_id", "job_id", ...}`` with ``<name>`` one of
   queued, started, progress, memory_created, memory_linked, finished, failed,
   repaired (the sweep made a queue that could not advance start after the watermark),
@@ -47,9 +47,11 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.security.websocket import AllowedHostsOriginValidator
 
-from memory import extraction, progress, selectors
-from memory.errors import NotFound
-from memory.tenancy import Tenant, staff_project
+from memory.extraction.recovery import extraction_state
+from memory.core import progress
+from memory.records import selectors
+from memory.core.errors import NotFound
+from memory.records.tenancy import Tenant, staff_project
 from threads.audit import record_access
 from threads.auth import api_key_lookup, api_key_tenant, key_group
 from threads.models import ApiKey
@@ -120,7 +122,7 @@ def _authorize(scope) -> Listener | int:
     ``?project=`` naming another project is refused (4403). A staff session
     listens in the project it names (default: the default project). 4401: no
     valid key or session; 4403: signed in but not active staff; 4404: no such project, or one the staff
-    user may not see (``memory.tenancy.staff_project``: not a member, not a superuser), alike.
+    user may not see (``memory.records.tenancy.staff_project``: not a member, not a superuser), alike.
     """
     raw = scope_api_key(scope)
     named = _named_project(scope)
@@ -187,7 +189,7 @@ def _state(listener: Listener, thread_id: str) -> tuple[str, dict] | None:
     if not listener.tenant.allows(row):
         return None
     try:
-        return row.pk, extraction.extraction_state(thread=row)
+        return row.pk, extraction_state(thread=row)
     except NotFound:
         return None
 
@@ -319,5 +321,5 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
         await self._relay(event)
 
     async def extraction_derived_memories(self, event):
-        """Memories invalidated or deleted because their source messages went (``memory.provenance``)."""
+        """Memories invalidated or deleted because their source messages went (``memory.records.provenance``)."""
         await self._relay(event)

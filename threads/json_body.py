@@ -14,7 +14,7 @@ from typing import Any
 
 import pydantic_core
 
-from memory.errors import InvalidArgument, check_text
+from memory.core.errors import InvalidArgument, check_text
 
 
 class InvalidJsonBody(ValueError):

@@ -4,7 +4,7 @@ Django's ``MiddlewareMixin`` runs under ASGI by sending each ``process_response`
 to a worker thread and back; a sync-only middleware makes Django run every
 request below it in a worker thread. ``ResponseMiddleware`` does neither: it
 is ``sync_capable`` and ``async_capable``, calls ``process_response`` inline,
-and goes to the request's worker thread (``memory.aio.in_worker``) only for a
+and goes to the request's worker thread (``memory.core.aio.in_worker``) only for a
 response that ``needs_worker`` says needs I/O (the database...).
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
-from memory.aio import in_worker
+from memory.core.aio import in_worker
 
 
 class ResponseMiddleware:

@@ -6,7 +6,7 @@ because Django's Oracle backend truncates identifiers to 30 characters.
 
 A key belongs to one project and acts with one permission:
 ``read`` < ``write`` < ``admin``; with ``user_id``/``agent_id`` it acts for that
-end user/agent only (``memory.tenancy.Tenant``). It may expire, is revoked
+end user/agent only (``memory.records.tenancy.Tenant``). It may expire, is revoked
 rather than deleted (``is_active`` False, ``revoked_at`` set), and records
 when it was last used. ``threads.auth`` holds the functions that create,
 rotate, revoke and check keys.

@@ -18,17 +18,17 @@ from ninja import Field, Schema
 from pydantic import AwareDatetime, ConfigDict, StrictBool, StrictInt
 
 from memory.client import Thread as ThreadHandle
-from memory.errors import MAX_SQL_COUNT
-from memory.extraction_config import (
+from memory.core.errors import MAX_SQL_COUNT
+from memory.extraction.config import (
     BackgroundExtractionQueueFullBehavior,
     MemoryExtractionImageContext,
     MemoryExtractionMode,
     MemoryLinkExtractionMode,
 )
-from memory.images import IMAGE_LIMIT_MAXIMA
-from memory.links import BUILTIN_RELATIONS
+from memory.records.image_rules import IMAGE_LIMIT_MAXIMA
+from memory.llm.prompts import BUILTIN_RELATIONS
 from memory.models import MEMORY_TYPES, RECORD_TYPES
-from memory.types import ImageMimeType, RecordStatus, TimeToLiveAnchor
+from memory.core.types import ImageMimeType, RecordStatus, TimeToLiveAnchor
 
 MemoryType = Literal[MEMORY_TYPES]  # type: ignore[valid-type]  # "memory", "fact", "guideline", "preference"
 BuiltinRelationType = Literal[tuple(BUILTIN_RELATIONS)]  # type: ignore[valid-type]  # supersedes, contradicts, ...
@@ -742,7 +742,7 @@ class ExtractionJobOut(Schema):
 
 
 class ExtractionStallOut(Schema):
-    """A queue that is not advancing (``memory.extraction.queue_stall``)."""
+    """A queue that is not advancing (``memory.extraction.recovery.queue_stall``)."""
 
     reason: str = Field(description="worker_lost, blocked, not_queued or waiting_for_worker.")
     job_id: int
@@ -751,7 +751,7 @@ class ExtractionStallOut(Schema):
 
 
 class ExtractionRepairOut(Schema):
-    """A repair of the queue by the sweep (``memory.extraction.queue_repair``)."""
+    """A repair of the queue by the sweep (``memory.extraction.recovery.queue_repair``)."""
 
     job_id: int
     detail: str
@@ -867,7 +867,7 @@ class KeyCreatedOut(KeyOut):
 
 
 class ErasureOut(Schema):
-    """A receipt of an erasure (``memory.erasure``): what was deleted about one user or agent, and when.
+    """A receipt of an erasure (``memory.services.erasure``): what was deleted about one user or agent, and when.
 
     The stored receipt names the subject only by a keyed digest; ``subject_id``
     is echoed in the answer to the erasure itself and empty when a receipt is read back.
@@ -899,11 +899,11 @@ class ErasureOut(Schema):
         return obj.completed_at.isoformat() if obj.completed_at else None
 
 
-# --- memory history (memory.history) ----------------------------------------------------
+# --- memory history (memory.records.history) ----------------------------------------------------
 
 
 class MemoryVersionOut(Schema):
-    """One version of a memory's history (``memory.history.MemoryVersionRecord``).
+    """One version of a memory's history (``memory.records.history.MemoryVersionRecord``).
 
     ``actor``: ``{"kind", "id"}`` (kinds: client, api_key, staff, admin,
     extraction, ttl, import), or ``{"kind": "relation", "id", "via"}`` for a
@@ -973,7 +973,7 @@ class ProfileOut(Schema):
     timestamp: str | None
 
 
-# --- the review queue (memory.review) ---------------------------------------------------------------
+# --- the review queue (memory.records.review_rules) ---------------------------------------------------------------
 
 
 class ReviewListQuery(Schema):
@@ -984,7 +984,7 @@ class ReviewListQuery(Schema):
 
 
 class ReviewFlagOut(Schema):
-    """One finding of the injection scan (``memory.review.scan``): ``kind`` is one of override, secrecy,
+    """One finding of the injection scan (``memory.records.review_rules.scan``): ``kind`` is one of override, secrecy,
     prompt_markup, url, tool_call, secret, hidden_text; ``evidence`` the text that raised it (80 characters)."""
 
     kind: str

@@ -3,7 +3,49 @@
 
 from __future__ import annotations
 
-from memory.client.common import *  # noqa: F401,F403  (the engine modules and the SDK's public names)
+import dataclasses
+import time
+from memory.core.types import (
+    AgentProfileRecord,
+    ImageRecord,
+    MemoryRecord,
+    MemoryRetentionConfig,
+    MemorySearchConfig,
+    Message,
+    NOTSET,
+    SearchResult,
+    SearchScope,
+    UserProfileRecord,
+)
+from typing import Any
+from memory.extraction.config import DEPRECATED_INLINE_PARAMETERS, MemoryExtractionConfig, resolve_extraction_config
+from memory.records.image_rules import THREAD_CONFIG_KEY as IMAGE_LIMITS_KEY, ImageInputLimitConfig
+from memory.models import (
+    Image as ImageRow,
+    Memory as MemoryRow,
+    Profile as ProfileRow,
+    Project as ProjectRow,
+    RecordLink as RecordLinkRow,
+    Thread as ThreadRow,
+)
+from memory.core.errors import InvalidArgument, NotFound
+from memory.client.common import SEARCH_CONFIG_KEY, THREAD_SETTINGS
+from memory.records.tenancy import Tenant, get_project
+from memory.core.ids import stored_id
+from memory.llm.adapters import as_llm
+from memory.services import erasure, profiles
+from memory.core.aio import in_worker
+from memory.records import listing, selectors
+from memory.llm import adapters as llm_module
+from django.conf import settings
+import logging
+
+from memory.records.validators import check_id, reject_unknown
+from memory.services.threads import thread_create, thread_delete, thread_update
+from memory.services.memories import memory_delete_by_id, memory_update
+from memory.extraction.tracker import accepted_threads, check_timeout, detach, thread_config, wait_for_extraction
+from memory.search.ranking import run_search
+from memory.search.request import CLIENT_SCOPE, OPERATOR_SCOPE, check_mode
 from memory.client.common import (
     _given,
     _or,
@@ -11,20 +53,21 @@ from memory.client.common import (
     _search_config_data,
     _check_search_config,
     _SEARCH_ARGUMENTS,
-    _async_twin,
     _WithAsyncTwins,
 )
 from memory.client.thread import Thread
+
+logger = logging.getLogger(__name__)
 
 
 class AgentMemory(_WithAsyncTwins):
     """Entry point of the Python API: creates, opens, deletes and searches threads of one project.
 
     ``project``: a ``memory.models.Project`` or its slug; omitted,
-    the ``default`` project (``memory.tenancy.get_project``; KeyError for an
+    the ``default`` project (``memory.records.tenancy.get_project``; KeyError for an
     unknown slug). Every thread, record and search of this client and of the
     handles it makes is in that project, and ids are unique within it only.
-    ``tenant`` (instead of ``project``): a ``memory.tenancy.Tenant``, a project
+    ``tenant`` (instead of ``project``): a ``memory.records.tenancy.Tenant``, a project
     with an optional fixed user and agent; such a client sees, writes and
     searches only that user's and agent's threads and records (others are not
     found; naming them raises ``OutOfScope``, a ValueError).
@@ -32,8 +75,8 @@ class AgentMemory(_WithAsyncTwins):
     name here, TypeError when both are given) defaults to the settings
     ``OAM_DEFAULT_TTL_DAYS`` and ``OAM_MAX_TTL_DAYS``; ``search_config`` to
     ``MemorySearchConfig()``; ``llm`` (extraction, summaries, context cards) to
-    ``memory.llm.get_llm()``, and None means none (an object with the SDK's ``ILlm.generate()``, such as
-    ``oracleagentmemory.Llm``, is wrapped by ``memory.llm.as_llm``; anything else is a TypeError here); ``memory_extraction_config``
+    ``memory.llm.adapters.get_llm()``, and None means none (an object with the SDK's ``ILlm.generate()``, such as
+    ``oracleagentmemory.Llm``, is wrapped by ``memory.llm.adapters.as_llm``; anything else is a TypeError here); ``memory_extraction_config``
     (client level; ``extract_memories`` and ``memory_extraction_custom_instructions``
     are laid over it field by field) is the base every thread's own config is laid
     over, field by field; ``image_input_limit_config`` likewise for image limits.
@@ -97,7 +140,7 @@ class AgentMemory(_WithAsyncTwins):
         search = _check_search_config(search_config) or MemorySearchConfig()
         if search_strategy is not NOTSET and search_strategy is not None and search.mode is None:
             mode = getattr(search_strategy, "value", search_strategy)
-            search = dataclasses.replace(search, mode=search_engine.check_mode(mode))
+            search = dataclasses.replace(search, mode=check_mode(mode))
         self.search_config = search
         self._closed = False
 
@@ -195,7 +238,7 @@ class AgentMemory(_WithAsyncTwins):
         persist = kwargs.pop("persist_messages_in_config", False)
         if not isinstance(persist, bool):
             raise TypeError("persist_messages_in_config: must be a bool")  # accepted; always False here (SDK, DB store)
-        services.reject_unknown(kwargs, "create_thread")
+        reject_unknown(kwargs, "create_thread")
         given = self._thread_settings(arguments)
         own = given.pop("memory_extraction_config")
         config = own.merged_over(self.memory_extraction_config) if own is not None else self.memory_extraction_config
@@ -209,7 +252,7 @@ class AgentMemory(_WithAsyncTwins):
             stored[SEARCH_CONFIG_KEY] = _search_config_data(search)
         stored.update(given)
         user_id, agent_id = self.tenant.fill("user_id", user_id), self.tenant.fill("agent_id", agent_id)
-        row = services.thread_create(project=self.project, thread_id=thread_id, user_id=user_id, agent_id=agent_id,
+        row = thread_create(project=self.project, thread_id=thread_id, user_id=user_id, agent_id=agent_id,
                                      metadata=_or(metadata, None), config=stored or None)
         return Thread(row, self, llm=llm)
 
@@ -250,14 +293,14 @@ class AgentMemory(_WithAsyncTwins):
         handle only. KeyError when the thread is not in this project; TypeError/ValueError for bad values.
         """
         arguments = dict(locals())
-        services.reject_unknown(kwargs, "update_thread")
+        reject_unknown(kwargs, "update_thread")
         llm = as_llm(llm)  # before anything is stored: TypeError for what is no LLM
         given = self._thread_settings(arguments)
         row = self.thread_row(thread_id)
         changes: dict[str, Any] = {}
         config = given.pop("memory_extraction_config")
         if config is not None:
-            merged = config.merged_over(extraction.thread_config(row, default=self.memory_extraction_config))
+            merged = config.merged_over(thread_config(row, default=self.memory_extraction_config))
             self._check_llm(llm, merged)
             changes.update(merged.to_thread_config(given_only=True))
         limits = given.pop(IMAGE_LIMITS_KEY)
@@ -268,7 +311,7 @@ class AgentMemory(_WithAsyncTwins):
         if search is not None:
             changes[SEARCH_CONFIG_KEY] = _search_config_data(search)
         changes.update(given)
-        row = services.thread_update(thread=row, metadata=metadata, config_changes=changes or None)
+        row = thread_update(thread=row, metadata=metadata, config_changes=changes or None)
         return Thread(row, self, llm=llm)
 
     async def update_thread_async(self, thread_id: str, metadata: Any = NOTSET, **kwargs: Any) -> Thread:
@@ -279,7 +322,7 @@ class AgentMemory(_WithAsyncTwins):
 
     def _owner(self, model, record_id: Any, field: str) -> Thread:
         """A handle on the thread owning record ``record_id`` of ``model`` in this project; KeyError when none."""
-        key = stored_id(self.project.pk, services.check_id(record_id, field))
+        key = stored_id(self.project.pk, check_id(record_id, field))
         owner = model.objects.filter(pk=key).values_list("thread_id", flat=True).first()
         if owner is None:
             raise NotFound(field, record_id)
@@ -293,7 +336,7 @@ class AgentMemory(_WithAsyncTwins):
         """Threads of one user (None: threads with no user), oldest first, as handles (SDK: ``list_threads``,
         which returns ``ThreadRecord``s; a handle has the same ``thread_id``/``user_id``/``agent_id``/``metadata``
         and its settings through ``_to_config()``). ``agent_id`` and ``metadata_filter`` (search grammar)
-        filter; ``limit`` as ``memory.listing.check_limit``."""
+        filter; ``limit`` as ``memory.records.listing.check_limit``."""
         rows = listing.thread_rows(tenant=self.tenant, user_id=user_id, agent_id=agent_id,
                                    metadata_filter=metadata_filter, limit=limit)
         return [Thread(row, self) for row in rows]
@@ -301,7 +344,7 @@ class AgentMemory(_WithAsyncTwins):
     def list_messages(self, user_id: Any = NOTSET, agent_id: Any = NOTSET, thread_id: Any = NOTSET,
                       metadata_filter: Any = NOTSET, limit: Any = NOTSET,
                       include_image_bytes: Any = NOTSET) -> list[Message]:
-        """Live messages of this project, oldest first, filtered by scope and metadata (``memory.listing``)."""
+        """Live messages of this project, oldest first, filtered by scope and metadata (``memory.records.listing``)."""
         return listing.messages(tenant=self.tenant, user_id=user_id, agent_id=agent_id, thread_id=thread_id,
                                 metadata_filter=metadata_filter, limit=limit, include_image_bytes=include_image_bytes)
 
@@ -314,7 +357,7 @@ class AgentMemory(_WithAsyncTwins):
     def list_images(self, image_id: Any = NOTSET, user_id: Any = NOTSET, agent_id: Any = NOTSET,
                     thread_id: Any = NOTSET, metadata_filter: Any = NOTSET, include_bytes: Any = NOTSET,
                     limit: Any = NOTSET) -> list[ImageRecord]:
-        """Live standalone images of this project, oldest first (``memory.listing.images``)."""
+        """Live standalone images of this project, oldest first (``memory.records.listing.images``)."""
         return listing.images(tenant=self.tenant, image_id=image_id, user_id=user_id, agent_id=agent_id,
                               thread_id=thread_id, metadata_filter=metadata_filter, include_bytes=include_bytes,
                               limit=limit)
@@ -345,8 +388,8 @@ class AgentMemory(_WithAsyncTwins):
         ``delete_memory`` finds them (``services.memory_update`` with ``project`` and the tenant's ``allows``):
         a restricted client updates its own user's and agent's records, in any thread. KeyError when there
         is none, it expired, or it is outside a restricted client's user and agent."""
-        services.reject_unknown(kwargs, "update_memory")
-        return services.memory_update(project=self.project, allows=self.tenant.allows, memory_id=memory_id,
+        reject_unknown(kwargs, "update_memory")
+        return memory_update(project=self.project, allows=self.tenant.allows, memory_id=memory_id,
                                       content=content, metadata=metadata, timestamp=timestamp, ttl_days=ttl_days,
                                       ttl_anchor=ttl_anchor, status=status, retention=self.retention_config)
 
@@ -422,11 +465,11 @@ class AgentMemory(_WithAsyncTwins):
         """Wait for background extraction this process accepted for this project's threads before the call
         (SDK: the client-level wait); ``timeout`` seconds in all (None: no limit). TimeoutError when it
         expires first; TypeError/ValueError for a bad timeout."""
-        timeout = extraction.check_timeout(timeout)
+        timeout = check_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
-        for key in extraction.accepted_threads(prefix=stored_id(self.project.pk, "")):
+        for key in accepted_threads(prefix=stored_id(self.project.pk, "")):
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            extraction.wait_for_extraction(thread_id=key, timeout=left)
+            wait_for_extraction(thread_id=key, timeout=left)
 
     async def wait_for_memory_extraction_async(self, timeout: float | None = 300.0) -> None:
         """Asynchronous twin of :meth:`wait_for_memory_extraction` (waits in a thread of its own)."""
@@ -453,14 +496,14 @@ class AgentMemory(_WithAsyncTwins):
         memories in them scoped to another user or agent survive, detached
         from the thread (``services.thread_delete``'s ``spare``).
         """
-        key = stored_id(self.project.pk, services.check_id(thread_id, "thread_id"))
+        key = stored_id(self.project.pk, check_id(thread_id, "thread_id"))
         try:
             self.thread_row(thread_id)  # a user-restricted client may only delete its user's threads
         except NotFound:
             return 0
-        deleted = services.thread_delete(project=self.project, thread_id=thread_id,
+        deleted = thread_delete(project=self.project, thread_id=thread_id,
                                          spare=self.tenant.row_filter() or None)
-        extraction.detach(key)
+        detach(key)
         return deleted
 
     def delete_memory(self, memory_id: str) -> int:
@@ -473,11 +516,11 @@ class AgentMemory(_WithAsyncTwins):
         own user's and agent's (another counts as none). See
         ``services.memory_delete_by_id``.
         """
-        key = stored_id(self.project.pk, services.check_id(memory_id, "memory_id"))
+        key = stored_id(self.project.pk, check_id(memory_id, "memory_id"))
         owner = MemoryRow.objects.filter(pk=key).values_list("thread_id", flat=True).first()
         if owner is not None:
-            extraction.wait_for_extraction(thread_id=owner, timeout=300)
-        return services.memory_delete_by_id(project=self.project, memory_id=memory_id, allows=self.tenant.allows)
+            wait_for_extraction(thread_id=owner, timeout=300)
+        return memory_delete_by_id(project=self.project, memory_id=memory_id, allows=self.tenant.allows)
 
     def erase_user(self, user_id: str, cascade: bool = True, *, requested_by: str = "python") -> erasure.Erasure:
         """Erase everything this project holds about one end user and return the receipt (GDPR Art. 17).
@@ -485,7 +528,7 @@ class AgentMemory(_WithAsyncTwins):
         Not in the SDK, which returns a count (``delete_user``). Waits first,
         up to 300 s in all, for background extraction this process accepted
         for the user's threads (``TimeoutError`` then, nothing erased); then
-        ``memory.erasure.subject_erase``: the user's threads with all they
+        ``memory.services.erasure.subject_erase``: the user's threads with all they
         hold, every record still scoped to the user, the storage scrubbed, a
         stored ``ErasureReceipt``. ``cascade=False`` erases nothing (the SDK
         then deletes only a profile row; there are none here). A restricted
@@ -501,7 +544,7 @@ class AgentMemory(_WithAsyncTwins):
         """Delete a user's profile and, with ``cascade``, everything held about the user (SDK:
         ``OracleAgentMemory.delete_user``); return 1 or 0.
 
-        ``cascade=False`` deletes the profile row only (``memory.profiles``) and returns 1 when there was
+        ``cascade=False`` deletes the profile row only (``memory.services.profiles``) and returns 1 when there was
         one. With ``cascade`` (``erase_user``, whose receipt this does not return): 1 when a profile or
         anything else was erased (the SDK counts the profile row only; a user exists here through the
         records scoped to it too), else 0. Raises ``TimeoutError`` as ``erase_user``; ValueError/TypeError
@@ -519,7 +562,7 @@ class AgentMemory(_WithAsyncTwins):
             raise InvalidArgument("cascade", "must be a bool")
         if not cascade:
             return profiles.profile_delete(tenant=self.tenant, kind=subject, subject_id=value)
-        key = services.check_id(value, f"{subject}_id")
+        key = check_id(value, f"{subject}_id")
         had_profile = ProfileRow.objects.filter(project=self.project, kind=subject, subject_id=key).exists()
         return int(self._erase(subject, value, True, "python").found or had_profile)
 
@@ -527,7 +570,7 @@ class AgentMemory(_WithAsyncTwins):
 
     def add_user(self, user_id: str, information: str, metadata: Any = NOTSET) -> str:
         """Store (or replace) a user's profile: free-form ``information`` and ``metadata``; return ``user_id``
-        (``memory.profiles.profile_add``)."""
+        (``memory.services.profiles.profile_add``)."""
         return profiles.profile_add(tenant=self.tenant, kind="user", subject_id=user_id, information=information,
                                     metadata=metadata)
 
@@ -537,20 +580,20 @@ class AgentMemory(_WithAsyncTwins):
                                     metadata=metadata)
 
     def list_users(self, metadata_filter: Any = NOTSET, limit: Any = NOTSET) -> list[UserProfileRecord]:
-        """User profiles of this project, oldest first (``memory.profiles.profile_list``)."""
+        """User profiles of this project, oldest first (``memory.services.profiles.profile_list``)."""
         return profiles.profile_list(tenant=self.tenant, kind="user", metadata_filter=metadata_filter, limit=limit)
 
     def list_agents(self, metadata_filter: Any = NOTSET, limit: Any = NOTSET) -> list[AgentProfileRecord]:
-        """Agent profiles of this project, oldest first (``memory.profiles.profile_list``)."""
+        """Agent profiles of this project, oldest first (``memory.services.profiles.profile_list``)."""
         return profiles.profile_list(tenant=self.tenant, kind="agent", metadata_filter=metadata_filter, limit=limit)
 
     def _erase(self, subject: str, value: Any, cascade: Any, requested_by: str) -> erasure.Erasure:
         field = f"{subject}_id"
-        value = services.check_id(value, field)
+        value = check_id(value, field)
         if cascade:
             deadline = time.monotonic() + 300
             for key in erasure.subject_threads(self.tenant, subject, value):
-                extraction.wait_for_extraction(thread_id=key, timeout=max(0.0, deadline - time.monotonic()))
+                wait_for_extraction(thread_id=key, timeout=max(0.0, deadline - time.monotonic()))
         return erasure.subject_erase(tenant=self.tenant, subject=subject, value=value, cascade=cascade,
                                      requested_by=requested_by)
 
@@ -568,11 +611,11 @@ class AgentMemory(_WithAsyncTwins):
         exactly: ValueError otherwise. An omitted agent or thread is
         unconstrained; a given agent matches exactly unless
         ``exact_agent_match=False``, a given thread only with
-        ``exact_thread_match=True``. See ``memory.search.resolve_scope``.
+        ``exact_thread_match=True``. See ``memory.search.request.resolve_scope``.
         """
-        services.reject_unknown(kwargs, "search")
-        return search_engine.run_search(
-            query, tenant=self.tenant, defaults=search_engine.CLIENT_SCOPE, client=True, config=self.search_config,
+        reject_unknown(kwargs, "search")
+        return run_search(
+            query, tenant=self.tenant, defaults=CLIENT_SCOPE, client=True, config=self.search_config,
             scope=_or(scope, None),
             user_id=user_id, agent_id=agent_id, thread_id=thread_id, exact_user_match=exact_user_match,
             exact_agent_match=exact_agent_match, exact_thread_match=exact_thread_match, max_results=max_results,
@@ -592,9 +635,9 @@ class AgentMemory(_WithAsyncTwins):
         ``search``. A client restricted to one user or agent (``Tenant``) is
         held to it (``OutOfScope``), as in every search.
         """
-        services.reject_unknown({k: v for k, v in arguments.items() if k not in _SEARCH_ARGUMENTS}, "search_project")
-        return search_engine.run_search(
-            query, tenant=self.tenant, defaults=search_engine.OPERATOR_SCOPE, config=self.search_config, scope=scope,
+        reject_unknown({k: v for k, v in arguments.items() if k not in _SEARCH_ARGUMENTS}, "search_project")
+        return run_search(
+            query, tenant=self.tenant, defaults=OPERATOR_SCOPE, config=self.search_config, scope=scope,
             user_id=user_id, agent_id=agent_id, thread_id=thread_id, exact_user_match=exact_user_match,
             exact_agent_match=exact_agent_match, exact_thread_match=exact_thread_match, **arguments,
         )

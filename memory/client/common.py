@@ -1,65 +1,17 @@
-"""What ``Thread`` and ``AgentMemory`` share: the engine modules and public names they use, the SDK's
-thread runtime settings, config checks and the ``_async`` twin machinery (``memory.client``)."""
+"""What ``Thread`` and ``AgentMemory`` share: the SDK's thread runtime settings, config checks and the
+``_async`` twin machinery (``memory.client``)."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 import logging
-import time
-from typing import Any, Sequence
+from typing import Any
 
-from django.conf import settings
-
-from memory import context, erasure, extraction, links, listing, profiles, selectors, services
-from memory.aio import in_worker
-from memory import search as search_engine
-from memory import history
-from memory.history import MemoryVersionRecord
-from memory.errors import InvalidArgument, NotFound, OutOfScope
-from memory.tenancy import Tenant, get_project, stored_id
-from memory.extraction_config import (  # noqa: F401  (re-exported: the SDK's public names)
-    DEPRECATED_INLINE_PARAMETERS,
-    BackgroundExtractionQueueFullBehavior,
-    MemoryExtractionConfig,
-    MemoryExtractionImageContext,
-    MemoryExtractionMode,
-    MemoryLinkExtractionMode,
-    resolve_extraction_config,
-)
-from memory.images import THREAD_CONFIG_KEY as IMAGE_LIMITS_KEY, ImageInputLimitConfig
-from memory import llm as llm_module  # get_llm() looked up at call time (tests patch memory.llm.get_llm)
-from memory.llm import Llm, LlmError, as_llm, get_llm
-from memory.models import (Image as ImageRow, Memory as MemoryRow, Profile as ProfileRow, Project as ProjectRow,
-                           RecordLink as RecordLinkRow, Thread as ThreadRow)
-from memory.types import (  # noqa: F401  (re-exported: the SDK's public names)
+from memory.core.aio import in_worker
+from memory.core.types import (
     NOTSET,
-    ContextCard,
-    FactRecord,
-    GuidelineRecord,
-    ImageContent,
-    ImageMimeType,
-    ImageRecord,
-    AgentProfileRecord,
-    MemoryRecord,
-    MemoryRetentionConfig,
     MemorySearchConfig,
-    Message,
-    MessageContent,
-    MessageRecord,
-    OracleContextCard,
-    OracleSearchResult,
-    OracleSummary,
-    PreferenceRecord,
-    Record,
-    RecordRelation,
-    RecordStatus,
-    SearchResult,
-    SearchScope,
-    Summary,
-    TextContent,
-    TimeToLiveAnchor,
-    UserProfileRecord,
 )
 
 logger = logging.getLogger(__name__)

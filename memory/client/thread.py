@@ -3,16 +3,55 @@
 
 from __future__ import annotations
 
-from memory.client.common import *  # noqa: F401,F403  (the engine modules and the SDK's public names)
+from typing import TYPE_CHECKING
+
+import dataclasses
+from typing import Any, Sequence
+from memory.records.image_rules import THREAD_CONFIG_KEY as IMAGE_LIMITS_KEY, ImageInputLimitConfig
+from memory.core.types import (
+    ImageRecord,
+    MemoryRecord,
+    MemorySearchConfig,
+    Message,
+    NOTSET,
+    OracleContextCard,
+    OracleSummary,
+    RecordRelation,
+    SearchResult,
+    SearchScope,
+)
+from memory.llm.adapters import Llm, LlmError, as_llm
+from memory.extraction.config import MemoryExtractionConfig
+from memory.records.history import MemoryVersionRecord
+from memory.core.errors import NotFound, OutOfScope
+from memory.client.common import SEARCH_CONFIG_KEY, THREAD_SETTINGS
+from memory.models import Thread as ThreadRow
+from memory.context import cards as context
+from memory.records import history, selectors
+from memory.core.aio import in_worker
+from memory.llm import adapters as llm_module
+from django.conf import settings
+import logging
+
+from memory.extraction.tracker import check_timeout, inflight, thread_config, wait_for_extraction
+from memory.records.validators import check_id, reject_unknown
+from memory.services.messages import message_delete, message_update, messages_add
+from memory.services.memories import memory_add, memory_delete, memory_restore, memory_update
+from memory.services.images import image_add, image_delete, image_update
+from memory.links.writes import link_create, link_delete, link_get, link_list, link_update
+from memory.search.ranking import run_search
+from memory.services.extraction import extraction_after_add, extraction_after_edit
+from memory.links.autonomous import propose_links
 from memory.client.common import (
     _or,
-    _check_setting,
     _search_config_data,
-    _check_search_config,
-    _SEARCH_ARGUMENTS,
-    _async_twin,
     _WithAsyncTwins,
 )
+
+if TYPE_CHECKING:
+    from memory.client.agent import AgentMemory
+
+logger = logging.getLogger(__name__)
 
 
 class Thread(_WithAsyncTwins):
@@ -21,7 +60,7 @@ class Thread(_WithAsyncTwins):
     Attributes ``thread_id``, ``user_id``, ``agent_id`` and ``metadata`` are
     the thread's scope as stored when the handle was made (``thread_id`` the
     caller's id; ``project`` the thread's project). Writes go through
-    ``memory.services``; reads through ``memory.selectors``/``memory.search``,
+    ``memory.services``; reads through ``memory.records.selectors``/``memory.search``,
     always in the thread's project.
     """
 
@@ -69,7 +108,7 @@ class Thread(_WithAsyncTwins):
     def memory_extraction_config(self) -> MemoryExtractionConfig:
         """The thread's extraction settings, field by field: this handle's (``get_thread``), else stored in
         ``Thread.config``, else the client's, else the defaults."""
-        config = extraction.thread_config(self._row, default=self._client.memory_extraction_config)
+        config = thread_config(self._row, default=self._client.memory_extraction_config)
         override = self._overrides.get("memory_extraction_config")
         return override.merged_over(config) if override is not None else config
 
@@ -139,12 +178,12 @@ class Thread(_WithAsyncTwins):
         raises ``TimeoutError`` under WAIT_THEN_RAISE, the messages stored.
         Extraction failures never raise here.
         """
-        services.reject_unknown(store_kwargs, "add_messages")
-        with extraction.inflight(self._row.pk):
-            ids = services.messages_add(thread=self._row, messages=messages, metadata=metadata, ttl_days=ttl_days,
+        reject_unknown(store_kwargs, "add_messages")
+        with inflight(self._row.pk):
+            ids = messages_add(thread=self._row, messages=messages, metadata=metadata, ttl_days=ttl_days,
                                         ttl_anchor=ttl_anchor, retention=self._client.retention_config,
                                         image_limits=self.image_input_limit_config, llm=self.llm)
-            extraction.extraction_after_add(thread=self._row, llm=self.llm, config=self.memory_extraction_config,
+            extraction_after_add(thread=self._row, llm=self.llm, config=self.memory_extraction_config,
                                             retention=self._client.retention_config)
         return ids
 
@@ -155,7 +194,7 @@ class Thread(_WithAsyncTwins):
         Image parts are ``ImageContent`` with ``bytes=None`` unless
         ``include_image_bytes=True`` (one query for all their bytes).
         """
-        services.reject_unknown(kwargs, "get_messages")
+        reject_unknown(kwargs, "get_messages")
         return selectors.message_list(thread=self._row, start=start, end=end, window=settings.OAM_MESSAGE_WINDOW,
                                       include_image_bytes=_or(include_image_bytes, False))
 
@@ -171,7 +210,7 @@ class Thread(_WithAsyncTwins):
         Image parts carry their id, MIME type and description; the bytes of
         those whose ids are in ``included_image_ids`` are loaded (other ids are ignored).
         """
-        services.reject_unknown(kwargs, "get_message")
+        reject_unknown(kwargs, "get_message")
         return selectors.message_get(thread=self._row, message_id=message_id,
                                      included_image_ids=_or(included_image_ids, None))
 
@@ -187,14 +226,14 @@ class Thread(_WithAsyncTwins):
         new images, an image part with only the id of an attached image keeps
         it, and attached images left out are deleted (``services.message_update``).
         """
-        services.reject_unknown(kwargs, "update_message")
-        with extraction.inflight(self._row.pk):
-            updated = services.message_update(thread=self._row, message_id=message_id, content=content,
+        reject_unknown(kwargs, "update_message")
+        with inflight(self._row.pk):
+            updated = message_update(thread=self._row, message_id=message_id, content=content,
                                               metadata=metadata, ttl_days=ttl_days, ttl_anchor=ttl_anchor,
                                               retention=self._client.retention_config,
                                               image_limits=self.image_input_limit_config, llm=self.llm)
             if content is not NOTSET:
-                extraction.extraction_after_edit(thread=self._row, message_id=updated, llm=self.llm,
+                extraction_after_edit(thread=self._row, message_id=updated, llm=self.llm,
                                                  config=self.memory_extraction_config,
                                                  retention=self._client.retention_config)
         return updated
@@ -207,7 +246,7 @@ class Thread(_WithAsyncTwins):
         it writes nothing and runs again without the message, and the delete
         returns at once (deletes used to wait minutes for a hung LLM).
         """
-        return services.message_delete(thread=self._row, message_id=message_id)
+        return message_delete(thread=self._row, message_id=message_id)
 
     def wait_for_memory_extraction(self, timeout: float | None = 300) -> None:
         """Wait for background extraction this process accepted for the thread before the call (spec).
@@ -217,7 +256,7 @@ class Thread(_WithAsyncTwins):
         ``timeout`` in seconds, None to wait without limit. Raises
         ``TimeoutError`` when it expires first; TypeError/ValueError for a bad timeout.
         """
-        extraction.wait_for_extraction(thread_id=self._row.pk, timeout=extraction.check_timeout(timeout))
+        wait_for_extraction(thread_id=self._row.pk, timeout=check_timeout(timeout))
 
     def extract_pending_messages(self) -> int | None:
         """Extract the messages after the watermark now, whatever the frequency; return the job id or None.
@@ -233,8 +272,8 @@ class Thread(_WithAsyncTwins):
         llm = self.llm
         if llm is None or not config.extract_memories:
             return None
-        with extraction.inflight(self._row.pk):
-            job = extraction.extraction_after_add(
+        with inflight(self._row.pk):
+            job = extraction_after_add(
                 thread=self._row, llm=llm, config=dataclasses.replace(config, memory_extraction_frequency=-1),
                 retention=self._client.retention_config)
         return job.pk if job is not None else None
@@ -261,29 +300,29 @@ class Thread(_WithAsyncTwins):
         ``memory_id_to_link`` with ``link_type`` (a built-in relation) also
         stores a relation from the new memory to that memory of this thread, in
         the same transaction; omitted scopes then inherit from the target
-        (``services.memory_add``, ``memory.links.pending_link``). ``autonomous_linking`` (default on when
+        (``services.memory_add``, ``memory.links.writes.pending_link``). ``autonomous_linking`` (default on when
         the thread has an LLM) then lets the LLM relate the new memory to its
-        nearest memories (``memory.links.propose_links``); an LLM failure is
+        nearest memories (``memory.links.autonomous.propose_links``); an LLM failure is
         logged and leaves the memory stored. Raises ValueError for an unknown
         ``memory_type`` (allowed: memory, fact, guideline, preference), a taken
         id, or bad link arguments.
 
         With the thread's ``review_added_memories`` (``MemoryExtractionConfig``, default False) a memory of
-        a ``review_memory_types`` type is stored awaiting review (``memory.review``): no read returns it,
+        a ``review_memory_types`` type is stored awaiting review (``memory.records.review_rules``): no read returns it,
         and no relation is made from it (ValueError naming ``memory_id_to_link`` for link arguments),
         until it is approved.
         """
-        services.reject_unknown(store_kwargs, "add_memory")
+        reject_unknown(store_kwargs, "add_memory")
         if autonomous_linking is not NOTSET and not isinstance(autonomous_linking, bool):
             raise TypeError("autonomous_linking: must be a bool")
         tenant = self._client.tenant
         user_id, agent_id = tenant.fill("user_id", user_id), tenant.fill("agent_id", agent_id)
         if tenant.restricted and thread_id is not NOTSET and thread_id is not None and thread_id != self.thread_id:
             try:  # another thread, which must be one of the restricted client's own
-                self._client.thread_row(services.check_id(thread_id, "thread_id"))
+                self._client.thread_row(check_id(thread_id, "thread_id"))
             except NotFound:
                 raise OutOfScope("thread_id", "a restricted client can give only the ids of its own threads") from None
-        memory_id = services.memory_add(
+        memory_id = memory_add(
             thread=self._row, content=content, memory_type=memory_type, user_id=user_id, agent_id=agent_id,
             thread_id=thread_id, memory_id=memory_id, metadata=_or(metadata, None), timestamp=_or(timestamp, None),
             ttl_days=ttl_days, ttl_anchor=ttl_anchor, status=status, retention=self._client.retention_config,
@@ -294,7 +333,7 @@ class Thread(_WithAsyncTwins):
         llm = self.llm if autonomous_linking is not False else None
         if llm is not None:
             try:
-                links.propose_links(self._row, memory_id, llm, restrict=tenant.row_filter())
+                propose_links(self._row, memory_id, llm, restrict=tenant.row_filter())
             except LlmError as exc:  # spec: "Failure leaves the memory stored."
                 logger.warning("autonomous linking of memory %s failed: %s", memory_id, exc)
         return memory_id
@@ -305,10 +344,10 @@ class Thread(_WithAsyncTwins):
 
         Raises KeyError when absent, expired or another thread's.
         """
-        services.reject_unknown(kwargs, "update_memory")
+        reject_unknown(kwargs, "update_memory")
         if self._client.tenant.restricted:
             self.get_memory(memory_id)  # another user's/agent's record in this thread is "not found"
-        return services.memory_update(thread=self._row, memory_id=memory_id, content=content, metadata=metadata,
+        return memory_update(thread=self._row, memory_id=memory_id, content=content, metadata=metadata,
                                       timestamp=timestamp, ttl_days=ttl_days, ttl_anchor=ttl_anchor, status=status,
                                       retention=self._client.retention_config)
 
@@ -323,7 +362,7 @@ class Thread(_WithAsyncTwins):
                 self.get_memory(memory_id)
             except NotFound:
                 return 0  # absent, or another user's/agent's record in this thread
-        return services.memory_delete(thread=self._row, memory_id=memory_id)
+        return memory_delete(thread=self._row, memory_id=memory_id)
 
     def get_memory(self, memory_id: str) -> MemoryRecord:
         """Return one memory-like record of this exact thread (KeyError otherwise). Not in the spec.
@@ -352,18 +391,18 @@ class Thread(_WithAsyncTwins):
         """Store one image owned by this thread; return its id (spec: add_image).
 
         ``image`` is validated (PNG, JPEG or WEBP; size, pixel count, no
-        animation, not corrupt or truncated: ``memory.images``) against the
+        animation, not corrupt or truncated: ``memory.records.image_rules``) against the
         thread's ``image_input_limit_config``; ``mime_type`` omitted is
         detected, given must match the bytes. ``description`` omitted or None
         is a caption by the thread's LLM; without an LLM it is refused
         (ValueError naming ``description``, as the SDK). ``user_id``/``agent_id``/``thread_id`` must equal the
         thread's when given. Raises ValueError for a refused image or a
         mismatch (``Conflict`` for a taken ``image_id``), TypeError for
-        unknown keywords, ``memory.llm.LlmError`` when captioning fails (nothing stored).
+        unknown keywords, ``memory.llm.adapters.LlmError`` when captioning fails (nothing stored).
         """
-        services.reject_unknown(store_kwargs, "add_image")
+        reject_unknown(store_kwargs, "add_image")
         llm = self.llm
-        return services.image_add(
+        return image_add(
             thread=self._row, image=image, description=description, mime_type=_or(mime_type, None),
             image_id=image_id, user_id=user_id, agent_id=agent_id, thread_id=thread_id,
             metadata=_or(metadata, None), timestamp=_or(timestamp, None),
@@ -382,8 +421,8 @@ class Thread(_WithAsyncTwins):
         (use ``update_message``), KeyError when the image is absent, expired or
         another thread's. See ``services.image_update``.
         """
-        services.reject_unknown(kwargs, "update_image")
-        return services.image_update(
+        reject_unknown(kwargs, "update_image")
+        return image_update(
             thread=self._row, image_id=image_id, image=image, description=description, mime_type=mime_type,
             metadata=metadata, timestamp=timestamp, ttl_days=ttl_days, ttl_anchor=ttl_anchor,
             retention=self._client.retention_config, limits=self.image_input_limit_config, llm=self.llm,
@@ -394,7 +433,7 @@ class Thread(_WithAsyncTwins):
 
         Raises ValueError for an image attached to a message: delete or update the message instead.
         """
-        return services.image_delete(thread=self._row, image_id=image_id)
+        return image_delete(thread=self._row, image_id=image_id)
 
     def list_images(self, image_id: Any = NOTSET, metadata_filter: Any = NOTSET,
                     include_bytes: Any = NOTSET, limit: Any = NOTSET, **kwargs: Any) -> list[ImageRecord]:
@@ -404,7 +443,7 @@ class Thread(_WithAsyncTwins):
         (ValueError without one). ``limit`` omitted: at most 100; None: all.
         See ``selectors.image_list``.
         """
-        services.reject_unknown(kwargs, "list_images")
+        reject_unknown(kwargs, "list_images")
         return selectors.image_list(thread=self._row, image_id=image_id, metadata_filter=_or(metadata_filter, None),
                                     include_bytes=_or(include_bytes, False), limit=limit)
 
@@ -426,10 +465,10 @@ class Thread(_WithAsyncTwins):
         Raises ValueError for a self-link, an endpoint that is not a live
         memory-like record of this exact thread (or not of the given type), an
         already related pair (either orientation) or a taken ``relation_id``;
-        TypeError for unknown keywords. See ``memory.links.link_create``.
+        TypeError for unknown keywords. See ``memory.links.writes.link_create``.
         """
-        services.reject_unknown(kwargs, "link_records")
-        return links.link_create(
+        reject_unknown(kwargs, "link_records")
+        return link_create(
             thread=self._row, source_record_id=source_record_id, source_record_type=source_record_type,
             target_record_id=target_record_id, target_record_type=target_record_type, relation_type=relation_type,
             opposite_relation_type=opposite_relation_type, relation_id=relation_id, timestamp=_or(timestamp, None),
@@ -441,10 +480,10 @@ class Thread(_WithAsyncTwins):
         """Update a relation of this thread; return 1, or 0 when there is none (spec: update_record_link).
 
         Omitted values are preserved; a new built-in ``relation_type`` brings its
-        fixed reverse label. See ``memory.links.link_update``.
+        fixed reverse label. See ``memory.links.writes.link_update``.
         """
-        services.reject_unknown(kwargs, "update_record_link")
-        return links.link_update(thread=self._row, relation_id=relation_id, relation_type=relation_type,
+        reject_unknown(kwargs, "update_record_link")
+        return link_update(thread=self._row, relation_id=relation_id, relation_type=relation_type,
                                  opposite_relation_type=opposite_relation_type, timestamp=timestamp,
                                  metadata=metadata, restrict=self._client.tenant.row_filter())
 
@@ -454,10 +493,10 @@ class Thread(_WithAsyncTwins):
         """Delete a relation of this thread by ``relation_id`` alone or the complete endpoint tuple; return 0 or 1.
 
         The tuple uses the stored source-to-target orientation. Raises
-        ValueError for a mixed or incomplete selector. See ``memory.links.link_delete``.
+        ValueError for a mixed or incomplete selector. See ``memory.links.writes.link_delete``.
         """
-        services.reject_unknown(kwargs, "delete_record_link")
-        return links.link_delete(thread=self._row, source_record_id=source_record_id,
+        reject_unknown(kwargs, "delete_record_link")
+        return link_delete(thread=self._row, source_record_id=source_record_id,
                                  source_record_type=source_record_type, target_record_id=target_record_id,
                                  target_record_type=target_record_type, relation_type=relation_type,
                                  relation_id=relation_id, restrict=self._client.tenant.row_filter())
@@ -466,16 +505,16 @@ class Thread(_WithAsyncTwins):
         """Return one relation of this thread (KeyError otherwise). Not in the spec.
 
         A restricted client does not see a relation to a record of another user
-        or agent stored in its thread (``memory.links.visible``): KeyError, as
+        or agent stored in its thread (``memory.links.writes.visible``): KeyError, as
         for an absent one; ``update_record_link``/``delete_record_link`` then
         answer 0 and ``link_records`` refuses such an endpoint as unknown.
         """
-        return links.link_get(thread=self._row, relation_id=relation_id, restrict=self._client.tenant.row_filter())
+        return link_get(thread=self._row, relation_id=relation_id, restrict=self._client.tenant.row_filter())
 
     def record_links(self, record_id: str | None = None):
         """This thread's relations, oldest first, read lazily (``selectors.Records``, for paging); with
         ``record_id``, those touching it; a restricted client's as ``get_record_link`` says. Not in the spec."""
-        return links.link_list(thread=self._row, record_id=record_id, restrict=self._client.tenant.row_filter())
+        return link_list(thread=self._row, record_id=record_id, restrict=self._client.tenant.row_filter())
 
     # --- search -------------------------------------------------------------------
 
@@ -495,8 +534,8 @@ class Thread(_WithAsyncTwins):
         explicit scope arguments, ``max_results`` < 1, ``num_hops`` is outside
         0-5, ``max_linked_results`` < 0, or ``metadata_filter`` is not a dict or None.
         """
-        services.reject_unknown(kwargs, "search")
-        return search_engine.run_search(
+        reject_unknown(kwargs, "search")
+        return run_search(
             query, tenant=self._client.tenant, defaults=self.default_scope, config=self.search_config,
             scope=_or(scope, None),
             user_id=user_id, agent_id=agent_id, thread_id=thread_id, exact_user_match=exact_user_match,
@@ -514,10 +553,10 @@ class Thread(_WithAsyncTwins):
         Whole thread: the durable summary, refreshed with the thread's LLM when
         it does not cover the latest message. ``except_last`` leaves the
         durable summary unchanged. Without an LLM: a transcript of the latest
-        messages, at most 4,000 characters. See ``memory.context.summary_get``.
+        messages, at most 4,000 characters. See ``memory.context.cards.summary_get``.
         Raises TypeError for unknown keywords.
         """
-        services.reject_unknown(kwargs, "get_summary")
+        reject_unknown(kwargs, "get_summary")
         return context.summary_get(thread=self._row, except_last=except_last, token_budget=token_budget,
                                    llm=self.llm)
 
@@ -529,7 +568,7 @@ class Thread(_WithAsyncTwins):
         """Return a context card: summary, topics, relevant records, recent messages (spec: get_context_card).
 
         Searches with this thread's default scope (``exact_thread_match=False``).
-        Rules and errors: ``memory.context.context_card_build``; unknown
+        Rules and errors: ``memory.context.cards.context_card_build``; unknown
         keywords raise TypeError, a nonzero ``except_last_messages`` with
         ``max_recent_messages`` neither 0 nor equal to it raises ValueError.
         """
@@ -542,10 +581,10 @@ class Thread(_WithAsyncTwins):
             **kwargs,
         )
 
-    # --- memory history (not in the spec; memory.history) ------------------------------------
+    # --- memory history (not in the spec; memory.records.history) ------------------------------------
 
     def get_memory_history(self, memory_id: str, *, unreviewed: bool = True) -> list[MemoryVersionRecord]:
-        """The history of a memory-like record of this thread, oldest version first (``memory.history``).
+        """The history of a memory-like record of this thread, oldest version first (``memory.records.history``).
 
         Each entry says who acted (API key, staff user, extraction job, TTL
         expiry, relation), when, before -> after and why. Answers for a deleted
@@ -564,7 +603,7 @@ class Thread(_WithAsyncTwins):
         search chunks are re-indexed (``services.memory_restore``). Raises
         KeyError for a missing memory or version, ValueError/TypeError for bad arguments.
         """
-        return services.memory_restore(thread=self._row, memory_id=memory_id, version=version,
+        return memory_restore(thread=self._row, memory_id=memory_id, version=version,
                                        restrict=self._client.tenant.row_filter())
 
     async def get_memory_history_async(self, memory_id: str, *, unreviewed: bool = True) -> list[MemoryVersionRecord]:

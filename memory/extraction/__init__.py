@@ -1,5 +1,9 @@
 """Automatic memory extraction: typed memories from a thread's messages, with provenance.
 
+This package is the extraction below the write services: job rows and their queue, the
+LLM's candidates and the duplicate judge. Running a job, which stores what it extracts
+through the services, is ``memory.services.extraction`` one floor up.
+
 Flow (docs/architecture.md, "Flows"): ``add_messages`` commits the raw
 messages first, then ``extraction_after_add`` decides whether extraction is
 due and records an ``ExtractionJob`` over the new message range. INLINE runs
@@ -25,8 +29,8 @@ it at once (``run_inline``); BACKGROUND hands its id to the Dramatiq actor
    where it was: a range is never extracted twice, even when a message is
    delivered twice or a slow worker outlives its claim;
 5. progress events go to the thread's channel-layer group after commit
-   (``memory.progress``), then the durable summary is refreshed when due
-   (``memory.context.summary_refresh_if_due``).
+   (``memory.core.progress``), then the durable summary is refreshed when due
+   (``memory.context.cards.summary_refresh_if_due``).
 
 The watermark is the truth and the queue only a trigger: ``sweep`` (worker
 start-up and every ``OAM_EXTRACTION_SWEEP_SECONDS``) re-queues jobs whose
@@ -44,115 +48,18 @@ its earlier history as context when it was already extracted; such jobs
 never move the watermark (spec: update_message Notes).
 
 Projects: a job works in its thread's project. The per-process bookkeeping is
-keyed by the thread's stored id (``memory.tenancy``); candidates are compared
+keyed by the thread's stored id (``memory.records.tenancy``); candidates are compared
 with memories of the same project only; ids in events, metadata and
 ``source_message_ids`` are public.
 
-Modules: ``config`` (settings and constants), ``queue`` (sending job ids to
-the worker), ``tracker`` (what this process knows beyond the database, and
-``wait_for_extraction``), ``jobs`` (the job state machine: schedule, fence,
-claim, release), ``candidates`` (slices of messages and the LLM's
-candidates), ``dedup`` (duplicates, updates, contradictions), ``pipeline``
-(running a job, inline or in a worker), ``recovery`` (the sweep and the state
-report). The prompts and reply schemas are ``memory.prompts``. Every public
-name is re-exported here.
+Modules: ``config`` (the SDK's ``MemoryExtractionConfig`` and its enums),
+``settings`` (the ``OAM_EXTRACTION_*`` settings and constants), ``queue``
+(sending job ids to the worker), ``tracker`` (what this process knows beyond
+the database, and ``wait_for_extraction``), ``jobs`` (the job state machine:
+schedule, fence, claim, release), ``candidates`` (slices of messages and the
+LLM's candidates), ``dedup`` (duplicates, updates, contradictions),
+``recovery`` (the sweep and the state report), ``waiting`` (the cross-process
+wait for a thread's extraction, HTTP ``?wait=``). Running a job is
+``memory.services.extraction``; the prompts and reply schemas are
+``memory.llm.prompts``. Import each name from its module: this package exports nothing.
 """
-
-from memory.extraction.config import (  # noqa: F401
-    TRIGGER_ADD,
-    TRIGGER_EDIT,
-    ACTIVE,
-    REEXTRACT_CONTEXT_MESSAGES,
-    PROMPT_OVERHEAD_TOKENS,
-    MIN_MESSAGE_BUDGET,
-    NEAREST_MEMORIES,
-    POLL_SECONDS,
-    LINK_TYPES,
-    _setting,
-    duplicate_distance,
-    related_distance,
-    max_attempts,
-    default_retention,
-)
-from memory.extraction.queue import (  # noqa: F401
-    NOT_QUEUED,
-    install,
-    enqueue_job,
-    broker_status,
-    note_not_queued,
-)
-from memory.extraction.tracker import (  # noqa: F401
-    _Attached,
-    _Tracker,
-    _tracker,
-    attach,
-    detach,
-    _accepted,
-    inflight,
-    thread_config,
-    thread_llm,
-    wait_for_extraction,
-    check_timeout,
-    accepted_threads,
-)
-from memory.extraction.jobs import (  # noqa: F401
-    ExtractionRejected,
-    lock_queryset,
-    lock_row,
-    FENCED,
-    jobs_fence,
-    job_schedule,
-    queue_has_room,
-    _claim,
-)
-from memory.extraction.candidates import (  # noqa: F401
-    SourceMessage,
-    Slice,
-    Candidate,
-    Decision,
-    JobResult,
-    message_budget,
-    plan_slices,
-    parse_candidates,
-    reject_reason,
-    REJECT_REASONS,
-    inherited_metadata,
-)
-from memory.extraction.dedup import (  # noqa: F401
-    nearest_memories_queryset,
-    nearest_waiting_queryset,
-    decide,
-)
-from memory.extraction.pipeline import (  # noqa: F401
-    extraction_after_add,
-    extraction_after_edit,
-    run_inline,
-    job_run,
-    _commit,
-)
-from memory.extraction.recovery import (  # noqa: F401
-    sweep,
-    REPAIRED,
-    queue_repair,
-    orphan_threads_queryset,
-    job_summary,
-    queue_stall,
-    repairs_queryset,
-    last_repair,
-    extraction_state,
-)
-from memory.prompts import (  # noqa: F401
-    RELATIONS,
-    SCHEMA_NAME,
-    JUDGE_SCHEMA_NAME,
-    MAX_MEMORIES_PER_CALL,
-    CONTENT_MAX_CHARS,
-    MAX_SOURCES_PER_MEMORY,
-    MAX_OUTPUT_TOKENS,
-    SYSTEM_PROMPT,
-    system_prompt,
-    extraction_schema,
-    extraction_prompt,
-    JUDGE_SYSTEM_PROMPT,
-    JUDGE_SCHEMA,
-)

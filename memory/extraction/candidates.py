@@ -6,13 +6,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from django.utils import timezone
-from memory.chunking import estimate_tokens
-from memory.extraction_config import MemoryExtractionConfig
-from memory.llm import Llm
+from memory.core.chunking import estimate_tokens
+from memory.extraction.config import MemoryExtractionConfig
+from memory.llm.adapters import Llm
 from memory.models import MEMORY_TYPES, ExtractionJob, Message, Thread, ThreadSummary
-from memory.selectors import live_q
-from memory.extraction.config import MIN_MESSAGE_BUDGET, PROMPT_OVERHEAD_TOKENS, REEXTRACT_CONTEXT_MESSAGES, TRIGGER_EDIT
-from memory.prompts import extraction_schema, system_prompt
+from memory.records.selectors import live_q
+from memory.extraction.settings import (
+    MIN_MESSAGE_BUDGET,
+    PROMPT_OVERHEAD_TOKENS,
+    REEXTRACT_CONTEXT_MESSAGES,
+    TRIGGER_EDIT,
+)
+from memory.llm.prompts import extraction_schema, system_prompt
 
 
 # --- running a job ------------------------------------------------------------------------
@@ -73,7 +78,7 @@ class Decision:
 #: Why ``parse_candidates`` refuses an item, in the order it checks (the first that applies counts):
 #: fewer than two words of text, a ``memory_type`` outside ``MEMORY_TYPES``, no target message cited,
 #: the same text as an earlier item of the reply. Each has a column ``rejected_<reason>`` on
-#: ``ExtractionJob`` (migration 0011), plotted by the staff quality dashboard (``memory.quality``).
+#: ``ExtractionJob`` (migration 0011), plotted by the staff quality dashboard (``memory.reports.quality``).
 REJECT_REASONS = ("not_text", "unknown_type", "no_source", "repeated")
 
 
@@ -104,7 +109,7 @@ def message_budget(config: MemoryExtractionConfig) -> int | None:
     if limit <= 0:
         return None
     window = config.memory_extraction_window
-    fixed = (estimate_tokens(system_prompt(config))
+    fixed = (estimate_tokens(system_prompt(config.memory_extraction_custom_instructions))
              + estimate_tokens(json.dumps(extraction_schema([f"m{i}" for i in range(1, (window if window > 0 else 64) + 1)])))
              + PROMPT_OVERHEAD_TOKENS)
     return max(MIN_MESSAGE_BUDGET, limit - fixed)

@@ -6,15 +6,15 @@ import numpy as np
 from django.utils import timezone
 from memory.embedders import get_embedder
 from memory.fields import VectorDistance
-from memory.llm import Llm, LlmError
+from memory.llm.adapters import Llm, LlmError
 from memory.models import PENDING_CHUNK_STATUS, Memory, SearchChunk, Thread
-from memory.search import scope_q
-from memory.selectors import live_q
-from memory.tenancy import public_id
-from memory.types import RecordStatus, SearchScope
+from memory.search.request import scope_q
+from memory.records.selectors import live_q
+from memory.core.ids import public_id
+from memory.core.types import RecordStatus, SearchScope
 from memory.extraction.candidates import Candidate, Decision, JobResult, _last_seconds
-from memory.extraction.config import NEAREST_MEMORIES, duplicate_distance, related_distance
-from memory.prompts import RELATIONS, JUDGE_SCHEMA, JUDGE_SCHEMA_NAME, JUDGE_SYSTEM_PROMPT
+from memory.extraction.settings import NEAREST_MEMORIES, duplicate_distance, related_distance
+from memory.llm.prompts import RELATIONS, JUDGE_SCHEMA, JUDGE_SCHEMA_NAME, JUDGE_SYSTEM_PROMPT
 
 
 def _nearest(chunks, vector, limit: int):

@@ -5,13 +5,13 @@ import time
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
-from memory import progress
-from memory import conf
-from memory.extraction_config import BackgroundExtractionQueueFullBehavior as QueueFull
-from memory.extraction_config import MemoryExtractionConfig
+from memory.core import progress
+from memory.core import conf
+from memory.extraction.config import BackgroundExtractionQueueFullBehavior as QueueFull
+from memory.extraction.config import MemoryExtractionConfig
 from memory.models import ExtractionJob, Thread
-from memory.extraction.config import ACTIVE, POLL_SECONDS, TRIGGER_ADD
-from memory.extraction.queue import NOT_QUEUED, enqueue_job, note_not_queued  # noqa: F401  (re-exported)
+from memory.extraction.settings import ACTIVE, POLL_SECONDS, TRIGGER_ADD
+from memory.extraction.queue import enqueue_job
 from memory.extraction.tracker import _accepted
 
 

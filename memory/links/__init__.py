@@ -28,48 +28,11 @@ Rules kept here:
   JSON validated against ``link_schema``.
 
 Ids: functions take and return public ids; rows hold stored ids of the
-thread's project (``memory.tenancy``), so a relation never reaches another project.
+thread's project (``memory.records.tenancy``), so a relation never reaches another project.
 
 Modules: ``rules`` (constants, checks, the status lifecycle), ``writes``
 (link_records, update, delete, reads, ``add_memory``'s pending link),
 ``graph`` (graph expansion for search), ``autonomous`` (autonomous linking).
-The prompt and reply schema are ``memory.prompts``. Every public name is
-re-exported here.
+The prompt and reply schema are ``memory.llm.prompts``. Import each name from
+its module: this package exports nothing.
 """
-
-from memory.links.rules import (  # noqa: F401
-    INVALIDATING_RELATIONS,
-    MAX_HOPS,
-    DEFAULT_MAX_LINKED_RESULTS,
-    LINK_CANDIDATES,
-    LinkExists,
-    check_num_hops,
-    check_max_linked_results,
-    opposite_label,
-    pair_key,
-    relation_dto,
-    set_memory_status,
-    revalidate,
-    links_detach,
-)
-from memory.links.writes import (  # noqa: F401
-    link_create,
-    link_update,
-    link_delete,
-    visible,
-    link_get,
-    link_list,
-    PendingLink,
-    pending_link,
-)
-from memory.links.graph import (  # noqa: F401
-    linked_sql,
-    attach_linked,
-)
-from memory.links.autonomous import (  # noqa: F401
-    nearest_memory_chunks,
-    link_candidates,
-    propose_links,
-)
-from memory.prompts import BUILTIN_RELATIONS, link_prompt, link_schema  # noqa: F401
-from memory.validators import RELATION_TYPE_MAX_LENGTH, check_record_type, check_relation_type  # noqa: F401

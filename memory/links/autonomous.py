@@ -3,12 +3,12 @@ from __future__ import annotations
 import logging
 from django.db.models import Q
 from django.utils import timezone
-from memory.prompts import link_prompt, link_schema
+from memory.llm.prompts import link_prompt, link_schema
 from memory.fields import VectorDistance
 from memory.models import Memory, RecordLink, SearchChunk, Thread
-from memory.selectors import live_q, memory_live_q
-from memory.tenancy import stored_id
-from memory.types import RecordStatus
+from memory.records.selectors import live_q, memory_live_q
+from memory.core.ids import stored_id
+from memory.core.types import RecordStatus
 from memory.links.rules import LINK_CANDIDATES
 from memory.links.writes import link_create
 
@@ -79,7 +79,7 @@ def propose_links(thread: Thread, memory_id: str, llm, *, max_candidates: int = 
     becomes a relation from the new memory, in its own transaction, with the
     usual lifecycle (a superseded preference becomes invalid). Proposals that
     can no longer be stored (pair related meanwhile, record gone) are skipped.
-    No candidates: no LLM call. Raises ``memory.llm.LlmError`` when the LLM
+    No candidates: no LLM call. Raises ``memory.llm.adapters.LlmError`` when the LLM
     fails; relations already made stay. Extraction calls this for each memory
     it stores. ``restrict`` (``Tenant.row_filter`` of a restricted client's
     ``add_memory``): the LLM sees, and links to, memories of that user/agent only.

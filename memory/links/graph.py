@@ -3,9 +3,9 @@ from __future__ import annotations
 from django.db import connection as default_connection
 from django.db.models import Q
 from memory.models import MEMORY_TYPES, Memory, RecordLink
-from memory.selectors import memory_dto
-from memory.tenancy import public_id, stored_id
-from memory.types import LinkedRecord, SearchResult
+from memory.records.selectors import memory_dto
+from memory.core.ids import public_id, stored_id
+from memory.core.types import LinkedRecord, SearchResult
 
 
 # Roots per graph query: stays under Oracle's 1,000-expression IN-list limit.

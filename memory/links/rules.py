@@ -5,13 +5,14 @@ from collections.abc import Iterable
 from typing import Any
 from django.db.models import Q
 from django.utils import timezone
-from memory import history, index
-from memory.prompts import BUILTIN_RELATIONS
-from memory.errors import Conflict
+from memory.records import history
+from memory.index import writer as index
+from memory.llm.prompts import BUILTIN_RELATIONS
+from memory.core.errors import Conflict
 from memory.models import Memory, RecordLink
-from memory.validators import check_bounded_int, check_relation_type
-from memory.tenancy import public_id
-from memory.types import NOTSET, RecordRelation, RecordStatus
+from memory.records.validators import check_bounded_int, check_relation_type
+from memory.core.ids import public_id
+from memory.core.types import NOTSET, RecordRelation, RecordStatus
 
 
 logger = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ class LinkExists(Conflict):
         self.args = (f"target_record_id: {self.message}",)
 
 
-# --- argument checks (the rest are memory.validators) ------------------------------------
+# --- argument checks (the rest are memory.records.validators) ------------------------------------
 
 
 def check_num_hops(value: Any) -> int:
@@ -104,7 +105,7 @@ def set_memory_status(memory_ids: Iterable[str], status: str, *, relation_id: st
 
     Call inside the writing transaction: the chunk copy of ``status`` is what
     search filters on (``include_invalid_results=False``). Each change is a
-    version of the memory's history (``memory.history``: ``invalidate`` or
+    version of the memory's history (``memory.records.history``: ``invalidate`` or
     ``revalidate``), naming ``relation_id`` (stored id) when a relation drove it.
     """
     rows = list(Memory.objects.filter(pk__in=list(memory_ids)).exclude(status=status))
@@ -147,7 +148,7 @@ def links_detach(*, memory_ids: Iterable[str], erased: set[str] | None = None) -
 
     ``services.memory_delete`` calls this inside its transaction (relations
     cascade with their records). Returns the number of relations deleted;
-    ``erased`` (a set) gets their stored ids (``memory.erasure``).
+    ``erased`` (a set) gets their stored ids (``memory.services.erasure``).
     """
     ids = list(memory_ids)
     rows = list(RecordLink.objects.filter(Q(source_id__in=ids) | Q(target_id__in=ids))

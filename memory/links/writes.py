@@ -6,16 +6,16 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
-from memory import ttl as ttl_rules
-from memory.admin_log import admin_log_erase
-from memory.prompts import BUILTIN_RELATIONS
-from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound
-from memory.locking import lock_first
+from memory.core import ttl as ttl_rules
+from memory.records.admin_log import admin_log_erase
+from memory.llm.prompts import BUILTIN_RELATIONS
+from memory.core.errors import Conflict, InvalidArgument, InvalidType, NotFound
+from memory.core.locking import lock_first
 from memory.models import Memory, RecordLink, Thread
-from memory.selectors import Records, live_q, memory_live_q
-from memory.validators import check_id, check_metadata, check_record_type, check_relation_type, check_scope_id
-from memory.tenancy import public_id, stored_id
-from memory.types import NOTSET, RecordRelation, RecordStatus
+from memory.records.selectors import Records, memory_live_q
+from memory.records.validators import check_id, check_metadata, check_record_type, check_relation_type, check_scope_id
+from memory.core.ids import public_id, stored_id
+from memory.core.types import NOTSET, RecordRelation, RecordStatus
 from memory.links.rules import INVALIDATING_RELATIONS, LinkExists, _TUPLE_FIELDS, opposite_label, pair_key, relation_dto, revalidate, set_memory_status
 
 
@@ -26,7 +26,7 @@ def _endpoint(thread: Thread, record_id: Any, record_type: Any, prefix: str, *, 
               restrict: dict[str, str] | None = None) -> Memory:
     """The live memory-like record of this exact thread named by an endpoint (public id), locked; else ValueError
     (also for another user's or agent's record when ``restrict``, ``Tenant.row_filter``, excludes it, and for
-    a memory awaiting review: it has no effect on others before it is approved, ``memory.review``)."""
+    a memory awaiting review: it has no effect on others before it is approved, ``memory.records.review_rules``)."""
     rid = check_id(record_id, f"{prefix}_record_id")
     rtype = check_record_type(record_type, f"{prefix}_record_type")
     row = lock_first(Memory.objects.filter(memory_live_q(now), pk=stored_id(thread.project_id, rid), thread_id=thread.pk,
@@ -184,7 +184,7 @@ def link_delete(
     type and ``relation_type``, in the stored source-to-target orientation (the
     reverse orientation matches nothing). ``relation_id`` must come alone.
     Removing the last supersedes/refines/duplicates relation into a record makes
-    it valid again. The admin's history of the relation goes too (``memory.admin_log.admin_log_erase``).
+    it valid again. The admin's history of the relation goes too (``memory.records.admin_log.admin_log_erase``).
     Raises ValueError for a mixed or incomplete selector.
     """
     given = {name: value for name, value in zip(

@@ -4,7 +4,7 @@ A backend answers the two arms that differ by vendor:
 
 * ``vector_rows``: the nearest filtered chunks as (source_kind, record_id,
   cosine distance). SQLite: exact KNN from this process's vector cache
-  (``memory.vector_cache``, ``_cached_vector_rows``), or the filtered chunks
+  (``memory.index.vector_cache``, ``_cached_vector_rows``), or the filtered chunks
   ranked in SQL (``memory.search.query.chunk_queryset``). Oracle: the vector
   index, approximate (``vector_sql``).
 * ``keyword_sql``: a keyword arm over the ``text`` or ``context`` column.
@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import json
 import numpy as np
-from memory import conf
+from memory.core import conf
 from django.db import connection as default_connection
 from memory.models import SearchChunk
-from memory.vector_cache import get_vector_cache, in_transaction_now, rounding_bound
+from memory.index.vector_cache import get_vector_cache, in_transaction_now, rounding_bound
 from memory.search.query import chunk_queryset, filter_sql
 from memory.search.request import SearchRequest
 
@@ -49,7 +49,7 @@ def vector_sql(request: SearchRequest, query_vector, limit: int, *, connection=N
     """
     connection = connection or default_connection
     if connection.vendor != "oracle":
-        raise NotImplementedError("vector_sql is Oracle's approximate form; SQLite uses memory.vector_cache")
+        raise NotImplementedError("vector_sql is Oracle's approximate form; SQLite uses memory.index.vector_cache")
     where_sql, where_params = filter_sql(request, now, connection)
     quote = connection.ops.quote_name
     table = quote(SearchChunk._meta.db_table)
@@ -83,7 +83,7 @@ def _cached_vector_rows(cache, snapshot, request: SearchRequest, query_vector, n
 
     Candidates are the ``K`` nearest cached chunks of the request's project whatever the other filters, plus
     every chunk within twice the float32 rounding bound of the ``K``-th
-    (``memory.vector_cache.rounding_bound``: ties and near-duplicates). One
+    (``memory.index.vector_cache.rounding_bound``: ties and near-duplicates). One
     SQL statement returns, for each candidate that still exists, its true
     distance and whether it passes the filters, and ranks the filtered chunks
     newer than the snapshot (rows written since the last refresh, or inside

@@ -4,9 +4,9 @@ from django.db import connection as default_connection
 from django.db.models import Q
 from django.utils import timezone
 from memory.fields import VectorDistance
-from memory.metadata_filter import compile_filter
+from memory.records.metadata_filter import compile_filter
 from memory.models import STATUSES, SearchChunk
-from memory.selectors import live_q
+from memory.records.selectors import live_q
 from memory.search.request import SearchRequest, scope_q
 
 
@@ -19,7 +19,7 @@ def filtered_chunks(request: SearchRequest, now=None):
     """Chunks that may be returned for ``request``: project, scope, types, status, expiry and metadata filter.
 
     Status: ``valid``, or with ``include_invalid_results`` also ``invalid``; never ``pending`` (the chunks
-    of a memory awaiting review, ``memory.review``), so no arm (vector, the SQLite vector cache's check,
+    of a memory awaiting review, ``memory.records.review_rules``), so no arm (vector, the SQLite vector cache's check,
     keyword) and no context card returns one before it is approved.
     """
     now = now or timezone.now()

@@ -5,16 +5,17 @@ from typing import Any
 import numpy as np
 from django.db import connection as default_connection
 from django.utils import timezone
-from memory import conf
+from memory.core import conf
 from memory.embedders import embed_query
-from memory.errors import InvalidArgument
-from memory.index import message_chunk_text
-from memory.links import INVALIDATING_RELATIONS, attach_linked
+from memory.core.errors import InvalidArgument
+from memory.index.writer import message_chunk_text
+from memory.links.rules import INVALIDATING_RELATIONS
+from memory.links.graph import attach_linked
 from memory.models import Image, Memory, Message, RecordLink
 from memory.rerankers import get_reranker
-from memory.selectors import image_dto, live_q, memory_dto, message_dto
-from memory.tenancy import Tenant
-from memory.types import MemorySearchConfig, SearchResult, SearchScope
+from memory.records.selectors import image_dto, live_q, memory_dto, message_dto
+from memory.records.tenancy import Tenant
+from memory.core.types import MemorySearchConfig, SearchResult, SearchScope
 from memory.search.backends import MIN_BM25_EVIDENCE, backend_for, keyword_sql  # noqa: F401
 from memory.search.query import CHUNK_OVERFETCH, _distances, linked_filter
 from memory.search import second_stage
@@ -159,7 +160,7 @@ def after_replacements(ranked: list[tuple[tuple[str, str], float]]) -> list[tupl
     """Move each memory that a ranked memory replaces to just after its replacement.
 
     A replacement is the source of a ``supersedes``, ``refines`` or ``duplicates`` relation
-    (``memory.links.INVALIDATING_RELATIONS``; the target is invalid while it lasts). A superseded memory
+    (``memory.links.rules.INVALIDATING_RELATIONS``; the target is invalid while it lasts). A superseded memory
     therefore never outranks its replacement, and falls out of the top results when its replacement ranks
     last among them; it keeps its place when its replacement is not among the candidates. A moved memory's
     score becomes at most the score of the result before it, so scores still decrease. One query, only
@@ -257,7 +258,7 @@ def search_records(request: SearchRequest) -> list[SearchResult]:
     # default order would join its thread and sort).
     for kind, model, dto in (("message", Message, message_dto), ("memory", Memory, memory_dto)):
         if ids := by_kind.get(kind):
-            # pending=False: a chunk approved meanwhile is found only once its memory is (memory.review)
+            # pending=False: a chunk approved meanwhile is found only once its memory is (memory.records.review_rules)
             awaiting = {"pending": False} if kind == "memory" else {}
             for row in model.objects.filter(live_q(now), pk__in=ids, **awaiting).order_by():
                 records[(kind, row.pk)] = dto(row)

@@ -3,14 +3,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any
-from memory import conf
+from memory.core import conf
 from django.db.models import Q
-from memory.errors import MAX_QUERY_CHARS, InvalidArgument, InvalidType, check_size, check_text
-from memory.links import check_max_linked_results, check_num_hops
-from memory.metadata_filter import compile_filter
+from memory.core.errors import MAX_QUERY_CHARS, InvalidArgument, InvalidType, check_size, check_text
+from memory.links.rules import check_max_linked_results, check_num_hops
+from memory.records.metadata_filter import compile_filter
 from memory.models import RECORD_TYPES
-from memory.tenancy import stored_id
-from memory.types import NOTSET, MemorySearchConfig, SearchResult, SearchScope
+from memory.core.ids import stored_id
+from memory.core.types import NOTSET, MemorySearchConfig, SearchResult, SearchScope
 
 
 # Depth of each ranked list before fusion: fusion needs more than the final
@@ -130,7 +130,7 @@ def scope_q(scope: SearchScope, project_id: int) -> Q:
 
     The project always applies. Within it, an exact dimension with a value
     (None included) must match; ``scope.thread_id`` is a public id, compared
-    with the stored one (``memory.tenancy.stored_id``). ``scope`` is normally
+    with the stored one (``memory.core.ids.stored_id``). ``scope`` is normally
     resolved (``resolve_scope``); an exact flag left unset counts as True for
     a given value, as the spec's defaults have it.
     """

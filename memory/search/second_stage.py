@@ -70,7 +70,7 @@ from memory.search.request import STOPWORDS, keyword_terms
 POOL_DEPTH = 100
 
 #: Turns on each side of a message whose own BM25 counts as neighbour credit (the keyword context's window,
-#: ``memory.index.CONTEXT_TURNS``).
+#: ``memory.index.writer.CONTEXT_TURNS``).
 NEIGHBOUR_TURNS = 2
 
 #: Roles that name a position in a chat, not a person: a query saying "the user" names no speaker.

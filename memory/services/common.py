@@ -8,13 +8,13 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from memory import ttl as ttl_rules
+from memory.core import ttl as ttl_rules
 from memory.extraction.jobs import jobs_fence
-from memory.errors import NotFound
+from memory.core.errors import NotFound
 from memory.models import Thread
-from memory.selectors import live_q
-from memory.tenancy import public_id
-from memory.types import NOTSET, MemoryRetentionConfig, TimeToLiveAnchor
+from memory.records.selectors import live_q
+from memory.core.ids import public_id
+from memory.core.types import NOTSET, MemoryRetentionConfig, TimeToLiveAnchor
 
 
 def lock_thread(thread_id: str) -> Thread:
@@ -39,7 +39,7 @@ def refresh_expiry(record, ttl_days: Any, ttl_anchor: Any, retention: MemoryRete
 def erase_fenced(thread: Thread, model, key: str, erase: Callable[[list[str]], Any], what: str, *,
                  include_expired: bool = False) -> int:
     """Erase the live ``model`` row ``key`` of this exact thread with ``erase``, fencing the thread's running
-    extraction in the same transaction (``memory.extraction.jobs_fence``); return 1, or 0 when absent.
+    extraction in the same transaction (``memory.extraction.jobs.jobs_fence``); return 1, or 0 when absent.
     ``include_expired`` erases an expired row too (the admin's deletes: it is stored data)."""
     with transaction.atomic():
         lock_thread(thread.pk)

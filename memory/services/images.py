@@ -2,7 +2,7 @@
 
 An image is an ``Image`` row (bytes as a BLOB) plus, when it has a description,
 ``SearchChunk`` rows with source_kind and record_type "image" (scope, expiry and
-metadata copied like a message's; ``memory.index``). An image part of a message
+metadata copied like a message's; ``memory.index.writer``). An image part of a message
 is an image row with ``message`` set: it shares the message's expiry, and the
 message's ``parts`` JSON repeats its id, MIME type, description and timestamp so
 that reading messages never touches the images table unless bytes are asked for.
@@ -16,18 +16,25 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from memory import index
-from memory import ttl as ttl_rules
+from memory.index import writer as index
+from memory.core import ttl as ttl_rules
 from memory.embedders import get_embedder
-from memory.erasure import images_erase
-from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound
-from memory.images import ImageInputLimitConfig, ValidImage, check_mime_type, generate_caption, validate_image
-from memory.locking import lock_first
+from memory.services.erasure import images_erase
+from memory.core.errors import Conflict, InvalidArgument, InvalidType, NotFound
+from memory.records.image_rules import (
+    ImageInputLimitConfig,
+    ValidImage,
+    check_mime_type,
+    generate_caption,
+    validate_image,
+)
+from memory.core.locking import lock_first
 from memory.models import Image, Message, Thread
-from memory.selectors import live_q
-from memory.tenancy import public_id, stored_id, stored_ids
-from memory.types import NOTSET, MemoryRetentionConfig, TimeToLiveAnchor
-from memory.validators import check_id, check_metadata, check_text
+from memory.records.selectors import live_q
+from memory.core.ids import public_id, stored_id, stored_ids
+from memory.core.types import NOTSET, MemoryRetentionConfig, TimeToLiveAnchor
+from memory.records.validators import check_id, check_metadata
+from memory.core.errors import check_text
 from memory.services.common import lock_thread, refresh_expiry
 from memory.services.parts import ImagePart
 
@@ -45,7 +52,7 @@ def new_image_row(*, image_id: str, thread: Thread, image: ValidImage, descripti
 
 
 def caption_parts(parts: list[ImagePart], llm: Any, limits: ImageInputLimitConfig) -> None:
-    """Fill the description of each new image part that asked for one (``memory.images.generate_caption``)."""
+    """Fill the description of each new image part that asked for one (``memory.records.image_rules.generate_caption``)."""
     for part in parts:
         if part.generate and part.image is not None:
             part.part["description"] = generate_caption(part.image, llm, limits=limits, field=part.field)
@@ -127,17 +134,17 @@ def image_add(
 ) -> str:
     """Store one image owned by ``thread`` and index its description; return its id (spec: add_image).
 
-    ``image``: raw bytes, validated by ``memory.images.validate_image`` against
+    ``image``: raw bytes, validated by ``memory.records.image_rules.validate_image`` against
     ``limits`` (``mime_type`` omitted/None: detected; given: must match the
     bytes). ``description`` omitted or None: a caption from ``llm``
-    (``memory.images.generate_caption``; no LLM: ValueError naming
+    (``memory.records.image_rules.generate_caption``; no LLM: ValueError naming
     ``description`` with ``caption_required``, the SDK's rule, else None, and the image is not
     searchable until described). ``user_id``/``agent_id``/``thread_id``: scope
     assertions that must equal the thread's. ``timestamp``/``ttl_days``/
-    ``ttl_anchor`` as for memories (``memory.ttl``). The row and its chunks are
+    ``ttl_anchor`` as for memories (``memory.core.ttl``). The row and its chunks are
     written in one transaction. Raises ValueError for a refused image, a lying
     ``mime_type``, a scope mismatch, bad TTL values or a taken ``image_id``
-    (``Conflict``); TypeError for wrong types; ``memory.llm.LlmError`` when
+    (``Conflict``); TypeError for wrong types; ``memory.llm.adapters.LlmError`` when
     the caption request fails (nothing stored).
     """
     limits = limits or ImageInputLimitConfig()

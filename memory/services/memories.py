@@ -11,19 +11,20 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from memory import history, index
-from memory import ttl as ttl_rules
-from memory.chunking import chunk_text
+from memory.records import history
+from memory.index import writer as index
+from memory.core import ttl as ttl_rules
+from memory.core.chunking import chunk_text
 from memory.embedders import get_embedder
-from memory.erasure import memories_erase
+from memory.services.erasure import memories_erase
 from memory.extraction.jobs import jobs_fence
-from memory.errors import Conflict, InvalidArgument, InvalidType, NotFound
-from memory.locking import lock_first
+from memory.core.errors import Conflict, InvalidArgument, InvalidType, NotFound
+from memory.core.locking import lock_first
 from memory.models import Memory, Project, RecordLink, Thread
-from memory.selectors import memory_live_q
-from memory.tenancy import stored_id
-from memory.types import NOTSET, MemoryRetentionConfig, RecordStatus, TimeToLiveAnchor
-from memory.validators import (
+from memory.records.selectors import memory_live_q
+from memory.core.ids import stored_id
+from memory.core.types import NOTSET, MemoryRetentionConfig, RecordStatus, TimeToLiveAnchor
+from memory.records.validators import (
     check_content,
     check_id,
     check_memory_type,
@@ -31,7 +32,7 @@ from memory.validators import (
     check_scope_id,
     check_status,
 )
-from memory.links import links_detach
+from memory.links.rules import links_detach
 from memory.links.writes import PendingLink, pending_link
 from memory.services.common import erase_fenced, refresh_expiry
 
@@ -72,7 +73,7 @@ def memory_prepare(
 
     ``review_types``: the memory types that wait for review (``MemoryExtractionConfig.review_types``): a
     memory of one of them is stored ``pending`` and its chunks carry the status ``pending``
-    (``memory.index.chunk_status``), so no agent's read returns it until ``memory.services.review``
+    (``memory.index.writer.chunk_status``), so no agent's read returns it until ``memory.services.review``
     approves it.
 
     Embedding is slow and needs no database lock: callers that write several
@@ -114,7 +115,7 @@ def memory_prepare(
 
 def memory_insert(prepared: PreparedMemory, *, link: Callable[[Memory], Any] | None = None) -> str:
     """Insert a prepared memory and its chunks in one transaction (a savepoint inside another); return its
-    public id (the caller's, ``memory.tenancy``).
+    public id (the caller's, ``memory.records.tenancy``).
 
     ``link`` is called with the saved memory inside it (see ``memory_add``).
     Raises ``Conflict`` when the id was taken since ``memory_prepare``.
@@ -157,7 +158,7 @@ def memory_add(
 
     The spec's link arguments (``add_memory``: ``memory_id_to_link``,
     ``link_type``, ``link_id``, ``link_timestamp``, ``link_metadata``) are
-    checked by ``memory.links.pending_link`` (``link_restrict``: a restricted
+    checked by ``memory.links.writes.pending_link`` (``link_restrict``: a restricted
     client's ``Tenant.row_filter``); omitted scope values then come from the
     linked record, and the relation is inserted with the memory in the same
     transaction, so both commit together. ``link`` is such a ``PendingLink``
@@ -212,7 +213,7 @@ def memory_update(
     pages and the admin retype memories) changes the record's type, its
     chunks' ``record_type`` and the endpoint types of its relations, in the
     same transaction. Raises KeyError when missing, expired or another
-    thread's, and for a memory awaiting review (``memory.review``: it is
+    thread's, and for a memory awaiting review (``memory.records.review_rules``: it is
     changed through the review queue, ``memory.services.review``);
     ValueError for an unknown type or status.
     """
@@ -269,7 +270,7 @@ def memory_delete(*, thread: Thread, memory_id: Any) -> int:
 
     Its relations go with it, and records it superseded, refined or
     duplicated are valid again unless another such relation remains
-    (``memory.erasure.memories_erase``). The thread's running extraction is
+    (``memory.services.erasure.memories_erase``). The thread's running extraction is
     fenced, not waited for (see ``message_delete``).
     """
     key = stored_id(thread.project_id, check_id(memory_id, "memory_id"))
@@ -334,16 +335,16 @@ def memory_restore(*, thread: Thread, memory_id: Any, version: Any, restrict: di
     too: a restore may bring back an earlier expiry); ``restrict`` (a
     restricted client's ``Tenant.row_filter``) hides other users' and agents'
     memories. Content, type, metadata, status, expiry and event time become
-    those of the version's ``after`` snapshot (``memory.history.SNAPSHOT_FIELDS``;
+    those of the version's ``after`` snapshot (``memory.records.history.SNAPSHOT_FIELDS``;
     for a ``delete`` or ``reject`` version, its ``before``), and so does whether it awaits review
     (``pending``); the content is re-embedded and
-    the search chunks rewritten through ``memory.index.sync_record``, relation
+    the search chunks rewritten through ``memory.index.writer.sync_record``, relation
     endpoint types follow a changed type (as ``memory_update``), and the
     restore is itself a ``restore`` version whose reason names ``version``.
     Raises KeyError (``NotFound``) for a missing memory or version,
     ValueError/TypeError for a bad id or version number.
     """
-    from memory.validators import check_bounded_int
+    from memory.records.validators import check_bounded_int
 
     key = stored_id(thread.project_id, check_id(memory_id, "memory_id"))
     number = check_bounded_int(version, "version", low=1, sql_count=True)
@@ -375,7 +376,7 @@ def memory_restore(*, thread: Thread, memory_id: Any, version: Any, restrict: di
         was_pending, memory.pending = memory.pending, bool(state.get("pending"))  # back to the queue if it waited
         memory.save()
         if memory.pending and not was_pending:
-            # A pending memory has no relations (memory.review): what its approval made goes, and what that
+            # A pending memory has no relations (memory.records.review_rules): what its approval made goes, and what that
             # invalidated is valid again (found by a reviewer of #17: a superseded memory stayed invalid).
             links_detach(memory_ids=[memory.pk])
         index.sync_record(memory, "memory", memory.memory_type, chunks, vectors)

@@ -9,12 +9,12 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from memory import index
-from memory import ttl as ttl_rules
-from memory.chunking import chunk_text
+from memory.index import writer as index
+from memory.core import ttl as ttl_rules
+from memory.core.chunking import chunk_text
 from memory.embedders import get_embedder
-from memory.erasure import images_erase, messages_erase
-from memory.errors import (
+from memory.services.erasure import images_erase, messages_erase
+from memory.core.errors import (
     MAX_BATCH_CHARS,
     MAX_BATCH_MESSAGES,
     MAX_CONTENT_CHARS,
@@ -23,13 +23,14 @@ from memory.errors import (
     InvalidType,
     NotFound,
 )
-from memory.images import ImageInputLimitConfig
-from memory.locking import lock_first
+from memory.records.image_rules import ImageInputLimitConfig
+from memory.core.locking import lock_first
 from memory.models import Image, Message, Thread
-from memory.selectors import live_q
-from memory.tenancy import public_id, stored_id, stored_ids
-from memory.types import NOTSET, MemoryRetentionConfig, RecordStatus, TimeToLiveAnchor
-from memory.validators import check_id, check_status, check_metadata, check_size, check_text, per_item
+from memory.records.selectors import live_q
+from memory.core.ids import public_id, stored_id, stored_ids
+from memory.core.types import NOTSET, MemoryRetentionConfig, RecordStatus, TimeToLiveAnchor
+from memory.records.validators import check_id, check_status, check_metadata, per_item
+from memory.core.errors import check_size, check_text
 from memory.services.common import erase_fenced, lock_thread, refresh_expiry
 from memory.services.images import caption_parts, check_new_image_ids, insert_images, message_image_rows
 from memory.services.parts import ImagePart, parse_message, parse_parts
@@ -57,7 +58,7 @@ def messages_add(
 
     Image parts (``_parse_parts``) are validated against ``image_limits``;
     those without a description are captioned by ``llm`` before anything is
-    written (``memory.images.generate_caption``); each becomes an ``Image``
+    written (``memory.records.image_rules.generate_caption``); each becomes an ``Image``
     row attached to its message, with the message's expiry, inserted with the
     messages. A taken image part id is a ``Conflict`` naming the part.
     """
@@ -186,7 +187,7 @@ def message_update(
     """Update a message of this exact thread; omitted fields are preserved.
 
     New content is re-embedded; metadata replaces the stored object (no deep
-    merge); a TTL refresh follows ``memory.ttl``. Role and timestamp never
+    merge); a TTL refresh follows ``memory.core.ttl``. Role and timestamp never
     change. Raises KeyError when the message is missing, expired or another
     thread's.
 
@@ -291,10 +292,10 @@ def message_update(
 def message_delete(*, thread: Thread, message_id: Any, include_expired: bool = False) -> int:
     """Delete one live message of this exact thread with its chunks and its images; return 1, or 0 when absent.
 
-    The deletion itself is ``memory.erasure.messages_erase`` (which also closes
+    The deletion itself is ``memory.services.erasure.messages_erase`` (which also closes
     the gap in the neighbours' keyword context). Does not wait for the thread's
     running extraction: it is fenced in the same transaction
-    (``memory.extraction.jobs_fence``), so its commit writes nothing and its
+    (``memory.extraction.jobs.jobs_fence``), so its commit writes nothing and its
     next run no longer sees the message. ``include_expired`` deletes an
     expired message too (the admin's deletes; the API sees no expired record).
     """

@@ -8,11 +8,18 @@ from dataclasses import dataclass, field as dc_field
 from typing import Any
 
 
-from memory import ttl as ttl_rules
-from memory.errors import MAX_CONTENT_CHARS, InvalidArgument, InvalidType
-from memory.images import ImageInputLimitConfig, ValidImage, check_mime_type, decode_image_base64, validate_image
-from memory.types import ImageContent, Message as MessageDTO, TextContent
-from memory.validators import check_id, check_metadata, check_size, check_text
+from memory.core import ttl as ttl_rules
+from memory.core.errors import MAX_CONTENT_CHARS, InvalidArgument, InvalidType
+from memory.records.image_rules import (
+    ImageInputLimitConfig,
+    ValidImage,
+    check_mime_type,
+    decode_image_base64,
+    validate_image,
+)
+from memory.core.types import ImageContent, Message as MessageDTO, TextContent
+from memory.records.validators import check_id, check_metadata
+from memory.core.errors import check_size, check_text
 
 
 
@@ -95,7 +102,7 @@ def parse_parts(content: Sequence[Any], field: str, limits: ImageInputLimitConfi
     Text parts: ``TextContent`` or ``{"type": "text", "text": ...}``. Image
     parts: ``ImageContent`` or ``{"type": "image", "bytes": b"..." | "data":
     "<base64>", "mime_type"?, "description"?, "id"?, "timestamp"?}``, validated
-    against ``limits`` (``memory.images.validate_image``). The joined text is
+    against ``limits`` (``memory.records.image_rules.validate_image``). The joined text is
     the text parts only; an image is searchable through its own record.
     """
     if len(content) == 0:

@@ -1,13 +1,13 @@
-"""Review decisions on memories awaiting review (``memory.review``): ``memory_approve``, ``memory_edit_approve``,
+"""Review decisions on memories awaiting review (``memory.records.review_rules``): ``memory_approve``, ``memory_edit_approve``,
 ``memory_reject``.
 
 Each is one transaction that locks the memory, checks that it awaits review, and appends one history
-version (``memory.history``: ``approve`` or ``reject``) naming the actor the edge set (``acting``: the API
+version (``memory.records.history``: ``approve`` or ``reject``) naming the actor the edge set (``acting``: the API
 key, the staff user) and the reviewer's note as its reason. Approval copies the memory's status to its
-search chunks (``memory.index.review_settle``; they carry ``pending`` until then), so the next search finds
+search chunks (``memory.index.writer.review_settle``; they carry ``pending`` until then), so the next search finds
 it, and makes the relation extraction left for it (``metadata["extraction"]["relation_on_approval"]``,
 e.g. ``supersedes`` the memory it updates) when both ends are still there. Rejection deletes the memory
-(``memory.erasure.memories_erase`` with the action ``reject``); its history stays until its user is erased.
+(``memory.services.erasure.memories_erase`` with the action ``reject``); its history stays until its user is erased.
 
 Scope: a memory of ``project`` by public id whatever thread owns it, and only when ``allows(row)`` (a
 restricted client's ``Tenant.allows``), as ``memory_delete_by_id``. Errors: KeyError (``NotFound``) when
@@ -24,16 +24,18 @@ from typing import Any
 
 from django.db import transaction
 
-from memory import history, index, review
-from memory.chunking import chunk_text
+from memory.records import history, review_rules as review
+from memory.index import writer as index
+from memory.core.chunking import chunk_text
 from memory.embedders import get_embedder
-from memory.erasure import memories_erase
-from memory.errors import InvalidArgument, InvalidType, NotFound, NotPending
-from memory.locking import lock_first
+from memory.services.erasure import memories_erase
+from memory.core.errors import InvalidArgument, InvalidType, NotFound, NotPending
+from memory.core.locking import lock_first
 from memory.models import Memory, Project, RecordLink, Thread
-from memory.tenancy import stored_id
-from memory.types import NOTSET
-from memory.validators import check_content, check_id, check_memory_type, check_text
+from memory.core.ids import stored_id
+from memory.core.types import NOTSET
+from memory.records.validators import check_content, check_id, check_memory_type
+from memory.core.errors import check_text
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +104,7 @@ def _relation_on_approval(row: Memory) -> str | None:
     """Make the relation extraction decided for ``row`` (``metadata["extraction"]``: ``relation_on_approval``
     to ``related_memory_id``) when both ends are live memories of its thread; return its id, None otherwise
     (the related memory was deleted, moved or is itself pending, or the pair is related already)."""
-    from memory import links
+    from memory.links.writes import link_create
 
     found = review.deferred_relation(row)
     thread = Thread.objects.filter(pk=row.thread_id).first() if found else None
@@ -112,7 +114,7 @@ def _relation_on_approval(row: Memory) -> str | None:
     related, target = target_row.public_id, target_row.memory_type
     try:
         with transaction.atomic():
-            return links.link_create(
+            return link_create(
                 thread=thread, source_record_id=row.public_id, source_record_type=row.memory_type,
                 target_record_id=related, target_record_type=target, relation_type=relation,
                 metadata={"origin": "extraction", "made": "on approval"})
@@ -168,7 +170,7 @@ def memory_edit_approve(*, project: Project, memory_id: Any, content: Any = NOTS
             row.content = content
         if new_type is not NOTSET and new_type != row.memory_type:
             row.memory_type = new_type
-            # A pending memory has no relations (memory.review); kept true all the same, as memory_update does.
+            # A pending memory has no relations (memory.records.review_rules); kept true all the same, as memory_update does.
             RecordLink.objects.filter(source_id=row.pk).update(source_type=new_type)
             RecordLink.objects.filter(target_id=row.pk).update(target_type=new_type)
         return _approve(row, before, _reason("edited and approved", note), chunks=chunks, vectors=vectors)

@@ -7,13 +7,13 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from memory.erasure import threads_erase
-from memory.errors import Conflict
-from memory.locking import lock_first
+from memory.services.erasure import threads_erase
+from memory.core.errors import Conflict
+from memory.core.locking import lock_first
 from memory.models import Project, Thread
-from memory.tenancy import stored_id
-from memory.types import NOTSET
-from memory.validators import check_id, check_metadata, check_scope_id
+from memory.core.ids import stored_id
+from memory.core.types import NOTSET
+from memory.records.validators import check_id, check_metadata, check_scope_id
 from memory.extraction.tracker import detach
 from memory.services.common import lock_thread
 
@@ -69,7 +69,7 @@ def thread_delete(*, project: Project, thread_id: Any, spare: dict[str, str] | N
     """Delete a thread of ``project`` with its messages, memories, their relations and all chunks; return 1 or 0.
 
     The history of every memory written while it was the thread's goes too
-    (``memory.erasure.threads_erase``): after the delete nothing can read or
+    (``memory.services.erasure.threads_erase``): after the delete nothing can read or
     restore it, and a thread created later under the same id must not.
     ``spare`` (a restricted caller's ``Tenant.row_filter()``, e.g.
     ``{"user_id": "u1"}``): memories of the thread scoped to another user or
@@ -79,9 +79,9 @@ def thread_delete(*, project: Project, thread_id: Any, spare: dict[str, str] | N
     unrestricted caller) deletes everything, as the spec's ``delete_thread``.
     Its extraction jobs go with it, running ones included: a worker still
     waiting for its LLM finds them gone at its commit and writes nothing
-    (``memory.extraction._commit``), so nothing waits for it. After commit
+    (``memory.services.extraction._commit``), so nothing waits for it. After commit
     this process forgets the LLM and config a handle attached to the thread
-    (``memory.extraction.detach``), whichever edge deleted it.
+    (``memory.extraction.tracker.detach``), whichever edge deleted it.
     """
     key = stored_id(project.pk, check_id(thread_id, "thread_id"))
     with transaction.atomic():

@@ -1,6 +1,6 @@
 """Template filters of the staff pages: DOM ids, JSON text, expiry, inline-edit lookups and record URLs.
 
-Records are shown and linked by their public ids (``memory.tenancy``); URLs
+Records are shown and linked by their public ids (``memory.records.tenancy``); URLs
 name the project (``staff/urls.py``).
 """
 
@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.encoding import iri_to_uri
 from django.utils.http import RFC3986_SUBDELIMS
 
-from memory.tenancy import public_id
+from memory.core.ids import public_id
 
 register = template.Library()
 
@@ -54,7 +54,7 @@ def expired(record: Any, now=None) -> bool:
 
 @register.filter
 def public(value: Any) -> str | None:
-    """The public id of a stored id (``memory.tenancy.public_id``): for id columns such as ``source_id``."""
+    """The public id of a stored id (``memory.core.ids.public_id``): for id columns such as ``source_id``."""
     return public_id(value)
 
 

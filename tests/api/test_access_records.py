@@ -17,7 +17,7 @@ from django.test import Client
 
 from memory.client import AgentMemory
 from memory.models import Project
-from memory.tenancy import get_project
+from memory.records.tenancy import get_project
 from tests.api.helpers import JsonClient
 from threads.auth import api_key_create, api_key_revoke, api_key_rotate
 from threads.models import AccessRecord
@@ -263,7 +263,7 @@ def test_the_periodic_purge_deletes_access_records_past_their_retention(db, sett
     from django.core.management import call_command
     from django.utils import timezone
 
-    from memory.erasure import expired_purge
+    from memory.services.erasure import expired_purge
     from threads.models import AccessRecord
 
     settings.OAM_ACCESS_LOG_DAYS = 30

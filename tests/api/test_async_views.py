@@ -1,4 +1,4 @@
-"""The API's operations are async views: ``threads.api``, ``oam_site.api.api_urls``, ``memory.aio``.
+"""The API's operations are async views: ``threads.api``, ``oam_site.api.api_urls``, ``memory.core.aio``.
 
 * every operation is ``async def`` and no middleware makes Django adapt a
   request to sync and back;

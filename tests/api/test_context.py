@@ -2,7 +2,7 @@
 
 import pytest
 
-from memory.llm import reset_llm
+from memory.llm.adapters import reset_llm
 from tests.api.helpers import add_messages, error_fields
 
 

@@ -2,8 +2,7 @@
 
 import pytest
 
-from memory import extraction
-from memory.llm import reset_llm
+from memory.llm.adapters import reset_llm
 from memory.models import ExtractionJob, Thread
 from tests.api.helpers import add_messages, error_fields
 from tests.ids import key
@@ -94,7 +93,7 @@ def test_the_state_needs_an_api_key(anon, make_thread):
 
 def test_a_queue_that_stays_full_under_wait_then_raise_is_503_and_the_messages_stay(api, make_thread, settings):
     """TimeoutError reaches HTTP only from a full extraction queue now: deletes no longer wait."""
-    from memory.llm import reset_llm
+    from memory.llm.adapters import reset_llm
 
     settings.OAM_EXTRACTION_QUEUE_CAPACITY = 0
     settings.OAM_LLM_BASE_URL, settings.OAM_LLM_MODEL = "http://127.0.0.1:9/v1", "m"  # never called

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from memory.llm import reset_llm
+from memory.llm.adapters import reset_llm
 from memory.models import ExtractionJob, Memory, Message, Thread
 from memory.tasks import QUEUE, extract_job
 from tests.browser.harness import ScriptedLlmServer, scripted_reply

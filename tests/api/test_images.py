@@ -7,7 +7,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test.client import MULTIPART_CONTENT
 
-from memory.llm import LlmUnavailable, ScriptedLlm
+from memory.llm.adapters import LlmUnavailable, ScriptedLlm
 from memory.models import Image, Message, SearchChunk
 from tests import image_samples as samples
 from tests.api.helpers import add_messages, items
@@ -257,7 +257,7 @@ def test_patch_message_keeps_an_image_referenced_by_id(api, thread):
 
 def test_captions_come_from_the_configured_llm_and_its_failure_is_503(api, thread, monkeypatch):
     llm = ScriptedLlm(["A red square.", LlmUnavailable("connection refused")])
-    monkeypatch.setattr("memory.llm.get_llm", lambda: llm)
+    monkeypatch.setattr("memory.llm.adapters.get_llm", lambda: llm)
     resp = upload(api, samples.png())
     assert resp.status_code == 201 and resp.json()["description"] == "A red square."
     assert llm.requests[0].messages[1]["content"][1]["image_url"]["url"].startswith("data:image/png;base64,")

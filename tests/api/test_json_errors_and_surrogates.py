@@ -13,10 +13,10 @@ import json
 import pytest
 from django.test import Client
 
-from memory.errors import check_json_text
-from memory.metadata_filter import compile_filter
+from memory.core.errors import check_json_text
+from memory.records.metadata_filter import compile_filter
 from memory.models import Image
-from memory.services import check_metadata
+from memory.records.validators import check_metadata
 from tests.image_samples import png
 
 SURROGATE_FILTER = '{"a": "\\ud800"}'  # JSON text whose value decodes to a lone surrogate
@@ -38,7 +38,7 @@ def test_a_lone_surrogate_in_a_query_filter_is_a_422_naming_it(api, thread_id, p
 def test_the_staff_thread_list_shows_a_surrogate_filter_as_an_error(db):
     from django.contrib.auth import get_user_model
 
-    from memory.tenancy import get_project
+    from memory.records.tenancy import get_project
 
     browser = Client()
     user = get_user_model().objects.create_user("s", password="pw", is_staff=True)

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from memory.client import AgentMemory
 from memory.models import Memory, Project, RecordLink, Thread
-from memory.tenancy import get_project
+from memory.records.tenancy import get_project
 from tests import image_samples as samples
 from tests.api.helpers import JsonClient
 from tests.ids import key
@@ -307,7 +307,7 @@ def shared_thread(db):
 
 def test_a_user_restricted_key_sees_no_relation_to_another_users_record_in_its_thread(shared_thread):
     """Found by a security review: the links of u2's thread listed a relation to u1's memory stored there, with
-    its id. Now, for u2's key, a relation with an endpoint it cannot see does not exist (``memory.links.visible``):
+    its id. Now, for u2's key, a relation with an endpoint it cannot see does not exist (``memory.links.writes.visible``):
     not listed, not readable, not changed or deleted, not made; search's linked results never reach it."""
     u2, _ = client_for(user_id="u2", permission="write")
     admin, _ = client_for(permission="write", name="unrestricted")
@@ -342,7 +342,7 @@ def test_a_user_restricted_key_sees_no_relation_to_another_users_record_in_its_t
 
 
 def test_the_python_client_of_a_restricted_tenant_sees_the_same_relations(shared_thread):
-    from memory.tenancy import Tenant
+    from memory.records.tenancy import Tenant
 
     own = AgentMemory(tenant=Tenant(get_project(None), user_id="u2"), llm=None).get_thread("t2")
     assert [r.relation_id for r in own.record_links()] == ["r-own"]

@@ -8,7 +8,7 @@ import time
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test.client import MULTIPART_CONTENT
 
-from memory.errors import MAX_BATCH_MESSAGES, MAX_CONTENT_CHARS, MAX_METADATA_BYTES, MAX_METADATA_DEPTH
+from memory.core.errors import MAX_BATCH_MESSAGES, MAX_CONTENT_CHARS, MAX_METADATA_BYTES, MAX_METADATA_DEPTH
 from memory.models import Image, Message
 from tests import image_samples as samples
 from tests.api.helpers import add_messages

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from memory.client import AgentMemory
-from memory.extraction_config import MemoryExtractionConfig
+from memory.extraction.config import MemoryExtractionConfig
 from memory.models import Memory
 from tests.api.helpers import JsonClient
 from tests.ids import key

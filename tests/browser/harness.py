@@ -93,7 +93,7 @@ def minimal_instance(schema: dict) -> Any:
 def scripted_reply(body: dict) -> Any:
     """The reply the scripted LLM gives to one chat-completions request body (a JSON value, or text).
 
-    * ``extracted_memories`` (``memory.extraction.SCHEMA_NAME``): one ``fact``
+    * ``extracted_memories`` (``memory.llm.prompts.SCHEMA_NAME``): one ``fact``
       per TARGET message of the prompt, ``"<role> said: <text>"`` cut to the
       schema's length, citing that message;
     * ``thread_summary``: ``{"summary": "Scripted summary of N lines.", "topics": ["scripted topic"]}``;
@@ -199,7 +199,7 @@ _BOOT = (
     "import json, os, django\n"
     "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'oam_site.settings')\n"
     "django.setup()\n"
-    "from tests.ids import key  # stored ids of the default project (memory.tenancy)\n"
+    "from tests.ids import key  # stored ids of the default project (memory.records.tenancy)\n"
     "result = None\n"
 )
 _RESULT_MARK = "@@oam-live-app-result@@"

@@ -52,7 +52,7 @@ def seed(sample: str) -> dict:
 
     from memory.client import AgentMemory
     from memory.models import Thread
-    from memory.tenancy import public_id
+    from memory.core.ids import public_id
 
     imported = [public_id(pk) for pk in Thread.objects.filter(user_id=sample).values_list("pk", flat=True)]
     thread_ids = sorted(imported, key=lambda tid: int(tid.rsplit("-s", 1)[1]))

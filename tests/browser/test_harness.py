@@ -19,8 +19,8 @@ import pytest
 from django.contrib.admin.utils import quote
 from playwright.sync_api import expect
 
-from memory import locomo
-from memory.tenancy import stored_id
+from memory.dev import locomo
+from memory.core.ids import stored_id
 from tests.browser.harness import LiveAppError, login, open_socket
 
 
@@ -38,7 +38,7 @@ def test_staff_logs_into_the_admin_and_sees_the_imported_thread(page, live_app, 
     expect(page.get_by_role("link", name="Log out").or_(page.get_by_role("button", name="Log out"))).to_be_visible()
 
     thread_id = live_app.seed["thread_id"]
-    stored = stored_id(live_app.seed["default_project_id"], thread_id)  # the admin's key (memory.tenancy)
+    stored = stored_id(live_app.seed["default_project_id"], thread_id)  # the admin's key (memory.records.tenancy)
     page.goto(f"/admin/memory/thread/{quote(stored)}/change/")
     expect(page.locator("h1")).to_contain_text("Change thread")
     messages = _session_messages(live_app.seed["sample"], 1)

@@ -21,7 +21,7 @@ import uuid
 import pytest
 from playwright.sync_api import expect
 
-from memory import locomo
+from memory.dev import locomo
 from tests import image_samples as samples
 from tests.browser.harness import login
 

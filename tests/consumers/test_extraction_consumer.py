@@ -18,7 +18,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from memory.client import AgentMemory, MemoryExtractionConfig
-from memory.llm import LlmInvalidOutput, ScriptedLlm
+from memory.llm.adapters import LlmInvalidOutput, ScriptedLlm
 from memory.models import Project
 from threads.auth import api_key_create
 
@@ -334,7 +334,7 @@ def test_inline_extraction_streams_the_same_events(application, api_key):
 def test_a_repair_by_the_sweep_is_streamed_and_the_state_shows_the_stall(application, api_key):
     from channels.db import database_sync_to_async
 
-    from memory import extraction
+    from memory.extraction.recovery import sweep
     from memory.models import ExtractionJob
 
     thread = AgentMemory(llm=ScriptedLlm([])).create_thread(thread_id="t-ws", user_id="u1", agent_id="a1",
@@ -345,7 +345,7 @@ def test_a_repair_by_the_sweep_is_streamed_and_the_state_shows_the_stall(applica
     async def scenario():
         communicator, _, _ = await connect(application, f"{PATH}?api_key={api_key}")
         state = await communicator.receive_json_from(timeout=10)
-        counts = await database_sync_to_async(extraction.sweep)(boot=True)
+        counts = await database_sync_to_async(sweep)(boot=True)
         event = await communicator.receive_json_from(timeout=10)
         await communicator.disconnect()
         return state, counts, event
@@ -358,7 +358,7 @@ def test_a_repair_by_the_sweep_is_streamed_and_the_state_shows_the_stall(applica
 
 
 def test_group_names_are_safe_for_any_thread_id():
-    from memory.progress import group_name
+    from memory.core.progress import group_name
 
     assert group_name("t-ws") == "thread.t-ws"
     odd = group_name("a thread/with spaces?" * 10)

@@ -25,9 +25,8 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
 from dramatiq.brokers.redis import RedisBroker
 
-from memory import extraction
 from memory.client import AgentMemory, MemoryExtractionConfig
-from memory.llm import reset_llm
+from memory.llm.adapters import reset_llm
 from memory.models import ExtractionJob, Memory
 from memory.tasks import QUEUE, extract_job
 from threads.auth import api_key_create

@@ -8,7 +8,7 @@ watermark and the job recorded), not what the memories say.
 import jsonschema
 import pytest
 
-from memory import extraction
+from memory.llm.prompts import extraction_schema
 from memory.client import AgentMemory, MemoryExtractionConfig
 from memory.models import MEMORY_TYPES, ExtractionJob, Memory, SearchChunk, Thread
 from tests.ids import key
@@ -44,7 +44,7 @@ def test_extraction_with_a_real_llm_stores_typed_memories_with_their_sources(
     assert job.llm_seconds > 0 and job.seconds >= job.llm_seconds
     stats = local_llm.last_call
     assert stats.ok and stats.response_format == "json_object"
-    request_schema = extraction.extraction_schema(["m1", "m2", "m3"])
+    request_schema = extraction_schema(["m1", "m2", "m3"])
     jsonschema.validate({"memories": [{"memory_type": r.memory_type, "content": r.content,
                                        "source_message_ids": ["m1"]} for r in rows]}, request_schema)
     print("REAL EXTRACTION", job.seconds, job.llm_seconds, [(r.memory_type, r.content) for r in rows])

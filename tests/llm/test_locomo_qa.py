@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from bench.locomo_qa import normalize_answer, token_f1
-from memory import locomo
-from memory.chunking import estimate_tokens
+from memory.dev import locomo
+from memory.core.chunking import estimate_tokens
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench" / "locomo_qa.py"

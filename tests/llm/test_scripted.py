@@ -5,7 +5,7 @@ import json
 import jsonschema
 import pytest
 
-from memory.llm import (
+from memory.llm.adapters import (
     LlmInvalidOutput,
     LlmTimeout,
     OpenAICompatibleLlm,

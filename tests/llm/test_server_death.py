@@ -25,7 +25,7 @@ from django.core.management import CommandError, call_command
 
 from pathlib import Path
 
-from memory.llm_server import LlmServerError, describe_exit, free_port, local_llm_server
+from memory.dev.llm_server import LlmServerError, describe_exit, free_port, local_llm_server
 from tests.conftest import alive
 
 FAKE_SERVER = textwrap.dedent(
@@ -139,7 +139,7 @@ PARENT = textwrap.dedent(
     import django
     django.setup()
     from django.core.management import call_command
-    from memory import llm_server
+    from memory.dev import llm_server
     import memory.management.commands.run_local_llm as command
     command.local_llm_server = functools.partial(llm_server.local_llm_server, python={python!r})
     if sys.argv[1] == "command":

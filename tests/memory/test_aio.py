@@ -1,4 +1,4 @@
-"""``memory.aio``: awaiting the synchronous engine, and driving an ``async def`` without an event loop."""
+"""``memory.core.aio``: awaiting the synchronous engine, and driving an ``async def`` without an event loop."""
 
 import asyncio
 import threading
@@ -6,7 +6,7 @@ import threading
 import pytest
 from django.db import connections
 
-from memory.aio import SuspendedError, in_worker, run_inline
+from memory.core.aio import SuspendedError, in_worker, run_inline
 
 
 async def _twice(value):

@@ -4,19 +4,13 @@ import asyncio
 
 import pytest
 
-from memory import services
+from memory.services.memories import memory_add
+from memory.services.threads import thread_create
 from memory.client import AgentMemory
-from memory.llm import ScriptedLlm
+from memory.llm.adapters import ScriptedLlm
 from memory.models import ThreadSummary
-from memory.tenancy import get_project
-from memory.types import (
-    ContextCard,
-    MemoryRecord,
-    MemorySearchConfig,
-    Message,
-    OracleContextCard,
-    SearchResult,
-)
+from memory.records.tenancy import get_project
+from memory.core.types import ContextCard, MemoryRecord, MemorySearchConfig, Message, OracleContextCard, SearchResult
 from tests.ids import key
 
 # --- the value type and its rendering --------------------------------------------------
@@ -233,9 +227,9 @@ def test_except_last_leaves_the_tail_out_of_summary_and_search(pizza):
 
 def test_except_last_drops_memories_drawn_only_from_the_tail(pizza):
     row = pizza._row
-    services.memory_add(thread=row, content="User craves Neapolitan pizza tonight", memory_id="from-tail",
+    memory_add(thread=row, content="User craves Neapolitan pizza tonight", memory_id="from-tail",
                         source_message_ids=["msg-3"], retention=pizza._client.retention_config)
-    services.memory_add(thread=row, content="User wants pizza in the Naples style", memory_id="mixed",
+    memory_add(thread=row, content="User wants pizza in the Naples style", memory_id="mixed",
                         source_message_ids=["msg-1", "msg-3"], retention=pizza._client.retention_config)
     everything = set(ids(pizza.get_context_card(max_relevant_results=20)))
     assert {"from-tail", "mixed"} <= everything
@@ -344,7 +338,7 @@ def summary_reply(summary, topics=()):
 
 def llm_thread(thread_id, llm, **config):
     """A thread whose LLM serves summaries only: extraction off, so no other call takes the scripted replies."""
-    services.thread_create(project=get_project(None), thread_id=thread_id, user_id="u", agent_id="a", config={"extract_memories": False, **config})
+    thread_create(project=get_project(None), thread_id=thread_id, user_id="u", agent_id="a", config={"extract_memories": False, **config})
     return AgentMemory(llm=llm).get_thread(thread_id)
 
 

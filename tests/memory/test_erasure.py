@@ -23,9 +23,9 @@ from django.db import connection
 from django.utils import timezone
 from PIL import Image as PillowImage, PngImagePlugin
 
-from memory import erasure
+from memory.services import erasure
 from memory.client import AgentMemory
-from memory.errors import OutOfScope
+from memory.core.errors import OutOfScope
 from memory.models import (
     ErasureReceipt,
     ExtractionJob,
@@ -39,7 +39,8 @@ from memory.models import (
     Thread,
     ThreadSummary,
 )
-from memory.tenancy import Tenant, public_id
+from memory.records.tenancy import Tenant
+from memory.core.ids import public_id
 from tests import image_samples as samples
 from tests.ids import key
 
@@ -90,7 +91,7 @@ def test_an_erased_users_words_are_gone_from_the_file():
     # a memory of the user filed in another user's thread, and one in no thread
     client.get_thread("t-someone-else").add_memory(f"{canary} was mentioned here", user_id=user)
     client.get_thread("t-someone-else").add_memory(f"{canary} floats", user_id=user, thread_id=None)
-    # memory history (memory.history): edited and deleted records keep versions holding the word until erasure
+    # memory history (memory.records.history): edited and deleted records keep versions holding the word until erasure
     mine = client.get_thread(f"t-{user}")
     edited = mine.add_memory(f"{canary} before the edit", memory_id="edited")
     mine.update_memory(edited, content=f"{canary} after the edit")
@@ -407,7 +408,7 @@ def test_the_admins_history_keeps_no_content_and_goes_with_what_it_names():
     # the admin's own delete: the record's history goes with it, and its text leaves the file
     assert browser.post(f"/admin/memory/memory/{quote(key(doomed))}/delete/", {"post": "yes"}).status_code == 302
     assert not LogEntry.objects.filter(object_id__in=[key(doomed), key("rel")]).exists()
-    # memory history (memory.history) keeps a deleted memory's versions until its user is erased: the text
+    # memory history (memory.records.history) keeps a deleted memory's versions until its user is erased: the text
     # is in oam_memory_versions only, and leaves the file with the erasure below
     [gone] = MemoryVersion.objects.filter(memory_id=key(doomed), action="delete")
     assert gone.actor_kind == "admin" and gone.actor_id == "root" and f"{canary}2" in gone.before["content"]

@@ -18,15 +18,23 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from memory import extraction, services
+from memory.client import thread as thread_module
+from memory.services.extraction import _commit, extraction_after_add, job_run
+from memory.llm.prompts import JUDGE_SCHEMA_NAME
+from memory.extraction.jobs import _claim
+from memory.extraction.candidates import Candidate, Decision, JobResult
+from memory.services.memories import memory_prepare
+from memory.extraction.recovery import extraction_state, sweep
+from memory.extraction import tracker
+from memory.extraction.settings import default_retention
 from memory.client import (
     AgentMemory,
     BackgroundExtractionQueueFullBehavior,
     MemoryExtractionConfig,
     MemoryExtractionMode,
 )
-from memory.extraction_config import DEPRECATED_INLINE_PARAMETERS
-from memory.llm import LlmTimeout, LlmUnavailable, ScriptedLlm
+from memory.extraction.config import DEPRECATED_INLINE_PARAMETERS
+from memory.llm.adapters import LlmTimeout, LlmUnavailable, ScriptedLlm
 from memory.models import ExtractionJob, Memory, Message, RecordLink, SearchChunk, Thread, ThreadSummary
 from memory.tasks import QUEUE, extract_job
 from tests.ids import key
@@ -305,7 +313,7 @@ def test_an_update_or_contradiction_is_stored_with_a_relation(db, verdict, decis
     assert note["decision"] == decision and note["related_memory_id"] == old.public_id and 0.08 <= note["distance"] < 0.25
     link = RecordLink.objects.get()
     assert (link.source_id, link.target_id, link.relation_type) == (new.pk, old.pk, relation)
-    assert llm.requests[-1].schema_name == extraction.JUDGE_SCHEMA_NAME
+    assert llm.requests[-1].schema_name == JUDGE_SCHEMA_NAME
     assert ExtractionJob.objects.order_by("id").last().memories_linked == 1
 
 
@@ -364,8 +372,8 @@ def test_a_job_delivered_twice_runs_once(db):
     job = ExtractionJob.objects.get()
     assert job.status == "queued"
     llm = ScriptedLlm([memories(("preference", "Ann loves green tea.", ["m1"]))])
-    assert extraction.job_run(job_id=job.pk, llm=llm) == "done"
-    assert extraction.job_run(job_id=job.pk, llm=llm) == "skipped"
+    assert job_run(job_id=job.pk, llm=llm) == "done"
+    assert job_run(job_id=job.pk, llm=llm) == "skipped"
     assert Memory.objects.count() == 1 and len(llm.requests) == 1
 
 
@@ -373,18 +381,18 @@ def test_a_worker_that_lost_its_claim_writes_nothing(db):
     thread = make_thread(ScriptedLlm([]), BACKGROUND)
     thread.add_messages(CHAT[:1])
     job = ExtractionJob.objects.get()
-    claimed = extraction._claim(job.pk)
+    claimed = _claim(job.pk)
     assert claimed is not None
     # the worker stalls; the sweep gives the job to another worker, which finishes it
     ExtractionJob.objects.filter(pk=job.pk).update(started_at=timezone.now() - datetime.timedelta(hours=1))
-    assert extraction.sweep()["requeued"] == 1
-    assert extraction.job_run(job_id=job.pk, llm=ScriptedLlm([memories(("fact", "Ann drinks tea.", ["m1"]))])) == "done"
+    assert sweep()["requeued"] == 1
+    assert job_run(job_id=job.pk, llm=ScriptedLlm([memories(("fact", "Ann drinks tea.", ["m1"]))])) == "done"
     # the first worker comes back with its own result: refused
-    candidate = extraction.Candidate("fact", "Ann drinks coffee.", [])
-    decision = extraction.Decision(candidate, "new")
-    prepared = services.memory_prepare(thread=Thread.objects.get(pk=key("t-x")), content=candidate.content,
-                                       retention=extraction.default_retention())
-    assert not extraction._commit(job.pk, claimed[2], [(decision, prepared)], extraction.JobResult(),
+    candidate = Candidate("fact", "Ann drinks coffee.", [])
+    decision = Decision(candidate, "new")
+    prepared = memory_prepare(thread=Thread.objects.get(pk=key("t-x")), content=candidate.content,
+                                       retention=default_retention())
+    assert not _commit(job.pk, claimed[2], [(decision, prepared)], JobResult(),
                                   started=0.0, chain=False)
     assert list(Memory.objects.values_list("content", flat=True)) == ["Ann drinks tea."]
 
@@ -396,9 +404,9 @@ def test_jobs_of_a_thread_run_in_order(db):
     first, second = ExtractionJob.objects.order_by("id")
     assert (first.from_seq, first.to_seq, second.from_seq, second.to_seq) == (1, 1, 2, 3)
     llm = ScriptedLlm([memories(), memories()])
-    assert extraction.job_run(job_id=second.pk, llm=llm) == "skipped"  # not its turn
-    assert extraction.job_run(job_id=first.pk, llm=llm) == "done"
-    assert extraction.job_run(job_id=second.pk, llm=llm) == "done"
+    assert job_run(job_id=second.pk, llm=llm) == "skipped"  # not its turn
+    assert job_run(job_id=first.pk, llm=llm) == "done"
+    assert job_run(job_id=second.pk, llm=llm) == "done"
     assert Thread.objects.get(pk=key("t-x")).extracted_through_seq == 3
 
 
@@ -407,19 +415,19 @@ def test_a_transient_error_is_retried_then_fails_for_good(db, settings):
     make_thread(ScriptedLlm([]), BACKGROUND).add_messages(CHAT[:1])
     job = ExtractionJob.objects.get()
     with pytest.raises(LlmUnavailable):
-        extraction.job_run(job_id=job.pk, llm=ScriptedLlm([LlmUnavailable("down")]))
+        job_run(job_id=job.pk, llm=ScriptedLlm([LlmUnavailable("down")]))
     job.refresh_from_db()
     assert (job.status, job.attempts) == ("queued", 1) and "attempt 1" in job.error
-    assert extraction.job_run(job_id=job.pk, llm=ScriptedLlm([LlmUnavailable("down")])) == "failed"
+    assert job_run(job_id=job.pk, llm=ScriptedLlm([LlmUnavailable("down")])) == "failed"
     job.refresh_from_db()
     assert (job.status, job.attempts) == ("failed", 2)
 
 
 def test_no_llm_in_the_worker_fails_the_job(db):
     make_thread(ScriptedLlm([]), BACKGROUND).add_messages(CHAT[:1])
-    extraction._tracker.attached.clear()  # as in another process without OAM_LLM_BASE_URL
+    tracker._tracker.attached.clear()  # as in another process without OAM_LLM_BASE_URL
     job = ExtractionJob.objects.get()
-    assert extraction.job_run(job_id=job.pk) == "failed"
+    assert job_run(job_id=job.pk) == "failed"
     assert "no LLM configured" in ExtractionJob.objects.get().error
 
 
@@ -540,7 +548,7 @@ def test_wait_covers_a_concurrent_add_messages_call(extraction_worker, monkeypat
     release = threading.Event()
     llm = ScriptedLlm([memories(("preference", "Ann loves green tea.", ["m1"]))])
     thread = make_thread(llm, BACKGROUND)
-    original = extraction.extraction_after_add
+    original = extraction_after_add
 
     def slow_after_add(**kwargs):  # the messages are stored; the job is not accepted yet
         release.wait(5)
@@ -552,10 +560,10 @@ def test_wait_covers_a_concurrent_add_messages_call(extraction_worker, monkeypat
         finally:
             connection.close()
 
-    monkeypatch.setattr(extraction, "extraction_after_add", slow_after_add)
+    monkeypatch.setattr(thread_module, "extraction_after_add", slow_after_add)
     adder = threading.Thread(target=add)
     adder.start()
-    while not extraction._tracker.inflight:
+    while not tracker._tracker.inflight:
         time.sleep(0.01)
     threading.Timer(0.3, release.set).start()
     thread.wait_for_memory_extraction(timeout=60)
@@ -572,8 +580,8 @@ def test_the_sweep_resends_lost_jobs_in_order(db, no_embedded_worker):
     thread.add_messages(CHAT[1:])
     broker = extract_job.broker
     broker.flush_all()
-    assert extraction.sweep() == {"requeued": 0, "covered": 0, "repaired": 0, "resent": 0, "created": 0}  # too fresh
-    counts = extraction.sweep(boot=True)
+    assert sweep() == {"requeued": 0, "covered": 0, "repaired": 0, "resent": 0, "created": 0}  # too fresh
+    counts = sweep(boot=True)
     assert counts["resent"] == 1 and broker.queues[QUEUE].qsize() == 1  # only the one next in line
     broker.flush_all()
 
@@ -581,21 +589,21 @@ def test_the_sweep_resends_lost_jobs_in_order(db, no_embedded_worker):
 def test_the_sweep_marks_jobs_the_watermark_passed(db, no_embedded_worker):
     make_thread(ScriptedLlm([]), BACKGROUND).add_messages(CHAT)
     Thread.objects.filter(pk=key("t-x")).update(extracted_through_seq=3)
-    assert extraction.sweep(boot=True)["covered"] == 1
+    assert sweep(boot=True)["covered"] == 1
     assert ExtractionJob.objects.get().status == "done"
     extract_job.broker.flush_all()
 
 
 def test_the_sweep_creates_a_job_for_messages_that_never_got_one(db, no_embedded_worker, settings):
-    from memory.llm import reset_llm
+    from memory.llm.adapters import reset_llm
 
     make_thread(None, BACKGROUND).add_messages(CHAT)  # no LLM at the time: no job
     Message.objects.update(created_at=timezone.now() - datetime.timedelta(hours=1))
-    assert extraction.sweep(boot=True)["created"] == 0  # no LLM configured here either
+    assert sweep(boot=True)["created"] == 0  # no LLM configured here either
     settings.OAM_LLM_BASE_URL, settings.OAM_LLM_MODEL = "http://127.0.0.1:9/v1", "m"
     reset_llm()
     try:
-        assert extraction.sweep(boot=True)["created"] == 1
+        assert sweep(boot=True)["created"] == 1
     finally:
         reset_llm()
     job = ExtractionJob.objects.get()
@@ -628,11 +636,11 @@ def test_extraction_state(db):
     llm = ScriptedLlm([memories(("preference", "Ann loves green tea.", ["m1"]))])
     thread = make_thread(llm)
     thread.add_messages(CHAT)
-    state = extraction.extraction_state(thread=thread.row)
+    state = extraction_state(thread=thread.row)
     assert (state["watermark"], state["last_message_seq"], state["pending_messages"]) == (3, 3, 0)
     assert state["last_job"]["memories_created"] == 1 and state["last_job"]["status"] == "done"
     assert state["mode"] == "inline" and state["enabled"] is True
     assert state["thread_id"] == "t-x"  # the public id
     AgentMemory().delete_thread("t-x")
     with pytest.raises(KeyError):
-        extraction.extraction_state(thread=thread.row)  # gone
+        extraction_state(thread=thread.row)  # gone

@@ -12,9 +12,10 @@ import threading
 import pytest
 from django.db import connection
 
-from memory import extraction
+from memory.extraction.recovery import extraction_state, sweep
+from memory.services.extraction import job_run
 from memory.client import AgentMemory, MemoryExtractionConfig
-from memory.llm import ScriptedLlm
+from memory.llm.adapters import ScriptedLlm
 from memory.models import ExtractionJob, Thread
 from tests.ids import key
 
@@ -91,14 +92,14 @@ def test_the_sweep_never_acts_on_a_watermark_a_commit_is_moving(transactional_db
     def run_b():
         try:
             with connection.execute_wrapper(worker_wrapper):
-                results["b"] = extraction.job_run(job_id=job_b.pk, llm=ScriptedLlm([memories()]), background=False)
+                results["b"] = job_run(job_id=job_b.pk, llm=ScriptedLlm([memories()]), background=False)
         finally:
             connection.close()
 
     def run_sweep():
         try:
             with connection.execute_wrapper(sweep_wrapper):
-                results["sweep"] = extraction.sweep(boot=True)
+                results["sweep"] = sweep(boot=True)
         finally:
             connection.close()
 
@@ -110,7 +111,7 @@ def test_the_sweep_never_acts_on_a_watermark_a_commit_is_moving(transactional_db
     assert results["b"] == "done" and b_in_commit.is_set() and sweep_reached.is_set()
     job_c.refresh_from_db()
     assert (job_c.from_seq, job_c.to_seq, job_c.status) == (3, 3, "queued")
-    assert extraction.job_run(job_id=job_c.pk, llm=ScriptedLlm([memories()]), background=False) == "done"
+    assert job_run(job_id=job_c.pk, llm=ScriptedLlm([memories()]), background=False) == "done"
     assert Thread.objects.get(pk=key("t-f")).extracted_through_seq == 3
 
 
@@ -124,22 +125,22 @@ def test_the_sweep_repairs_a_queue_that_could_not_advance_and_the_state_reports_
     thread.add_messages(CHAT[:2])
     thread.add_messages(CHAT[2:] + [{"role": "user", "content": "And tea at five."}])
     job_b, job_c = ExtractionJob.objects.order_by("id")
-    assert extraction.job_run(job_id=job_b.pk, llm=ScriptedLlm([memories()]), background=False) == "done"
+    assert job_run(job_id=job_b.pk, llm=ScriptedLlm([memories()]), background=False) == "done"
     ExtractionJob.objects.filter(pk=job_c.pk).update(from_seq=from_seq)  # the state the race left behind
-    state = extraction.extraction_state(thread=Thread.objects.get(pk=key("t-f")))
+    state = extraction_state(thread=Thread.objects.get(pk=key("t-f")))
     assert state["stalled"]["reason"] == "blocked" and state["stalled"]["job_id"] == job_c.pk
     assert state["last_repair"] is None
 
-    counts = extraction.sweep(boot=True)
+    counts = sweep(boot=True)
     assert (counts["repaired"], counts["resent"]) == (1, 1)
     job_c.refresh_from_db()
     assert (job_c.from_seq, job_c.to_seq) == (3, 4) and why in job_c.error
-    state = extraction.extraction_state(thread=Thread.objects.get(pk=key("t-f")))
+    state = extraction_state(thread=Thread.objects.get(pk=key("t-f")))
     assert state["stalled"] is None
     assert state["last_repair"]["job_id"] == job_c.pk and f"from_seq {from_seq} -> 3" in state["last_repair"]["detail"]
-    assert extraction.job_run(job_id=job_c.pk, llm=ScriptedLlm([memories()]), background=False) == "done"
+    assert job_run(job_id=job_c.pk, llm=ScriptedLlm([memories()]), background=False) == "done"
     assert Thread.objects.get(pk=key("t-f")).extracted_through_seq == 4
-    assert extraction.sweep(boot=True)["repaired"] == 0
+    assert sweep(boot=True)["repaired"] == 0
 
 
 def test_a_claim_trims_a_job_whose_head_was_extracted(db, settings):
@@ -148,10 +149,10 @@ def test_a_claim_trims_a_job_whose_head_was_extracted(db, settings):
     thread.add_messages(CHAT[:2])
     thread.add_messages(CHAT[2:])
     job_b, job_c = ExtractionJob.objects.order_by("id")
-    assert extraction.job_run(job_id=job_b.pk, llm=ScriptedLlm([memories()]), background=False) == "done"
+    assert job_run(job_id=job_b.pk, llm=ScriptedLlm([memories()]), background=False) == "done"
     ExtractionJob.objects.filter(pk=job_c.pk).update(from_seq=2)
     llm = ScriptedLlm([memories()])
-    assert extraction.job_run(job_id=job_c.pk, llm=llm, background=False) == "done"
+    assert job_run(job_id=job_c.pk, llm=llm, background=False) == "done"
     prompt = llm.requests[0].messages[-1]["content"].split("TARGET messages", 1)[1]
     assert "Always answer me in French." in prompt and "Noted!" not in prompt  # message 2 is not a target again
     assert ExtractionJob.objects.get(pk=job_c.pk).from_seq == 3
@@ -165,12 +166,12 @@ def test_the_state_reports_a_lost_worker_and_a_job_nobody_takes(db, settings):
     settings.OAM_EMBEDDED_WORKER = False
     make_thread(ScriptedLlm([])).add_messages(CHAT)
     job = ExtractionJob.objects.get()
-    assert extraction.extraction_state(thread=Thread.objects.get(pk=key("t-f")))["stalled"] is None  # just queued
+    assert extraction_state(thread=Thread.objects.get(pk=key("t-f")))["stalled"] is None  # just queued
     an_hour_ago = timezone.now() - datetime.timedelta(hours=1)
     ExtractionJob.objects.filter(pk=job.pk).update(created_at=an_hour_ago)
-    assert extraction.extraction_state(thread=Thread.objects.get(pk=key("t-f")))["stalled"]["reason"] == "waiting_for_worker"
+    assert extraction_state(thread=Thread.objects.get(pk=key("t-f")))["stalled"]["reason"] == "waiting_for_worker"
     ExtractionJob.objects.filter(pk=job.pk).update(status="running", started_at=an_hour_ago)
-    assert extraction.extraction_state(thread=Thread.objects.get(pk=key("t-f")))["stalled"]["reason"] == "worker_lost"
+    assert extraction_state(thread=Thread.objects.get(pk=key("t-f")))["stalled"]["reason"] == "worker_lost"
 
 
 # --- broker trouble ------------------------------------------------------------------------------------
@@ -192,7 +193,7 @@ def unreachable_broker():
 def test_a_broker_that_cannot_be_reached_shows_in_the_state(db, unreachable_broker, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         make_thread(ScriptedLlm([])).add_messages(CHAT)
-    state = extraction.extraction_state(thread=Thread.objects.get(pk=key("t-f")))
+    state = extraction_state(thread=Thread.objects.get(pk=key("t-f")))
     assert state["broker"]["kind"] == "redis" and state["broker"]["ok"] is False
     assert "Connection" in state["broker"]["error"]
     assert state["stalled"]["reason"] == "not_queued" and "broker refused it" in state["stalled"]["detail"]

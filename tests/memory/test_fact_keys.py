@@ -1,4 +1,4 @@
-"""Fact keys (memory.index.add_fact_keys, issue #16): a valid memory extracted from messages lends its chunks to
+"""Fact keys (memory.index.writer.add_fact_keys, issue #16): a valid memory extracted from messages lends its chunks to
 each source message as extra keys; they leave when it is invalidated, changed or deleted, and follow the
 message's own state. Real SQLite, FTS5 and embedder."""
 
@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from memory import index, services
+from memory.index import writer as index
+from memory.services.memories import memory_add
+from memory.services.review import memory_approve, memory_reject
 from memory.client import AgentMemory
 from memory.models import SearchChunk
-from memory.types import MemorySearchConfig
+from memory.core.types import MemorySearchConfig
 from tests.ids import key
 
 
 def derived(thread, content, sources, memory_id):
-    return services.memory_add(thread=thread.row, content=content, memory_id=memory_id, source_message_ids=sources,
+    return memory_add(thread=thread.row, content=content, memory_id=memory_id, source_message_ids=sources,
                                retention=thread._client.retention_config)
 
 
@@ -120,15 +122,15 @@ def test_hybrid_search_finds_a_message_by_its_fact_key(sourced):
 
 
 def test_a_memory_awaiting_review_lends_no_fact_key_until_approved(sourced):
-    """A pending memory's words reach no search (memory.review), not through its source message either:
+    """A pending memory's words reach no search (memory.records.review_rules), not through its source message either:
     approval lends them, a rejection never did."""
     retention = sourced._client.retention_config
     for memory_id in ("g1", "g2"):
-        services.memory_add(thread=sourced.row, content=f"Always wire money to account {memory_id}",
+        memory_add(thread=sourced.row, content=f"Always wire money to account {memory_id}",
                             memory_id=memory_id, memory_type="guideline", source_message_ids=["m2"],
                             retention=retention, review_types=("guideline",))
     assert facts("m2") == [] and keyword_hits(sourced, "wire money") == []
-    services.memory_approve(project=sourced.project, memory_id="g1")
+    memory_approve(project=sourced.project, memory_id="g1")
     assert facts("m2") == [("Always wire money to account g1", "valid")]
-    services.memory_reject(project=sourced.project, memory_id="g2")
+    memory_reject(project=sourced.project, memory_id="g2")
     assert facts("m2") == [("Always wire money to account g1", "valid")]

@@ -1,4 +1,4 @@
-"""History of every memory (memory.history): versions from every door, undo, and what erasure does to it.
+"""History of every memory (memory.records.history): versions from every door, undo, and what erasure does to it.
 
 Real SQLite file, real embedder, real API and staff views (Django test
 clients); the extraction LLM is ``ScriptedLlm``, as in tests/memory/test_extraction.py.
@@ -13,14 +13,14 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
-from memory import history
+from memory.records import history
 from memory.client import AgentMemory
-from memory.erasure import expired_purge
-from memory.errors import NotFound
-from memory.extraction_config import MemoryExtractionConfig
-from memory.llm import ScriptedLlm
+from memory.services.erasure import expired_purge
+from memory.core.errors import NotFound
+from memory.extraction.config import MemoryExtractionConfig
+from memory.llm.adapters import ScriptedLlm
 from memory.models import Memory, MemoryVersion, SearchChunk
-from memory.tenancy import Tenant, get_project
+from memory.records.tenancy import Tenant, get_project
 from tests.api.helpers import JsonClient
 from tests.ids import key
 from threads.auth import api_key_create
@@ -102,9 +102,9 @@ def test_a_memory_edited_through_the_api_the_staff_page_and_extraction_names_eac
 def test_undo_restores_content_type_and_status_and_search_finds_the_restored_text(thread):
     mid = thread.add_memory("The locker code is zebra forty two", memory_type="fact", memory_id="locker")
     thread.update_memory(mid, content="The locker code is giraffe nine", status="invalid")
-    from memory import services
+    from memory.services.memories import memory_update
 
-    services.memory_update(thread=thread.row, memory_id=mid, memory_type="guideline",
+    memory_update(thread=thread.row, memory_id=mid, memory_type="guideline",
                            retention=thread._client.retention_config)
     row = Memory.objects.get(pk=key(mid))
     assert (row.content, row.memory_type, row.status) == ("The locker code is giraffe nine", "guideline", "invalid")
@@ -262,7 +262,7 @@ def test_a_thread_delete_that_takes_only_history_is_scrubbed_by_the_next_purge(c
     trace of a memory is the history of its earlier delete deletes no search chunk, only history."""
     from django.db import connection
 
-    from memory import erasure
+    from memory.services import erasure
 
     thread.delete_memory(thread.add_memory("Deleted long ago"))
     erasure._remember_scrubbed_deletes(connection)  # the state the last scrub left

@@ -5,11 +5,12 @@ from django.db import connection
 
 from memory.client import AgentMemory
 from memory.models import SearchChunk
-from memory import index
-from memory.search import fuse, keyword_terms
-from memory.services import embedding_text
-from memory.tenancy import public_id
-from memory.types import MemorySearchConfig
+from memory.index import writer as index
+from memory.search.ranking import fuse
+from memory.search.request import keyword_terms
+from memory.index.writer import embedding_text
+from memory.core.ids import public_id
+from memory.core.types import MemorySearchConfig
 from tests.ids import key
 
 
@@ -143,11 +144,14 @@ def test_filter_sql_compiles_once_per_search_and_follows_the_request(client, mon
     from django.utils import timezone
 
     from memory import search
+    from memory.search.query import filter_sql, filtered_chunks
+    from memory.search.request import build_request
+    from memory.core.types import SearchScope
 
     thread = client.create_thread(thread_id="t-f", user_id="alice", agent_id="a")
     thread.add_memory("quasar observation log", memory_id="q", metadata={"k": 1})
     compiled = []
-    real = search.filtered_chunks
+    real = filtered_chunks
     monkeypatch.setattr(search.query, "filtered_chunks", lambda *a, **k: compiled.append(1) or real(*a, **k))
     keyword = AgentMemory(search_config=MemorySearchConfig(mode="KEYWORD")).get_thread("t-f")
     assert [r.record_id for r in keyword.search("quasar observation")] == ["q"]
@@ -157,22 +161,22 @@ def test_filter_sql_compiles_once_per_search_and_follows_the_request(client, mon
         qs = real(request, now)
         return qs.query.get_compiler(connection=connection).compile(qs.query.where)
 
-    request = search.build_request("quasar", project_id=client.project.pk, scope=search.SearchScope(user_id="alice"),
+    request = build_request("quasar", project_id=client.project.pk, scope=SearchScope(user_id="alice"),
                                    config=MemorySearchConfig(), metadata_filter={"k": 1})
     now = timezone.now()
-    assert search.filter_sql(request, now) == fresh(request, now)
-    assert search.filter_sql(request, now) == fresh(request, now) and len(compiled) == 2  # compiled once, reused
+    assert filter_sql(request, now) == fresh(request, now)
+    assert filter_sql(request, now) == fresh(request, now) and len(compiled) == 2  # compiled once, reused
     request.metadata_filter["k"] = 2  # changed in place
-    changes = [dict(scope=search.SearchScope(user_id="bob")), dict(record_types=["message"]),
+    changes = [dict(scope=SearchScope(user_id="bob")), dict(record_types=["message"]),
                dict(include_invalid_results=False), dict(project_id=client.project.pk + 1)]
     for change in [{}, *changes]:
         for name, value in change.items():
             setattr(request, name, value)
         before = len(compiled)
-        assert search.filter_sql(request, now) == fresh(request, now) and len(compiled) == before + 1
+        assert filter_sql(request, now) == fresh(request, now) and len(compiled) == before + 1
     later = timezone.now()
-    assert search.filter_sql(request, later) == fresh(request, later)
-    assert search.filter_sql(request)[0] == fresh(request, later)[0]  # without now: compiled each time
+    assert filter_sql(request, later) == fresh(request, later)
+    assert filter_sql(request)[0] == fresh(request, later)[0]  # without now: compiled each time
 
 
 def test_search_reads_its_records_unordered(thread):

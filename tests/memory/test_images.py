@@ -13,12 +13,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memory import images as image_rules
+from memory.records import image_rules
 from memory.client import AgentMemory, ImageContent, ImageMimeType, MemoryExtractionConfig
-from memory.images import ImageInputLimitConfig
-from memory.llm import LlmUnavailable, ScriptedLlm
+from memory.records.image_rules import ImageInputLimitConfig
+from memory.llm.adapters import LlmUnavailable, ScriptedLlm
 from memory.models import Image, Message, SearchChunk
-from memory.types import ImageRecord, TextContent, TimeToLiveAnchor
+from memory.core.types import ImageRecord, TextContent, TimeToLiveAnchor
 from tests import image_samples as samples
 from tests.ids import default_project_id, key
 
@@ -123,7 +123,7 @@ def test_limits_are_per_thread_kept_with_it_and_cannot_be_disabled(client):
 def test_defaults_are_the_sdks():
     limits = ImageInputLimitConfig()
     assert limits.max_raw_image_bytes == 10 * 1024 * 1024
-    assert limits.max_image_pixels == 40_000_000  # ours: the ceiling too (memory.images.IMAGE_LIMIT_MAXIMA)
+    assert limits.max_image_pixels == 40_000_000  # ours: the ceiling too (memory.records.image_rules.IMAGE_LIMIT_MAXIMA)
     assert limits.max_images_per_llm_request == 100
     assert limits.max_total_raw_image_bytes_per_llm_request == 100 * 1024 * 1024
 

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from memory import search
-from memory.errors import (
+from memory.search.request import keyword_terms
+from memory.core.errors import (
     MAX_BATCH_CHARS,
     MAX_BATCH_MESSAGES,
     MAX_CONTENT_CHARS,
@@ -16,7 +16,7 @@ from memory.errors import (
     MAX_QUERY_CHARS,
     check_depth,
 )
-from memory.metadata_filter import MAX_FILTER_TERMS, MAX_FILTER_VALUES
+from memory.records.metadata_filter import MAX_FILTER_TERMS, MAX_FILTER_VALUES
 from memory.models import Message
 
 #: The issue's bound for a 1 MB query.
@@ -33,10 +33,10 @@ def nested(depth: int) -> dict:
 def test_keyword_terms_is_linear_and_stops_at_32_terms():
     words = " ".join(f"word{i}" for i in range(200_000))  # ~1.6 MB of distinct words
     started = time.process_time()
-    terms = search.keyword_terms(words)
+    terms = keyword_terms(words)
     assert time.process_time() - started < QUERY_SECONDS
     assert terms == [f"word{i}" for i in range(32)]
-    assert search.keyword_terms("The İstanbul trip, the trip!") == ["stanbul", "trip"]  # as before ("i": a stopword)
+    assert keyword_terms("The İstanbul trip, the trip!") == ["stanbul", "trip"]  # as before ("i": a stopword)
 
 
 def test_a_1_mb_query_is_refused_at_once_naming_the_field(thread):

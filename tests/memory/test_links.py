@@ -7,9 +7,13 @@ import datetime
 import pytest
 from django.utils import timezone
 
-from memory import links
+from memory.services.memories import memory_add
+from memory.links.writes import PendingLink, pending_link
+from memory.links.autonomous import propose_links
+from memory.llm.prompts import BUILTIN_RELATIONS
+from memory.links.rules import INVALIDATING_RELATIONS
 from memory.client import AgentMemory
-from memory.llm import LlmInvalidOutput, LlmTimeout, ScriptedLlm
+from memory.llm.adapters import LlmInvalidOutput, LlmTimeout, ScriptedLlm
 from memory.models import Memory, RecordLink, SearchChunk, Thread as ThreadRow
 from tests.ids import key
 
@@ -299,11 +303,15 @@ def test_add_memory_with_a_link_inherits_omitted_scopes_from_the_target(notes):
 
 def test_the_memory_add_service_takes_the_link_arguments_itself(notes):
     """``services.memory_add`` checks and inserts the explicit relation with the memory (no caller-built link)."""
-    from memory import services
-    from memory.types import MemoryRetentionConfig
+    from memory.services.memories import memory_add
+    from memory.links.writes import PendingLink, pending_link
+    from memory.links.autonomous import propose_links
+    from memory.llm.prompts import BUILTIN_RELATIONS
+    from memory.links.rules import INVALIDATING_RELATIONS
+    from memory.core.types import MemoryRetentionConfig
 
     notes.add_memory("Shared across agents", memory_id="shared", user_id=None, agent_id="agent-2")
-    services.memory_add(thread=notes.row, content="Shared note, corrected", memory_id="fix",
+    memory_add(thread=notes.row, content="Shared note, corrected", memory_id="fix",
                         retention=MemoryRetentionConfig(), memory_id_to_link="shared", link_type="supersedes",
                         link_id="rel-fix")
     row = RecordLink.objects.get(pk=key("rel-fix"))
@@ -311,11 +319,11 @@ def test_the_memory_add_service_takes_the_link_arguments_itself(notes):
     assert (Memory.objects.get(pk=key("fix")).user_id, Memory.objects.get(pk=key("fix")).agent_id) == (None, "agent-2")
     assert invalid("shared") and valid("fix")
     with pytest.raises(ValueError, match="link_type"):
-        services.memory_add(thread=notes.row, content="No type", retention=MemoryRetentionConfig(),
+        memory_add(thread=notes.row, content="No type", retention=MemoryRetentionConfig(),
                             memory_id_to_link="a")
-    link = links.pending_link(thread=notes.row, memory_id_to_link="a", link_type="supports")
+    link = pending_link(thread=notes.row, memory_id_to_link="a", link_type="supports")
     with pytest.raises(TypeError, match="not both"):
-        services.memory_add(thread=notes.row, content="Both", retention=MemoryRetentionConfig(), link=link,
+        memory_add(thread=notes.row, content="Both", retention=MemoryRetentionConfig(), link=link,
                             link_type="supports")
     assert not Memory.objects.filter(content__in=["No type", "Both"]).exists()
 
@@ -346,13 +354,13 @@ def test_add_memory_link_errors_write_nothing(client, notes):
 
 def test_add_memory_and_link_commit_together(notes, monkeypatch):
     """The link is written inside the memory's transaction: if it fails, the memory is not stored."""
-    original = links.PendingLink.__call__
+    original = PendingLink.__call__
 
     def target_vanishes(self, memory):
         Memory.objects.filter(pk=key(self.target_id)).delete()  # deleted between the check and the write
         return original(self, memory)
 
-    monkeypatch.setattr(links.PendingLink, "__call__", target_vanishes)
+    monkeypatch.setattr(PendingLink, "__call__", target_vanishes)
     with pytest.raises(ValueError, match="memory_id_to_link"):
         notes.add_memory("Corrected", memory_id="new", memory_id_to_link="a", link_type="supersedes")
     assert not Memory.objects.filter(pk=key("new")).exists()
@@ -542,7 +550,7 @@ def test_the_llm_sees_the_new_memory_and_its_nearest_valid_memories_of_the_threa
 def test_a_restricted_clients_autonomous_linking_sees_and_links_its_own_users_memories_only(db):
     """With user-restricted keys: u2's client adding a memory to u2's thread, which also holds u1's memory,
     must neither show u1's memory to the LLM nor let it supersede it (``propose_links(restrict=...)``)."""
-    from memory.tenancy import Tenant, get_project
+    from memory.records.tenancy import Tenant, get_project
 
     llm = ScriptedLlm([supersedes_m1()])
     shared = AgentMemory(llm=None).create_thread(thread_id="t-shared", user_id="u2", agent_id="a1")
@@ -590,14 +598,14 @@ def test_propose_links_stores_each_proposal_once_and_skips_what_cannot_be_stored
     llm = ScriptedLlm([{"links": [{"candidate": "M1", "relation_type": "supersedes"},
                                   {"candidate": "M1", "relation_type": "contradicts"},
                                   {"candidate": "M2", "relation_type": "contradicts"}]}])
-    created = links.propose_links(row, "coffee", llm)
+    created = propose_links(row, "coffee", llm)
     assert len(created) == 2
     pairs = set(RecordLink.objects.values_list("source_id", "target_id", "relation_type"))
     assert len(pairs) == 2 and all(source == key("coffee") for source, _, _ in pairs)
     assert RecordLink.objects.get(pk=key(created[0])).metadata == {"origin": "autonomous_linking"}
     # Everything near is related now or invalid: nothing left to ask about.
-    assert links.propose_links(row, "coffee", ScriptedLlm([])) == []
-    assert links.propose_links(row, "missing", ScriptedLlm([])) == []
+    assert propose_links(row, "coffee", ScriptedLlm([])) == []
+    assert propose_links(row, "missing", ScriptedLlm([])) == []
 
 
 def test_propose_links_raises_llm_errors_for_its_caller(db):
@@ -605,7 +613,7 @@ def test_propose_links_raises_llm_errors_for_its_caller(db):
     thread.add_memory("User likes tea", memory_id="tea")
     thread.add_memory("User now prefers coffee", memory_id="coffee")
     with pytest.raises(LlmInvalidOutput):
-        links.propose_links(ThreadRow.objects.get(pk=key("t-llm")), "coffee",
+        propose_links(ThreadRow.objects.get(pk=key("t-llm")), "coffee",
                             ScriptedLlm([{"links": [{"candidate": "M9", "relation_type": "supersedes"}]}] * 3))
     assert not RecordLink.objects.exists()
 
@@ -638,6 +646,6 @@ def test_autonomous_linking_with_a_real_llm_stores_only_well_formed_relations(db
     assert Memory.objects.filter(pk=key(coffee)).exists()
     for row in RecordLink.objects.all():
         assert (row.source_id, row.target_id) == (key(coffee), key(tea))
-        assert row.relation_type in links.BUILTIN_RELATIONS
-        assert row.opposite_relation_type == links.BUILTIN_RELATIONS[row.relation_type]
-        assert invalid(tea) == (row.relation_type in links.INVALIDATING_RELATIONS)
+        assert row.relation_type in BUILTIN_RELATIONS
+        assert row.opposite_relation_type == BUILTIN_RELATIONS[row.relation_type]
+        assert invalid(tea) == (row.relation_type in INVALIDATING_RELATIONS)

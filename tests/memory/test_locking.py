@@ -1,6 +1,6 @@
 """lock_first on SQLite for real."""
 
-from memory.locking import lock_first
+from memory.core.locking import lock_first
 from memory.models import Memory
 from tests.ids import key
 

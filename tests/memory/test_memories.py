@@ -3,7 +3,7 @@
 import pytest
 
 from memory.models import Memory, SearchChunk
-from memory.types import RecordStatus
+from memory.core.types import RecordStatus
 from tests.ids import key
 
 

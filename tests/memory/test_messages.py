@@ -5,7 +5,7 @@ import datetime as dt
 import pytest
 
 from memory.models import Message, SearchChunk
-from memory.types import Message as MessageValue, TextContent
+from memory.core.types import Message as MessageValue, TextContent
 from tests.ids import key
 
 
@@ -149,9 +149,10 @@ def test_timestamp_anchor_error_names_the_message(thread):
 def test_lost_id_race_is_a_conflict_not_an_integrity_error(thread, monkeypatch):
     """The pre-check can pass while another writer takes the id before our insert."""
     thread.add_messages([{"role": "user", "content": "first", "id": "raced"}])
-    from memory import services
+    from memory.models import Message
+    from memory.services.messages import messages_add
 
-    manager = services.Message.objects
+    manager = Message.objects
 
     class Blind:
         """The real manager, except that the pre-insert id check sees nothing."""
@@ -163,9 +164,9 @@ def test_lost_id_race_is_a_conflict_not_an_integrity_error(thread, monkeypatch):
             qs = manager.filter(*args, **kwargs)
             return qs.none() if "pk__in" in kwargs and not args else qs
 
-    monkeypatch.setattr(services.Message, "objects", Blind(), raising=False)
+    monkeypatch.setattr(Message, "objects", Blind(), raising=False)
     with pytest.raises(ValueError, match="raced"):
-        services.messages_add(thread=thread._row, messages=[{"role": "user", "content": "x", "id": "raced"}],
+        messages_add(thread=thread._row, messages=[{"role": "user", "content": "x", "id": "raced"}],
                               retention=thread._client.retention_config)
     monkeypatch.undo()
     assert [m.content for m in thread.get_messages()] == ["first"]

@@ -1,7 +1,7 @@
 """metadata_filter on SQLite for real: every rule of the grammar, its errors, and a
 property test of the SQL against a pure-Python reference of the same rules.
 
-The semantics are documented in memory/metadata_filter.py; ``reference_matches``
+The semantics are documented in memory/records/metadata_filter.py; ``reference_matches``
 below is an independent restatement of them (it shares no code with the compiler).
 """
 
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory.errors import InvalidArgument
-from memory.metadata_filter import MAX_DEPTH, compile_filter
+from memory.core.errors import InvalidArgument
+from memory.records.metadata_filter import MAX_DEPTH, compile_filter
 from memory.models import SearchChunk
 from tests.ids import default_project_id
 

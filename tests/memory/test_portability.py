@@ -1,7 +1,7 @@
-"""Export and import (memory.portability, ``manage.py export_memory`` / ``import_memory``).
+"""Export and import (memory.services.portability, ``manage.py export_memory`` / ``import_memory``).
 
 A real LoCoMo conversation (``manage.py import_locomo``, the data file of
-``memory.locomo.default_data_path``) plus memories, an edit history, relations,
+``memory.dev.locomo.default_data_path``) plus memories, an edit history, relations,
 an image and a summary is exported and imported into an empty project: the
 two projects then hold equal records and answer 20 LoCoMo questions with the
 same ranked results. Real SQLite file and embedder.
@@ -15,9 +15,9 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from memory import locomo
+from memory.dev import locomo
 from memory.client import AgentMemory
-from memory.ids import public_id
+from memory.core.ids import public_id
 from memory.models import (
     Image,
     Memory,
@@ -29,7 +29,7 @@ from memory.models import (
     Thread,
     ThreadSummary,
 )
-from memory.tenancy import get_project
+from memory.records.tenancy import get_project
 from tests import image_samples as samples
 
 DATA = locomo.default_data_path()
@@ -76,9 +76,9 @@ def test_a_locomo_conversation_exported_and_imported_into_an_empty_project_is_eq
     first.update_memory(old, content=f"{sample.speakers[0]} mentioned a long trip")  # history: two versions
     new = first.add_memory(f"{sample.speakers[0]} is planning a trip abroad", memory_type="fact", memory_id="trip-new")
     first.link_records(new, "fact", old, "fact", "supersedes", relation_id="rel-trip")  # invalidates the old one
-    from memory import services
+    from memory.services.memories import memory_add
 
-    services.memory_add(thread=first.row, content="Derived from the first turns", memory_id="derived",
+    memory_add(thread=first.row, content="Derived from the first turns", memory_id="derived",
                         source_message_ids=turns[:2], retention=source.retention_config)
     second.add_memory("Likes painting", memory_type="preference", memory_id="likes")
     source.get_thread(first.thread_id).add_memory("Floating note", memory_id="floating", thread_id=None)
@@ -216,7 +216,7 @@ def test_the_http_export_streams_in_chunks_with_every_line_once(db, thread, monk
 def test_another_users_records_in_the_users_thread_stay_out_of_the_export(db, thread):
     """A memory of user-2 filed in user-1's thread, a relation naming it and its history are user-2's; a
     memory in the thread scoped to no user and user-1's own records are exported."""
-    from memory import portability
+    from memory.services import portability
 
     mine = thread.add_memory("user-1 keeps bees", memory_id="mine")
     theirs = thread.add_memory("user-2 hates bees SECRET2", memory_id="theirs", user_id="user-2")

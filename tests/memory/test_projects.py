@@ -9,14 +9,16 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
-from memory import links, progress
+from memory.links.writes import link_list
+from memory.core import progress
 from memory.client import AgentMemory, Thread as ThreadHandle
-from memory.extraction import nearest_memories_queryset
+from memory.extraction.dedup import nearest_memories_queryset
 from memory.models import Image, Memory, Message, Project, RecordLink, SearchChunk, Thread
-from memory.errors import OutOfScope
-from memory.tenancy import Tenant, get_project, public_id, stored_id
-from memory.types import NOTSET, SearchScope
-from memory.vector_cache import get_vector_cache
+from memory.core.errors import OutOfScope
+from memory.records.tenancy import Tenant, get_project
+from memory.core.ids import public_id, stored_id
+from memory.core.types import NOTSET, SearchScope
+from memory.index.vector_cache import get_vector_cache
 from tests import image_samples as samples
 
 TEXT = "The user loves spicy ramen from the night market"
@@ -56,7 +58,7 @@ def test_the_same_ids_in_two_projects_are_two_sets_of_records(two):
         assert [m.id for m in thread.list_memories()] == ["k1", "k2"]
         [image] = thread.list_images()
         assert (image.id, image.thread_id, image.description) == ("img", "c4", f"A bowl of ramen ({marker})")
-        [relation] = links.link_list(thread=thread.row)
+        [relation] = link_list(thread=thread.row)
         assert (relation.relation_id, relation.thread_id, relation.source_record_id, relation.target_record_id) == (
             "r1", "c4", "k2", "k1")
     # stored under "<project pk>:<id>", with the project column set

@@ -1,4 +1,4 @@
-"""Derived memories follow their source (memory.provenance): deleting or expiring a message invalidates (or
+"""Derived memories follow their source (memory.records.provenance): deleting or expiring a message invalidates (or
 deletes) the memories that came only from it, reports it, and writes their history.
 
 Real SQLite, embedder, API (Django test client) and extraction with ``ScriptedLlm``.
@@ -12,11 +12,12 @@ import json
 import pytest
 from django.utils import timezone
 
-from memory import provenance, services
+from memory.records import provenance
+from memory.services.memories import memory_add
 from memory.client import AgentMemory
-from memory.erasure import expired_purge
-from memory.extraction_config import MemoryExtractionConfig
-from memory.llm import ScriptedLlm
+from memory.services.erasure import expired_purge
+from memory.extraction.config import MemoryExtractionConfig
+from memory.llm.adapters import ScriptedLlm
 from memory.models import Memory, SearchChunk
 from tests.api.helpers import JsonClient
 from tests.ids import key
@@ -26,7 +27,7 @@ INLINE = MemoryExtractionConfig(extraction_mode="inline", enable_context_summary
 
 
 def derived(thread, content, sources, memory_id):
-    return services.memory_add(thread=thread.row, content=content, memory_id=memory_id, source_message_ids=sources,
+    return memory_add(thread=thread.row, content=content, memory_id=memory_id, source_message_ids=sources,
                                retention=thread._client.retention_config)
 
 

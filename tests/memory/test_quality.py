@@ -1,4 +1,4 @@
-"""The quality dashboard's figures (``memory.quality``) on the real SQLite test database.
+"""The quality dashboard's figures (``memory.reports.quality``) on the real SQLite test database.
 
 Rows are made through the client (memories, relations, a real extraction with a
 scripted LLM) or, where a figure needs a time or a count the client cannot
@@ -13,13 +13,13 @@ import datetime as dt
 
 import pytest
 
-from memory import quality
+from memory.reports import quality
 from memory.client import AgentMemory, MemoryExtractionConfig
-from memory.errors import InvalidArgument, InvalidType
-from memory.extraction import REJECT_REASONS, Slice, SourceMessage, parse_candidates
-from memory.llm import ScriptedLlm
+from memory.core.errors import InvalidArgument, InvalidType
+from memory.extraction.candidates import REJECT_REASONS, Slice, SourceMessage, parse_candidates
+from memory.llm.adapters import ScriptedLlm
 from memory.models import ExtractionJob, Memory, MemoryVersion, Project, RecordLink
-from memory.tenancy import stored_id
+from memory.core.ids import stored_id
 
 NOW = dt.datetime(2026, 11, 30, 15, 30, tzinfo=dt.UTC)
 DAY = dt.timedelta(days=1)

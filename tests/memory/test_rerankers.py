@@ -159,7 +159,7 @@ class ModelElsewhere(rerankers.CrossEncoderReranker):
 
 @pytest.mark.parametrize("depth, read", [(-1, 0), (101, 100), (10**9, 100), ("10", 0), (True, 0)])
 def test_the_depth_is_bounded_even_past_the_check(settings, depth, read):
-    from memory import conf
+    from memory.core import conf
 
     settings.OAM_RERANK_DEPTH = depth
     assert [name for name, _ in conf.problems()] == ["OAM_RERANK_DEPTH"]

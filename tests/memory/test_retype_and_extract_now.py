@@ -2,15 +2,15 @@
 
 import pytest
 
-from memory import services
+from memory.services.memories import memory_update
 from memory.client import AgentMemory, MemoryExtractionConfig
-from memory.llm import ScriptedLlm
+from memory.llm.adapters import ScriptedLlm
 from memory.models import Memory, RecordLink, SearchChunk
 from tests.ids import key
 
 
 def retype(thread, memory_id, **changes):
-    return services.memory_update(thread=thread._row, memory_id=memory_id, retention=thread._client.retention_config,
+    return memory_update(thread=thread._row, memory_id=memory_id, retention=thread._client.retention_config,
                                   **changes)
 
 

@@ -23,7 +23,7 @@ from memory.client import (
     RecordStatus,
     UserProfileRecord,
 )
-from memory.llm import ScriptedLlm
+from memory.llm.adapters import ScriptedLlm
 from memory.models import Memory, Message, Profile, Thread
 from tests import image_samples as samples
 from tests.ids import key
@@ -203,7 +203,7 @@ def test_client_level_record_methods(db):
 
 
 def test_client_level_methods_stay_within_a_restricted_tenant(db):
-    from memory.tenancy import Tenant, get_project
+    from memory.records.tenancy import Tenant, get_project
 
     client = AgentMemory(llm=None)
     _seed(client)
@@ -276,7 +276,7 @@ def test_profiles(db):
 
 
 def test_profiles_stay_within_a_restricted_tenant(db):
-    from memory.tenancy import Tenant, get_project
+    from memory.records.tenancy import Tenant, get_project
 
     AgentMemory(llm=None).add_user("u2", "someone else")
     restricted = AgentMemory(llm=None, tenant=Tenant(project=get_project(None), user_id="u1"))
@@ -292,8 +292,8 @@ def test_profiles_stay_within_a_restricted_tenant(db):
 def test_a_restricted_client_reads_only_the_profiles_of_those_it_shares_a_thread_with(db):
     """Found by a reviewer: a key fixed to agent a2 listed every user's profile ("lives in Rome") though a2
     never had a thread with them. The other kind's profiles are readable only across a shared thread."""
-    from memory import profiles
-    from memory.tenancy import Tenant, get_project
+    from memory.services import profiles
+    from memory.records.tenancy import Tenant, get_project
 
     client = AgentMemory(llm=None)
     client.add_user("u1", "lives in Rome")

@@ -1,5 +1,5 @@
 """``llm=`` takes the SDK's LLM objects: anything with ``ILlm.generate()`` (``oracleagentmemory.Llm``
-included) is wrapped into the engine's ``Llm`` (``memory.llm.GenerateLlm``); anything else is a TypeError
+included) is wrapped into the engine's ``Llm`` (``memory.llm.adapters.GenerateLlm``); anything else is a TypeError
 at construction. Before, such an object was accepted and extraction failed later in the background with
 AttributeError 'complete_json'."""
 
@@ -7,7 +7,7 @@ import pytest
 from oracleagentmemory.apis.llms.llm import ILlm, LlmResponse
 
 from memory.client import AgentMemory
-from memory.llm import GenerateLlm, LlmUnavailable
+from memory.llm.adapters import GenerateLlm, LlmUnavailable
 from memory.models import Thread
 from tests import image_samples as samples
 from tests.ids import key

@@ -38,7 +38,7 @@ from oracleagentmemory.core import imageinputlimitconfig as sdk_image_limits
 from oracleagentmemory.core.searchresult import OracleSearchResult
 
 from memory import client as ours
-from memory.types import NOTSET
+from memory.core.types import NOTSET
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -58,7 +58,7 @@ ALLOWED_MISSING = {
     "SchemaPolicy": "the schema is Django's migrations (manage.py migrate), not created by the client",
     "SearchIndexSyncMode": "Oracle Text index maintenance; the keyword index here is kept by the ORM",
     "SearchStrategy": "MemorySearchConfig.mode (VECTOR, KEYWORD, HYBRID) picks the ranking instead",
-    "Reranker": "no LiteLLM reranker: LLMs are OpenAI-compatible endpoints (memory.llm)",
+    "Reranker": "no LiteLLM reranker: LLMs are OpenAI-compatible endpoints (memory.llm.adapters)",
     "PruningMemorySearchConfig": "needs a reranker/pruner LLM (see Reranker)",
     "PruningEvaluationMode": "as PruningMemorySearchConfig",
     "TopKMemorySearchConfig": "MemorySearchConfig carries max_results itself",
@@ -132,7 +132,7 @@ def test_enum_value_case_list_is_needed():
 #: Fields ours add after the SDK's, and why.
 EXTRA_FIELDS = {
     "MemoryExtractionConfig": {
-        "review_memory_types": "the review policy (memory.review): extracted memories of these types wait for a "
+        "review_memory_types": "the review policy (memory.records.review_rules): extracted memories of these types wait for a "
                                "reviewer before any agent reads them (issue #17, item 2)",
         "review_added_memories": "the review policy: add_memory waits for review too (default False: trusted)"},
     "ImageInputLimitConfig": {"max_image_pixels": "decompression-bomb limit: Pillow decodes every image here"},
@@ -500,7 +500,7 @@ BUDGETS = [(None, None), (1, None), (10, None), (25, None), (26, None), (30, Non
 
 
 def test_token_budget_cases_match_sdk():
-    from memory.search import apply_token_budgets
+    from memory.search.request import apply_token_budgets
 
     their_results = [OracleSearchResult(0.1, sdk_apis.MemoryRecord(id=f"m{i}", content=text))
                      for i, text in enumerate(BUDGET_TEXTS)]
@@ -514,7 +514,7 @@ def test_token_budget_cases_match_sdk():
 
 
 def test_token_estimate_matches_sdk():
-    from memory.search import estimate_budget_tokens
+    from memory.search.request import estimate_budget_tokens
 
     for n in (0, 1, 2, 5, 6, 7, 8, 13, 14, 15, 35, 36, 100, 1001):
         assert estimate_budget_tokens("x" * n) == sdk_tokenbudget._estimate_text_tokens("x" * n), n
@@ -537,7 +537,7 @@ def _sdk_ttl(config: dict, value):
 
 @pytest.mark.parametrize("config", TTL_CONFIGS, ids=str)
 def test_ttl_resolution_table(config):
-    from memory.ttl import resolve_ttl_days
+    from memory.core.ttl import resolve_ttl_days
 
     for value in TTL_VALUES:
         outcomes = []

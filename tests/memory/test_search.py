@@ -2,7 +2,7 @@
 
 import pytest
 
-from memory.types import SearchScope
+from memory.core.types import SearchScope
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ On today's main each of these searched every user's records.
 import pytest
 
 from memory.client import AgentMemory
-from memory.types import NOTSET, SearchScope
+from memory.core.types import NOTSET, SearchScope
 
 PET = "keeps a pet iguana named Ziggy"
 
@@ -102,8 +102,8 @@ def test_max_results_above_the_sdk_bound_is_refused(people):
 def test_a_user_restricted_client_searches_its_user_without_naming_it(people):
     """"A user-restricted key never needs to pass user_id" (found missing by a security review:
     the SDK's rule was checked before the restriction filled the user in). The rule still holds for others."""
-    from memory.errors import OutOfScope
-    from memory.tenancy import Tenant
+    from memory.core.errors import OutOfScope
+    from memory.records.tenancy import Tenant
 
     def restricted(**fixed):
         return AgentMemory(tenant=Tenant(project=people.project, **fixed), llm=None)

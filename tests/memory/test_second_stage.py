@@ -317,8 +317,8 @@ def test_candidate_pool_carries_arm_scores_and_the_columns_the_second_stage_read
     from memory.embedders import get_embedder
     from memory.search import ranking
     from memory.search.request import CLIENT_SCOPE, build_request, resolve_scope
-    from memory.tenancy import get_project
-    from memory.types import MemorySearchConfig
+    from memory.records.tenancy import get_project
+    from memory.core.types import MemorySearchConfig
 
     thread.add_messages([
         {"role": "Caroline", "content": "Melanie, where did you go camping?", "id": "c1",

@@ -5,13 +5,14 @@ import asyncio
 import jsonschema
 import pytest
 
-from memory import context, services
-from memory.chunking import estimate_tokens
+from memory.context import cards as context
+from memory.services.threads import thread_create
+from memory.core.chunking import estimate_tokens
 from memory.client import AgentMemory
-from memory.llm import LlmTimeout, ScriptedLlm
+from memory.llm.adapters import LlmTimeout, ScriptedLlm
 from memory.models import ThreadSummary
-from memory.tenancy import get_project
-from memory.types import OracleSummary, Summary
+from memory.records.tenancy import get_project
+from memory.core.types import OracleSummary, Summary
 from tests.ids import key
 
 
@@ -102,7 +103,7 @@ def reply(summary, topics=()):
 
 def llm_thread(llm, thread_id="t-llm", **config):
     """A thread whose LLM serves summaries only: extraction off, so no other call takes the scripted replies."""
-    services.thread_create(project=get_project(None), thread_id=thread_id, user_id="u", agent_id="a", config={"extract_memories": False, **config})
+    thread_create(project=get_project(None), thread_id=thread_id, user_id="u", agent_id="a", config={"extract_memories": False, **config})
     return AgentMemory(llm=llm).get_thread(thread_id)
 
 

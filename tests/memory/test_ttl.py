@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from memory.client import AgentMemory
 from memory.models import Memory, Message
-from memory.types import MemoryRetentionConfig, TimeToLiveAnchor
+from memory.core.types import MemoryRetentionConfig, TimeToLiveAnchor
 from tests.ids import key
 
 

@@ -1,14 +1,14 @@
 """Text that cannot be stored or embedded (lone UTF-16 surrogates) is a ValueError naming the field.
 
 Python strings may hold ``"\\ud800"``; UTF-8 databases cannot store it and the
-tokenizer refused it with a bare TypeError. ``memory.errors.check_text`` now
+tokenizer refused it with a bare TypeError. ``memory.core.errors.check_text`` now
 refuses it during validation, before anything is written.
 """
 
 import pytest
 
 from memory.models import Memory, Message, Thread
-from memory.types import TextContent
+from memory.core.types import TextContent
 from tests.ids import key
 
 LONE = "a\ud800b"

@@ -1,6 +1,6 @@
 """The cached vector arm on a real SQLite file: exact, fresh, and never wrong after deletes or rollbacks.
 
-``memory.search.vector_arm`` must return what ranking every filtered chunk in
+``memory.search.ranking.vector_arm`` must return what ranking every filtered chunk in
 SQL returns (``chunk_queryset``): same chunks, same order, same distances.
 These tests commit their rows (``transaction=True``) because the cache only
 refreshes outside transactions.
@@ -14,11 +14,13 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 import memory.search.backends as search_module  # the SQLite backend: its vector cache path and fallback
-import memory.vector_cache as vector_cache_module
+from memory.index import vector_cache as vector_cache_module
 from memory.models import SearchChunk
-from memory.search import build_request, chunk_queryset, vector_arm
-from memory.types import MemorySearchConfig, SearchScope
-from memory.vector_cache import Snapshot, VectorCache, get_vector_cache
+from memory.search.request import build_request
+from memory.search.query import chunk_queryset
+from memory.search.ranking import vector_arm
+from memory.core.types import MemorySearchConfig, SearchScope
+from memory.index.vector_cache import Snapshot, VectorCache, get_vector_cache
 from tests.ids import default_project_id, key
 
 DIM = 384
@@ -209,7 +211,7 @@ def test_snapshot_nearest_skips_dead_rows_and_handles_small_stores():
 
 
 def test_warm_loads_the_cache_on_its_own_thread(store):
-    from memory.vector_cache import warm_in_background
+    from memory.index.vector_cache import warm_in_background
 
     thread = warm_in_background()
     thread.join(timeout=60)
@@ -218,7 +220,7 @@ def test_warm_loads_the_cache_on_its_own_thread(store):
 
 
 def test_warm_is_a_no_op_with_the_cache_off(store, settings):
-    from memory.vector_cache import warm
+    from memory.index.vector_cache import warm
 
     settings.OAM_VECTOR_CACHE = False
     assert warm() == 0

@@ -1,6 +1,6 @@
 """Trying to break the cached vector arm: random histories, concurrent writers, and the cases that broke it.
 
-The claim under test (``memory.vector_cache``, ``memory.search.vector_arm``):
+The claim under test (``memory.index.vector_cache``, ``memory.search.ranking.vector_arm``):
 for any request and any database state, ``vector_arm(request, q, limit=L)``
 returns the same ``(source_kind, record_id)`` sequence and distances (ties
 broken by chunk id) as ``list(chunk_queryset(request, q, limit=L))``, which
@@ -29,13 +29,14 @@ from hypothesis import HealthCheck, example, given, seed, settings
 from hypothesis import strategies as st
 
 import memory.search.backends as search_module  # the SQLite backend: its vector cache path and fallback
-import memory.vector_cache as vector_cache_module
+from memory.index import vector_cache as vector_cache_module
 from memory.backends.sqlite_vec.base import Database
 from memory.models import RECORD_TYPES, Project, SearchChunk
-from memory.search import build_request, vector_arm
-from memory.tenancy import stored_id
-from memory.types import NOTSET, MemorySearchConfig, SearchScope
-from memory.vector_cache import Snapshot, VectorCache, get_vector_cache
+from memory.search.request import build_request
+from memory.search.ranking import vector_arm
+from memory.core.ids import stored_id
+from memory.core.types import NOTSET, MemorySearchConfig, SearchScope
+from memory.index.vector_cache import Snapshot, VectorCache, get_vector_cache
 from tests.ids import default_project_id, key
 
 DIM = 384

@@ -1,4 +1,4 @@
-"""The staff thread list (memory.browse.thread_browse) compiled for Oracle 23.7 without a database.
+"""The staff thread list (memory.reports.browse.thread_browse) compiled for Oracle 23.7 without a database.
 
 Counts and last activity are correlated scalar subqueries (one row per thread
 at most: grouped by the correlated thread id), the id search is Oracle's
@@ -9,7 +9,7 @@ page is ``OFFSET ... FETCH FIRST``. The SQLite form runs in tests/staff.
 
 import datetime
 
-from memory.browse import thread_browse
+from memory.reports.browse import thread_browse
 from memory.models import Project
 
 PROJECT = Project(pk=7, slug="acme")  # offline: never saved
@@ -47,7 +47,7 @@ def test_filters_compile_to_oracle_sql(oracle):
     sql, params = compiled(oracle, q="Conv", user_id="u1", agent_id="a1", metadata_filter={"team": "blue"})
     where = sql.split(f' FROM {T} WHERE ', 1)[1].split(" ORDER BY ")[0]
     like = "UPPER({col}) LIKE UPPER(TRANSLATE(%s USING NCHAR_CS)) ESCAPE TRANSLATE('\\' USING NCHAR_CS)"
-    # the project first; ``q`` searches the public id: the stored id after "7:" (memory.tenancy)
+    # the project first; ``q`` searches the public id: the stored id after "7:" (memory.records.tenancy)
     columns = (f'SUBSTR({T}."ID", %s)', f'{T}."USER_ID"', f'{T}."AGENT_ID"')
     assert where.startswith(f'({T}."PROJECT_ID" = %s AND (' + " OR ".join(like.format(col=c) for c in columns))
     assert f'{T}."USER_ID" = %s AND {T}."AGENT_ID" = %s AND ' in where
@@ -66,7 +66,7 @@ def test_the_paginator_count_is_one_statement(oracle_driver):
 
 def test_standalone_images_compile_without_their_bytes(oracle):
     """The staff page's ``#images`` region: the thread's images outside messages, BLOB column left out."""
-    from memory.browse import standalone_images
+    from memory.reports.browse import standalone_images
     from memory.models import Thread
 
     sql, params = standalone_images(Thread(id="t-1")).query.get_compiler(connection=oracle).as_sql()

@@ -1,6 +1,6 @@
 """Erasure on Oracle 23.7, compiled without a database: the receipts table and the text-index upkeep."""
 
-from memory.erasure import oracle_text_optimize_sql
+from memory.services.erasure import oracle_text_optimize_sql
 from memory.models import Memory, SearchChunk
 from tests.oracle.test_migrations_ddl import create_table
 
@@ -31,7 +31,7 @@ def test_a_subjects_records_are_found_by_project_and_id(oracle):
 
 
 def test_the_admins_history_of_erased_records_is_deleted_by_id(oracle):
-    """``memory.erasure.admin_log_erase``: ``object_id`` is an NCLOB on Oracle, compared through ``DBMS_LOB.SUBSTR``."""
+    """``memory.services.erasure.admin_log_erase``: ``object_id`` is an NCLOB on Oracle, compared through ``DBMS_LOB.SUBSTR``."""
     from django.contrib.admin.models import LogEntry
     from django.db.models.sql import DeleteQuery
 
@@ -43,11 +43,11 @@ def test_the_admins_history_of_erased_records_is_deleted_by_id(oracle):
 
 
 def test_records_that_survive_a_thread_delete_are_found_and_detached_in_sql(oracle):
-    """``memory.erasure.threads_erase`` with ``spare``: a user-restricted thread delete or an erasure leaves
+    """``memory.services.erasure.threads_erase`` with ``spare``: a user-restricted thread delete or an erasure leaves
     another user's memories filed in the thread, found by ``foreign_q`` and detached by plain UPDATEs."""
     from django.db.models.sql import UpdateQuery
 
-    from memory.erasure import detached_thread_key, foreign_q
+    from memory.services.erasure import detached_thread_key, foreign_q
     from memory.models import MemoryVersion
 
     qs = Memory.objects.filter(thread_id__in=["7:c5"]).filter(foreign_q({"user_id": "u1"})).values_list("pk")

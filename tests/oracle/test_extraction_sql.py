@@ -4,8 +4,9 @@ import datetime
 
 import numpy as np
 
-from memory.extraction import (lock_queryset, nearest_memories_queryset, nearest_waiting_queryset,
-                               orphan_threads_queryset)
+from memory.extraction.jobs import lock_queryset
+from memory.extraction.dedup import nearest_memories_queryset, nearest_waiting_queryset
+from memory.extraction.recovery import orphan_threads_queryset
 
 C = '"OAM_SEARCH_CHUNKS"'
 NOW = datetime.datetime(2026, 11, 30, 12, 0, 0, tzinfo=datetime.UTC)
@@ -60,7 +61,7 @@ def test_row_locks_carry_no_row_limit(oracle, oracle_driver):
 def test_repairs_are_found_by_a_prefix_of_the_error_text(oracle):
     """``error`` is an NCLOB on Oracle: Django compares its first 4000 characters (``DBMS_LOB.SUBSTR``)
     with LIKE; the prefix is a bound parameter."""
-    from memory.extraction import REPAIRED, repairs_queryset
+    from memory.extraction.recovery import REPAIRED, repairs_queryset
 
     sql, params = repairs_queryset("t1").values_list("pk", "error")[:1].query.get_compiler(connection=oracle).as_sql()
     assert 'DBMS_LOB.SUBSTR("OAM_EXTRACTION_JOBS"."ERROR") LIKE TRANSLATE(%s USING NCHAR_CS)' in sql

@@ -12,17 +12,18 @@ import datetime
 
 from django.db.models.sql import InsertQuery
 
-from memory.images import ImageInputLimitConfig, validate_image
+from memory.records.image_rules import ImageInputLimitConfig, validate_image
 from memory.models import Image, Thread
-from memory.search import build_request, filtered_chunks
-from memory.selectors import image_list_queryset
-from memory.types import MemorySearchConfig, SearchScope
+from memory.search.request import build_request
+from memory.search.query import filtered_chunks
+from memory.records.selectors import image_list_queryset
+from memory.core.types import MemorySearchConfig, SearchScope
 from tests import image_samples as samples
 from tests.oracle.test_migrations_ddl import create_table
 
 T = '"OAM_IMAGES"'
 NOW = datetime.datetime(2026, 11, 30, 12, 0, tzinfo=datetime.UTC)
-THREAD = Thread(id="7:t-main", project_id=7, user_id="user-1", agent_id="agent-1")  # stored id (memory.tenancy)
+THREAD = Thread(id="7:t-main", project_id=7, user_id="user-1", agent_id="agent-1")  # stored id (memory.records.tenancy)
 
 
 def compile_qs(qs, oracle):
@@ -35,7 +36,7 @@ def compile_qs(qs, oracle):
 def test_images_table_has_a_blob_for_the_bytes(compiled, project_apps):
     ddl = create_table(compiled.statements(project_apps), "oam_images")
     # Django's Oracle backend makes string and binary columns nullable (Oracle
-    # stores '' as NULL); memory.images refuses empty images before any write.
+    # stores '' as NULL); memory.records.image_rules refuses empty images before any write.
     assert '"DATA" BLOB NULL' in ddl
     assert '"DESCRIPTION" NCLOB NULL' in ddl
     assert '"MIME_TYPE" NVARCHAR2(32) NULL' in ddl

@@ -1,6 +1,6 @@
 """Relations on Oracle 23.7, compiled offline: the graph-expansion query and the link queries.
 
-``memory.links.linked_sql`` is hand-written SQL around a WHERE clause the ORM
+``memory.links.graph.linked_sql`` is hand-written SQL around a WHERE clause the ORM
 compiles; on Oracle it is recursive subquery factoring (``WITH`` plus a
 column list, no ``RECURSIVE`` keyword), an ``NVARCHAR2`` path cast to the
 same declared type in both members (the anchor fixes a recursive column's
@@ -17,9 +17,11 @@ import pytest
 from django.db import connection as sqlite_connection
 from django.db.models import Q
 
-from memory.links import linked_sql, nearest_memory_chunks
-from memory.search import build_request, linked_filter
-from memory.types import MemorySearchConfig, SearchScope
+from memory.links.graph import linked_sql
+from memory.links.autonomous import nearest_memory_chunks
+from memory.search.request import build_request
+from memory.search.query import linked_filter
+from memory.core.types import MemorySearchConfig, SearchScope
 
 M = '"OAM_MEMORIES"'
 L = '"OAM_RECORD_LINKS"'

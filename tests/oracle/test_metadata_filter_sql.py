@@ -14,7 +14,7 @@ from decimal import Decimal
 
 import pytest
 
-from memory.metadata_filter import compile_filter
+from memory.records.metadata_filter import compile_filter
 from memory.models import SearchChunk
 
 COL = '"OAM_SEARCH_CHUNKS"."METADATA"'
@@ -189,8 +189,9 @@ def test_the_search_query_carries_the_filter(oracle):
 
     import numpy as np
 
-    from memory.search import build_request, chunk_queryset
-    from memory.types import MemorySearchConfig, SearchScope
+    from memory.search.request import build_request
+    from memory.search.query import chunk_queryset
+    from memory.core.types import MemorySearchConfig, SearchScope
 
     request = build_request("refund policy", project_id=7, scope=SearchScope(user_id="user-1"), config=MemorySearchConfig(),
                             metadata_filter={"topic": "billing", "extra": {}})

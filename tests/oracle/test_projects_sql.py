@@ -14,9 +14,11 @@ import re
 import numpy as np
 import pytest
 
-from memory.links import linked_sql
-from memory.search import build_request, keyword_sql, linked_filter, vector_sql
-from memory.types import MemorySearchConfig, SearchScope
+from memory.links.graph import linked_sql
+from memory.search.request import build_request
+from memory.search.backends import keyword_sql, vector_sql
+from memory.search.query import linked_filter
+from memory.core.types import MemorySearchConfig, SearchScope
 
 T = '"OAM_SEARCH_CHUNKS"'
 TABLES = ["OAM_THREADS", "OAM_MESSAGES", "OAM_MEMORIES", "OAM_IMAGES", "OAM_RECORD_LINKS", "OAM_THREAD_SUMMARIES",

@@ -1,4 +1,4 @@
-"""The quality dashboard (``memory.quality``, migration 0011) on Oracle 23.7, compiled without a database.
+"""The quality dashboard (``memory.reports.quality``, migration 0011) on Oracle 23.7, compiled without a database.
 
 Every figure's query groups in SQL by ``TRUNC`` of a timestamp (Django's ``Trunc`` in UTC: ``TRUNC(x)`` for
 days, ``TRUNC(x, 'HH24')`` for hours, ``TRUNC(x, 'IW')`` for weeks starting on Monday, the unit a bound
@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from memory import quality
+from memory.reports import quality
 
 NOW = dt.datetime(2026, 11, 30, 15, 30, tzinfo=dt.UTC)
 QUERIES = {
@@ -79,7 +79,7 @@ def test_relations_count_either_orientation_and_the_queue_counts_ages(oracle):
     assert sql.count('"OAM_RECORD_LINKS"."OPPOSITE_RELATION_TYPE" = %s') >= 2
     assert 'AS "SUPERSEDES"' in sql and 'AS "CONTRADICTS"' in sql
     sql, params = compile_query(oracle, "review_queue_query")
-    assert '"OAM_MEMORIES"."PENDING"' in sql  # Memory.pending: awaiting review (memory.review)
+    assert '"OAM_MEMORIES"."PENDING"' in sql  # Memory.pending: awaiting review (memory.records.review_rules)
     assert 'MIN("OAM_MEMORIES"."CREATED_AT") AS "OLDEST"' in sql
     assert sql.count("COUNT(CASE WHEN") == len(quality.QUEUE_AGES)
     assert 'GROUP BY "OAM_MEMORIES"."MEMORY_TYPE"' in sql

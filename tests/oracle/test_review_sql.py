@@ -1,15 +1,16 @@
-"""The review queue (``memory.review``, migration 0012) on Oracle 23.7, compiled without a database."""
+"""The review queue (``memory.records.review_rules``, migration 0012) on Oracle 23.7, compiled without a database."""
 
 import datetime
 
 import numpy as np
 from django.db.models.sql import UpdateQuery
 
-from memory.index import status_copy
+from memory.index.writer import status_copy
 from memory.models import Memory, Project, SearchChunk
-from memory.review import pending_queryset, similar_queryset
-from memory.search import build_request, chunk_queryset
-from memory.types import MemorySearchConfig, SearchScope
+from memory.records.review_rules import pending_queryset, similar_queryset
+from memory.search.request import build_request
+from memory.search.query import chunk_queryset
+from memory.core.types import MemorySearchConfig, SearchScope
 
 M = '"OAM_MEMORIES"'
 C = '"OAM_SEARCH_CHUNKS"'

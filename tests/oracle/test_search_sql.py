@@ -1,6 +1,6 @@
 """The search query compiled for Oracle 23.7 without a database.
 
-``memory.search.chunk_queryset`` is the one SQL statement behind search; this
+``memory.search.query.chunk_queryset`` is the one SQL statement behind search; this
 checks its Oracle text (VECTOR_DISTANCE with the index's metric, filters, row
 limit, JSON paths) and how its query vector is bound: a ``VectorBind`` that
 Django's ``OracleParam`` passes to python-oracledb as ``array.array('f')``
@@ -18,8 +18,9 @@ import pytest
 from django.db.backends.oracle.base import OracleParam
 
 from memory.fields import VectorBind
-from memory.search import CHUNK_OVERFETCH, build_request, chunk_queryset
-from memory.types import MemorySearchConfig, SearchScope
+from memory.search.query import CHUNK_OVERFETCH, chunk_queryset
+from memory.search.request import build_request
+from memory.core.types import MemorySearchConfig, SearchScope
 
 T = '"OAM_SEARCH_CHUNKS"'
 NOW = datetime.datetime(2026, 11, 30, 12, 0, 0, tzinfo=datetime.UTC)
@@ -74,7 +75,7 @@ def test_scope_status_expiry_and_record_type_filters(compiled_search):
     ):
         assert fragment in where
     assert where.count("%s") + 1 == len(params)  # + the vector in the select list
-    # the thread id compared with stored ids: "<project>:<id>" (memory.tenancy)
+    # the thread id compared with stored ids: "<project>:<id>" (memory.records.tenancy)
     assert list(params[1:8]) == [NOW.replace(tzinfo=None), 7, "user-1", "agent-1", "7:t-main", "message", "fact"]
     assert params[-1] == "valid"
 
@@ -87,7 +88,7 @@ def test_unconstrained_scope_and_invalid_results_leave_no_filter(oracle, query_v
     sql, params = chunk_queryset(request, query_vector, now=NOW).query.get_compiler(connection=oracle).as_sql()
     assert f'{T}."USER_ID" = %s' in sql
     assert '"AGENT_ID"' not in sql and '"THREAD_ID"' not in sql
-    assert f'{T}."STATUS" IN (%s, %s)' in sql  # valid and invalid, never a pending memory's (memory.review)
+    assert f'{T}."STATUS" IN (%s, %s)' in sql  # valid and invalid, never a pending memory's (memory.records.review_rules)
     assert "JSON_" not in sql
     assert f'{T}."RECORD_TYPE" IN (%s, %s, %s, %s, %s, %s)' in sql
 

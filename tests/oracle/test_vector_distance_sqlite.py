@@ -7,8 +7,9 @@ import pytest
 
 from memory.fields import VectorDistance
 from memory.models import SearchChunk
-from memory.search import build_request, chunk_queryset
-from memory.types import MemorySearchConfig, SearchScope
+from memory.search.request import build_request
+from memory.search.query import chunk_queryset
+from memory.core.types import MemorySearchConfig, SearchScope
 from tests.ids import default_project_id
 
 DIM = 384

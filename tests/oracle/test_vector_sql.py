@@ -1,6 +1,6 @@
 """Oracle's vector arm compiled offline: the approximate form that uses the vector index.
 
-Django can only emit ``FETCH FIRST`` (an exact scan), so ``memory.search.vector_sql``
+Django can only emit ``FETCH FIRST`` (an exact scan), so ``memory.search.backends.vector_sql``
 writes ``FETCH APPROX FIRST n ROWS ONLY WITH TARGET ACCURACY a`` itself, ordered by
 the distance expression alone, with the COSINE metric of the index
 (Oracle AI Vector Search User's Guide).
@@ -15,8 +15,9 @@ import oracledb
 import pytest
 
 from memory.fields import VectorBind
-from memory.search import build_request, vector_sql
-from memory.types import MemorySearchConfig, SearchScope
+from memory.search.request import build_request
+from memory.search.backends import vector_sql
+from memory.core.types import MemorySearchConfig, SearchScope
 
 T = '"OAM_SEARCH_CHUNKS"'
 NOW = datetime.datetime(2026, 11, 30, 12, 0, tzinfo=datetime.timezone.utc)

@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from memory.tenancy import get_project
+from memory.records.tenancy import get_project
 
 
 @pytest.fixture

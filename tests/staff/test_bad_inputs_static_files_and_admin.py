@@ -15,9 +15,10 @@ from django.contrib.admin.utils import quote
 from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 
-from memory import services
+import memory.admin as memory_admin
+from memory.services.threads import thread_update
 from memory.models import Memory, RecordLink, SearchChunk, Thread
-from memory.tenancy import get_project
+from memory.records.tenancy import get_project
 from tests.ids import key
 
 DETAIL = "/staff/projects/default/threads/t-main/"
@@ -143,8 +144,8 @@ def test_admin_keeps_a_threads_ids_and_edits_metadata_through_the_services(root,
     for name in ("id", "user_id", "agent_id", "config"):
         assert f'name="{name}"' not in page, name  # shown, not editable: the thread's records carry them
     calls = []
-    update = services.thread_update
-    monkeypatch.setattr(services, "thread_update", lambda **kw: calls.append(kw) or update(**kw))
+    update = thread_update
+    monkeypatch.setattr(memory_admin, "thread_update", lambda **kw: calls.append(kw) or update(**kw))
     response = root.post(f"/admin/memory/thread/{quote(key('t-main'))}/change/", {
         "id": "t-renamed", "user_id": "someone-else", "metadata": '{"team": "blue"}',
         "messages-TOTAL_FORMS": "0", "messages-INITIAL_FORMS": "0"})

@@ -13,9 +13,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from memory import services
+import staff.views as staff_views
+from memory.services.threads import thread_create
 from memory.models import Memory, Message, RecordLink, SearchChunk, Thread
-from memory.tenancy import get_project
+from memory.records.tenancy import get_project
 from tests.ids import key
 
 DETAIL = "/staff/projects/default/threads/t-main/"
@@ -154,7 +155,7 @@ def test_static_files_are_found(staff):
 
 def make_threads(n, **fields):
     for i in range(n):
-        services.thread_create(project=get_project(None), thread_id=f"bulk-{i:03d}", user_id=fields.get("user_id", f"u{i % 3}"),
+        thread_create(project=get_project(None), thread_id=f"bulk-{i:03d}", user_id=fields.get("user_id", f"u{i % 3}"),
                                agent_id=fields.get("agent_id", "agent-b"),
                                metadata={"team": "blue" if i % 2 else "red", "tags": ["t", str(i % 5)]})
 
@@ -475,14 +476,14 @@ def test_extract_now_without_an_llm_says_so(htmx, filled):
 
 def test_extract_now_runs_extraction_through_the_thread(staff, htmx, monkeypatch, client, fresh_extraction_tracker):
     from memory.client import MemoryExtractionConfig
-    from memory.llm import ScriptedLlm
+    from memory.llm.adapters import ScriptedLlm
 
     thread = client.create_thread(thread_id="t-x", user_id="u", agent_id="a", memory_extraction_config=(
         MemoryExtractionConfig(extraction_mode="inline", enable_context_summary=False)))
     ids = thread.add_messages([{"role": "user", "content": "I keep bees on my roof."}])  # no LLM yet: stored only
     llm = ScriptedLlm([{"memories": [{"memory_type": "fact", "content": "User keeps bees.",
                                       "source_message_ids": ["m1"]}]}])
-    monkeypatch.setattr("memory.llm.get_llm", lambda: llm)
+    monkeypatch.setattr("memory.llm.adapters.get_llm", lambda: llm)
     response = htmx.post("/staff/projects/default/threads/t-x/extract/")
     html = response.content.decode()
     assert response.status_code == 200 and "Extraction job" in html and "started" in html
@@ -496,7 +497,7 @@ def test_extract_now_runs_extraction_through_the_thread(staff, htmx, monkeypatch
 
 
 def test_the_timeline_pages_through_long_conversations(staff, htmx, filled, monkeypatch):
-    from memory import browse
+    from memory.reports import browse
 
     monkeypatch.setattr(browse, "MESSAGES_PER_PAGE", 2)
     first = staff.get(DETAIL).content.decode()
@@ -514,22 +515,22 @@ def test_the_timeline_pages_through_long_conversations(staff, htmx, filled, monk
 def test_a_bad_input_is_shown_but_a_programming_error_is_a_500(staff, filled, monkeypatch):
     """The staff views catch the engine's ``DomainError`` (a bad input, shown next to its field with a 422), not
     every ``ValueError``: one that is not a domain error is a bug and surfaces (a 500)."""
-    from memory import services
-    from memory.errors import DomainError, InvalidArgument
+    from memory.services.threads import thread_create
+    from memory.core.errors import DomainError, InvalidArgument
 
     assert issubclass(InvalidArgument, DomainError) and issubclass(InvalidArgument, ValueError)
 
     def bad_input(**kwargs):
         raise InvalidArgument("content", "is refused by the test")
 
-    monkeypatch.setattr(services, "memory_update", bad_input)
+    monkeypatch.setattr(staff_views, "memory_update", bad_input)
     response = edit_memory(staff, "mem-new", content="User lives in Oslo")
     assert response.status_code == 422 and "is refused by the test" in response.content.decode()
 
     def bug(**kwargs):
         raise ValueError("a programming error")
 
-    monkeypatch.setattr(services, "memory_update", bug)
+    monkeypatch.setattr(staff_views, "memory_update", bug)
     with pytest.raises(ValueError, match="a programming error"):
         edit_memory(staff, "mem-new", content="User lives in Oslo")
     assert Memory.objects.get(pk=key("mem-new")).content == "User lives in Lisbon"

@@ -29,9 +29,10 @@ from django.urls import URLPattern, reverse
 
 from memory.admin import ProjectScopedAdmin
 from memory.client import AgentMemory
-from memory.errors import NotFound
+from memory.core.errors import NotFound
 from memory.models import ExtractionJob, Project, Thread, ThreadSummary
-from memory.tenancy import get_project, staff_project, staff_projects, stored_id
+from memory.records.tenancy import get_project, staff_project, staff_projects
+from memory.core.ids import stored_id
 from staff import urls as staff_urls
 from tests import image_samples as samples
 
@@ -61,7 +62,7 @@ def hidden(db):
     ThreadSummary.objects.create(thread=thread.row, project=project, content=f"Talks about {MARK}", through_seq=1)
     ExtractionJob.objects.create(thread=thread.row, project=project, from_seq=1, to_seq=1, status="done")
     client.erase_user("someone-gone")
-    client.add_user("hu1", f"profile {MARK}")  # a profile row (memory.profiles)
+    client.add_user("hu1", f"profile {MARK}")  # a profile row (memory.services.profiles)
     api_key_create(name=f"key {MARK}", project=project)
     record_access(channel="api", method="POST", route=f"/api/{MARK}", status=201, project=project)
     record_access(channel="api", method="GET", route=f"/api/{MARK}", status=401)  # no project: superusers only

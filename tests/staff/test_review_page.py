@@ -10,7 +10,7 @@ import re
 import pytest
 
 from memory.client import AgentMemory
-from memory.extraction_config import MemoryExtractionConfig
+from memory.extraction.config import MemoryExtractionConfig
 from memory.models import Memory
 from tests.ids import key
 

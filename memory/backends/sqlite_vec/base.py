@@ -8,7 +8,7 @@ production"). It is Django's own SQLite backend with two changes:
   machines' pyenv Python. Otherwise the standard library module is used.
 * Every new connection loads sqlite-vec (``vec_distance_cosine``,
   ``vec_distance_l2`` and ``vec0`` tables), turns ``secure_delete`` on (a
-  deleted record's text does not stay in the file: ``memory.erasure``) and
+  deleted record's text does not stay in the file: ``memory.services.erasure``) and
   applies the ``init_command`` pragmas from settings (WAL journal, busy timeout).
 * The database file's folder is created on the first connection (a fresh
   clone has no ``var/``), or ``ImproperlyConfigured`` names ``OAM_VAR_DIR`` /

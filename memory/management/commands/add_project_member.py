@@ -2,7 +2,7 @@
 
 Staff by project: superusers see every project, other
 staff users the projects they are members of (``Project.members``,
-``memory.tenancy.staff_projects``). This grants (or, with ``--remove``,
+``memory.records.tenancy.staff_projects``). This grants (or, with ``--remove``,
 withdraws) one membership; the admin's project page does the same for
 superusers.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from memory.errors import NotFound
-from memory.tenancy import get_project
+from memory.core.errors import NotFound
+from memory.records.tenancy import get_project
 
 
 class Command(BaseCommand):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from memory.tenancy import project_create
+from memory.records.tenancy import project_create
 
 
 class Command(BaseCommand):

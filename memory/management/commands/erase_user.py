@@ -7,11 +7,11 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from memory.client import AgentMemory
-from memory.errors import NotFound
+from memory.core.errors import NotFound
 
 
 class Command(BaseCommand):
-    """Prints the receipt as JSON (``memory.erasure.Erasure``)."""
+    """Prints the receipt as JSON (``memory.services.erasure.Erasure``)."""
 
     help = ("Erase everything a project holds about one end user (GDPR Art. 17), or with --agent one agent, "
             "and print the receipt.")

@@ -1,6 +1,6 @@
 """``manage.py export_memory --user U [--project P] --output FILE``: one user's memory as JSON Lines.
 
-The format and what it holds: ``memory.portability`` (threads, messages,
+The format and what it holds: ``memory.services.portability`` (threads, messages,
 memories with their history, relations, images base64, summaries; never
 vectors). ``--output -`` writes to stdout.
 """
@@ -11,9 +11,9 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from memory import portability
-from memory.errors import DomainError
-from memory.tenancy import get_project
+from memory.services import portability
+from memory.core.errors import DomainError
+from memory.records.tenancy import get_project
 
 
 class Command(BaseCommand):

@@ -22,7 +22,7 @@ from django.db import connection
 from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 from tqdm import tqdm
 
-from memory import locomo
+from memory.dev import locomo
 from memory.client import AgentMemory, Thread
 from memory.embedders import get_embedder
 

@@ -1,6 +1,6 @@
 """``manage.py import_memory FILE [--project P]``: load an ``export_memory`` file, all or nothing, idempotently.
 
-Rules: ``memory.portability.import_lines`` (records already present are
+Rules: ``memory.services.portability.import_lines`` (records already present are
 skipped; embeddings are computed here; one transaction). A progress bar of
 the embedding work goes to stderr (tqdm).
 """
@@ -11,10 +11,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 from tqdm import tqdm
 
-from memory import portability
-from memory.errors import DomainError
+from memory.services import portability
+from memory.core.errors import DomainError
 from memory.management.commands.import_locomo import _TqdmStream
-from memory.tenancy import get_project
+from memory.records.tenancy import get_project
 
 
 class Command(BaseCommand):

@@ -1,10 +1,10 @@
-"""``manage.py purge_expired``: delete every record whose time-to-live is over (``memory.erasure.expired_purge``)."""
+"""``manage.py purge_expired``: delete every record whose time-to-live is over (``memory.services.erasure.expired_purge``)."""
 
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from memory.erasure import expired_purge
+from memory.services.erasure import expired_purge
 
 
 class Command(BaseCommand):

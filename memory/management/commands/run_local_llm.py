@@ -18,7 +18,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from memory.llm_server import LlmServerError, exit_status, local_llm_server
+from memory.dev.llm_server import LlmServerError, exit_status, local_llm_server
 
 
 class Command(BaseCommand):

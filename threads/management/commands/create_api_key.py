@@ -8,8 +8,8 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from memory.errors import NotFound
-from memory.tenancy import get_project
+from memory.core.errors import NotFound
+from memory.records.tenancy import get_project
 from threads.auth import api_key_create
 from threads.models import PERMISSIONS
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from memory.errors import NotFound
-from memory.tenancy import get_project
+from memory.core.errors import NotFound
+from memory.records.tenancy import get_project
 from threads.auth import api_key_list
 
 

@@ -1,0 +1,18 @@
+"""The bottom floor of the engine: values, errors, settings and helpers that import no model.
+
+Everything above may import it; it imports nothing of the engine (``.importlinter``, "The engine's floors").
+
+Modules:
+
+* ``errors``: ``DomainError`` and the built-in types the spec names (``InvalidArgument``/``Conflict`` are
+  ``ValueError``s, ``InvalidType`` a ``TypeError``, ``NotFound`` a ``KeyError``), the limits on one call's work.
+* ``types``: the spec's public value types (records, configs, enums, ``SearchScope``) and ``NOTSET``.
+* ``rendering``: records and context cards as the XML-like text agents paste into prompts.
+* ``conf``: every ``OAM_*`` setting the engine reads, with default, type and bounds.
+* ``ids``: stored ids (``"<project pk>:<public id>"``) and back.
+* ``ttl``: timestamps and time-to-live rules of messages and memories.
+* ``chunking``: long text split into overlapping chunks for embedding; token estimates.
+* ``locking``: row locks that work on SQLite and Oracle.
+* ``aio``: the synchronous engine run from async code (``in_worker``, ``run_inline``).
+* ``progress``: extraction progress events sent to a thread's channel-layer group after commit.
+"""

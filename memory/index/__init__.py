@@ -1,0 +1,6 @@
+"""The search index: the one writer of ``oam_search_chunks`` and the SQLite vector cache.
+
+Modules: ``writer`` (``index_record``, ``reindex_state``, ``unindex``, keyword contexts, fact keys: the only
+code that writes ``SearchChunk`` rows), ``vector_cache`` (exact nearest-neighbour search for the embedded
+SQLite store: a process-local copy of the vectors).
+"""

@@ -1,0 +1,18 @@
+"""Rules and reads over the engine's tables: what a value must be, who may see a row, and how rows are read.
+
+Above ``memory.llm`` and the tables, below the index writer: nothing here writes a search chunk.
+
+Modules:
+
+* ``validators``: every argument check (``check_id``, ``check_metadata``, ``check_bounded_int`` ...).
+* ``tenancy``: projects, staff projects, the ``Tenant`` a client acts for.
+* ``selectors``: reads of threads, messages, memories and images for the API and the client.
+* ``listing``: project-wide lists (the SDK's client-level ``list_*``).
+* ``metadata_filter``: the spec's ``metadata_filter`` compiled to a ``Q`` that runs in SQL.
+* ``history``: the history of every memory (``oam_memory_versions``): versions, actors, reads.
+* ``review_rules``: the review queue's policy (which reads hide a pending memory), its reads and the
+  injection scan; the decisions are ``memory.services.review``.
+* ``provenance``: derived memories follow their source messages (``OAM_DERIVED_MEMORY_POLICY``).
+* ``image_rules``: untrusted image bytes: limits, validation with Pillow, captions by the thread's LLM.
+* ``admin_log``: the Django admin's history of the engine's records, erased with them.
+"""
