@@ -1,6 +1,6 @@
 """The JSON API router: threads, messages, memories, images, relations, search, summaries and context cards over HTTP.
 
-Each operation parses the body (``threads.schemas``), makes one call into
+Each operation parses the body (``threads.schemas``, one module per resource), makes one call into
 ``memory`` (``memory.client`` for spec methods, ``memory.services`` where the
 client has none), and shapes the answer. Only the keys a client sent are
 forwarded (``model_dump(exclude_unset=True)``), so an omitted key is ``NOTSET``
@@ -57,29 +57,16 @@ from threads.auth import (
     api_key_tenant,
     permits,
 )
-from threads.schemas import (
-    ContextCardIn,
-    ContextCardOut,
-    ErasureOut,
-    ErrorOut,
-    ExtractionStateOut,
-    ImageFormIn,
-    ImageGetQuery,
-    ImageIn,
-    ImageListQuery,
-    ImageOut,
-    ImagePatchIn,
-    KeyCreatedOut,
-    KeyIn,
-    KeyOut,
-    LinkIn,
-    LinkListQuery,
-    LinkPatchIn,
-    LinkTupleQuery,
-    MemoryIn,
-    MemoryListQuery,
-    MemoryOut,
-    MemoryPatchIn,
+from threads.schemas.common import ErrorOut, ValidationErrorOut
+from threads.schemas.context import ContextCardIn, ContextCardOut, SummaryOut, SummaryQuery
+from threads.schemas.erasure import ErasureOut
+from threads.schemas.extraction import ExtractionStateOut
+from threads.schemas.history import MemoryRestoreOut, MemoryVersionOut
+from threads.schemas.images import ImageFormIn, ImageGetQuery, ImageIn, ImageListQuery, ImageOut, ImagePatchIn
+from threads.schemas.keys import KeyCreatedOut, KeyIn, KeyOut
+from threads.schemas.links import LinkIn, LinkListQuery, LinkPatchIn, LinkTupleQuery, RelationOut
+from threads.schemas.memories import MemoryIn, MemoryListQuery, MemoryOut, MemoryPatchIn
+from threads.schemas.messages import (
     MessageGetQuery,
     MessageIdsOut,
     MessageListQuery,
@@ -87,29 +74,18 @@ from threads.schemas import (
     MessagePatchIn,
     MessagesIn,
     PagedMessageOut,
-    ProfileIn,
-    ProfileOut,
-    ProfileQuery,
-    ProjectImageListQuery,
-    ProjectListQuery,
-    RelationOut,
-    SearchIn,
-    SearchResultOut,
-    SummaryOut,
-    SummaryQuery,
-    ThreadIn,
-    ThreadOut,
-    ThreadPatchIn,
-    ValidationErrorOut,
 )
-from threads.schemas import MemoryRestoreOut, MemoryVersionOut  # memory history
-from threads.schemas import (  # the review queue
+from threads.schemas.profiles import ProfileIn, ProfileOut, ProfileQuery
+from threads.schemas.records import ProjectImageListQuery, ProjectListQuery
+from threads.schemas.review import (
     ReviewApproveIn,
     ReviewDecisionOut,
     ReviewItemOut,
     ReviewListQuery,
     ReviewRejectIn,
 )
+from threads.schemas.search import SearchIn, SearchResultOut
+from threads.schemas.threads import ThreadIn, ThreadOut, ThreadPatchIn
 
 router = Router(tags=["threads"])
 
