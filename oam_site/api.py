@@ -27,12 +27,15 @@ that ninja puts after ``"body"`` (``OamNinjaAPI.validation_error_from_error_cont
 The OpenAPI schema documents, besides each route's own responses, 401 and 403
 on every operation (all need a key, with a permission) and 413 on those with a
 body (``OamNinjaAPI.get_openapi_schema``). Routes need ``write`` unless they
-say otherwise (``threads.api``: ``READ``, ``ADMIN``).
+say otherwise (``threads.api.common``: ``READ``, ``ADMIN``). An operationId is
+``threads_api_<function>`` whichever module of ``threads.api`` holds the route
+(``OamNinjaAPI.get_openapi_operation_id``).
 
 Docs (Swagger UI, served with its assets by the app itself) are at ``/api/docs`` and the schema at
 ``/api/openapi.json``; both answer without a key.
 
-The operations are ``async def`` (``threads.api``). ``api_urls`` mounts them,
+The operations are ``async def`` (``threads.api``, one router per resource joined in
+``threads.api.routes``). ``api_urls`` mounts them,
 or with ``OAM_API_SYNC`` the same operations as sync views (the old way, kept
 for ``bench/api_load.py`` to compare): Django then runs each request's whole
 operation in one worker thread, each ``memory.core.aio.in_worker`` it awaits called
@@ -57,7 +60,7 @@ from ninja.parser import Parser
 from memory.core.aio import run_inline
 from memory.core.errors import Conflict, InvalidArgument, InvalidType, NotFound, OutOfScope
 from memory.llm.adapters import LlmError, LlmUnavailable
-from threads.api import router as threads_router
+from threads.api.routes import router as threads_router
 from threads.auth import ApiKeyAuth, KeyForbidden
 from threads.json_body import InvalidJsonBody, parse_json_body
 from threads.throttling import ApiKeyRateThrottle, seconds_to_next_window
@@ -91,6 +94,18 @@ def _is_union_tag(part) -> bool:
 
 class OamNinjaAPI(NinjaAPI):
     """``NinjaAPI`` whose OpenAPI schema also documents the statuses every operation shares (see module doc)."""
+
+    def get_openapi_operation_id(self, operation) -> str:
+        """The package of the route's module and the function's name: ``threads_api_thread_create`` for
+        ``threads.api.threads.thread_create``.
+
+        ninja's default takes the whole module path, so moving a route between
+        the resource modules of ``threads.api`` would rename its operation (and
+        the method a client generated from the schema calls).
+        """
+        module = operation.view_func.__module__
+        package = module.rpartition(".")[0] or module
+        return f"{package}_{operation.view_func.__name__}".replace(".", "_")
 
     def validation_error_from_error_contexts(self, error_contexts: list[ValidationErrorContext]) -> ValidationError:
         """ninja's 422 with each body error's ``loc`` as ``["body", field, ...]``.

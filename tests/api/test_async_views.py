@@ -36,14 +36,14 @@ from oam_site.api import api, api_urls
 from tests.api.helpers import add_messages, items
 from tests.browser.harness import ROOT, ScriptedLlmServer, server_env, start_daphne, stop_process
 from tests.image_samples import png
-from threads.api import router
+from threads.api.routes import ROUTERS
 
 #: Generous bounds: nothing here is timed, these only keep a broken server from hanging the run.
 TIMEOUT = 60
 
 
 def test_every_operation_is_async_def():
-    operations = [op for view in router.path_operations.values() for op in view.operations]
+    operations = [op for router in ROUTERS for view in router.path_operations.values() for op in view.operations]
     assert operations
     for op in operations:
         assert op.is_async and inspect.iscoroutinefunction(op.view_func), op.view_func.__name__

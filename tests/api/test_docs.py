@@ -19,3 +19,18 @@ def test_the_docs_page_uses_the_apps_own_swagger_ui_and_no_other_host(anon):
 def test_the_schema_answers_without_a_key(anon):
     resp = anon.get("/api/openapi.json")
     assert resp.status_code == 200 and resp.json()["info"]["title"] == "OAM Site API"
+
+
+def test_operation_ids_name_the_api_package_and_tags_the_resource_router(anon):
+    """An operationId is ``threads_api_<function>`` whichever resource module holds the route (so moving a route
+    between modules renames nothing a generated client calls); each operation is tagged with its router's tag."""
+    from threads.api.routes import ROUTERS
+
+    expected = {}
+    for router in ROUTERS:
+        for view in router.path_operations.values():
+            for op in view.operations:
+                expected[f"threads_api_{op.view_func.__name__}"] = router.tags
+    operations = [op for ops in anon.get("/api/openapi.json").json()["paths"].values() for op in ops.values()]
+    assert len(operations) == len(expected) == 53
+    assert {op["operationId"]: op["tags"] for op in operations} == expected

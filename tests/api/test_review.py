@@ -1,4 +1,4 @@
-"""The review queue over HTTP (threads/api.py: ``/api/review/memories``): a write key lists, approves, edits then
+"""The review queue over HTTP (threads/api/review.py: ``/api/review/memories``): a write key lists, approves, edits then
 approves, and rejects; each decision is a history entry naming the key; errors are 404/409/422 JSON naming the
 field. Cross-tenant cases live in tests/api/test_cross_tenant.py."""
 

@@ -196,7 +196,7 @@ def test_an_admin_key_exports_over_http_and_the_file_imports(db, tmp_path, threa
 def test_the_http_export_streams_in_chunks_with_every_line_once(db, thread, monkeypatch):
     """More lines than a chunk holds: the answer arrives in several chunks and the lines are the command's."""
     from tests.api.helpers import JsonClient
-    from threads import api as api_module
+    from threads.api import export as api_module
     from threads.auth import api_key_create
 
     monkeypatch.setattr(api_module, "EXPORT_LINES_PER_CHUNK", 3)

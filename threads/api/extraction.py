@@ -1,0 +1,29 @@
+"""Where a thread's extraction stands, optionally after a long poll until its jobs are done."""
+
+from django.http import HttpRequest
+from ninja import Query, Router
+
+from memory.core.aio import in_worker
+from memory.extraction import waiting
+from memory.extraction.recovery import extraction_state
+from threads.api.common import INVALID, NOT_FOUND, READ, thread_for
+from threads.schemas.extraction import ExtractionStateOut
+
+
+router = Router(tags=["extraction"])
+
+
+@router.get("/threads/{thread_id}/extraction", auth=READ, response={200: ExtractionStateOut, **NOT_FOUND, **INVALID})
+async def thread_extraction(request: HttpRequest, thread_id: str,
+                            wait: float = Query(None, ge=0, le=waiting.MAX_EXTRACTION_WAIT_SECONDS, description=(
+                                "Seconds (0-60) to wait, first, until none of the thread's extraction jobs is "
+                                "queued or running (SDK wait_for_memory_extraction); the answer's settled says "
+                                "whether it came to that."))):
+    """The thread's extraction state: watermark, last message seq, pending messages and jobs, the last
+    job (counts, seconds, error) and the stored config. Live progress: ``/ws/threads/{thread_id}/extraction/``.
+    With ``wait``, a long poll: answers as soon as the thread's queued and running jobs are done (failed
+    ones count as done), or when ``wait`` seconds have passed (``settled`` false)."""
+    thread = await thread_for(request, thread_id)
+    settled = None if wait is None else await waiting.wait_until_settled(thread.row.pk, wait)
+    state = await in_worker(extraction_state, thread=thread.row)
+    return {**state, "settled": settled}

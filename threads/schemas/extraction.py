@@ -1,0 +1,70 @@
+"""Bodies of ``threads/api/extraction.py``: where a thread's extraction stands (jobs, stalls, repairs, broker)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ninja import Field, Schema
+
+
+class ExtractionJobOut(Schema):
+    """One extraction pass over messages ``from_seq``..``to_seq`` of a thread."""
+
+    job_id: int
+    trigger: str = Field(description="add_messages, or update_message for a re-extraction.")
+    status: str = Field(description="queued, running, done or failed.")
+    from_seq: int
+    to_seq: int
+    attempts: int
+    memories_created: int
+    memories_linked: int
+    seconds: float
+    llm_seconds: float
+    error: str | None
+    created_at: str
+    finished_at: str | None
+
+
+class ExtractionStallOut(Schema):
+    """A queue that is not advancing (``memory.extraction.recovery.queue_stall``)."""
+
+    reason: str = Field(description="worker_lost, blocked, not_queued or waiting_for_worker.")
+    job_id: int
+    detail: str
+    since: str
+
+
+class ExtractionRepairOut(Schema):
+    """A repair of the queue by the sweep (``memory.extraction.recovery.queue_repair``)."""
+
+    job_id: int
+    detail: str
+
+
+class BrokerStatusOut(Schema):
+    """Whether the server reaches the Dramatiq broker now (``memory.tasks.broker_status``)."""
+
+    kind: str = Field(description="redis, rabbitmq or in-process.")
+    ok: bool | None = Field(description="null: not checked (RabbitMQ).")
+    error: str | None
+
+
+class ExtractionStateOut(Schema):
+    """Where a thread's extraction stands: messages up to ``watermark`` have been handed to extraction."""
+
+    thread_id: str
+    enabled: bool = Field(description="Extraction on and an LLM configured for this server.")
+    mode: str
+    watermark: int
+    last_message_seq: int
+    pending_messages: int = Field(description="Live messages after the watermark.")
+    queued_jobs: int
+    running_jobs: int
+    last_job: ExtractionJobOut | None
+    stalled: ExtractionStallOut | None = Field(description="Why the queue is not advancing; null when it is.")
+    last_repair: ExtractionRepairOut | None = Field(description="The sweep's latest repair of this thread's queue.")
+    broker: BrokerStatusOut
+    config: dict[str, Any]
+    settled: bool | None = Field(
+        None, description="With ?wait: true when no job of the thread was queued or running at the answer, "
+                          "false when the wait ran out first; null without ?wait.")

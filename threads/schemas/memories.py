@@ -1,0 +1,83 @@
+"""Bodies of ``threads/api/memories.py``: a memory in and out, its update and list filter (``MemoryOut`` is also
+every other resource's memory)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from ninja import Field, Schema
+from pydantic import StrictBool
+
+from memory.core.types import RecordStatus, TimeToLiveAnchor
+from memory.llm.prompts import BUILTIN_RELATIONS
+from threads.schemas.common import InSchema, MemoryType, Metadata, TtlDays
+
+
+BuiltinRelationType = Literal[tuple(BUILTIN_RELATIONS)]  # type: ignore[valid-type]  # supersedes, contradicts, ...
+
+
+class MemoryIn(InSchema):
+    """Store a manual memory. Omitted scope ids inherit the thread's."""
+
+    content: str
+    memory_type: MemoryType = "memory"
+    memory_id: str = Field(None, description="Omit for a generated UUID.")
+    user_id: str | None = Field(None, description="Omit to inherit the thread's user id.")
+    agent_id: str | None = Field(None, description="Omit to inherit the thread's agent id.")
+    thread_id: str | None = Field(
+        None, description="Omit to use this thread; another value makes the memory not this thread's."
+    )
+    metadata: Metadata = None
+    timestamp: str | None = Field(None, description="Event time; ISO-8601 when TTL is anchored on it.")
+    ttl_days: TtlDays = Field(None, description="Omit for the default TTL; null for the maximum (or no expiry).")
+    ttl_anchor: TimeToLiveAnchor = TimeToLiveAnchor.CREATED_AT
+    status: RecordStatus = RecordStatus.VALID
+    autonomous_linking: StrictBool = Field(
+        None, description="Let the thread's LLM relate the new memory to its nearest memories; omit: on when "
+        "there is an LLM."
+    )
+    memory_id_to_link: str = Field(
+        None, description="With link_type: also store a relation from the new memory to this memory of the "
+        "thread (one transaction); omitted scope ids then inherit from it."
+    )
+    link_type: BuiltinRelationType = Field(None, description="With memory_id_to_link: the relation's type.")
+    link_id: str = Field(None, description="Id of the explicit relation; omit for a generated UUID.")
+    link_timestamp: str | None = Field(None, description="Timestamp stored on the explicit relation.")
+    link_metadata: Metadata = Field(None, description="Metadata stored on the explicit relation.")
+
+
+class MemoryPatchIn(InSchema):
+    """Update a memory owned by this thread. Omitted fields keep their stored values."""
+
+    content: str = Field(None, description="Replacement content.")
+    metadata: Metadata = Field(None, description="Replaces the stored metadata (no deep merge); null clears it.")
+    timestamp: str | None = Field(None, description="Replacement event time; null clears it.")
+    ttl_days: TtlDays = Field(None, description="Expiry refresh; null for the maximum (or no expiry).")
+    ttl_anchor: TimeToLiveAnchor = Field(
+        TimeToLiveAnchor.CREATED_AT, description="Anchor of an expiry refresh (given alone: default TTL)."
+    )
+    status: RecordStatus = Field(None, description="Replacement status.")
+
+
+class MemoryListQuery(Schema):
+    """Filter of the memory listing."""
+
+    memory_type: MemoryType | None = None
+
+
+class MemoryOut(Schema):
+    """A stored memory-like record. ``timestamp`` falls back to the creation time."""
+
+    record_type: MemoryType
+    id: str
+    memory_type: MemoryType
+    content: str
+    user_id: str | None
+    agent_id: str | None
+    thread_id: str | None
+    timestamp: str | None
+    metadata: dict[str, Any]
+    status: str
+    created_at: str | None
+    expires_at: str | None
+    source_message_ids: list[str]

@@ -1,0 +1,21 @@
+"""Bodies of ``threads/api/records.py``: filters of the project-wide lists of messages, memories and images."""
+
+from __future__ import annotations
+
+from ninja import Field, Schema
+
+
+class ProjectListQuery(Schema):
+    """Filters of a project-wide list (SDK ``list_messages``/``list_memories``/``list_images``): each scope
+    field omitted is no filter, given matches exactly; ``metadata_filter`` is JSON text (the search grammar)."""
+
+    user_id: str = Field(None, description="Only records of this user.")
+    agent_id: str = Field(None, description="Only records of this agent.")
+    thread_id: str = Field(None, description="Only records of this thread.")
+    metadata_filter: str = Field(None, description="A metadata filter as JSON text (the search grammar).")
+
+
+class ProjectImageListQuery(ProjectListQuery):
+    """``ProjectListQuery`` with an image id (standalone images only, as the SDK's client-level list)."""
+
+    image_id: str = Field(None, description="Only this image.")
