@@ -28,21 +28,30 @@ def test_the_import_contracts_are_kept():
     assert "0 broken" in result.stdout
 
 
-def _floors() -> list[str]:
-    """The modules the engine-floors contract of ``.importlinter`` names, in order."""
+def _layers(contract: str) -> list[str]:
+    """The modules a layers contract of ``.importlinter`` names, in order."""
     import configparser
 
     parser = configparser.ConfigParser()
     parser.read(ROOT / ".importlinter")
-    layers = parser["importlinter:contract:engine-floors"]["layers"].split("\n")
+    layers = parser[f"importlinter:contract:{contract}"]["layers"].split("\n")
     return [module.strip() for layer in layers for module in layer.split("|") if module.strip()]
+
+
+def _floors() -> list[str]:
+    """The modules the engine-floors contract names, top to bottom."""
+    return _layers("engine-floors")
 
 
 def _fake_tree(tmp_path: Path, files: dict[str, str]) -> Path:
     """A tree with every package and module the contracts name, empty, plus ``files``."""
-    for package in ["oam_site", "threads", "staff", *(m.replace(".", "/") for m in _floors())]:
-        (tmp_path / package).mkdir(parents=True, exist_ok=True)
-        (tmp_path / package / "__init__.py").write_text("")
+    named = [*_floors(), *_layers("api-resources")]
+    for module in ["oam_site", "threads", "staff", *named]:
+        parts = module.split(".")
+        for depth in range(1, len(parts) + 1):  # the package and every one above it
+            package = tmp_path.joinpath(*parts[:depth])
+            package.mkdir(exist_ok=True)
+            (package / "__init__.py").touch()
     for path, text in files.items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text)
@@ -63,6 +72,9 @@ FLOORS = "The engine's floors, top to bottom (docs/architecture.md) BROKEN"
       "memory/services/memories.py": ""}, FLOORS),
     # two packages of one floor never import each other
     ({"memory/extraction/dedup.py": "from memory.context import cards\n", "memory/context/cards.py": ""}, FLOORS),
+    # a resource router of the JSON API never imports another one
+    ({"threads/api/search/__init__.py": "from threads.api.memories import router\n"},
+     "JSON API: routes -> resource routers, each alone -> common -> schemas BROKEN"),
 ])
 def test_the_contracts_fail_on_an_upward_import_or_a_cycle(tmp_path, files, contract):
     result = lint_imports(_fake_tree(tmp_path, files))
