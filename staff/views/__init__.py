@@ -16,11 +16,22 @@ One module per resource, routed by ``staff/urls.py``:
 - ``review``: the review queue and its decisions.
 
 Thin edges (docs/architecture.md, "Layers"): parse the form, make one call into
-``memory`` (``memory.client`` spec methods, the same the JSON API uses, or
-``memory.services``), render. Reads go through ``memory.reports`` (``browse``,
-``quality``) and ``memory.records``. Every page works without JavaScript (forms
-post, then redirect back); with htmx a form swaps only its region (one view serves
-the page and its fragment, ``"page.html#region"`` when ``request.htmx``).
+``memory`` (the door below), render. Reads go through ``memory.reports``
+(``browse``, ``quality``) and ``memory.records``. Every page works without
+JavaScript (forms post, then redirect back); with htmx a form swaps only its
+region (one view serves the page and its fragment, ``"page.html#region"`` when
+``request.htmx``).
+
+The door of a write: a view calls ``memory.client``, the ``Thread`` handle
+``open_thread`` opens (``handle.api``) or an ``AgentMemory``, the spec methods
+the JSON API calls too; the client does the restricted-key checks that a direct
+service call must remember. A view calls a service only where the client has
+no method that does the same, gives it the tenant as the client would
+(``allows=Tenant.allows``) and says why in a comment: the memory edit
+(``memories.memory_edit``: the client cannot retype a memory) and the review
+decisions (``review``: the client has none). Staff act for a whole project (an
+unrestricted ``Tenant``); the staff user is the actor of the history entries
+every write makes (``staff_required``).
 
 Errors: the ``memory.core.errors.DomainError`` (a ``ValueError``/``TypeError``/``KeyError``
 naming its field) that ``memory`` raises is shown next to the field it names

@@ -1,4 +1,9 @@
-"""A thread's memories: add, inline edit, restore a version, delete."""
+"""A thread's memories: add, inline edit, restore a version, delete.
+
+Every write goes through the thread's ``memory.client.Thread`` but the edit,
+which may retype a memory: ``memory.services.memories.memory_update`` with the
+client's tenant (``memory_edit``).
+"""
 
 from __future__ import annotations
 
@@ -34,7 +39,8 @@ def memory_add(request: HttpRequest, project: str, thread_id: str) -> HttpRespon
 @require_POST
 @staff_required
 def memory_edit(request: HttpRequest, project: str, thread_id: str, memory_id: str) -> HttpResponse:
-    """Edit content, type, status and TTL through ``services.memory_update`` (what ``update_memory`` calls).
+    """Edit content, type, status and TTL through ``services.memory_update`` (what ``Thread.update_memory``
+    calls, plus ``memory_type``), scoped by the client's tenant as the client scopes it.
 
     Changed content is re-embedded; a new type moves the record, its chunks
     and its relation endpoints together. Only changed fields are sent.
@@ -46,7 +52,8 @@ def memory_edit(request: HttpRequest, project: str, thread_id: str, memory_id: s
         try:
             changes = form.changes(row)
             if changes:
-                memory_update(thread=handle.row, memory_id=memory_id,
+                # The service, not Thread.update_memory: the client cannot retype (memory_type is not a spec argument).
+                memory_update(thread=handle.row, memory_id=memory_id, allows=handle.client.tenant.allows,
                               retention=handle.client.retention_config, **changes)
         except SERVICE_ERRORS as exc:
             add_service_error(form, exc)

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST, require_safe
 from memory.core.errors import NotFound, NotPending
 from memory.models import MEMORY_TYPES, Memory, Project
 from memory.records import review_rules as review
+from memory.records.tenancy import Tenant
 from memory.services.review import memory_approve, memory_edit_approve, memory_reject
 from staff.forms import ReviewDecisionForm, ReviewEditForm, ReviewFilterForm, add_service_error
 from staff.templatetags.staff_tags import domid
@@ -58,16 +59,18 @@ def review_queue(request: HttpRequest, project: str) -> HttpResponse:
 
 def _review_decide(request: HttpRequest, project: str, memory_id: str, form_class, decide, done: str
                    ) -> HttpResponse:
-    """Run one decision (``decide(current, form)`` -> ``services.ReviewDecision``); then back to the queue
-    (POST/redirect/GET, the GET filters kept from ``?``). A memory that is not there (or of a project the user
-    may not see) is a 404; one that no longer awaits review a 409; bad input the queue page with the error
-    next to the item's form, 422."""
+    """Run one decision (``decide(scope, form)`` -> ``services.ReviewDecision``, ``scope`` the service's
+    ``project``, ``memory_id`` and ``allows``); then back to the queue (POST/redirect/GET, the GET filters kept
+    from ``?``). A memory that is not there (or of a project the user may not see) is a 404; one that no longer
+    awaits review a 409; bad input the queue page with the error next to the item's form, 422."""
     current = visible_project(request, project)
+    # The services, as the JSON API calls them: the client has no review method; staff act for the whole project.
+    scope = {"project": current, "memory_id": memory_id, "allows": Tenant(project=current).allows}
     form = form_class(request.POST)
     status = INVALID
     if form.is_valid():
         try:
-            decision = decide(current, form)
+            decision = decide(scope, form)
         except NotFound:
             raise Http404(f"no memory {memory_id!r}") from None
         except NotPending as exc:
@@ -90,8 +93,8 @@ def _review_decide(request: HttpRequest, project: str, memory_id: str, form_clas
 def review_approve(request: HttpRequest, project: str, memory_id: str) -> HttpResponse:
     """Approve a pending memory as it is (``services.memory_approve``): an ``approve`` history entry by this
     staff user, the note as its reason; searches and context cards return the memory from now on."""
-    return _review_decide(request, project, memory_id, ReviewDecisionForm, lambda current, form: memory_approve(
-        project=current, memory_id=memory_id, **form.arguments()), "approved")
+    return _review_decide(request, project, memory_id, ReviewDecisionForm,
+                          lambda scope, form: memory_approve(**scope, **form.arguments()), "approved")
 
 
 @require_POST
@@ -99,11 +102,11 @@ def review_approve(request: HttpRequest, project: str, memory_id: str) -> HttpRe
 def review_edit(request: HttpRequest, project: str, memory_id: str) -> HttpResponse:
     """Edit a pending memory's content and/or type, then approve it (``services.memory_edit_approve``: one
     ``approve`` entry, before what was extracted, after what was approved); unchanged, a plain approval."""
-    def decide(current: Project, form: ReviewEditForm):
-        arguments = form.arguments(review.pending_row(project=current, memory_id=memory_id))
+    def decide(scope: dict, form: ReviewEditForm):
+        arguments = form.arguments(review.pending_row(project=scope["project"], memory_id=memory_id))
         if set(arguments) == {"reason"}:
-            return memory_approve(project=current, memory_id=memory_id, **arguments)
-        return memory_edit_approve(project=current, memory_id=memory_id, **arguments)
+            return memory_approve(**scope, **arguments)
+        return memory_edit_approve(**scope, **arguments)
 
     return _review_decide(request, project, memory_id, ReviewEditForm, decide, "edited and approved")
 
@@ -113,5 +116,5 @@ def review_edit(request: HttpRequest, project: str, memory_id: str) -> HttpRespo
 def review_reject(request: HttpRequest, project: str, memory_id: str) -> HttpResponse:
     """Reject a pending memory (``services.memory_reject``): it is deleted, with a ``reject`` history entry by
     this staff user (the note as its reason) that stays until its user is erased."""
-    return _review_decide(request, project, memory_id, ReviewDecisionForm, lambda current, form: memory_reject(
-        project=current, memory_id=memory_id, **form.arguments()), "rejected")
+    return _review_decide(request, project, memory_id, ReviewDecisionForm,
+                          lambda scope, form: memory_reject(**scope, **form.arguments()), "rejected")
