@@ -13,7 +13,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-import staff.views as staff_views
+import staff.views.memories as memory_views
 from memory.services.threads import thread_create
 from memory.models import Memory, Message, RecordLink, SearchChunk, Thread
 from memory.records.tenancy import get_project
@@ -523,14 +523,14 @@ def test_a_bad_input_is_shown_but_a_programming_error_is_a_500(staff, filled, mo
     def bad_input(**kwargs):
         raise InvalidArgument("content", "is refused by the test")
 
-    monkeypatch.setattr(staff_views, "memory_update", bad_input)
+    monkeypatch.setattr(memory_views, "memory_update", bad_input)
     response = edit_memory(staff, "mem-new", content="User lives in Oslo")
     assert response.status_code == 422 and "is refused by the test" in response.content.decode()
 
     def bug(**kwargs):
         raise ValueError("a programming error")
 
-    monkeypatch.setattr(staff_views, "memory_update", bug)
+    monkeypatch.setattr(memory_views, "memory_update", bug)
     with pytest.raises(ValueError, match="a programming error"):
         edit_memory(staff, "mem-new", content="User lives in Oslo")
     assert Memory.objects.get(pk=key("mem-new")).content == "User lives in Lisbon"

@@ -1,4 +1,4 @@
-"""The staff review queue (``/staff/projects/<slug>/review/``, staff/views.py): pending memories across threads,
+"""The staff review queue (``/staff/projects/<slug>/review/``, staff/views/review.py): pending memories across threads,
 each beside its most similar stored memories and with the injection scan's flags; approve, edit then approve and
 reject, each a history entry naming the staff user. The page works without JavaScript (forms post, then
 redirect back); the real-browser test is tests/browser/test_review_queue.py."""

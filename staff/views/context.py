@@ -1,0 +1,35 @@
+"""The context-card preview: the card ``Thread.get_context_card`` gives an agent."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_safe
+from django.views.decorators.vary import vary_on_headers
+
+from staff.forms import ContextCardForm, add_service_error
+from staff.views.common import INVALID, SERVICE_ERRORS, open_thread, staff_required
+
+
+@require_safe
+@staff_required
+@vary_on_headers("HX-Request")
+def context_card(request: HttpRequest, project: str, thread_id: str) -> HttpResponse:
+    """The card ``Thread.get_context_card`` gives an agent, with the spec's options (blank: default).
+
+    htmx: the ``#card-panel`` fragment (options and ``#context-card``).
+    """
+    handle = open_thread(request, project, thread_id)
+    form = ContextCardForm(request.GET if "preview" in request.GET else None)
+    card, status = None, 200
+    if not form.is_bound or form.is_valid():
+        try:
+            card = handle.api.get_context_card(**(form.arguments() if form.is_bound else {}))
+        except SERVICE_ERRORS as exc:
+            add_service_error(form, exc)
+            card = None
+    if form.is_bound and not form.is_valid():
+        status = INVALID
+    template = "staff/context_card.html" + ("#card-panel" if request.htmx else "")
+    return render(request, template, {"thread": handle.row, "project": handle.project, "form": form, "card": card,
+                                      "nav": "threads"}, status=status)
