@@ -45,7 +45,7 @@ def _floors() -> list[str]:
 
 def _fake_tree(tmp_path: Path, files: dict[str, str]) -> Path:
     """A tree with every package and module the contracts name, empty, plus ``files``."""
-    named = [*_floors(), *_layers("api-resources")]
+    named = [*_floors(), *_layers("api-resources"), *_layers("staff-resources")]
     for module in ["oam_site", "threads", "staff", *named]:
         parts = module.split(".")
         for depth in range(1, len(parts) + 1):  # the package and every one above it
@@ -75,6 +75,8 @@ FLOORS = "The engine's floors, top to bottom (docs/architecture.md) BROKEN"
     # a resource router of the JSON API never imports another one
     ({"threads/api/search/__init__.py": "from threads.api.memories import router\n"},
      "JSON API: routes -> resource routers, each alone -> common -> schemas BROKEN"),
+    ({"staff/views/review/__init__.py": "from staff.views import memories\n"},
+     "Staff pages: urls -> resource views, each alone -> regions -> common BROKEN"),
 ])
 def test_the_contracts_fail_on_an_upward_import_or_a_cycle(tmp_path, files, contract):
     result = lint_imports(_fake_tree(tmp_path, files))
