@@ -96,7 +96,7 @@ class HistoryActorMiddleware:
 
     Each request starts with no actor and ends by restoring the one before it,
     so an API key named by ``threads.auth.ApiKeyAuth`` (or a staff user named
-    by ``staff.views.staff_required``) never leaks into the next request served
+    by ``staff.views.common.staff_required``) never leaks into the next request served
     in the same context (the test client, ``OAM_API_SYNC``). Requests to the
     Django admin (``/admin/``) act as ``admin`` with the signed-in username.
     Native in both modes, like ``ResponseMiddleware``.

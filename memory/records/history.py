@@ -13,7 +13,7 @@ spec's): the edges name themselves for the duration of a call with
 ``acting(kind, id, reason)``, a context variable, so it follows the call into
 ``memory.core.aio.in_worker`` threads (``asgiref`` copies the context). The kinds
 are ``ACTOR_KINDS``: ``api_key`` (``threads.auth.ApiKeyAuth``, id the key's
-pk, reason the request line), ``staff`` (``staff.views.staff_required``, the
+pk, reason the request line), ``staff`` (``staff.views.common.staff_required``, the
 username), ``admin`` (``memory.admin``), ``extraction`` (the job id; reason
 the extraction decision, ``because``), ``ttl`` (the expiry purge), ``import``
 (``manage.py import_memory``) and ``client``, the default when no edge named
@@ -239,7 +239,7 @@ def history_list(*, project_id: int, memory_id: Any, thread_id: str | None = Non
                  unreviewed: bool = True) -> list[MemoryVersionRecord]:
     """The history of one memory, oldest first: at most ``limit`` (1 through ``MAX_VERSIONS``) newest versions.
 
-    ``unreviewed=False`` (an API read key: ``threads.api.memory_history``): none (KeyError, as for no history)
+    ``unreviewed=False`` (an API read key: ``threads.api.history.memory_history``): none (KeyError, as for no history)
     for a memory awaiting review or rejected in review, whose text is its reviewers' (write keys, staff).
 
     Answers for a deleted memory too (its history is kept until its user is erased or its thread deleted).

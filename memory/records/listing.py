@@ -4,7 +4,7 @@
 Each list is within a tenant (``memory.records.tenancy.Tenant``: its project, and the fixed user and agent of a
 restricted client), live records only (not expired), oldest first, and bounded: ``limit`` omitted gives
 at most ``DEFAULT_LIST_LIMIT`` (100, the thread-level ``list_images`` default), None none, else an int
-from 1 to ``memory.fields.MAX_SQL_COUNT``. A scope argument omitted is no filter; ``None`` matches records
+from 1 to ``memory.core.errors.MAX_SQL_COUNT``. A scope argument omitted is no filter; ``None`` matches records
 stored with no value (the SDK's rule); a string matches exactly. ``metadata_filter`` follows the search
 grammar (``memory.records.metadata_filter``) on the record's metadata; None is no filter. Bad arguments:
 TypeError/ValueError naming the argument; a scope beyond a restricted tenant: ``OutOfScope``.
