@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Sequence
+from enum import Enum
 from memory.core.types import (
     AgentProfileRecord,
+    ImageMimeType,
     ImageRecord,
     MemoryRecord,
     MemoryRetentionConfig,
     MemorySearchConfig,
     Message,
     NOTSET,
+    NotSet,
+    RecordStatus,
     SearchResult,
     SearchScope,
+    TimeToLiveAnchor,
     UserProfileRecord,
 )
 from typing import Any
@@ -32,7 +38,7 @@ from memory.core.errors import InvalidArgument, NotFound
 from memory.client.common import SEARCH_CONFIG_KEY, THREAD_SETTINGS
 from memory.records.tenancy import Tenant, get_project
 from memory.core.ids import stored_id
-from memory.llm.adapters import as_llm
+from memory.llm.adapters import Llm, as_llm
 from memory.services import erasure, profiles
 from memory.core.aio import in_worker
 from memory.records import listing, selectors
@@ -54,6 +60,7 @@ from memory.client.common import (
     _check_search_config,
     _SEARCH_ARGUMENTS,
     _WithAsyncTwins,
+    SdkLlm,
 )
 from memory.client.thread import Thread
 
@@ -99,13 +106,19 @@ class AgentMemory(_WithAsyncTwins):
               "link_records", "update_record_link", "delete_record_link", "close",
               "add_user", "add_agent", "list_users", "list_agents")
 
-    def __init__(self, *, store: Any = NOTSET, connection: Any = NOTSET, embedder: Any = NOTSET, llm: Any = NOTSET,
-                 memory_extraction_config: Any = NOTSET, image_input_limit_config: Any = NOTSET,
-                 schema_policy: Any = NOTSET, memory_store_id: Any = NOTSET, table_name_prefix: Any = NOTSET,
-                 schema_owner: Any = NOTSET, search_strategy: Any = NOTSET, search_index_sync: Any = NOTSET,
-                 extract_memories: Any = NOTSET, memory_extraction_custom_instructions: Any = NOTSET,
-                 memory_retention_config: Any = NOTSET, search_config: Any = NOTSET, pruner_llm: Any = NOTSET,
-                 project: Any = None, tenant: Tenant | None = None, retention_config: Any = NOTSET):
+    def __init__(self, *, store: object | NotSet = NOTSET, connection: object | NotSet = NOTSET,
+                 embedder: object | NotSet = NOTSET, llm: Llm | SdkLlm | None | NotSet = NOTSET,
+                 memory_extraction_config: MemoryExtractionConfig | None | NotSet = NOTSET,
+                 image_input_limit_config: ImageInputLimitConfig | None | NotSet = NOTSET,
+                 schema_policy: object | NotSet = NOTSET, memory_store_id: str | NotSet = NOTSET,
+                 table_name_prefix: str | NotSet = NOTSET, schema_owner: str | NotSet = NOTSET,
+                 search_strategy: str | Enum | None | NotSet = NOTSET, search_index_sync: object | NotSet = NOTSET,
+                 extract_memories: bool | NotSet = NOTSET,
+                 memory_extraction_custom_instructions: str | None | NotSet = NOTSET,
+                 memory_retention_config: MemoryRetentionConfig | None | NotSet = NOTSET,
+                 search_config: MemorySearchConfig | None | NotSet = NOTSET, pruner_llm: None | NotSet = NOTSET,
+                 project: str | ProjectRow | None = None, tenant: Tenant | None = None,
+                 retention_config: MemoryRetentionConfig | None | NotSet = NOTSET):
         if project is not None and not isinstance(project, (str, ProjectRow)):
             raise TypeError("project: must be a Project, a project slug or None")
         if tenant is not None and (project is not None or not isinstance(tenant, Tenant)):
@@ -208,16 +221,22 @@ class AgentMemory(_WithAsyncTwins):
             raise InvalidArgument("llm", "extract_memories=True needs an LLM; pass llm=... or "
                                          "extract_memories=False")
 
-    def create_thread(self, *, thread_id: Any = NOTSET, user_id: Any = NOTSET, agent_id: Any = NOTSET,
-                      metadata: Any = NOTSET, llm: Any = NOTSET, max_message_token_length: Any = NOTSET,
-                      message_shortening_input_token_limit: Any = NOTSET, memory_extraction_config: Any = NOTSET,
-                      image_input_limit_config: Any = NOTSET, search_config: Any = NOTSET,
-                      context_card_token_limit: Any = NOTSET, context_card_type_search_concurrency: Any = NOTSET,
-                      extract_memories: Any = NOTSET, memory_extraction_window: Any = NOTSET,
-                      context_summary_update_frequency: Any = NOTSET, memory_extraction_frequency: Any = NOTSET,
-                      memory_extraction_token_limit: Any = NOTSET, memory_extraction_custom_instructions: Any = NOTSET,
-                      memory_extraction_inherit_message_metadata: Any = NOTSET,
-                      enable_context_summary: Any = NOTSET, **kwargs: Any) -> Thread:
+    def create_thread(self, *, thread_id: str | None | NotSet = NOTSET, user_id: str | None | NotSet = NOTSET,
+                      agent_id: str | None | NotSet = NOTSET, metadata: dict[str, Any] | None | NotSet = NOTSET,
+                      llm: Llm | SdkLlm | None | NotSet = NOTSET, max_message_token_length: int | NotSet = NOTSET,
+                      message_shortening_input_token_limit: int | NotSet = NOTSET,
+                      memory_extraction_config: MemoryExtractionConfig | None | NotSet = NOTSET,
+                      image_input_limit_config: ImageInputLimitConfig | None | NotSet = NOTSET,
+                      search_config: MemorySearchConfig | None | NotSet = NOTSET,
+                      context_card_token_limit: int | NotSet = NOTSET,
+                      context_card_type_search_concurrency: int | NotSet = NOTSET,
+                      extract_memories: bool | NotSet = NOTSET, memory_extraction_window: int | NotSet = NOTSET,
+                      context_summary_update_frequency: int | NotSet = NOTSET,
+                      memory_extraction_frequency: int | NotSet = NOTSET,
+                      memory_extraction_token_limit: int | NotSet = NOTSET,
+                      memory_extraction_custom_instructions: str | None | NotSet = NOTSET,
+                      memory_extraction_inherit_message_metadata: bool | Sequence[str] | NotSet = NOTSET,
+                      enable_context_summary: bool | NotSet = NOTSET, **kwargs: Any) -> Thread:
         """Create and return a thread (SDK: ``OracleAgentMemory.create_thread``). Omitted ids are generated UUIDs.
 
         ``llm``: the thread's LLM (omitted: the client's; None: none).
@@ -256,15 +275,21 @@ class AgentMemory(_WithAsyncTwins):
                                      metadata=_or(metadata, None), config=stored or None)
         return Thread(row, self, llm=llm)
 
-    def get_thread(self, thread_id: str, *, llm: Any = NOTSET, max_message_token_length: Any = NOTSET,
-                   message_shortening_input_token_limit: Any = NOTSET, memory_extraction_config: Any = NOTSET,
-                   image_input_limit_config: Any = NOTSET, search_config: Any = NOTSET,
-                   context_card_token_limit: Any = NOTSET, context_card_type_search_concurrency: Any = NOTSET,
-                   extract_memories: Any = NOTSET, memory_extraction_window: Any = NOTSET,
-                   context_summary_update_frequency: Any = NOTSET, memory_extraction_frequency: Any = NOTSET,
-                   memory_extraction_token_limit: Any = NOTSET, memory_extraction_custom_instructions: Any = NOTSET,
-                   memory_extraction_inherit_message_metadata: Any = NOTSET,
-                   enable_context_summary: Any = NOTSET) -> Thread:
+    def get_thread(self, thread_id: str, *, llm: Llm | SdkLlm | None | NotSet = NOTSET,
+                   max_message_token_length: int | NotSet = NOTSET,
+                   message_shortening_input_token_limit: int | NotSet = NOTSET,
+                   memory_extraction_config: MemoryExtractionConfig | None | NotSet = NOTSET,
+                   image_input_limit_config: ImageInputLimitConfig | None | NotSet = NOTSET,
+                   search_config: MemorySearchConfig | None | NotSet = NOTSET,
+                   context_card_token_limit: int | NotSet = NOTSET,
+                   context_card_type_search_concurrency: int | NotSet = NOTSET,
+                   extract_memories: bool | NotSet = NOTSET, memory_extraction_window: int | NotSet = NOTSET,
+                   context_summary_update_frequency: int | NotSet = NOTSET,
+                   memory_extraction_frequency: int | NotSet = NOTSET,
+                   memory_extraction_token_limit: int | NotSet = NOTSET,
+                   memory_extraction_custom_instructions: str | None | NotSet = NOTSET,
+                   memory_extraction_inherit_message_metadata: bool | Sequence[str] | NotSet = NOTSET,
+                   enable_context_summary: bool | NotSet = NOTSET) -> Thread:
         """Return a handle on a stored thread of this client's project (and tenant); KeyError when there is none.
 
         The settings (as ``create_thread``'s) apply to this handle only, laid over the stored ones field by
@@ -277,15 +302,20 @@ class AgentMemory(_WithAsyncTwins):
         return Thread(self.thread_row(thread_id), self, llm=llm,
                       overrides={k: v for k, v in overrides.items() if v is not None})
 
-    def update_thread(self, thread_id: str, metadata: Any = NOTSET, llm: Any = NOTSET, extract_memories: Any = NOTSET,
-                      max_message_token_length: Any = NOTSET, message_shortening_input_token_limit: Any = NOTSET,
-                      memory_extraction_window: Any = NOTSET, context_summary_update_frequency: Any = NOTSET,
-                      memory_extraction_frequency: Any = NOTSET, memory_extraction_token_limit: Any = NOTSET,
-                      context_card_token_limit: Any = NOTSET, enable_context_summary: Any = NOTSET,
-                      memory_extraction_custom_instructions: Any = NOTSET,
-                      memory_extraction_inherit_message_metadata: Any = NOTSET,
-                      memory_extraction_config: Any = NOTSET, image_input_limit_config: Any = NOTSET,
-                      search_config: Any = NOTSET, **kwargs: Any) -> Thread:
+    def update_thread(self, thread_id: str, metadata: dict[str, Any] | None | NotSet = NOTSET,
+                      llm: Llm | SdkLlm | None | NotSet = NOTSET, extract_memories: bool | NotSet = NOTSET,
+                      max_message_token_length: int | NotSet = NOTSET,
+                      message_shortening_input_token_limit: int | NotSet = NOTSET,
+                      memory_extraction_window: int | NotSet = NOTSET,
+                      context_summary_update_frequency: int | NotSet = NOTSET,
+                      memory_extraction_frequency: int | NotSet = NOTSET,
+                      memory_extraction_token_limit: int | NotSet = NOTSET,
+                      context_card_token_limit: int | NotSet = NOTSET, enable_context_summary: bool | NotSet = NOTSET,
+                      memory_extraction_custom_instructions: str | None | NotSet = NOTSET,
+                      memory_extraction_inherit_message_metadata: bool | Sequence[str] | NotSet = NOTSET,
+                      memory_extraction_config: MemoryExtractionConfig | None | NotSet = NOTSET,
+                      image_input_limit_config: ImageInputLimitConfig | None | NotSet = NOTSET,
+                      search_config: MemorySearchConfig | None | NotSet = NOTSET, **kwargs: Any) -> Thread:
         """Store a thread's metadata and settings; return a fresh handle (SDK: ``update_thread``).
 
         ``metadata`` replaces the stored object (omitted: unchanged; None: cleared). The settings are
@@ -314,7 +344,8 @@ class AgentMemory(_WithAsyncTwins):
         row = thread_update(thread=row, metadata=metadata, config_changes=changes or None)
         return Thread(row, self, llm=llm)
 
-    async def update_thread_async(self, thread_id: str, metadata: Any = NOTSET, **kwargs: Any) -> Thread:
+    async def update_thread_async(self, thread_id: str, metadata: dict[str, Any] | None | NotSet = NOTSET,
+                                  **kwargs: Any) -> Thread:
         """Asynchronous twin of :meth:`update_thread` (settings by keyword, as the SDK's twin)."""
         return await in_worker(self.update_thread, thread_id, metadata, **kwargs)
 
@@ -331,8 +362,9 @@ class AgentMemory(_WithAsyncTwins):
             raise NotFound(field, record_id)
         return Thread(row, self)
 
-    def list_threads(self, user_id: Any, agent_id: Any = NOTSET, metadata_filter: Any = NOTSET,
-                     limit: Any = NOTSET) -> list[Thread]:
+    def list_threads(self, user_id: str | None, agent_id: str | None | NotSet = NOTSET,
+                     metadata_filter: dict[str, Any] | None | NotSet = NOTSET,
+                     limit: int | None | NotSet = NOTSET) -> list[Thread]:
         """Threads of one user (None: threads with no user), oldest first, as handles (SDK: ``list_threads``,
         which returns ``ThreadRecord``s; a handle has the same ``thread_id``/``user_id``/``agent_id``/``metadata``
         and its settings through ``_to_config()``). ``agent_id`` and ``metadata_filter`` (search grammar)
@@ -341,32 +373,38 @@ class AgentMemory(_WithAsyncTwins):
                                    metadata_filter=metadata_filter, limit=limit)
         return [Thread(row, self) for row in rows]
 
-    def list_messages(self, user_id: Any = NOTSET, agent_id: Any = NOTSET, thread_id: Any = NOTSET,
-                      metadata_filter: Any = NOTSET, limit: Any = NOTSET,
-                      include_image_bytes: Any = NOTSET) -> list[Message]:
+    def list_messages(self, user_id: str | None | NotSet = NOTSET, agent_id: str | None | NotSet = NOTSET,
+                      thread_id: str | None | NotSet = NOTSET, metadata_filter: dict[str, Any] | None | NotSet = NOTSET,
+                      limit: int | None | NotSet = NOTSET,
+                      include_image_bytes: bool | NotSet = NOTSET) -> list[Message]:
         """Live messages of this project, oldest first, filtered by scope and metadata (``memory.records.listing``)."""
         return listing.messages(tenant=self.tenant, user_id=user_id, agent_id=agent_id, thread_id=thread_id,
                                 metadata_filter=metadata_filter, limit=limit, include_image_bytes=include_image_bytes)
 
-    def list_memories(self, user_id: Any = NOTSET, agent_id: Any = NOTSET, thread_id: Any = NOTSET,
-                      metadata_filter: Any = NOTSET, limit: Any = NOTSET) -> list[MemoryRecord]:
+    def list_memories(self, user_id: str | None | NotSet = NOTSET, agent_id: str | None | NotSet = NOTSET,
+                      thread_id: str | None | NotSet = NOTSET, metadata_filter: dict[str, Any] | None | NotSet = NOTSET,
+                      limit: int | None | NotSet = NOTSET) -> list[MemoryRecord]:
         """Live memory-like records of this project, oldest first, filtered by scope and metadata."""
         return listing.memories(tenant=self.tenant, user_id=user_id, agent_id=agent_id, thread_id=thread_id,
                                 metadata_filter=metadata_filter, limit=limit)
 
-    def list_images(self, image_id: Any = NOTSET, user_id: Any = NOTSET, agent_id: Any = NOTSET,
-                    thread_id: Any = NOTSET, metadata_filter: Any = NOTSET, include_bytes: Any = NOTSET,
-                    limit: Any = NOTSET) -> list[ImageRecord]:
+    def list_images(self, image_id: str | None | NotSet = NOTSET, user_id: str | None | NotSet = NOTSET,
+                    agent_id: str | None | NotSet = NOTSET, thread_id: str | None | NotSet = NOTSET,
+                    metadata_filter: dict[str, Any] | None | NotSet = NOTSET, include_bytes: bool | NotSet = NOTSET,
+                    limit: int | None | NotSet = NOTSET) -> list[ImageRecord]:
         """Live standalone images of this project, oldest first (``memory.records.listing.images``)."""
         return listing.images(tenant=self.tenant, image_id=image_id, user_id=user_id, agent_id=agent_id,
                               thread_id=thread_id, metadata_filter=metadata_filter, include_bytes=include_bytes,
                               limit=limit)
 
-    def add_memory(self, content: str, *, memory_type: Any = NOTSET, user_id: Any = NOTSET, agent_id: Any = NOTSET,
-                   thread_id: Any = NOTSET, memory_id: Any = NOTSET, metadata: Any = NOTSET, timestamp: Any = NOTSET,
-                   ttl_days: Any = NOTSET, ttl_anchor: Any = NOTSET, status: Any = NOTSET,
-                   autonomous_linking: Any = NOTSET, memory_id_to_link: Any = NOTSET, link_type: Any = NOTSET,
-                   link_id: Any = NOTSET, link_timestamp: Any = NOTSET, link_metadata: Any = NOTSET,
+    def add_memory(self, content: str, *, memory_type: str | NotSet = NOTSET, user_id: str | None | NotSet = NOTSET,
+                   agent_id: str | None | NotSet = NOTSET, thread_id: str | None | NotSet = NOTSET,
+                   memory_id: str | NotSet = NOTSET, metadata: dict[str, Any] | None | NotSet = NOTSET,
+                   timestamp: str | None | NotSet = NOTSET, ttl_days: int | None | NotSet = NOTSET,
+                   ttl_anchor: TimeToLiveAnchor | str | NotSet = NOTSET, status: RecordStatus | str | NotSet = NOTSET,
+                   autonomous_linking: bool | NotSet = NOTSET, memory_id_to_link: str | NotSet = NOTSET,
+                   link_type: str | NotSet = NOTSET, link_id: str | NotSet = NOTSET,
+                   link_timestamp: str | None | NotSet = NOTSET, link_metadata: dict[str, Any] | None | NotSet = NOTSET,
                    **store_kwargs: Any) -> str:
         """Store a memory in a thread of this project (SDK: ``OracleAgentMemory.add_memory``); see
         ``Thread.add_memory``. ``thread_id`` names the thread and is required here (every memory of this
@@ -381,8 +419,10 @@ class AgentMemory(_WithAsyncTwins):
             autonomous_linking=autonomous_linking, memory_id_to_link=memory_id_to_link, link_type=link_type,
             link_id=link_id, link_timestamp=link_timestamp, link_metadata=link_metadata, **store_kwargs)
 
-    def update_memory(self, memory_id: str, content: Any = NOTSET, metadata: Any = NOTSET, timestamp: Any = NOTSET,
-                      ttl_days: Any = NOTSET, ttl_anchor: Any = NOTSET, status: Any = NOTSET, **kwargs: Any) -> str:
+    def update_memory(self, memory_id: str, content: str | NotSet = NOTSET,
+                      metadata: dict[str, Any] | None | NotSet = NOTSET, timestamp: str | None | NotSet = NOTSET,
+                      ttl_days: int | None | NotSet = NOTSET, ttl_anchor: TimeToLiveAnchor | str | NotSet = NOTSET,
+                      status: RecordStatus | str | NotSet = NOTSET, **kwargs: Any) -> str:
         """Update a live memory-like record of this project by id, whatever thread owns it or none (SDK:
         ``OracleAgentMemory.update_memory``; arguments as ``Thread.update_memory``). Found and scoped as
         ``delete_memory`` finds them (``services.memory_update`` with ``project`` and the tenant's ``allows``):
@@ -393,10 +433,12 @@ class AgentMemory(_WithAsyncTwins):
                                       content=content, metadata=metadata, timestamp=timestamp, ttl_days=ttl_days,
                                       ttl_anchor=ttl_anchor, status=status, retention=self.retention_config)
 
-    def add_image(self, image: bytes, description: Any = NOTSET, mime_type: Any = NOTSET, image_id: Any = NOTSET,
-                  user_id: Any = NOTSET, agent_id: Any = NOTSET, thread_id: Any = NOTSET, metadata: Any = NOTSET,
-                  timestamp: Any = NOTSET, ttl_days: Any = NOTSET, ttl_anchor: Any = NOTSET,
-                  **store_kwargs: Any) -> str:
+    def add_image(self, image: bytes, description: str | None | NotSet = NOTSET,
+                  mime_type: ImageMimeType | str | None | NotSet = NOTSET, image_id: str | None | NotSet = NOTSET,
+                  user_id: str | None | NotSet = NOTSET, agent_id: str | None | NotSet = NOTSET,
+                  thread_id: str | None | NotSet = NOTSET, metadata: dict[str, Any] | None | NotSet = NOTSET,
+                  timestamp: str | None | NotSet = NOTSET, ttl_days: int | None | NotSet = NOTSET,
+                  ttl_anchor: TimeToLiveAnchor | str | NotSet = NOTSET, **store_kwargs: Any) -> str:
         """Store an image in a thread of this project (``Thread.add_image``); ``thread_id`` is required here
         (ValueError without one, KeyError for an unknown thread)."""
         if thread_id is NOTSET or thread_id is None:
@@ -406,9 +448,11 @@ class AgentMemory(_WithAsyncTwins):
                                 user_id=user_id, agent_id=agent_id, metadata=metadata, timestamp=timestamp,
                                 ttl_days=ttl_days, ttl_anchor=ttl_anchor, **store_kwargs)
 
-    def update_image(self, image_id: str, image: Any = NOTSET, description: Any = NOTSET, mime_type: Any = NOTSET,
-                     metadata: Any = NOTSET, timestamp: Any = NOTSET, ttl_days: Any = NOTSET,
-                     ttl_anchor: Any = NOTSET, **kwargs: Any) -> str:
+    def update_image(self, image_id: str, image: bytes | NotSet = NOTSET, description: str | None | NotSet = NOTSET,
+                     mime_type: ImageMimeType | str | NotSet = NOTSET,
+                     metadata: dict[str, Any] | None | NotSet = NOTSET, timestamp: str | None | NotSet = NOTSET,
+                     ttl_days: int | None | NotSet = NOTSET, ttl_anchor: TimeToLiveAnchor | str | NotSet = NOTSET,
+                     **kwargs: Any) -> str:
         """Update an image of this project by id, through its thread (``Thread.update_image``)."""
         return self._owner(ImageRow, image_id, "image_id").update_image(
             image_id, image=image, description=description, mime_type=mime_type, metadata=metadata,
@@ -423,8 +467,9 @@ class AgentMemory(_WithAsyncTwins):
         return handle.delete_image(image_id)
 
     def link_records(self, source_record_id: str, source_record_type: str, target_record_id: str,
-                     target_record_type: str, relation_type: str, opposite_relation_type: Any = NOTSET,
-                     relation_id: Any = NOTSET, timestamp: Any = NOTSET, metadata: Any = NOTSET) -> str:
+                     target_record_type: str, relation_type: str, opposite_relation_type: str | NotSet = NOTSET,
+                     relation_id: str | NotSet = NOTSET, timestamp: str | None | NotSet = NOTSET,
+                     metadata: dict[str, Any] | None | NotSet = NOTSET) -> str:
         """Relate two memory-like records of this project (``Thread.link_records`` on the source's thread:
         both must be of the same thread here; KeyError for an unknown source)."""
         return self._owner(MemoryRow, source_record_id, "source_record_id").link_records(
@@ -432,8 +477,9 @@ class AgentMemory(_WithAsyncTwins):
             opposite_relation_type=opposite_relation_type, relation_id=relation_id, timestamp=timestamp,
             metadata=metadata)
 
-    def update_record_link(self, relation_id: str, relation_type: Any = NOTSET, opposite_relation_type: Any = NOTSET,
-                           timestamp: Any = NOTSET, metadata: Any = NOTSET) -> int:
+    def update_record_link(self, relation_id: str, relation_type: str | NotSet = NOTSET,
+                           opposite_relation_type: str | NotSet = NOTSET, timestamp: str | None | NotSet = NOTSET,
+                           metadata: dict[str, Any] | None | NotSet = NOTSET) -> int:
         """Update a relation of this project by id (``Thread.update_record_link``); 1, or 0 when none."""
         try:
             handle = self._owner(RecordLinkRow, relation_id, "relation_id")
@@ -443,9 +489,9 @@ class AgentMemory(_WithAsyncTwins):
                                          opposite_relation_type=opposite_relation_type, timestamp=timestamp,
                                          metadata=metadata)
 
-    def delete_record_link(self, source_record_id: Any = NOTSET, source_record_type: Any = NOTSET,
-                           target_record_id: Any = NOTSET, target_record_type: Any = NOTSET,
-                           relation_type: Any = NOTSET, relation_id: Any = NOTSET) -> int:
+    def delete_record_link(self, source_record_id: str | NotSet = NOTSET, source_record_type: str | NotSet = NOTSET,
+                           target_record_id: str | NotSet = NOTSET, target_record_type: str | NotSet = NOTSET,
+                           relation_type: str | NotSet = NOTSET, relation_id: str | NotSet = NOTSET) -> int:
         """Delete a relation of this project by ``relation_id`` alone or the complete endpoint tuple
         (``Thread.delete_record_link`` on its thread); 1, or 0 when there is none."""
         try:
@@ -568,22 +614,24 @@ class AgentMemory(_WithAsyncTwins):
 
     # --- profiles (SDK: add_user, add_agent, list_users, list_agents) -----------------------------------
 
-    def add_user(self, user_id: str, information: str, metadata: Any = NOTSET) -> str:
+    def add_user(self, user_id: str, information: str, metadata: dict[str, Any] | None | NotSet = NOTSET) -> str:
         """Store (or replace) a user's profile: free-form ``information`` and ``metadata``; return ``user_id``
         (``memory.services.profiles.profile_add``)."""
         return profiles.profile_add(tenant=self.tenant, kind="user", subject_id=user_id, information=information,
                                     metadata=metadata)
 
-    def add_agent(self, agent_id: str, information: str, metadata: Any = NOTSET) -> str:
+    def add_agent(self, agent_id: str, information: str, metadata: dict[str, Any] | None | NotSet = NOTSET) -> str:
         """Store (or replace) an agent's profile; return ``agent_id`` (see ``add_user``)."""
         return profiles.profile_add(tenant=self.tenant, kind="agent", subject_id=agent_id, information=information,
                                     metadata=metadata)
 
-    def list_users(self, metadata_filter: Any = NOTSET, limit: Any = NOTSET) -> list[UserProfileRecord]:
+    def list_users(self, metadata_filter: dict[str, Any] | None | NotSet = NOTSET,
+                   limit: int | None | NotSet = NOTSET) -> list[UserProfileRecord]:
         """User profiles of this project, oldest first (``memory.services.profiles.profile_list``)."""
         return profiles.profile_list(tenant=self.tenant, kind="user", metadata_filter=metadata_filter, limit=limit)
 
-    def list_agents(self, metadata_filter: Any = NOTSET, limit: Any = NOTSET) -> list[AgentProfileRecord]:
+    def list_agents(self, metadata_filter: dict[str, Any] | None | NotSet = NOTSET,
+                    limit: int | None | NotSet = NOTSET) -> list[AgentProfileRecord]:
         """Agent profiles of this project, oldest first (``memory.services.profiles.profile_list``)."""
         return profiles.profile_list(tenant=self.tenant, kind="agent", metadata_filter=metadata_filter, limit=limit)
 
@@ -597,12 +645,14 @@ class AgentMemory(_WithAsyncTwins):
         return erasure.subject_erase(tenant=self.tenant, subject=subject, value=value, cascade=cascade,
                                      requested_by=requested_by)
 
-    def search(self, query: str, *, user_id: Any = NOTSET, agent_id: Any = NOTSET, thread_id: Any = NOTSET,
-               exact_user_match: Any = NOTSET, exact_agent_match: Any = NOTSET, exact_thread_match: Any = NOTSET,
-               max_results: Any = NOTSET, token_budget: Any = NOTSET, soft_token_budget: Any = NOTSET,
-               record_types: Any = NOTSET, metadata_filter: Any = NOTSET, num_hops: Any = NOTSET,
-               max_linked_results: Any = NOTSET, include_invalid_results: Any = NOTSET, scope: Any = NOTSET,
-               **kwargs: Any) -> list[SearchResult]:
+    def search(self, query: str, *, user_id: str | None | NotSet = NOTSET, agent_id: str | None | NotSet = NOTSET,
+               thread_id: str | None | NotSet = NOTSET, exact_user_match: bool | NotSet = NOTSET,
+               exact_agent_match: bool | NotSet = NOTSET, exact_thread_match: bool | NotSet = NOTSET,
+               max_results: int | NotSet = NOTSET, token_budget: int | None | NotSet = NOTSET,
+               soft_token_budget: int | None | NotSet = NOTSET, record_types: list[str] | None | NotSet = NOTSET,
+               metadata_filter: dict[str, Any] | None | NotSet = NOTSET, num_hops: int | NotSet = NOTSET,
+               max_linked_results: int | NotSet = NOTSET, include_invalid_results: bool | NotSet = NOTSET,
+               scope: SearchScope | None | NotSet = NOTSET, **kwargs: Any) -> list[SearchResult]:
         """Search one user's records across threads (SDK: ``OracleAgentMemory.search``); same arguments as
         ``Thread.search``.
 
@@ -624,10 +674,10 @@ class AgentMemory(_WithAsyncTwins):
             num_hops=num_hops, max_linked_results=max_linked_results,
         )
 
-    def search_project(self, query: str, user_id: Any = NOTSET, agent_id: Any = NOTSET, thread_id: Any = NOTSET,
-                       exact_user_match: Any = NOTSET, exact_agent_match: Any = NOTSET,
-                       exact_thread_match: Any = NOTSET, scope: SearchScope | None = None,
-                       **arguments: Any) -> list[SearchResult]:
+    def search_project(self, query: str, user_id: str | None | NotSet = NOTSET, agent_id: str | None | NotSet = NOTSET,
+                       thread_id: str | None | NotSet = NOTSET, exact_user_match: bool | NotSet = NOTSET,
+                       exact_agent_match: bool | NotSet = NOTSET, exact_thread_match: bool | NotSet = NOTSET,
+                       scope: SearchScope | None = None, **arguments: Any) -> list[SearchResult]:
         """Not in the SDK: an operator's search across every user, agent and thread of the project (staff pages).
 
         An omitted id leaves its dimension open; a given one matches exactly

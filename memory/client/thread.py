@@ -6,19 +6,25 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any, Sequence
 from memory.records.image_rules import THREAD_CONFIG_KEY as IMAGE_LIMITS_KEY, ImageInputLimitConfig
 from memory.core.types import (
+    ImageMimeType,
     ImageRecord,
     MemoryRecord,
     MemorySearchConfig,
     Message,
+    MessageContent,
     NOTSET,
+    NotSet,
     OracleContextCard,
     OracleSummary,
     RecordRelation,
+    RecordStatus,
     SearchResult,
     SearchScope,
+    TimeToLiveAnchor,
 )
 from memory.llm.adapters import Llm, LlmError, as_llm
 from memory.extraction.config import MemoryExtractionConfig
@@ -46,6 +52,7 @@ from memory.client.common import (
     _or,
     _search_config_data,
     _WithAsyncTwins,
+    SdkLlm,
 )
 
 if TYPE_CHECKING:
@@ -72,7 +79,7 @@ class Thread(_WithAsyncTwins):
         "add_image", "update_image", "delete_image", "list_images", "get_image",
     )  # get_messages_async is written out: the SDK's twin takes start/end positionally
 
-    def __init__(self, row: ThreadRow, client: "AgentMemory", *, llm: Any = NOTSET,
+    def __init__(self, row: ThreadRow, client: "AgentMemory", *, llm: Llm | SdkLlm | None | NotSet = NOTSET,
                  overrides: dict[str, Any] | None = None):
         self._row = row
         self._client = client
@@ -164,8 +171,11 @@ class Thread(_WithAsyncTwins):
 
     # --- messages ---------------------------------------------------------------
 
-    def add_messages(self, messages: Sequence[Any], metadata: Any = NOTSET, ttl_days: Any = NOTSET,
-                     ttl_anchor: Any = NOTSET, **store_kwargs: Any) -> list[str]:
+    def add_messages(self, messages: Sequence[Any],
+                     metadata: dict[str, Any] | None | list[dict[str, Any] | None] | NotSet = NOTSET,
+                     ttl_days: int | None | list[int | None] | NotSet = NOTSET,
+                     ttl_anchor: TimeToLiveAnchor | str | list[TimeToLiveAnchor | str] | NotSet = NOTSET,
+                     **store_kwargs: Any) -> list[str]:
         """Append messages (``Message`` objects or ``{"role", "content", "id"?}`` dicts); return their ids.
 
         ``metadata``, ``ttl_days`` and ``ttl_anchor`` are one value for the
@@ -187,8 +197,8 @@ class Thread(_WithAsyncTwins):
                                             retention=self._client.retention_config)
         return ids
 
-    def get_messages(self, *, start: Any = NOTSET, end: Any = NOTSET, include_image_bytes: Any = NOTSET,
-                     **kwargs: Any) -> list[Message]:
+    def get_messages(self, *, start: int | None | NotSet = NOTSET, end: int | None | NotSet = NOTSET,
+                     include_image_bytes: bool | NotSet = NOTSET, **kwargs: Any) -> list[Message]:
         """Return live messages in chronological order (see ``selectors.message_list`` for start/end).
 
         Image parts are ``ImageContent`` with ``bytes=None`` unless
@@ -198,13 +208,14 @@ class Thread(_WithAsyncTwins):
         return selectors.message_list(thread=self._row, start=start, end=end, window=settings.OAM_MESSAGE_WINDOW,
                                       include_image_bytes=_or(include_image_bytes, False))
 
-    async def get_messages_async(self, start: Any = NOTSET, end: Any = NOTSET, include_image_bytes: Any = NOTSET,
-                                 **kwargs: Any) -> list[Message]:
+    async def get_messages_async(self, start: int | None | NotSet = NOTSET, end: int | None | NotSet = NOTSET,
+                                 include_image_bytes: bool | NotSet = NOTSET, **kwargs: Any) -> list[Message]:
         """Asynchronous twin of :meth:`get_messages` (positional ``start``/``end`` allowed, as the SDK's twin)."""
         return await in_worker(self.get_messages, start=start, end=end, include_image_bytes=include_image_bytes,
                                **kwargs)
 
-    def get_message(self, message_id: str, *, included_image_ids: Any = NOTSET, **kwargs: Any) -> Message:
+    def get_message(self, message_id: str, *, included_image_ids: list[str] | None | NotSet = NOTSET,
+                    **kwargs: Any) -> Message:
         """Return one message of this thread. Raises KeyError if absent, expired or another thread's.
 
         Image parts carry their id, MIME type and description; the bytes of
@@ -214,8 +225,10 @@ class Thread(_WithAsyncTwins):
         return selectors.message_get(thread=self._row, message_id=message_id,
                                      included_image_ids=_or(included_image_ids, None))
 
-    def update_message(self, message_id: str, content: Any = NOTSET, metadata: Any = NOTSET,
-                       ttl_days: Any = NOTSET, ttl_anchor: Any = NOTSET, **kwargs: Any) -> str:
+    def update_message(self, message_id: str,
+                       content: str | Sequence[MessageContent | Mapping[str, Any]] | NotSet = NOTSET,
+                       metadata: dict[str, Any] | None | NotSet = NOTSET, ttl_days: int | None | NotSet = NOTSET,
+                       ttl_anchor: TimeToLiveAnchor | str | NotSet = NOTSET, **kwargs: Any) -> str:
         """Update content, metadata or expiry of a message of this exact thread; return its id.
 
         Raises KeyError when the message is absent, expired or another thread's.
@@ -289,12 +302,15 @@ class Thread(_WithAsyncTwins):
 
     # --- memories ---------------------------------------------------------------
 
-    def add_memory(self, content: str, *, memory_type: Any = NOTSET, user_id: Any = NOTSET, agent_id: Any = NOTSET,
-                   thread_id: Any = NOTSET, memory_id: Any = NOTSET, metadata: Any = NOTSET,
-                   timestamp: Any = NOTSET, ttl_days: Any = NOTSET, ttl_anchor: Any = NOTSET,
-                   status: Any = NOTSET, autonomous_linking: Any = NOTSET, memory_id_to_link: Any = NOTSET,
-                   link_type: Any = NOTSET, link_id: Any = NOTSET, link_timestamp: Any = NOTSET,
-                   link_metadata: Any = NOTSET, **store_kwargs: Any) -> str:
+    def add_memory(self, content: str, *, memory_type: str | NotSet = NOTSET, user_id: str | None | NotSet = NOTSET,
+                   agent_id: str | None | NotSet = NOTSET, thread_id: str | None | NotSet = NOTSET,
+                   memory_id: str | NotSet = NOTSET, metadata: dict[str, Any] | None | NotSet = NOTSET,
+                   timestamp: str | None | NotSet = NOTSET, ttl_days: int | None | NotSet = NOTSET,
+                   ttl_anchor: TimeToLiveAnchor | str | NotSet = NOTSET, status: RecordStatus | str | NotSet = NOTSET,
+                   autonomous_linking: bool | NotSet = NOTSET, memory_id_to_link: str | NotSet = NOTSET,
+                   link_type: str | NotSet = NOTSET, link_id: str | NotSet = NOTSET,
+                   link_timestamp: str | None | NotSet = NOTSET, link_metadata: dict[str, Any] | None | NotSet = NOTSET,
+                   **store_kwargs: Any) -> str:
         """Store a manual memory and index it; return its id (``memory_id`` when given).
 
         ``memory_id_to_link`` with ``link_type`` (a built-in relation) also
@@ -338,8 +354,10 @@ class Thread(_WithAsyncTwins):
                 logger.warning("autonomous linking of memory %s failed: %s", memory_id, exc)
         return memory_id
 
-    def update_memory(self, memory_id: str, content: Any = NOTSET, metadata: Any = NOTSET, timestamp: Any = NOTSET,
-                      ttl_days: Any = NOTSET, ttl_anchor: Any = NOTSET, status: Any = NOTSET, **kwargs: Any) -> str:
+    def update_memory(self, memory_id: str, content: str | NotSet = NOTSET,
+                      metadata: dict[str, Any] | None | NotSet = NOTSET, timestamp: str | None | NotSet = NOTSET,
+                      ttl_days: int | None | NotSet = NOTSET, ttl_anchor: TimeToLiveAnchor | str | NotSet = NOTSET,
+                      status: RecordStatus | str | NotSet = NOTSET, **kwargs: Any) -> str:
         """Update a memory-like record owned by this exact thread; return its id.
 
         Raises KeyError when absent, expired or another thread's.
@@ -384,10 +402,12 @@ class Thread(_WithAsyncTwins):
 
     # --- images -------------------------------------------------------------------
 
-    def add_image(self, image: bytes, description: Any = NOTSET, mime_type: Any = NOTSET, image_id: Any = NOTSET,
-                  user_id: Any = NOTSET, agent_id: Any = NOTSET, thread_id: Any = NOTSET,
-                  metadata: Any = NOTSET, timestamp: Any = NOTSET, ttl_days: Any = NOTSET,
-                  ttl_anchor: Any = NOTSET, **store_kwargs: Any) -> str:
+    def add_image(self, image: bytes, description: str | None | NotSet = NOTSET,
+                  mime_type: ImageMimeType | str | None | NotSet = NOTSET, image_id: str | None | NotSet = NOTSET,
+                  user_id: str | None | NotSet = NOTSET, agent_id: str | None | NotSet = NOTSET,
+                  thread_id: str | None | NotSet = NOTSET, metadata: dict[str, Any] | None | NotSet = NOTSET,
+                  timestamp: str | None | NotSet = NOTSET, ttl_days: int | None | NotSet = NOTSET,
+                  ttl_anchor: TimeToLiveAnchor | str | NotSet = NOTSET, **store_kwargs: Any) -> str:
         """Store one image owned by this thread; return its id (spec: add_image).
 
         ``image`` is validated (PNG, JPEG or WEBP; size, pixel count, no
@@ -410,9 +430,11 @@ class Thread(_WithAsyncTwins):
             limits=self.image_input_limit_config, llm=llm, caption_required=True,
         )
 
-    def update_image(self, image_id: str, image: Any = NOTSET, description: Any = NOTSET, mime_type: Any = NOTSET,
-                     metadata: Any = NOTSET, timestamp: Any = NOTSET, ttl_days: Any = NOTSET,
-                     ttl_anchor: Any = NOTSET, **kwargs: Any) -> str:
+    def update_image(self, image_id: str, image: bytes | NotSet = NOTSET, description: str | None | NotSet = NOTSET,
+                     mime_type: ImageMimeType | str | NotSet = NOTSET,
+                     metadata: dict[str, Any] | None | NotSet = NOTSET, timestamp: str | None | NotSet = NOTSET,
+                     ttl_days: int | None | NotSet = NOTSET, ttl_anchor: TimeToLiveAnchor | str | NotSet = NOTSET,
+                     **kwargs: Any) -> str:
         """Update an image owned by this thread; return its id (spec: update_image).
 
         Omitted values are kept; new ``image`` bytes need ``mime_type``;
@@ -435,8 +457,9 @@ class Thread(_WithAsyncTwins):
         """
         return image_delete(thread=self._row, image_id=image_id)
 
-    def list_images(self, image_id: Any = NOTSET, metadata_filter: Any = NOTSET,
-                    include_bytes: Any = NOTSET, limit: Any = NOTSET, **kwargs: Any) -> list[ImageRecord]:
+    def list_images(self, image_id: str | None | NotSet = NOTSET,
+                    metadata_filter: dict[str, Any] | None | NotSet = NOTSET, include_bytes: bool | NotSet = NOTSET,
+                    limit: int | None | NotSet = NOTSET, **kwargs: Any) -> list[ImageRecord]:
         """This thread's live images in store order (spec: list_images).
 
         Bytes are loaded only with ``include_bytes=True`` and an ``image_id``
@@ -454,9 +477,9 @@ class Thread(_WithAsyncTwins):
     # --- relations ----------------------------------------------------------------
 
     def link_records(self, source_record_id: str, source_record_type: str, target_record_id: str,
-                     target_record_type: str, relation_type: str, opposite_relation_type: Any = NOTSET,
-                     relation_id: Any = NOTSET, timestamp: Any = NOTSET,
-                     metadata: Any = NOTSET, **kwargs: Any) -> str:
+                     target_record_type: str, relation_type: str, opposite_relation_type: str | NotSet = NOTSET,
+                     relation_id: str | NotSet = NOTSET, timestamp: str | None | NotSet = NOTSET,
+                     metadata: dict[str, Any] | None | NotSet = NOTSET, **kwargs: Any) -> str:
         """Create a directed relation between two memory-like records of this thread; return its id.
 
         Built-in types get their fixed reverse label unless
@@ -475,8 +498,9 @@ class Thread(_WithAsyncTwins):
             metadata=_or(metadata, None), restrict=self._client.tenant.row_filter(),
         )
 
-    def update_record_link(self, relation_id: str, relation_type: Any = NOTSET, opposite_relation_type: Any = NOTSET,
-                           timestamp: Any = NOTSET, metadata: Any = NOTSET, **kwargs: Any) -> int:
+    def update_record_link(self, relation_id: str, relation_type: str | NotSet = NOTSET,
+                           opposite_relation_type: str | NotSet = NOTSET, timestamp: str | None | NotSet = NOTSET,
+                           metadata: dict[str, Any] | None | NotSet = NOTSET, **kwargs: Any) -> int:
         """Update a relation of this thread; return 1, or 0 when there is none (spec: update_record_link).
 
         Omitted values are preserved; a new built-in ``relation_type`` brings its
@@ -487,9 +511,10 @@ class Thread(_WithAsyncTwins):
                                  opposite_relation_type=opposite_relation_type, timestamp=timestamp,
                                  metadata=metadata, restrict=self._client.tenant.row_filter())
 
-    def delete_record_link(self, source_record_id: Any = NOTSET, source_record_type: Any = NOTSET,
-                           target_record_id: Any = NOTSET, target_record_type: Any = NOTSET,
-                           relation_type: Any = NOTSET, relation_id: Any = NOTSET, **kwargs: Any) -> int:
+    def delete_record_link(self, source_record_id: str | NotSet = NOTSET, source_record_type: str | NotSet = NOTSET,
+                           target_record_id: str | NotSet = NOTSET, target_record_type: str | NotSet = NOTSET,
+                           relation_type: str | NotSet = NOTSET, relation_id: str | NotSet = NOTSET,
+                           **kwargs: Any) -> int:
         """Delete a relation of this thread by ``relation_id`` alone or the complete endpoint tuple; return 0 or 1.
 
         The tuple uses the stored source-to-target orientation. Raises
@@ -518,12 +543,14 @@ class Thread(_WithAsyncTwins):
 
     # --- search -------------------------------------------------------------------
 
-    def search(self, query: str, *, user_id: Any = NOTSET, agent_id: Any = NOTSET, thread_id: Any = NOTSET,
-               exact_user_match: Any = NOTSET, exact_agent_match: Any = NOTSET, exact_thread_match: Any = NOTSET,
-               max_results: Any = NOTSET, token_budget: Any = NOTSET, soft_token_budget: Any = NOTSET,
-               record_types: Any = NOTSET, metadata_filter: Any = NOTSET, num_hops: Any = NOTSET,
-               max_linked_results: Any = NOTSET, include_invalid_results: Any = NOTSET, scope: Any = NOTSET,
-               **kwargs: Any) -> list[SearchResult]:
+    def search(self, query: str, *, user_id: str | None | NotSet = NOTSET, agent_id: str | None | NotSet = NOTSET,
+               thread_id: str | None | NotSet = NOTSET, exact_user_match: bool | NotSet = NOTSET,
+               exact_agent_match: bool | NotSet = NOTSET, exact_thread_match: bool | NotSet = NOTSET,
+               max_results: int | NotSet = NOTSET, token_budget: int | None | NotSet = NOTSET,
+               soft_token_budget: int | None | NotSet = NOTSET, record_types: list[str] | None | NotSet = NOTSET,
+               metadata_filter: dict[str, Any] | None | NotSet = NOTSET, num_hops: int | NotSet = NOTSET,
+               max_linked_results: int | NotSet = NOTSET, include_invalid_results: bool | NotSet = NOTSET,
+               scope: SearchScope | None | NotSet = NOTSET, **kwargs: Any) -> list[SearchResult]:
         """Search records relevant to ``query``, best first (spec: OracleThread.search).
 
         Omitted scope fields inherit the thread's: exact user and agent, this
@@ -547,7 +574,8 @@ class Thread(_WithAsyncTwins):
 
     # --- summaries and context cards ------------------------------------------------
 
-    def get_summary(self, except_last: Any = NOTSET, token_budget: Any = NOTSET, **kwargs: Any) -> OracleSummary:
+    def get_summary(self, except_last: int | NotSet = NOTSET, token_budget: int | None | NotSet = NOTSET,
+                    **kwargs: Any) -> OracleSummary:
         """Return a summary of the thread, or of all but its last ``except_last`` messages (spec: get_summary).
 
         Whole thread: the durable summary, refreshed with the thread's LLM when
@@ -560,11 +588,13 @@ class Thread(_WithAsyncTwins):
         return context.summary_get(thread=self._row, except_last=except_last, token_budget=token_budget,
                                    llm=self.llm)
 
-    def get_context_card(self, fallback_message_count: Any = NOTSET, max_relevant_results: Any = NOTSET,
-                         token_budget: Any = NOTSET, soft_token_budget: Any = NOTSET,
-                         max_recent_messages: Any = NOTSET, except_last_messages: Any = NOTSET,
-                         min_relevant_results_by_type: Any = NOTSET, metadata_filter: Any = NOTSET,
-                         include_invalid_results: Any = NOTSET, **kwargs: Any) -> OracleContextCard:
+    def get_context_card(self, fallback_message_count: int | NotSet = NOTSET,
+                         max_relevant_results: int | NotSet = NOTSET, token_budget: int | None | NotSet = NOTSET,
+                         soft_token_budget: int | None | NotSet = NOTSET, max_recent_messages: int | NotSet = NOTSET,
+                         except_last_messages: int | NotSet = NOTSET,
+                         min_relevant_results_by_type: Mapping[str, int] | None | NotSet = NOTSET,
+                         metadata_filter: dict[str, Any] | None | NotSet = NOTSET,
+                         include_invalid_results: bool | NotSet = NOTSET, **kwargs: Any) -> OracleContextCard:
         """Return a context card: summary, topics, relevant records, recent messages (spec: get_context_card).
 
         Searches with this thread's default scope (``exact_thread_match=False``).

@@ -45,7 +45,15 @@ from memory.models import MEMORY_TYPES, Message, Thread, ThreadSummary
 from memory.records.selectors import live_q, message_dto
 from memory.records.validators import reject_unknown
 from memory.core.ids import public_id
-from memory.core.types import NOTSET, ContextCard, MemorySearchConfig, SearchResult, SearchScope, Summary
+from memory.core.types import (
+    NOTSET,
+    ContextCard,
+    MemorySearchConfig,
+    NotSet,
+    SearchResult,
+    SearchScope,
+    Summary,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -345,7 +353,7 @@ def _llm_summary_through(thread: Thread, through_seq: int, llm: Llm, *, store: b
     return content
 
 
-def summary_get(*, thread: Thread, except_last: Any = NOTSET, token_budget: Any = NOTSET,
+def summary_get(*, thread: Thread, except_last: int | NotSet = NOTSET, token_budget: int | None | NotSet = NOTSET,
                 llm: Llm | None = None) -> Summary:
     """Return a summary of the thread, or of all but its last ``except_last`` messages (spec: get_summary).
 
@@ -430,13 +438,13 @@ def context_card_build(
     scope: SearchScope,
     search_config: MemorySearchConfig,
     llm: Llm | None = None,
-    fallback_message_count: Any = NOTSET,
-    max_relevant_results: Any = NOTSET,
-    token_budget: Any = NOTSET,
-    soft_token_budget: Any = NOTSET,
-    max_recent_messages: Any = NOTSET,
-    except_last_messages: Any = NOTSET,
-    min_relevant_results_by_type: Any = NOTSET,
+    fallback_message_count: int | NotSet = NOTSET,
+    max_relevant_results: int | NotSet = NOTSET,
+    token_budget: int | None | NotSet = NOTSET,
+    soft_token_budget: int | None | NotSet = NOTSET,
+    max_recent_messages: int | NotSet = NOTSET,
+    except_last_messages: int | NotSet = NOTSET,
+    min_relevant_results_by_type: Mapping[str, int] | None | NotSet = NOTSET,
     metadata_filter: Any = None,
     include_invalid_results: Any = True,
     **kwargs: Any,

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory.core.errors import InvalidArgument, InvalidType
-from memory.core.types import NOTSET
+from memory.core.types import NOTSET, NotSet
 
 
 class _CaseInsensitiveEnum(str, enum.Enum):
@@ -233,23 +233,23 @@ class MemoryExtractionConfig:
     ``extract_memories``/``enable_context_summary``, a non-int count, non-string instructions).
     """
 
-    memory_extraction_window: int = NOTSET
-    context_summary_update_frequency: int = NOTSET
-    memory_extraction_frequency: int = NOTSET
-    memory_extraction_token_limit: int = NOTSET
-    extract_memories: bool = NOTSET
-    enable_context_summary: bool = NOTSET
-    memory_extraction_custom_instructions: str | None = NOTSET
-    memory_link_extraction_custom_instructions: str | None = NOTSET
-    memory_extraction_image_context: MemoryExtractionImageContext = NOTSET
-    memory_extraction_inherit_message_metadata: bool | tuple[str, ...] = NOTSET
-    extraction_mode: MemoryExtractionMode = NOTSET
-    memory_link_extraction_mode: MemoryLinkExtractionMode = NOTSET
-    memory_link_extraction_token_limit: int = NOTSET
-    background_extraction_queue_full_behavior: BackgroundExtractionQueueFullBehavior = NOTSET
-    background_extraction_queue_put_timeout_seconds: float = NOTSET
-    review_memory_types: tuple[str, ...] = NOTSET
-    review_added_memories: bool = NOTSET
+    memory_extraction_window: int | NotSet = NOTSET
+    context_summary_update_frequency: int | NotSet = NOTSET
+    memory_extraction_frequency: int | NotSet = NOTSET
+    memory_extraction_token_limit: int | NotSet = NOTSET
+    extract_memories: bool | NotSet = NOTSET
+    enable_context_summary: bool | NotSet = NOTSET
+    memory_extraction_custom_instructions: str | None | NotSet = NOTSET
+    memory_link_extraction_custom_instructions: str | None | NotSet = NOTSET
+    memory_extraction_image_context: MemoryExtractionImageContext | NotSet = NOTSET
+    memory_extraction_inherit_message_metadata: bool | tuple[str, ...] | NotSet = NOTSET
+    extraction_mode: MemoryExtractionMode | NotSet = NOTSET
+    memory_link_extraction_mode: MemoryLinkExtractionMode | NotSet = NOTSET
+    memory_link_extraction_token_limit: int | NotSet = NOTSET
+    background_extraction_queue_full_behavior: BackgroundExtractionQueueFullBehavior | NotSet = NOTSET
+    background_extraction_queue_put_timeout_seconds: float | NotSet = NOTSET
+    review_memory_types: tuple[str, ...] | NotSet = NOTSET
+    review_added_memories: bool | NotSet = NOTSET
 
     def __post_init__(self):
         set_ = object.__setattr__  # frozen: normalise in place once
