@@ -32,7 +32,7 @@ from memory.records.history import MemoryVersionRecord
 from memory.core.errors import NotFound, OutOfScope
 from memory.client.common import SEARCH_CONFIG_KEY, THREAD_SETTINGS
 from memory.models import Thread as ThreadRow
-from memory.context import cards as context
+from memory.context import cards, summaries
 from memory.records import history, selectors
 from memory.core.aio import in_worker
 from memory.llm import adapters as llm_module
@@ -581,11 +581,11 @@ class Thread(_WithAsyncTwins):
         Whole thread: the durable summary, refreshed with the thread's LLM when
         it does not cover the latest message. ``except_last`` leaves the
         durable summary unchanged. Without an LLM: a transcript of the latest
-        messages, at most 4,000 characters. See ``memory.context.cards.summary_get``.
+        messages, at most 4,000 characters. See ``memory.context.summaries.summary_get``.
         Raises TypeError for unknown keywords.
         """
         reject_unknown(kwargs, "get_summary")
-        return context.summary_get(thread=self._row, except_last=except_last, token_budget=token_budget,
+        return summaries.summary_get(thread=self._row, except_last=except_last, token_budget=token_budget,
                                    llm=self.llm)
 
     def get_context_card(self, fallback_message_count: int | NotSet = NOTSET,
@@ -602,7 +602,7 @@ class Thread(_WithAsyncTwins):
         keywords raise TypeError, a nonzero ``except_last_messages`` with
         ``max_recent_messages`` neither 0 nor equal to it raises ValueError.
         """
-        return context.context_card_build(
+        return cards.context_card_build(
             thread=self._row, scope=self.default_scope, search_config=self.search_config, llm=self.llm,
             fallback_message_count=fallback_message_count, max_relevant_results=max_relevant_results,
             token_budget=token_budget, soft_token_budget=soft_token_budget, max_recent_messages=max_recent_messages,

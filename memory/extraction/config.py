@@ -7,7 +7,7 @@ parameters, never both (``resolve_extraction_config``).
 
 A thread's config is stored flat in ``Thread.config`` under the spec's
 parameter names (``to_thread_config``/``from_thread_config``), the same keys
-``memory.context.cards`` reads (``enable_context_summary``,
+``memory.context.summaries`` reads (``enable_context_summary``,
 ``context_summary_update_frequency``), so a thread opened later, in any
 process, keeps its settings.
 
@@ -198,7 +198,7 @@ class MemoryExtractionConfig:
       included; <= 0: the batch alone. A longer range is split into calls of at most this many targets.
     * ``context_summary_update_frequency`` (-1) and ``enable_context_summary`` (True; the page: "Defaults
       to True for standalone OracleThread()"): the durable summary is refreshed after a due extraction
-      (``memory.context.cards``) and a summary from before the target messages is extraction context.
+      (``memory.context.summaries``) and a summary from before the target messages is extraction context.
     * ``memory_extraction_frequency`` (-1): new messages after which extraction is due; <= 0 means once
       per ``add_messages`` call, over its whole batch.
     * ``memory_extraction_token_limit`` (100,000): prompt cap in tokens. A range that does not fit is
