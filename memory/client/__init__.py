@@ -17,7 +17,9 @@ module listed below. Engine code imports those modules, never this face.
 
 Modules:
 
-* ``agent``: ``AgentMemory``, the client of one project.
+* ``agent``: ``AgentMemory``, the client of one project, made of the mixins ``agent_threads`` (threads and
+  their settings), ``agent_records`` (memories, images and relations by id), ``agent_search`` (search and
+  the project-wide lists) and ``agent_subjects`` (user and agent profiles, erasure).
 * ``thread``: ``Thread``, a handle on one stored thread, made of the mixins
   ``thread_messages`` (messages, extraction waits), ``thread_memories`` (memories and their history),
   ``thread_images`` (standalone images), ``thread_links`` (relations) and ``thread_search``
