@@ -15,9 +15,16 @@ imports in place of ``oracleagentmemory`` (the client classes under their
 names and the SDK's, its records, configs and enums), each defined once in the
 module listed below. Engine code imports those modules, never this face.
 
-Modules: ``agent`` (``AgentMemory``), ``thread`` (``Thread``), ``common``
-(what both use: the SDK's thread runtime settings, config checks, the
-``_async`` twin machinery).
+Modules:
+
+* ``agent``: ``AgentMemory``, the client of one project, made of the mixins ``agent_threads`` (threads and
+  their settings), ``agent_records`` (memories, images and relations by id), ``agent_search`` (search and
+  the project-wide lists) and ``agent_subjects`` (user and agent profiles, erasure).
+* ``thread``: ``Thread``, a handle on one stored thread, made of the mixins
+  ``thread_messages`` (messages, extraction waits), ``thread_memories`` (memories and their history),
+  ``thread_images`` (standalone images), ``thread_links`` (relations) and ``thread_search``
+  (search, summary, context card).
+* ``common``: what both use: the SDK's thread runtime settings, config checks, the ``_async`` twin machinery.
 """
 
 from memory.client.agent import AgentMemory

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from memory.core.aio import in_worker
 from memory.core.types import (
@@ -28,6 +28,13 @@ THREAD_SETTINGS = {
     "context_card_type_search_concurrency": 5,
 }
 SEARCH_CONFIG_KEY = "search_config"
+
+
+class SdkLlm(Protocol):
+    """What ``llm=`` may be besides the engine's ``memory.llm.adapters.Llm``: the SDK's ``ILlm`` (such as
+    ``oracleagentmemory.Llm``), an object with ``generate()``, which ``memory.llm.adapters.as_llm`` wraps."""
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any: ...
 
 
 def _given(**arguments: Any) -> dict[str, Any]:

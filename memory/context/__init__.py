@@ -1,5 +1,6 @@
 """Context cards and thread summaries (spec: ``get_summary``, ``get_context_card``).
 
-Modules: ``cards`` (the running thread summary, refreshed when due, and the context card built from a
-search of the thread's records).
+Modules: ``summaries`` (the running thread summary, refreshed by the LLM when due, and its transcript
+fallback), ``cards`` (the context card: that summary, the records found by a search of the thread's scope,
+the recent messages).
 """

@@ -6,7 +6,8 @@ Modules:
 
 * ``errors``: ``DomainError`` and the built-in types the spec names (``InvalidArgument``/``Conflict`` are
   ``ValueError``s, ``InvalidType`` a ``TypeError``, ``NotFound`` a ``KeyError``), the limits on one call's work.
-* ``types``: the spec's public value types (records, configs, enums, ``SearchScope``) and ``NOTSET``.
+* ``types``: the spec's public value types (records, configs, enums, ``SearchScope``) and ``NOTSET``, the
+  omitted-argument marker, of type ``NotSet`` (parameters are annotated ``T | NotSet = NOTSET``).
 * ``rendering``: records and context cards as the XML-like text agents paste into prompts.
 * ``conf``: every ``OAM_*`` setting the engine reads, with default, type and bounds.
 * ``ids``: stored ids (``"<project pk>:<public id>"``) and back.

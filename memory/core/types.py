@@ -11,15 +11,19 @@ from __future__ import annotations
 import enum
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Final, final
 
 
-class _NotSet:
-    """Marks an omitted argument, so that an explicit ``None`` can mean something else."""
+@final
+class NotSet:
+    """The type of ``NOTSET``, the mark of an omitted argument, so that an explicit None can mean something else
+    (the sentinel pattern of PEP 661). Annotate ``name: T | NotSet = NOTSET`` and test ``name is NOTSET``: there
+    is one instance (``NotSet()``, copies and unpickled ones are it), it is falsy and its repr is ``NOTSET``."""
 
-    _instance = None
+    __slots__ = ()
+    _instance: ClassVar[NotSet | None] = None
 
-    def __new__(cls):
+    def __new__(cls) -> NotSet:
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
@@ -30,8 +34,11 @@ class _NotSet:
     def __bool__(self) -> bool:
         return False
 
+    def __reduce__(self) -> str:
+        return "NOTSET"  # pickled, copied and deep-copied as this module's global: the one instance
 
-NOTSET: Any = _NotSet()
+
+NOTSET: Final[NotSet] = NotSet()
 
 
 class RecordStatus(str, enum.Enum):
@@ -271,8 +278,8 @@ class MemoryRetentionConfig:
     not exceed the cap. ValueError otherwise, as the SDK (``memory.core.ttl.resolve_ttl_days`` applies them).
     """
 
-    default_ttl_days: int | None = NOTSET
-    max_ttl_days: int | None = NOTSET
+    default_ttl_days: int | None | NotSet = NOTSET
+    max_ttl_days: int | None | NotSet = NOTSET
 
     def __post_init__(self):
         for name in ("default_ttl_days", "max_ttl_days"):
@@ -298,12 +305,12 @@ class SearchScope:
     value; with ``False`` the dimension is unconstrained.
     """
 
-    user_id: Any = NOTSET
-    agent_id: Any = NOTSET
-    thread_id: Any = NOTSET
-    exact_user_match: Any = NOTSET
-    exact_agent_match: Any = NOTSET
-    exact_thread_match: Any = NOTSET
+    user_id: str | None | NotSet = NOTSET
+    agent_id: str | None | NotSet = NOTSET
+    thread_id: str | None | NotSet = NOTSET
+    exact_user_match: bool | NotSet = NOTSET
+    exact_agent_match: bool | NotSet = NOTSET
+    exact_thread_match: bool | NotSet = NOTSET
 
 
 @dataclass(frozen=True)
@@ -316,8 +323,8 @@ class MemorySearchConfig:
     ``settings.OAM_SEARCH_MODE``, HYBRID unless configured.
     """
 
-    token_budget: int | None = NOTSET
-    soft_token_budget: int | None = NOTSET
+    token_budget: int | None | NotSet = NOTSET
+    soft_token_budget: int | None | NotSet = NOTSET
     max_results: int = 10
     mode: str | None = None
 
@@ -360,7 +367,6 @@ class LinkedRecord(_RecordView):
     relation_id: str
     hops: int
     from_record_id: str
-
 
 
 @dataclass
@@ -430,8 +436,9 @@ class SearchResult(_RecordView):
 
         return render_record(self.record)
 
-    def format_content(self, format_config: Any = NOTSET) -> str:
-        """The record as ``formatted_content`` (one fixed format here: ``format_config`` is not supported)."""
+    def format_content(self, format_config: NotSet = NOTSET) -> str:
+        """The record as ``formatted_content`` (one fixed format here: ``format_config`` is not supported, any
+        value given raises TypeError, hence its type)."""
         if format_config is not NOTSET:
             raise TypeError("format_config: not supported; results render in one fixed format")
         return self.formatted_content

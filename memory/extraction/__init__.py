@@ -30,7 +30,7 @@ it at once (``run_inline``); BACKGROUND hands its id to the Dramatiq actor
    delivered twice or a slow worker outlives its claim;
 5. progress events go to the thread's channel-layer group after commit
    (``memory.core.progress``), then the durable summary is refreshed when due
-   (``memory.context.cards.summary_refresh_if_due``).
+   (``memory.context.summaries.summary_refresh_if_due``).
 
 The watermark is the truth and the queue only a trigger: ``sweep`` (worker
 start-up and every ``OAM_EXTRACTION_SWEEP_SECONDS``) re-queues jobs whose

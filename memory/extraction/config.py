@@ -7,7 +7,7 @@ parameters, never both (``resolve_extraction_config``).
 
 A thread's config is stored flat in ``Thread.config`` under the spec's
 parameter names (``to_thread_config``/``from_thread_config``), the same keys
-``memory.context.cards`` reads (``enable_context_summary``,
+``memory.context.summaries`` reads (``enable_context_summary``,
 ``context_summary_update_frequency``), so a thread opened later, in any
 process, keeps its settings.
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory.core.errors import InvalidArgument, InvalidType
-from memory.core.types import NOTSET
+from memory.core.types import NOTSET, NotSet
 
 
 class _CaseInsensitiveEnum(str, enum.Enum):
@@ -198,7 +198,7 @@ class MemoryExtractionConfig:
       included; <= 0: the batch alone. A longer range is split into calls of at most this many targets.
     * ``context_summary_update_frequency`` (-1) and ``enable_context_summary`` (True; the page: "Defaults
       to True for standalone OracleThread()"): the durable summary is refreshed after a due extraction
-      (``memory.context.cards``) and a summary from before the target messages is extraction context.
+      (``memory.context.summaries``) and a summary from before the target messages is extraction context.
     * ``memory_extraction_frequency`` (-1): new messages after which extraction is due; <= 0 means once
       per ``add_messages`` call, over its whole batch.
     * ``memory_extraction_token_limit`` (100,000): prompt cap in tokens. A range that does not fit is
@@ -233,23 +233,23 @@ class MemoryExtractionConfig:
     ``extract_memories``/``enable_context_summary``, a non-int count, non-string instructions).
     """
 
-    memory_extraction_window: int = NOTSET
-    context_summary_update_frequency: int = NOTSET
-    memory_extraction_frequency: int = NOTSET
-    memory_extraction_token_limit: int = NOTSET
-    extract_memories: bool = NOTSET
-    enable_context_summary: bool = NOTSET
-    memory_extraction_custom_instructions: str | None = NOTSET
-    memory_link_extraction_custom_instructions: str | None = NOTSET
-    memory_extraction_image_context: MemoryExtractionImageContext = NOTSET
-    memory_extraction_inherit_message_metadata: bool | tuple[str, ...] = NOTSET
-    extraction_mode: MemoryExtractionMode = NOTSET
-    memory_link_extraction_mode: MemoryLinkExtractionMode = NOTSET
-    memory_link_extraction_token_limit: int = NOTSET
-    background_extraction_queue_full_behavior: BackgroundExtractionQueueFullBehavior = NOTSET
-    background_extraction_queue_put_timeout_seconds: float = NOTSET
-    review_memory_types: tuple[str, ...] = NOTSET
-    review_added_memories: bool = NOTSET
+    memory_extraction_window: int | NotSet = NOTSET
+    context_summary_update_frequency: int | NotSet = NOTSET
+    memory_extraction_frequency: int | NotSet = NOTSET
+    memory_extraction_token_limit: int | NotSet = NOTSET
+    extract_memories: bool | NotSet = NOTSET
+    enable_context_summary: bool | NotSet = NOTSET
+    memory_extraction_custom_instructions: str | None | NotSet = NOTSET
+    memory_link_extraction_custom_instructions: str | None | NotSet = NOTSET
+    memory_extraction_image_context: MemoryExtractionImageContext | NotSet = NOTSET
+    memory_extraction_inherit_message_metadata: bool | tuple[str, ...] | NotSet = NOTSET
+    extraction_mode: MemoryExtractionMode | NotSet = NOTSET
+    memory_link_extraction_mode: MemoryLinkExtractionMode | NotSet = NOTSET
+    memory_link_extraction_token_limit: int | NotSet = NOTSET
+    background_extraction_queue_full_behavior: BackgroundExtractionQueueFullBehavior | NotSet = NOTSET
+    background_extraction_queue_put_timeout_seconds: float | NotSet = NOTSET
+    review_memory_types: tuple[str, ...] | NotSet = NOTSET
+    review_added_memories: bool | NotSet = NOTSET
 
     def __post_init__(self):
         set_ = object.__setattr__  # frozen: normalise in place once

@@ -12,7 +12,7 @@ from memory.core.errors import Conflict
 from memory.models import Memory, RecordLink
 from memory.records.validators import check_bounded_int, check_relation_type
 from memory.core.ids import public_id
-from memory.core.types import NOTSET, RecordRelation, RecordStatus
+from memory.core.types import NOTSET, NotSet, RecordRelation, RecordStatus
 
 
 logger = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ def check_max_linked_results(value: Any) -> int:
     return check_bounded_int(value, "max_linked_results", low=0, low_rule="must be 0 or more", sql_count=True)
 
 
-def opposite_label(relation_type: str, opposite_relation_type: Any = NOTSET) -> str:
+def opposite_label(relation_type: str, opposite_relation_type: str | NotSet = NOTSET) -> str:
     """The reverse label: the given one, else the built-in's fixed label, else the same label."""
     if opposite_relation_type is not NOTSET:
         return check_relation_type(opposite_relation_type, "opposite_relation_type")

@@ -15,7 +15,7 @@ from memory.models import Memory, RecordLink, Thread
 from memory.records.selectors import Records, memory_live_q
 from memory.records.validators import check_id, check_metadata, check_record_type, check_relation_type, check_scope_id
 from memory.core.ids import public_id, stored_id
-from memory.core.types import NOTSET, RecordRelation, RecordStatus
+from memory.core.types import NOTSET, NotSet, RecordRelation, RecordStatus
 from memory.links.rules import INVALIDATING_RELATIONS, LinkExists, _TUPLE_FIELDS, opposite_label, pair_key, relation_dto, revalidate, set_memory_status
 
 
@@ -85,8 +85,8 @@ def link_create(
     target_record_id: Any,
     target_record_type: Any,
     relation_type: Any,
-    opposite_relation_type: Any = NOTSET,
-    relation_id: Any = NOTSET,
+    opposite_relation_type: str | NotSet = NOTSET,
+    relation_id: str | NotSet = NOTSET,
     timestamp: Any = None,
     metadata: Any = None,
     restrict: dict[str, str] | None = None,
@@ -119,10 +119,10 @@ def link_update(
     *,
     thread: Thread,
     relation_id: Any,
-    relation_type: Any = NOTSET,
-    opposite_relation_type: Any = NOTSET,
-    timestamp: Any = NOTSET,
-    metadata: Any = NOTSET,
+    relation_type: str | NotSet = NOTSET,
+    opposite_relation_type: str | NotSet = NOTSET,
+    timestamp: str | None | NotSet = NOTSET,
+    metadata: dict[str, Any] | None | NotSet = NOTSET,
     restrict: dict[str, str] | None = None,
 ) -> int:
     """Update a relation of this thread; return 1, or 0 when there is none (or ``restrict`` hides it: ``visible``).
@@ -169,12 +169,12 @@ def link_update(
 def link_delete(
     *,
     thread: Thread,
-    source_record_id: Any = NOTSET,
-    source_record_type: Any = NOTSET,
-    target_record_id: Any = NOTSET,
-    target_record_type: Any = NOTSET,
-    relation_type: Any = NOTSET,
-    relation_id: Any = NOTSET,
+    source_record_id: str | NotSet = NOTSET,
+    source_record_type: str | NotSet = NOTSET,
+    target_record_id: str | NotSet = NOTSET,
+    target_record_type: str | NotSet = NOTSET,
+    relation_type: str | NotSet = NOTSET,
+    relation_id: str | NotSet = NOTSET,
     restrict: dict[str, str] | None = None,
 ) -> int:
     """Delete a relation of this thread by id alone or by its complete endpoint tuple; return 0 or 1 (0 also
@@ -298,11 +298,11 @@ class PendingLink:
 def pending_link(
     *,
     thread: Thread,
-    memory_id_to_link: Any = NOTSET,
-    link_type: Any = NOTSET,
-    link_id: Any = NOTSET,
-    link_timestamp: Any = NOTSET,
-    link_metadata: Any = NOTSET,
+    memory_id_to_link: str | NotSet = NOTSET,
+    link_type: str | NotSet = NOTSET,
+    link_id: str | NotSet = NOTSET,
+    link_timestamp: str | None | NotSet = NOTSET,
+    link_metadata: dict[str, Any] | None | NotSet = NOTSET,
     restrict: dict[str, str] | None = None,
 ) -> PendingLink | None:
     """Check ``add_memory``'s link arguments; return the ``PendingLink``, or None when there is none.

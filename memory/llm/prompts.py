@@ -8,7 +8,7 @@ One module so that a prompt can be read, compared and changed in one place
   candidate with a stored memory (``JUDGE_SYSTEM_PROMPT``, ``JUDGE_SCHEMA``);
 * autonomous linking (``memory.links.autonomous.propose_links``): ``LINK_GUIDE``,
   ``link_schema``, ``link_prompt``;
-* the running thread summary (``memory.context.cards``): ``SUMMARY_SYSTEM_PROMPT``,
+* the running thread summary (``memory.context.summaries``): ``SUMMARY_SYSTEM_PROMPT``,
   ``SUMMARY_SCHEMA``;
 * image captions (``memory.records.image_rules.generate_caption``): ``CAPTION_SYSTEM_PROMPT``,
   ``CAPTION_USER_PROMPT``.

@@ -44,7 +44,7 @@ from PIL import Image as PilImage
 
 from memory.llm.prompts import CAPTION_SYSTEM_PROMPT, CAPTION_USER_PROMPT
 from memory.core.errors import InvalidArgument, InvalidType
-from memory.core.types import NOTSET, ImageMimeType
+from memory.core.types import NOTSET, ImageMimeType, NotSet
 
 logger = logging.getLogger(__name__)
 
@@ -104,10 +104,10 @@ class ImageInputLimitConfig:
     non-int, as the SDK does).
     """
 
-    max_raw_image_bytes: int = NOTSET
-    max_images_per_llm_request: int = NOTSET
-    max_total_raw_image_bytes_per_llm_request: int = NOTSET
-    max_image_pixels: int = NOTSET
+    max_raw_image_bytes: int | NotSet = NOTSET
+    max_images_per_llm_request: int | NotSet = NOTSET
+    max_total_raw_image_bytes_per_llm_request: int | NotSet = NOTSET
+    max_image_pixels: int | NotSet = NOTSET
 
     def __post_init__(self):
         given = frozenset(f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not NOTSET)

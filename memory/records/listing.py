@@ -23,7 +23,7 @@ from memory.models import Image, Memory, Message, Thread
 from memory.records.selectors import hydrate_images, image_dto, live_q, memory_dto, memory_live_q, message_dto
 from memory.records.tenancy import Tenant
 from memory.core.ids import stored_id
-from memory.core.types import NOTSET, ImageRecord, MemoryRecord, Message as MessageDTO
+from memory.core.types import NOTSET, ImageRecord, MemoryRecord, NotSet, Message as MessageDTO
 
 DEFAULT_LIST_LIMIT = 100
 
@@ -73,8 +73,9 @@ def _bounded(qs: QuerySet, limit: Any) -> QuerySet:
     return qs[:limit] if limit is not None else qs
 
 
-def thread_queryset(*, tenant: Tenant, user_id: Any, agent_id: Any = NOTSET, metadata_filter: Any = NOTSET,
-                    limit: Any = NOTSET) -> QuerySet:
+def thread_queryset(*, tenant: Tenant, user_id: Any, agent_id: str | None | NotSet = NOTSET,
+                    metadata_filter: dict[str, Any] | None | NotSet = NOTSET,
+                    limit: int | None | NotSet = NOTSET) -> QuerySet:
     """The validated query behind ``thread_rows`` (also compiled for Oracle in tests/oracle)."""
     if user_id is NOTSET:
         raise InvalidArgument("user_id", "required (None lists threads with no user)")
@@ -87,8 +88,9 @@ def thread_rows(**arguments: Any) -> list[Thread]:
     return list(thread_queryset(**arguments))
 
 
-def message_queryset(*, tenant: Tenant, user_id: Any = NOTSET, agent_id: Any = NOTSET, thread_id: Any = NOTSET,
-                     metadata_filter: Any = NOTSET, limit: Any = NOTSET, now=None) -> QuerySet | None:
+def message_queryset(*, tenant: Tenant, user_id: str | None | NotSet = NOTSET, agent_id: str | None | NotSet = NOTSET,
+                     thread_id: str | None | NotSet = NOTSET, metadata_filter: dict[str, Any] | None | NotSet = NOTSET,
+                     limit: int | None | NotSet = NOTSET, now=None) -> QuerySet | None:
     """The validated query behind ``messages`` (None: nothing can match)."""
     qs = Message.objects.filter(live_q(now or timezone.now()), thread__project=tenant.project)
     thread_id = _check_scope_id(thread_id, "thread_id")
@@ -100,7 +102,7 @@ def message_queryset(*, tenant: Tenant, user_id: Any = NOTSET, agent_id: Any = N
     return _bounded(_filter_metadata(qs, metadata_filter).order_by("created_at", "thread_id", "seq"), limit)
 
 
-def messages(*, include_image_bytes: Any = NOTSET, **arguments: Any) -> list[MessageDTO]:
+def messages(*, include_image_bytes: bool | NotSet = NOTSET, **arguments: Any) -> list[MessageDTO]:
     """Live messages of the tenant's project (scope: their thread's user and agent, and their thread);
     image parts carry their bytes with ``include_image_bytes=True``."""
     include = False if include_image_bytes is NOTSET else include_image_bytes
@@ -113,8 +115,9 @@ def messages(*, include_image_bytes: Any = NOTSET, **arguments: Any) -> list[Mes
     return result
 
 
-def memory_queryset(*, tenant: Tenant, user_id: Any = NOTSET, agent_id: Any = NOTSET, thread_id: Any = NOTSET,
-                    metadata_filter: Any = NOTSET, limit: Any = NOTSET, now=None) -> QuerySet:
+def memory_queryset(*, tenant: Tenant, user_id: str | None | NotSet = NOTSET, agent_id: str | None | NotSet = NOTSET,
+                    thread_id: str | None | NotSet = NOTSET, metadata_filter: dict[str, Any] | None | NotSet = NOTSET,
+                    limit: int | None | NotSet = NOTSET, now=None) -> QuerySet:
     """The validated query behind ``memories``."""
     qs = Memory.objects.filter(memory_live_q(now or timezone.now()), project=tenant.project)
     thread_id = _check_scope_id(thread_id, "thread_id")
@@ -129,9 +132,10 @@ def memories(**arguments: Any) -> list[MemoryRecord]:
     return [memory_dto(row) for row in memory_queryset(**arguments)]
 
 
-def image_queryset(*, tenant: Tenant, image_id: Any = NOTSET, user_id: Any = NOTSET, agent_id: Any = NOTSET,
-                   thread_id: Any = NOTSET, metadata_filter: Any = NOTSET, include_bytes: bool = False,
-                   limit: Any = NOTSET, now=None) -> QuerySet | None:
+def image_queryset(*, tenant: Tenant, image_id: str | None | NotSet = NOTSET, user_id: str | None | NotSet = NOTSET,
+                   agent_id: str | None | NotSet = NOTSET, thread_id: str | None | NotSet = NOTSET,
+                   metadata_filter: dict[str, Any] | None | NotSet = NOTSET, include_bytes: bool = False,
+                   limit: int | None | NotSet = NOTSET, now=None) -> QuerySet | None:
     """The validated query behind ``images`` (None: nothing can match); bytes selected only with
     ``include_bytes``."""
     qs = Image.objects.filter(live_q(now or timezone.now()), project=tenant.project, message__isnull=True)
@@ -151,7 +155,8 @@ def image_queryset(*, tenant: Tenant, image_id: Any = NOTSET, user_id: Any = NOT
     return _bounded(qs, limit)
 
 
-def images(*, include_bytes: Any = NOTSET, image_id: Any = NOTSET, **arguments: Any) -> list[ImageRecord]:
+def images(*, include_bytes: bool | NotSet = NOTSET, image_id: str | None | NotSet = NOTSET,
+           **arguments: Any) -> list[ImageRecord]:
     """Live standalone images (not message parts, as the SDK's client-level list) of the tenant's project.
 
     Bytes are loaded only with ``include_bytes=True`` and an ``image_id`` (ValueError otherwise).

@@ -46,7 +46,7 @@ from memory.fields import VectorDistance
 from memory.models import Memory, MemoryVersion, Project, SearchChunk
 from memory.records.selectors import Records, live_q, memory_dto
 from memory.core.ids import stored_id
-from memory.core.types import NOTSET, MemoryRecord
+from memory.core.types import NOTSET, MemoryRecord, NotSet
 from memory.records.validators import check_id, check_memory_type
 
 #: Similar memories shown beside each pending one.
@@ -219,8 +219,9 @@ class ReviewItem:
 
 
 
-def pending_queryset(*, project: Project, thread_id: Any = NOTSET, memory_type: Any = NOTSET,
-                     restrict: dict[str, str] | None = None, now=None) -> QuerySet[Memory]:
+def pending_queryset(*, project: Project, thread_id: str | None | NotSet = NOTSET,
+                     memory_type: str | None | NotSet = NOTSET, restrict: dict[str, str] | None = None,
+                     now=None) -> QuerySet[Memory]:
     """The live memories of ``project`` awaiting review, oldest first (the queue's order: the longest waiting on
     top). ``thread_id`` (public; None: memories of no thread) and ``memory_type`` filter; ``restrict``
     (``Tenant.row_filter``) keeps a restricted client's user's and agent's. TypeError/ValueError naming the

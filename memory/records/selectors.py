@@ -26,6 +26,7 @@ from memory.core.types import (
     ImageMimeType,
     ImageRecord,
     MemoryRecord,
+    NotSet,
     memory_record,
     Message as MessageDTO,
     TextContent,
@@ -145,7 +146,8 @@ def thread_get(*, project: Project, thread_id: Any) -> Thread:
     return thread
 
 
-def thread_list(*, tenant: Tenant, user_id: Any = NOTSET, agent_id: Any = NOTSET) -> QuerySet[Thread]:
+def thread_list(*, tenant: Tenant, user_id: str | None | NotSet = NOTSET,
+                agent_id: str | None | NotSet = NOTSET) -> QuerySet[Thread]:
     """Threads of the tenant's project, most recently active first, optionally filtered by user and agent.
 
     A restricted tenant lists its own user's and agent's threads only; a
@@ -167,7 +169,7 @@ def _check_index(value: Any, field: str) -> int:
     return check_sql_count(value, field)
 
 
-def message_page(*, thread: Thread, start: Any = NOTSET, end: Any = NOTSET, window: int,
+def message_page(*, thread: Thread, start: int | None | NotSet = NOTSET, end: int | None | NotSet = NOTSET, window: int,
                  include_image_bytes: Any = False, max_items: int | None = None) -> Page[MessageDTO]:
     """The thread's live messages from ``start`` to ``end`` in chronological order, and how many it has.
 
@@ -211,7 +213,7 @@ def message_page(*, thread: Thread, start: Any = NOTSET, end: Any = NOTSET, wind
                 else messages, count=total)
 
 
-def message_list(*, thread: Thread, start: Any = NOTSET, end: Any = NOTSET, window: int,
+def message_list(*, thread: Thread, start: int | None | NotSet = NOTSET, end: int | None | NotSet = NOTSET, window: int,
                  include_image_bytes: Any = False) -> list[MessageDTO]:
     """Return the thread's live messages in chronological order (spec: get_messages; see ``message_page``)."""
     return message_page(thread=thread, start=start, end=end, window=window,
@@ -345,8 +347,8 @@ def image_queryset(*, thread: Thread, now=None):
     return Image.objects.filter(live_q(now or timezone.now()), thread_id=thread.pk).order_by("created_at", "id")
 
 
-def image_list_queryset(*, thread: Thread, image_id: Any = NOTSET, metadata_filter: Any = None,
-                        include_bytes: Any = False, limit: Any = NOTSET, now=None):
+def image_list_queryset(*, thread: Thread, image_id: str | None | NotSet = NOTSET, metadata_filter: Any = None,
+                        include_bytes: Any = False, limit: int | None | NotSet = NOTSET, now=None):
     """The validated query behind ``image_list`` (also compiled for Oracle in tests/oracle)."""
     if not isinstance(include_bytes, bool):
         raise InvalidType("include_bytes", "must be a bool")
@@ -372,8 +374,8 @@ def image_list_queryset(*, thread: Thread, image_id: Any = NOTSET, metadata_filt
     return qs[:limit] if limit is not None else qs
 
 
-def image_list(*, thread: Thread, image_id: Any = NOTSET, metadata_filter: Any = None, include_bytes: Any = False,
-               limit: Any = NOTSET) -> list[ImageRecord]:
+def image_list(*, thread: Thread, image_id: str | None | NotSet = NOTSET, metadata_filter: Any = None,
+               include_bytes: Any = False, limit: int | None | NotSet = NOTSET) -> list[ImageRecord]:
     """Images owned by this thread in store order (spec: list_images).
 
     ``image_id`` filters by id (omitted: no id filter); ``metadata_filter``
@@ -388,7 +390,7 @@ def image_list(*, thread: Thread, image_id: Any = NOTSET, metadata_filter: Any =
     return list(Records(qs, _image_value(include_bytes)))
 
 
-def image_records(*, thread: Thread, image_id: Any = NOTSET, metadata_filter: Any = None,
+def image_records(*, thread: Thread, image_id: str | None | NotSet = NOTSET, metadata_filter: Any = None,
                   include_bytes: Any = False) -> Records[ImageRecord]:
     """Every image ``image_list`` would return without a limit, read lazily (the API pages it)."""
     qs = image_list_queryset(thread=thread, image_id=image_id, metadata_filter=metadata_filter,

@@ -23,7 +23,7 @@ from django.db.models import Count, DateTimeField, IntegerField, Max, OuterRef, 
 from django.db.models.functions import Coalesce, Greatest, Substr
 from django.utils import timezone
 
-from memory.context.cards import transcript
+from memory.context.summaries import transcript
 from memory.records.metadata_filter import compile_filter
 from memory.models import MEMORY_TYPES, Image, Memory, Message, Project, RecordLink, Thread, ThreadSummary
 from memory.core.errors import NotFound
@@ -232,7 +232,7 @@ class SummaryView:
 
     ``durable`` is the ``ThreadSummary`` row (content, topics, ``through_seq``,
     ``revision``); ``fallback`` is the transcript an agent gets without an
-    LLM (``memory.context.cards.transcript``, last ``FALLBACK_MESSAGES`` messages,
+    LLM (``memory.context.summaries.transcript``, last ``FALLBACK_MESSAGES`` messages,
     at most 4,000 characters); ``behind`` counts live messages after the
     durable summary's ``through_seq``.
     """

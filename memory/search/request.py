@@ -10,7 +10,7 @@ from memory.links.rules import check_max_linked_results, check_num_hops
 from memory.records.metadata_filter import compile_filter
 from memory.models import RECORD_TYPES
 from memory.core.ids import stored_id
-from memory.core.types import NOTSET, MemorySearchConfig, SearchResult, SearchScope
+from memory.core.types import NOTSET, MemorySearchConfig, NotSet, SearchResult, SearchScope
 
 
 # Depth of each ranked list before fusion: fusion needs more than the final
@@ -68,12 +68,12 @@ def resolve_scope(
     defaults: SearchScope,
     *,
     client: bool = False,
-    user_id: Any = NOTSET,
-    agent_id: Any = NOTSET,
-    thread_id: Any = NOTSET,
-    exact_user_match: Any = NOTSET,
-    exact_agent_match: Any = NOTSET,
-    exact_thread_match: Any = NOTSET,
+    user_id: str | None | NotSet = NOTSET,
+    agent_id: str | None | NotSet = NOTSET,
+    thread_id: str | None | NotSet = NOTSET,
+    exact_user_match: bool | NotSet = NOTSET,
+    exact_agent_match: bool | NotSet = NOTSET,
+    exact_thread_match: bool | NotSet = NOTSET,
     scope: Any = None,
 ) -> SearchScope:
     """Apply the spec's and the SDK's scope rules (spec: search Notes; SDK ``oracleagentmemory`` 26.8.0).
@@ -273,15 +273,15 @@ def build_request(
     project_id: int,
     scope: SearchScope,
     config: MemorySearchConfig,
-    max_results: Any = NOTSET,
-    token_budget: Any = NOTSET,
-    soft_token_budget: Any = NOTSET,
-    record_types: Any = NOTSET,
+    max_results: int | NotSet = NOTSET,
+    token_budget: int | None | NotSet = NOTSET,
+    soft_token_budget: int | None | NotSet = NOTSET,
+    record_types: list[str] | None | NotSet = NOTSET,
     metadata_filter: Any = None,
     include_invalid_results: Any = True,
-    mode: Any = NOTSET,
-    num_hops: Any = NOTSET,
-    max_linked_results: Any = NOTSET,
+    mode: str | NotSet = NOTSET,
+    num_hops: int | NotSet = NOTSET,
+    max_linked_results: int | NotSet = NOTSET,
 ) -> SearchRequest:
     """Validate search arguments against the spec; defaults come from ``config``.
 

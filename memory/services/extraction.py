@@ -158,13 +158,14 @@ def job_run(*, job_id: int, llm: Llm | None = None, retention: MemoryRetentionCo
 
 
 def _refresh_summary(thread_id: str, llm: Llm) -> None:
-    """Hook: refresh the durable summary after a due extraction (``memory.context.cards.summary_refresh_if_due``).
+    """Hook: refresh the durable summary after a due extraction
+    (``memory.context.summaries.summary_refresh_if_due``).
 
     The spec: "When memory extraction is enabled, the check is after each due
     extraction". A failure is logged: the memories are committed already.
     """
     try:
-        from memory.context.cards import summary_refresh_if_due
+        from memory.context.summaries import summary_refresh_if_due
     except ImportError:  # summaries not installed in this build
         return
     thread = Thread.objects.filter(pk=thread_id).first()

@@ -32,7 +32,7 @@ from memory.core.locking import lock_first
 from memory.models import Image, Message, Thread
 from memory.records.selectors import live_q
 from memory.core.ids import public_id, stored_id, stored_ids
-from memory.core.types import NOTSET, MemoryRetentionConfig, TimeToLiveAnchor
+from memory.core.types import NOTSET, ImageMimeType, MemoryRetentionConfig, NotSet, TimeToLiveAnchor
 from memory.records.validators import check_id, check_metadata
 from memory.core.errors import check_text
 from memory.services.common import lock_thread, refresh_expiry
@@ -117,16 +117,16 @@ def image_add(
     *,
     thread: Thread,
     image: Any,
-    description: Any = NOTSET,
+    description: str | None | NotSet = NOTSET,
     mime_type: Any = None,
-    image_id: Any = NOTSET,
-    user_id: Any = NOTSET,
-    agent_id: Any = NOTSET,
-    thread_id: Any = NOTSET,
+    image_id: str | None | NotSet = NOTSET,
+    user_id: str | None | NotSet = NOTSET,
+    agent_id: str | None | NotSet = NOTSET,
+    thread_id: str | None | NotSet = NOTSET,
     metadata: Any = None,
     timestamp: Any = None,
-    ttl_days: Any = NOTSET,
-    ttl_anchor: Any = NOTSET,
+    ttl_days: int | None | NotSet = NOTSET,
+    ttl_anchor: TimeToLiveAnchor | str | NotSet = NOTSET,
     retention: MemoryRetentionConfig,
     limits: ImageInputLimitConfig | None = None,
     llm: Any = None,
@@ -202,13 +202,13 @@ def image_update(
     *,
     thread: Thread,
     image_id: Any,
-    image: Any = NOTSET,
-    description: Any = NOTSET,
-    mime_type: Any = NOTSET,
-    metadata: Any = NOTSET,
-    timestamp: Any = NOTSET,
-    ttl_days: Any = NOTSET,
-    ttl_anchor: Any = NOTSET,
+    image: bytes | NotSet = NOTSET,
+    description: str | None | NotSet = NOTSET,
+    mime_type: ImageMimeType | str | NotSet = NOTSET,
+    metadata: dict[str, Any] | None | NotSet = NOTSET,
+    timestamp: str | None | NotSet = NOTSET,
+    ttl_days: int | None | NotSet = NOTSET,
+    ttl_anchor: TimeToLiveAnchor | str | NotSet = NOTSET,
     retention: MemoryRetentionConfig,
     limits: ImageInputLimitConfig | None = None,
     llm: Any = None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -23,7 +24,7 @@ from memory.core.locking import lock_first
 from memory.models import Memory, Project, RecordLink, Thread
 from memory.records.selectors import memory_live_q
 from memory.core.ids import stored_id
-from memory.core.types import NOTSET, MemoryRetentionConfig, RecordStatus, TimeToLiveAnchor
+from memory.core.types import NOTSET, MemoryRetentionConfig, NotSet, RecordStatus, TimeToLiveAnchor
 from memory.records.validators import (
     check_content,
     check_id,
@@ -55,16 +56,16 @@ def memory_prepare(
     *,
     thread: Thread,
     content: Any,
-    memory_type: Any = NOTSET,
-    user_id: Any = NOTSET,
-    agent_id: Any = NOTSET,
-    thread_id: Any = NOTSET,
-    memory_id: Any = NOTSET,
+    memory_type: str | NotSet = NOTSET,
+    user_id: str | None | NotSet = NOTSET,
+    agent_id: str | None | NotSet = NOTSET,
+    thread_id: str | None | NotSet = NOTSET,
+    memory_id: str | NotSet = NOTSET,
     metadata: Any = None,
     timestamp: Any = None,
-    ttl_days: Any = NOTSET,
-    ttl_anchor: Any = NOTSET,
-    status: Any = NOTSET,
+    ttl_days: int | None | NotSet = NOTSET,
+    ttl_anchor: TimeToLiveAnchor | str | NotSet = NOTSET,
+    status: RecordStatus | str | NotSet = NOTSET,
     source_message_ids: Sequence[str] = (),
     retention: MemoryRetentionConfig,
     review_types: Collection[str] = (),
@@ -136,11 +137,11 @@ def memory_insert(prepared: PreparedMemory, *, link: Callable[[Memory], Any] | N
 
 def memory_add(
     *,
-    memory_id_to_link: Any = NOTSET,
-    link_type: Any = NOTSET,
-    link_id: Any = NOTSET,
-    link_timestamp: Any = NOTSET,
-    link_metadata: Any = NOTSET,
+    memory_id_to_link: str | NotSet = NOTSET,
+    link_type: str | NotSet = NOTSET,
+    link_id: str | NotSet = NOTSET,
+    link_timestamp: str | None | NotSet = NOTSET,
+    link_metadata: dict[str, Any] | None | NotSet = NOTSET,
     link_restrict: dict[str, str] | None = None,
     link: PendingLink | None = None,
     **fields: Any,
@@ -191,13 +192,13 @@ def memory_update(
     project: Project | None = None,
     allows: Callable[[Memory], bool] = lambda row: True,
     memory_id: Any,
-    content: Any = NOTSET,
-    metadata: Any = NOTSET,
-    timestamp: Any = NOTSET,
-    ttl_days: Any = NOTSET,
-    ttl_anchor: Any = NOTSET,
-    status: Any = NOTSET,
-    memory_type: Any = NOTSET,
+    content: str | NotSet = NOTSET,
+    metadata: dict[str, Any] | None | NotSet = NOTSET,
+    timestamp: str | None | NotSet = NOTSET,
+    ttl_days: int | None | NotSet = NOTSET,
+    ttl_anchor: TimeToLiveAnchor | str | NotSet = NOTSET,
+    status: RecordStatus | str | NotSet = NOTSET,
+    memory_type: str | NotSet = NOTSET,
     retention: MemoryRetentionConfig,
 ) -> str:
     """Update a live memory-like record: with ``thread``, one whose stored thread_id is this thread's
@@ -277,7 +278,8 @@ def memory_delete(*, thread: Thread, memory_id: Any) -> int:
     return erase_fenced(thread, Memory, key, memories_erase, f"memory {memory_id}")
 
 
-def memory_state_update(*, project: Project, memory_id: Any, status: Any = NOTSET, expires_at: Any = NOTSET) -> int:
+def memory_state_update(*, project: Project, memory_id: Any, status: RecordStatus | str | NotSet = NOTSET,
+                        expires_at: datetime | None | NotSet = NOTSET) -> int:
     """Set a memory-like record's ``status`` and/or ``expires_at`` (a datetime or None), whatever thread owns it,
     with its chunks' copies; return 1, or 0 when absent.
 

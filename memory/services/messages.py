@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -28,7 +29,14 @@ from memory.core.locking import lock_first
 from memory.models import Image, Message, Thread
 from memory.records.selectors import live_q
 from memory.core.ids import public_id, stored_id, stored_ids
-from memory.core.types import NOTSET, MemoryRetentionConfig, RecordStatus, TimeToLiveAnchor
+from memory.core.types import (
+    NOTSET,
+    MemoryRetentionConfig,
+    MessageContent,
+    NotSet,
+    RecordStatus,
+    TimeToLiveAnchor,
+)
 from memory.records.validators import check_id, check_status, check_metadata, per_item
 from memory.core.errors import check_size, check_text
 from memory.services.common import erase_fenced, lock_thread, refresh_expiry
@@ -40,9 +48,9 @@ def messages_add(
     *,
     thread: Thread,
     messages: Sequence[Any],
-    metadata: Any = NOTSET,
-    ttl_days: Any = NOTSET,
-    ttl_anchor: Any = NOTSET,
+    metadata: dict[str, Any] | None | list[dict[str, Any] | None] | NotSet = NOTSET,
+    ttl_days: int | None | list[int | None] | NotSet = NOTSET,
+    ttl_anchor: TimeToLiveAnchor | str | list[TimeToLiveAnchor | str] | NotSet = NOTSET,
     retention: MemoryRetentionConfig,
     image_limits: ImageInputLimitConfig | None = None,
     llm: Any = None,
@@ -176,10 +184,10 @@ def message_update(
     *,
     thread: Thread,
     message_id: str,
-    content: Any = NOTSET,
-    metadata: Any = NOTSET,
-    ttl_days: Any = NOTSET,
-    ttl_anchor: Any = NOTSET,
+    content: str | Sequence[MessageContent | Mapping[str, Any]] | NotSet = NOTSET,
+    metadata: dict[str, Any] | None | NotSet = NOTSET,
+    ttl_days: int | None | NotSet = NOTSET,
+    ttl_anchor: TimeToLiveAnchor | str | NotSet = NOTSET,
     retention: MemoryRetentionConfig,
     image_limits: ImageInputLimitConfig | None = None,
     llm: Any = None,
@@ -303,7 +311,8 @@ def message_delete(*, thread: Thread, message_id: Any, include_expired: bool = F
     return erase_fenced(thread, Message, key, messages_erase, f"message {message_id}", include_expired=include_expired)
 
 
-def message_state_update(*, thread: Thread, message_id: Any, status: Any = NOTSET, expires_at: Any = NOTSET) -> int:
+def message_state_update(*, thread: Thread, message_id: Any, status: RecordStatus | str | NotSet = NOTSET,
+                         expires_at: datetime | None | NotSet = NOTSET) -> int:
     """Set a message's ``status`` and/or ``expires_at`` (a datetime or None) with its chunks' copies; return 1 or 0.
 
     The admin's edit of those two columns (no spec method changes them; a TTL

@@ -24,7 +24,7 @@ from memory.records.validators import check_content
 from memory.records.listing import _filter_metadata, check_limit
 from memory.models import Profile, Thread
 from memory.records.tenancy import Tenant
-from memory.core.types import NOTSET, AgentProfileRecord, UserProfileRecord
+from memory.core.types import NOTSET, AgentProfileRecord, NotSet, UserProfileRecord
 
 KINDS = ("user", "agent")
 
@@ -68,7 +68,8 @@ def profile_record(row: Profile) -> UserProfileRecord | AgentProfileRecord:
                timestamp=row.updated_at.isoformat() if row.updated_at else None)
 
 
-def profile_add(*, tenant: Tenant, kind: str, subject_id: Any, information: Any, metadata: Any = NOTSET) -> str:
+def profile_add(*, tenant: Tenant, kind: str, subject_id: Any, information: Any,
+                metadata: dict[str, Any] | None | NotSet = NOTSET) -> str:
     """Store (or replace) the profile of one user or agent; return its id, the subject id."""
     from memory.records.validators import check_metadata
 
@@ -90,7 +91,8 @@ def profile_add(*, tenant: Tenant, kind: str, subject_id: Any, information: Any,
     raise InvalidArgument(f"{kind}_id", "the profile changed concurrently; try again")
 
 
-def profile_queryset(*, tenant: Tenant, kind: str, metadata_filter: Any = NOTSET, limit: Any = NOTSET):
+def profile_queryset(*, tenant: Tenant, kind: str, metadata_filter: dict[str, Any] | None | NotSet = NOTSET,
+                     limit: int | None | NotSet = NOTSET):
     """The validated query behind ``profile_list`` (also compiled for Oracle in tests/oracle)."""
     kind = _check_kind(kind)
     qs = Profile.objects.filter(project=tenant.project, kind=kind)

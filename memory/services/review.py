@@ -33,7 +33,7 @@ from memory.core.errors import InvalidArgument, InvalidType, NotFound, NotPendin
 from memory.core.locking import lock_first
 from memory.models import Memory, Project, RecordLink, Thread
 from memory.core.ids import stored_id
-from memory.core.types import NOTSET
+from memory.core.types import NOTSET, NotSet
 from memory.records.validators import check_content, check_id, check_memory_type
 from memory.core.errors import check_text
 
@@ -138,8 +138,9 @@ def memory_approve(*, project: Project, memory_id: Any, allows: Callable[[Memory
         return _approve(row, history.snapshot(row), _reason("approved", note))
 
 
-def memory_edit_approve(*, project: Project, memory_id: Any, content: Any = NOTSET, memory_type: Any = NOTSET,
-                        allows: Callable[[Memory], bool] = lambda row: True, reason: Any = None) -> ReviewDecision:
+def memory_edit_approve(*, project: Project, memory_id: Any, content: str | NotSet = NOTSET,
+                        memory_type: str | NotSet = NOTSET, allows: Callable[[Memory], bool] = lambda row: True,
+                        reason: Any = None) -> ReviewDecision:
     """Edit a memory awaiting review, then approve it, as one ``approve`` history entry whose ``before`` holds
     what was extracted and ``after`` what was approved ("edited and approved in review: <note>").
 

@@ -12,7 +12,7 @@ from memory.core.errors import Conflict
 from memory.core.locking import lock_first
 from memory.models import Project, Thread
 from memory.core.ids import stored_id
-from memory.core.types import NOTSET
+from memory.core.types import NOTSET, NotSet
 from memory.records.validators import check_id, check_metadata, check_scope_id
 from memory.extraction.tracker import detach
 from memory.services.common import lock_thread
@@ -21,9 +21,9 @@ from memory.services.common import lock_thread
 def thread_create(
     *,
     project: Project,
-    thread_id: Any = NOTSET,
-    user_id: Any = NOTSET,
-    agent_id: Any = NOTSET,
+    thread_id: str | None | NotSet = NOTSET,
+    user_id: str | None | NotSet = NOTSET,
+    agent_id: str | None | NotSet = NOTSET,
     metadata: Any = None,
     config: dict[str, Any] | None = None,
 ) -> Thread:
@@ -48,7 +48,8 @@ def thread_create(
     return thread
 
 
-def thread_update(*, thread: Thread, metadata: Any = NOTSET, config_changes: dict[str, Any] | None = None) -> Thread:
+def thread_update(*, thread: Thread, metadata: dict[str, Any] | None | NotSet = NOTSET,
+                  config_changes: dict[str, Any] | None = None) -> Thread:
     """Replace a thread's metadata and/or set keys of its ``config`` (``config_changes``, already
     validated by the caller); return the row. KeyError when gone."""
     with transaction.atomic():

@@ -18,7 +18,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from memory.client import thread as thread_module
+from memory.client import thread_messages
 from memory.services.extraction import _commit, extraction_after_add, job_run
 from memory.llm.prompts import JUDGE_SCHEMA_NAME
 from memory.extraction.jobs import _claim
@@ -560,7 +560,7 @@ def test_wait_covers_a_concurrent_add_messages_call(extraction_worker, monkeypat
         finally:
             connection.close()
 
-    monkeypatch.setattr(thread_module, "extraction_after_add", slow_after_add)
+    monkeypatch.setattr(thread_messages, "extraction_after_add", slow_after_add)
     adder = threading.Thread(target=add)
     adder.start()
     while not tracker._tracker.inflight:

@@ -5,7 +5,7 @@ import asyncio
 import jsonschema
 import pytest
 
-from memory.context import cards as context
+from memory.context import summaries as context
 from memory.services.threads import thread_create
 from memory.core.chunking import estimate_tokens
 from memory.client import AgentMemory

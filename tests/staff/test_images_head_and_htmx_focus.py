@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
-from memory.client import thread as thread_module
+from memory.client import thread_images
 from memory.services.images import image_update
 from memory.models import Image, Memory, RecordLink, SearchChunk
 from tests import image_samples as samples
@@ -88,7 +88,7 @@ def test_the_thread_page_lists_standalone_images(staff, imaged):
 def test_editing_an_image_goes_through_update_image_and_re_embeds(staff, htmx, imaged, monkeypatch):
     calls = []
     update = image_update
-    monkeypatch.setattr(thread_module, "image_update", lambda **kw: calls.append(kw) or update(**kw))
+    monkeypatch.setattr(thread_images, "image_update", lambda **kw: calls.append(kw) or update(**kw))
     before = SearchChunk.objects.get(record_id=key("img-map")).embedding.copy()
     url = f"{DETAIL}images/img-map/edit/"
     response = htmx.post(url, {"description": "A metro map of Lisbon.", "metadata": '{"source": "scan"}'})

@@ -1,0 +1,87 @@
+"""``Thread``'s reads for a prompt (spec: search, get_summary, get_context_card), as the mixin
+``ThreadSearch``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from memory.client.common import _or
+from memory.context import cards, summaries
+from memory.core.types import NOTSET, NotSet, OracleContextCard, OracleSummary, SearchResult, SearchScope
+from memory.records.validators import reject_unknown
+from memory.search.ranking import run_search
+
+
+class ThreadSearch:
+    """A thread's search over its scope, its summary and its context card.
+
+    The handle's state (``_row``, ``_client``, ``llm``, the resolved configs) is ``Thread``'s, which mixes
+    this class in (``memory.client.thread``).
+    """
+
+    def search(self, query: str, *, user_id: str | None | NotSet = NOTSET, agent_id: str | None | NotSet = NOTSET,
+               thread_id: str | None | NotSet = NOTSET, exact_user_match: bool | NotSet = NOTSET,
+               exact_agent_match: bool | NotSet = NOTSET, exact_thread_match: bool | NotSet = NOTSET,
+               max_results: int | NotSet = NOTSET, token_budget: int | None | NotSet = NOTSET,
+               soft_token_budget: int | None | NotSet = NOTSET, record_types: list[str] | None | NotSet = NOTSET,
+               metadata_filter: dict[str, Any] | None | NotSet = NOTSET, num_hops: int | NotSet = NOTSET,
+               max_linked_results: int | NotSet = NOTSET, include_invalid_results: bool | NotSet = NOTSET,
+               scope: SearchScope | None | NotSet = NOTSET, **kwargs: Any) -> list[SearchResult]:
+        """Search records relevant to ``query``, best first (spec: OracleThread.search).
+
+        Omitted scope fields inherit the thread's: exact user and agent, this
+        thread's id with ``exact_thread_match=False``. ``num_hops`` (0-5)
+        attaches to each direct memory result the memories reached through
+        relations (``SearchResult.linked``, at most ``max_linked_results``,
+        default 100, each). Raises ValueError if ``scope`` is combined with
+        explicit scope arguments, ``max_results`` < 1, ``num_hops`` is outside
+        0-5, ``max_linked_results`` < 0, or ``metadata_filter`` is not a dict or None.
+        """
+        reject_unknown(kwargs, "search")
+        return run_search(
+            query, tenant=self._client.tenant, defaults=self.default_scope, config=self.search_config,
+            scope=_or(scope, None),
+            user_id=user_id, agent_id=agent_id, thread_id=thread_id, exact_user_match=exact_user_match,
+            exact_agent_match=exact_agent_match, exact_thread_match=exact_thread_match, max_results=max_results,
+            token_budget=token_budget, soft_token_budget=soft_token_budget, record_types=record_types,
+            metadata_filter=_or(metadata_filter, None), include_invalid_results=_or(include_invalid_results, True),
+            num_hops=num_hops, max_linked_results=max_linked_results,
+        )
+
+    def get_summary(self, except_last: int | NotSet = NOTSET, token_budget: int | None | NotSet = NOTSET,
+                    **kwargs: Any) -> OracleSummary:
+        """Return a summary of the thread, or of all but its last ``except_last`` messages (spec: get_summary).
+
+        Whole thread: the durable summary, refreshed with the thread's LLM when
+        it does not cover the latest message. ``except_last`` leaves the
+        durable summary unchanged. Without an LLM: a transcript of the latest
+        messages, at most 4,000 characters. See ``memory.context.summaries.summary_get``.
+        Raises TypeError for unknown keywords.
+        """
+        reject_unknown(kwargs, "get_summary")
+        return summaries.summary_get(thread=self._row, except_last=except_last, token_budget=token_budget,
+                                   llm=self.llm)
+
+    def get_context_card(self, fallback_message_count: int | NotSet = NOTSET,
+                         max_relevant_results: int | NotSet = NOTSET, token_budget: int | None | NotSet = NOTSET,
+                         soft_token_budget: int | None | NotSet = NOTSET, max_recent_messages: int | NotSet = NOTSET,
+                         except_last_messages: int | NotSet = NOTSET,
+                         min_relevant_results_by_type: Mapping[str, int] | None | NotSet = NOTSET,
+                         metadata_filter: dict[str, Any] | None | NotSet = NOTSET,
+                         include_invalid_results: bool | NotSet = NOTSET, **kwargs: Any) -> OracleContextCard:
+        """Return a context card: summary, topics, relevant records, recent messages (spec: get_context_card).
+
+        Searches with this thread's default scope (``exact_thread_match=False``).
+        Rules and errors: ``memory.context.cards.context_card_build``; unknown
+        keywords raise TypeError, a nonzero ``except_last_messages`` with
+        ``max_recent_messages`` neither 0 nor equal to it raises ValueError.
+        """
+        return cards.context_card_build(
+            thread=self._row, scope=self.default_scope, search_config=self.search_config, llm=self.llm,
+            fallback_message_count=fallback_message_count, max_relevant_results=max_relevant_results,
+            token_budget=token_budget, soft_token_budget=soft_token_budget, max_recent_messages=max_recent_messages,
+            except_last_messages=except_last_messages, min_relevant_results_by_type=min_relevant_results_by_type,
+            metadata_filter=_or(metadata_filter, None), include_invalid_results=_or(include_invalid_results, True),
+            **kwargs,
+        )
