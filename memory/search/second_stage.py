@@ -58,7 +58,7 @@ import functools
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from memory.search.request import STOPWORDS, keyword_terms
 
@@ -75,11 +75,6 @@ NEIGHBOUR_TURNS = 2
 
 #: Roles that name a position in a chat, not a person: a query saying "the user" names no speaker.
 GENERIC_ROLES = frozenset({"user", "assistant", "system", "tool", "developer", "function"})
-
-
-#: The signals, in the order of ``Weights``' fields.
-SIGNALS = ("rrf", "vector", "text", "neighbour", "neighbour_vector", "terms", "speaker", "entity", "date", "when",
-           "novel", "answer", "session")
 
 
 @dataclass(frozen=True)
@@ -117,6 +112,11 @@ class Weights:
             raise ValueError("session must be below rrf: the rest of a session's words are not the message's own")
         if not 0.0 <= self.invalid <= 1.0:
             raise ValueError("invalid must be within [0, 1]")
+
+
+#: The signals, one per field of ``Weights`` but ``invalid`` (a multiplier, not a signal), in the fields' order:
+#: the order ``score`` adds them in, so it is part of every score's last bits.
+SIGNALS = tuple(f.name for f in fields(Weights) if f.name != "invalid")
 
 
 #: The weights search uses. Split: TUNING half of LoCoMo only (the first five conversations), by coordinate

@@ -300,6 +300,24 @@ def test_an_invalid_record_scores_below_a_valid_one_that_scores_the_same():
         Weights(invalid=1.5)
 
 
+def test_the_signals_are_the_weights_fields_and_signals_fills_each_one():
+    """``SIGNALS`` is derived from ``Weights``: its fields but ``invalid``, in their order, which is the order
+    ``score`` adds the terms in (so part of every score's last bits: pinned here); ``signals`` fills exactly
+    those, and ``score`` is their weighted sum."""
+    names = tuple(field.name for field in dataclasses.fields(Weights))
+    assert names == (*st.SIGNALS, "invalid")
+    assert st.SIGNALS == ("rrf", "vector", "text", "neighbour", "neighbour_vector", "terms", "speaker", "entity",
+                          "date", "when", "novel", "answer", "session")
+    pool = [Candidate(key=("message", "c1"), rrf=0.2, similarity=0.5, text_bm25=2.0, role="Caroline",
+                      content="I went to the lake yesterday", when=at("2023-06-27"), thread_id="t", seq=1),
+            Candidate(key=("memory", "k1"), rrf=0.1, similarity=0.4, content="Caroline likes lakes")]
+    st.signals(pool, "When did Caroline go to the lake?", NOW)
+    weights = dataclasses.replace(st.WEIGHTS, text=0.25, neighbour=0.1, entity=0.05)
+    for c in pool:
+        assert set(c.signals) == set(st.SIGNALS)
+        assert st.score(c, weights) == pytest.approx(sum(getattr(weights, n) * c.signals[n] for n in st.SIGNALS))
+
+
 def test_rank_keeps_scores_decreasing_and_ties_in_the_given_order():
     pool = [Candidate(key=("message", str(i)), rrf=0.1) for i in range(5)]
     ranked = st.rank(pool, "anything", NOW)
