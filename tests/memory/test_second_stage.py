@@ -361,3 +361,34 @@ def test_candidate_pool_carries_arm_scores_and_the_columns_the_second_stage_read
     assert by_id["k1"].thread_id == by_id["m1"].thread_id and by_id["k1"].status == "valid"
     assert set(distances) == {c.key for c in candidates}
     assert [c.rrf for c in candidates] == sorted((c.rrf for c in candidates), reverse=True)
+
+
+def test_candidate_pool_reads_the_columns_by_name_whatever_their_order(thread, monkeypatch):
+    """The pool's columns are read by name: reversed, each candidate gets the same values (read by position,
+    a reversed order would put a message's status in its role and its content in its thread)."""
+    from django.utils import timezone
+
+    from memory.core.types import MemorySearchConfig
+    from memory.embedders import get_embedder
+    from memory.records.tenancy import get_project
+    from memory.search import ranking
+    from memory.search.request import CLIENT_SCOPE, build_request, resolve_scope
+
+    thread.add_messages([{"role": "Caroline", "content": "Melanie, where did you go camping?", "id": "c1",
+                          "timestamp": "2023-06-27T10:00:00"}])
+    thread.add_memory("Melanie likes camping", memory_id="k1", timestamp="2023-06-28T09:00:00")
+    request = build_request("Where did Melanie go camping?", project_id=get_project(None).pk,
+                            scope=resolve_scope(CLIENT_SCOPE, client=True, user_id="user-1"),
+                            config=MemorySearchConfig(mode="HYBRID"))
+    vector, now = get_embedder().embed([request.query])[0], timezone.now()
+
+    def pool():
+        fields = ("key", "role", "content", "when", "thread_id", "seq", "status")
+        return [tuple(getattr(c, name) for name in fields) for c in ranking.candidate_pool(request, vector, now)[0]]
+
+    expected = pool()
+    assert {row[0][0] for row in expected} == {"message", "memory"}
+    assert all(row[1] is None for row in expected if row[0][0] == "memory")
+    for name in ("MESSAGE_COLUMNS", "MEMORY_COLUMNS"):
+        monkeypatch.setattr(ranking, name, dict(reversed(list(getattr(ranking, name).items()))))
+    assert pool() == expected
