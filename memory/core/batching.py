@@ -219,7 +219,8 @@ class MicroBatchingEmbedder:
 
 
 def default_workers() -> int:
-    """``OAM_EMBEDDING_WORKERS``, or the CPUs this process may run on (at most 8): ``MicroBatchingEmbedder``'s threads."""
+    """``OAM_EMBEDDING_WORKERS``, or the CPUs this process may run on (at most 8): ``MicroBatchingEmbedder``'s
+    threads, and ``OnnxModel``'s on every core."""
     configured = getattr(settings, "OAM_EMBEDDING_WORKERS", None)
     if configured:
         return configured

@@ -80,7 +80,8 @@ _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 
 _RELATIVE = re.compile(
     r"\b(yesterday|last night|today|tonight|this morning|this week|this weekend|last week|last weekend|"
     r"last month|last year|this month|this year|"
-    r"(\d+|a|an|one|two|three|four|five|six|a few|few|a couple of|couple of|several)\s+(day|week|month|year)s?\s+ago)\b",
+    r"(\d+|a|an|one|two|three|four|five|six|a few|few|a couple of|couple of|several)"
+    r"\s+(day|week|month|year)s?\s+ago)\b",
     re.I)
 
 

@@ -11,7 +11,8 @@ rows once. This module is pure (no queries): ``rank`` scores every candidate as 
   neighbours' words credited with a discount (its weight is below ``text``'s, checked by ``Weights``);
 * ``neighbour_vector``: the same for ``vector``, below ``vector``'s weight;
 * ``terms``: share of the query's content words (``keyword_terms``, stemmed, less the pool's speakers,
-  months and weekdays) among the record's own words (exact term overlap: BM25 weighs rare words and long texts, this only counts);
+  months and weekdays) among the record's own words (exact term overlap: BM25 weighs rare words and long
+  texts, this only counts);
 * ``speaker``: the query names the message's speaker (its role) as a word (generic roles never match);
 * ``entity``: share of the query's proper nouns (capitalised words past its first, not months, not speakers)
   found among the record's own words;

@@ -63,7 +63,7 @@ from memory.core import conf
 from memory.records import history, provenance
 from memory.records.admin_log import admin_log_erase
 from memory.core.errors import InvalidArgument, OutOfScope
-from memory.index.writer import chunks_erase, refresh_message_contexts
+from memory.index.writer import refresh_message_contexts, unindex
 from memory.models import (
     ErasureReceipt,
     ExtractionJob,
@@ -106,7 +106,7 @@ def images_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Coun
     if erased is not None:
         erased.update(keys)
     if keys:
-        counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="image", record_id__in=keys))
+        counts["chunks"] += unindex(SearchChunk.objects.filter(source_kind="image", record_id__in=keys))
         counts["images"] += Image.objects.filter(pk__in=keys).delete()[0]
         counts["admin_log_entries"] += admin_log_erase(Image, keys)
     return counts
@@ -123,7 +123,7 @@ def messages_erase(keys: Iterable[str], *, keep_history: bool = True) -> Counter
     spans = list(Message.objects.filter(pk__in=keys).values("thread_id").annotate(lo=Min("seq"), hi=Max("seq")))
     derived_follow(keys, keep_history=keep_history, counts=counts)
     counts += images_erase(Image.objects.filter(message_id__in=keys).values_list("pk", flat=True))
-    counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="message", record_id__in=keys))
+    counts["chunks"] += unindex(SearchChunk.objects.filter(source_kind="message", record_id__in=keys))
     counts["messages"] += Message.objects.filter(pk__in=keys).delete()[0]
     counts["admin_log_entries"] += admin_log_erase(Message, keys)
     for span in spans:
@@ -196,7 +196,7 @@ def memories_erase(keys: Iterable[str], *, erased: set[str] | None = None, keep_
         if keep_history:
             history.record_many(((row, history.snapshot(row), None) for row in Memory.objects.filter(pk__in=keys)),
                                 action, reason=reason)
-        counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="memory", record_id__in=keys))
+        counts["chunks"] += unindex(SearchChunk.objects.filter(source_kind="memory", record_id__in=keys))
         counts["relations"] += links_detach(memory_ids=keys, erased=relations)
         counts["memories"] += Memory.objects.filter(pk__in=keys).delete()[0]
         counts["admin_log_entries"] += admin_log_erase(Memory, keys) + admin_log_erase(RecordLink, relations)
@@ -267,7 +267,7 @@ def threads_erase(keys: Iterable[str], *, erased: set[str] | None = None,
                              keep_history=False)
     counts += memories_detach(survivors, keys)
     counts += images_erase(Image.objects.filter(thread_id__in=keys).values_list("pk", flat=True), erased=erased)
-    counts["chunks"] += chunks_erase(SearchChunk.objects.filter(thread_id__in=keys))
+    counts["chunks"] += unindex(SearchChunk.objects.filter(thread_id__in=keys))
     relations = list(RecordLink.objects.filter(thread_id__in=keys).values_list("pk", flat=True))
     if erased is not None:
         erased.update(relations)
@@ -383,7 +383,7 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
             counts += memories_erase(Memory.objects.filter(**scoped).values_list("pk", flat=True), erased=erased,
                                      keep_history=False)
             counts += images_erase(Image.objects.filter(**scoped).values_list("pk", flat=True), erased=erased)
-            counts["chunks"] += chunks_erase(SearchChunk.objects.filter(**scoped))
+            counts["chunks"] += unindex(SearchChunk.objects.filter(**scoped))
             counts["memory_versions"] += history.history_erase(MemoryVersion.objects.filter(
                 Q(**{field_name: value}) | Q(thread_id__in=threads) | Q(memory_id__in=erased),
                 project=tenant.project))
