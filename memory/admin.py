@@ -7,7 +7,7 @@ Single and bulk ("Delete selected") deletes of messages, memories and images
 go through ``memory.services.erasure``: their search text, embeddings,
 relations and attached images go with them, expired records included (a
 memory's history stays, as after any single delete: ``memory.records.history``); then
-``erasure.storage_scrub`` makes the deletes final in the database file (its
+``storage_scrub`` makes the deletes final in the database file (its
 keyword index rewritten, the WAL emptied), as do thread deletes here.
 Derived rows (search chunks, summaries, extraction jobs) are read-only here:
 the engine writes them. Each list has filters and a search box. Values the
@@ -31,6 +31,7 @@ from django.contrib import admin
 from django.db import transaction
 
 from memory.services import erasure
+from memory.services.scrub import storage_scrub
 from memory.services.memories import memory_delete_by_id, memory_state_update, memory_update
 from memory.records.validators import check_relation_type
 from memory.links.writes import link_delete, link_update
@@ -180,7 +181,7 @@ class ReadOnlyAdmin(NoEditing, ProjectScopedAdmin):
 
 class ErasingAdmin(ProjectScopedAdmin):
     """Deletes, single and bulk, through an erase function of ``memory.services.erasure`` (stored ids -> counts), then
-    ``erasure.storage_scrub``: the deleted text does not survive in the database file."""
+    ``storage_scrub``: the deleted text does not survive in the database file."""
 
     erase = None  # a staticmethod: memory.services.erasure.messages_erase, memories_erase ...
 
@@ -193,7 +194,7 @@ class ErasingAdmin(ProjectScopedAdmin):
     def _erase(self, keys: list[str]) -> None:
         with transaction.atomic():
             type(self).erase(keys)
-        erasure.storage_scrub()
+        storage_scrub()
 
 
 class ServiceDeletes:
@@ -252,10 +253,10 @@ class ThreadAdmin(ServiceDeletes, ProjectScopedAdmin):
         self.delete_queryset(request, Thread.objects.filter(pk=obj.pk))
 
     def delete_queryset(self, request, queryset):
-        """``services.thread_delete`` each thread, then ``erasure.storage_scrub`` once (as ``ErasingAdmin``)."""
+        """``services.thread_delete`` each thread, then ``storage_scrub`` once (as ``ErasingAdmin``)."""
         for row in list(queryset.select_related("project")):
             thread_delete(project=row.project, thread_id=row.public_id)
-        erasure.storage_scrub()
+        storage_scrub()
 
 
 @admin.register(Message)
@@ -293,10 +294,10 @@ class MessageAdmin(ServiceDeletes, ErasingAdmin):
 
     def delete_queryset(self, request, queryset):
         """``services.message_delete`` each message (the thread's running extraction fenced, as through the
-        API; expired ones too), then ``erasure.storage_scrub`` once."""
+        API; expired ones too), then ``storage_scrub`` once."""
         for row in list(queryset.select_related("thread")):
             message_delete(thread=row.thread, message_id=row.public_id, include_expired=True)
-        erasure.storage_scrub()
+        storage_scrub()
 
 
 @admin.register(Memory)
@@ -341,14 +342,14 @@ class MemoryAdmin(ServiceDeletes, ErasingAdmin):
 
     def delete_queryset(self, request, queryset):
         """``services.memory_delete_by_id`` each record (its thread's running extraction fenced, as through the
-        API; relations go, the records they invalidated revalidate), then ``erasure.storage_scrub`` once.
+        API; relations go, the records they invalidated revalidate), then ``storage_scrub`` once.
 
         Each is a single delete, so each keeps its history with a ``delete`` version, as through the API
         (issue #17; decided after the security review of #12): the text stays in ``oam_memory_versions``
         until the user is erased or the thread deleted, which is what erasure is for."""
         for row in list(queryset.select_related("project")):
             memory_delete_by_id(project=row.project, memory_id=row.public_id)
-        erasure.storage_scrub()
+        storage_scrub()
 
 
 @admin.register(Image)
@@ -476,7 +477,7 @@ class MemoryVersionAdmin(ReadOnlyAdmin):
 @admin.register(Profile)
 class ProfileAdmin(ProjectScopedAdmin):
     """User and agent profiles (``memory.services.profiles``; the SDK's ``add_user``/``add_agent``). A delete
-    scrubs the storage afterwards (``erasure.storage_scrub``): the information is about a person."""
+    scrubs the storage afterwards (``storage_scrub``): the information is about a person."""
 
     list_display = ("subject_id", "kind", "project", "updated_at")
     list_filter = ("project", "kind", "updated_at")
@@ -485,11 +486,11 @@ class ProfileAdmin(ProjectScopedAdmin):
 
     def delete_model(self, request, obj):
         super().delete_model(request, obj)
-        erasure.storage_scrub()
+        storage_scrub()
 
     def delete_queryset(self, request, queryset):
         super().delete_queryset(request, queryset)
-        erasure.storage_scrub()
+        storage_scrub()
 
 
 @admin.register(EmbeddingSpace)

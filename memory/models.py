@@ -435,7 +435,7 @@ class ErasureReceipt(models.Model):
     (``memory.services.erasure.subject_digest``): the receipt proves the erasure to
     whoever knows the id without keeping the id. ``counts`` are the rows
     deleted per kind, ``storage`` what was done to the storage afterwards
-    (``memory.services.erasure.storage_scrub``; ``{"scrubbed": false, ...}`` when
+    (``memory.services.scrub.storage_scrub``; ``{"scrubbed": false, ...}`` when
     nothing was deleted), ``requested_by`` who asked
     (``api-key:<id>``, ``staff:<username>``, ``manage.py``, ``python``).
     """
