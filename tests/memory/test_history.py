@@ -18,7 +18,7 @@ from memory.client import AgentMemory
 from memory.services.erasure import expired_purge
 from memory.core.errors import NotFound
 from memory.extraction.config import MemoryExtractionConfig
-from memory.llm.adapters import ScriptedLlm
+from memory.llm.scripted import ScriptedLlm
 from memory.models import Memory, MemoryVersion, SearchChunk
 from memory.records.tenancy import Tenant, get_project
 from tests.api.helpers import JsonClient
