@@ -302,7 +302,7 @@ class OpenAICompatibleLlm(BaseLlm):
         temperature: float = 0.0,
     ):
         super().__init__(max_retries=max_retries)
-        import openai
+        import openai  # deferred: heavy (pydantic models, httpx), and only a configured LLM needs it
 
         self.base_url = base_url
         self.model = model
