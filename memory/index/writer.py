@@ -43,11 +43,14 @@ from memory.core.chunking import chunk_text
 from memory.core.ids import stored_id
 from memory.core.types import RecordStatus
 from memory.index.vector_cache import get_vector_cache
-from memory.models import PENDING_CHUNK_STATUS, Memory, Message, SearchChunk
+from memory.models import Memory, Message, SearchChunk
 from memory.records.selectors import live_q
 
 #: The record copies ``reindex_state`` may write on a record's chunks.
 STATE_FIELDS = ("status", "expires_at", "metadata", "record_type")
+#: The status a memory's search chunks carry while the memory awaits review (``Memory.pending``); no search
+#: returns such a chunk (``memory.search.query.filtered_chunks``), whatever statuses it asks for.
+PENDING_CHUNK_STATUS = "pending"
 
 
 # --- what is indexed -------------------------------------------------------------------
