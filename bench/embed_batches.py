@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/embed_batches.py [--overheads 0 300 600 1500 1e9] [--repeat 3]
 
-``MiniLMEmbedder`` cuts each call into length batches (``memory.embedders.length_batches``)
+``MiniLMEmbedder`` cuts each call into length batches (``memory.core.batching.length_batches``)
 whose cost model has one constant, the fixed cost of a forward pass
 (``MiniLMEmbedder.PASS_OVERHEAD``, in characters of padded input). Each value in
 ``--overheads`` is measured on two shapes of call over the same turns (the text

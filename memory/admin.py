@@ -1,42 +1,34 @@
 """Django admin for every table of the memory engine ("Django admin stays complete").
 
-Threads, messages, memories, images and relations are edited and deleted
-through the same services the API uses (``save_model``/``delete_model``), so
-an edited memory is re-embedded and its chunks and relations stay in step.
-Single and bulk ("Delete selected") deletes of messages, memories and images
-go through ``memory.services.erasure``: their search text, embeddings,
-relations and attached images go with them, expired records included (a
-memory's history stays, as after any single delete: ``memory.records.history``); then
-``erasure.storage_scrub`` makes the deletes final in the database file (its
-keyword index rewritten, the WAL emptied), as do thread deletes here.
-Derived rows (search chunks, summaries, extraction jobs) are read-only here:
-the engine writes them. Each list has filters and a search box. Values the
-services would refuse (``checked_form``) are errors next to their field.
+Threads, messages, memories, images and relations are edited and deleted through the same services the API
+uses (``save_model``/``delete_model``), so an edited memory is re-embedded and its chunks and relations stay
+in step. Single and bulk ("Delete selected") deletes of messages, memories and images go through
+``memory.services.erasure``: their search text, embeddings, relations and attached images go with them,
+expired records included (a memory's history stays, as after any single delete: ``memory.records.history``);
+then ``storage_scrub`` makes the deletes final in the database file (its keyword index rewritten, the WAL
+emptied), as do thread deletes here. Derived rows (search chunks, summaries, extraction jobs) are read-only
+here: the engine writes them. Each list has filters and a search box. Values the services would refuse
+(``checked_form``) are errors next to their field.
 
-Every list shows and filters by project. Ids are shown as the
-caller's (public) ids; the admin's own URLs use the stored ids
-(``memory.records.tenancy``), which are the primary keys.
+Every list shows and filters by project. Ids are shown as the caller's (public) ids; the admin's own URLs use
+the stored ids (``memory.records.tenancy``), which are the primary keys.
 
-Staff by project: every admin here (and in ``threads.admin``)
-is a ``ProjectScopedAdmin``: a superuser sees every row; another staff user
-only rows of the projects they are a member of (``memory.records.tenancy.staff_projects``):
-lists, change pages, actions and deletes, the project filter and the project
-choices of a form alike. A row of another project is "not there" (the
-admin's "doesn't exist" redirect, as for a deleted row). Only superusers add
-projects and edit their members.
+Staff by project: every admin here (and in ``threads.admin``) is a ``ProjectScopedAdmin``: a superuser sees
+every row; another staff user only rows of the projects they are a member of
+(``memory.records.tenancy.staff_projects``): lists, change pages, actions and deletes, the project filter and
+the project choices of a form alike. A row of another project is "not there" (the admin's "doesn't exist"
+redirect, as for a deleted row). Only superusers add projects and edit their members.
 """
 
 from django import forms
 from django.contrib import admin
 from django.db import transaction
 
-from memory.services import erasure
-from memory.services.memories import memory_delete_by_id, memory_state_update, memory_update
-from memory.records.validators import check_relation_type
-from memory.links.writes import link_delete, link_update
-from memory.services.threads import thread_create, thread_delete, thread_update
-from memory.services.messages import message_delete, message_state_update
 from memory.client import AgentMemory, Thread as ThreadHandle
+from memory.core.errors import DomainError
+from memory.core.ids import public_id
+from memory.core.types import NOTSET
+from memory.links.writes import link_delete, link_update
 from memory.models import (
     EmbeddingSpace,
     ErasureReceipt,
@@ -52,11 +44,13 @@ from memory.models import (
     Thread,
     ThreadSummary,
 )
-from memory.core.errors import DomainError
-from memory.records.validators import check_id, check_metadata, check_scope_id
 from memory.records.tenancy import DEFAULT_PROJECT, get_project, staff_projects
-from memory.core.ids import public_id
-from memory.core.types import NOTSET
+from memory.records.validators import check_id, check_metadata, check_relation_type, check_scope_id
+from memory.services import erasure
+from memory.services.memories import memory_delete_by_id, memory_state_update, memory_update
+from memory.services.messages import message_delete, message_state_update
+from memory.services.scrub import storage_scrub
+from memory.services.threads import thread_create, thread_delete, thread_update
 
 
 def _handle(row: Thread) -> ThreadHandle:
@@ -68,6 +62,12 @@ def _handle(row: Thread) -> ThreadHandle:
 def shown_id(obj) -> str:
     """A record's public id (the caller's), for list columns."""
     return obj.public_id
+
+
+@admin.display(description="content")
+def short_content(obj) -> str:
+    """A message's or memory's content cut to 80 characters, for list columns."""
+    return obj.content[:80]
 
 
 class MemberProjectFilter(admin.RelatedFieldListFilter):
@@ -180,7 +180,7 @@ class ReadOnlyAdmin(NoEditing, ProjectScopedAdmin):
 
 class ErasingAdmin(ProjectScopedAdmin):
     """Deletes, single and bulk, through an erase function of ``memory.services.erasure`` (stored ids -> counts), then
-    ``erasure.storage_scrub``: the deleted text does not survive in the database file."""
+    ``storage_scrub``: the deleted text does not survive in the database file."""
 
     erase = None  # a staticmethod: memory.services.erasure.messages_erase, memories_erase ...
 
@@ -193,15 +193,19 @@ class ErasingAdmin(ProjectScopedAdmin):
     def _erase(self, keys: list[str]) -> None:
         with transaction.atomic():
             type(self).erase(keys)
-        erasure.storage_scrub()
+        storage_scrub()
 
 
 class ServiceDeletes:
     """Admins whose deletes go through a service that removes what the record owns (jobs, chunks, summaries).
 
-    Django's delete page would otherwise refuse (403) a record that owns rows whose admin is read-only (an
+    A single delete is a bulk delete of one row (``delete_queryset``, which calls the service). Django's
+    delete page would otherwise refuse (403) a record that owns rows whose admin is read-only (an
     ``ExtractionJob`` of a thread being extracted): those rows are the service's to delete, not the user's.
     """
+
+    def delete_model(self, request, obj):
+        self.delete_queryset(request, self.model.objects.filter(pk=obj.pk))
 
     def get_deleted_objects(self, objs, request):
         deleted, model_count, _perms_needed, protected = super().get_deleted_objects(objs, request)
@@ -243,24 +247,21 @@ class ThreadAdmin(ServiceDeletes, ProjectScopedAdmin):
     def save_model(self, request, obj, form, change):
         if not change:
             row = thread_create(project=obj.project, thread_id=obj.pk, user_id=obj.user_id,
-                                         agent_id=obj.agent_id, metadata=obj.metadata)
+                                agent_id=obj.agent_id, metadata=obj.metadata)
             obj.pk = row.pk  # the admin's redirect goes to the stored thread
         elif "metadata" in form.changed_data:
             thread_update(thread=obj, metadata=obj.metadata)
 
-    def delete_model(self, request, obj):
-        self.delete_queryset(request, Thread.objects.filter(pk=obj.pk))
-
     def delete_queryset(self, request, queryset):
-        """``services.thread_delete`` each thread, then ``erasure.storage_scrub`` once (as ``ErasingAdmin``)."""
+        """``services.thread_delete`` each thread, then ``storage_scrub`` once (as ``ErasingAdmin``)."""
         for row in list(queryset.select_related("project")):
             thread_delete(project=row.project, thread_id=row.public_id)
-        erasure.storage_scrub()
+        storage_scrub()
 
 
 @admin.register(Message)
 class MessageAdmin(ServiceDeletes, ErasingAdmin):
-    list_display = (shown_id, "project", "thread", "seq", "role", "short_content", "timestamp", "status",
+    list_display = (shown_id, "project", "thread", "seq", "role", short_content, "timestamp", "status",
                     "expires_at")
     list_filter = ("project", "status", "role", "created_at")
     search_fields = ("id", "thread__id", "content")
@@ -268,10 +269,6 @@ class MessageAdmin(ServiceDeletes, ErasingAdmin):
     fields = ("id", "thread", "seq", "role", "content", "metadata", "timestamp", "status", "expires_at",
               "created_at", "updated_at")
     form = checked_form(metadata=check_metadata)
-
-    @admin.display(description="content")
-    def short_content(self, obj):
-        return obj.content[:80]
 
     def has_add_permission(self, request):
         return False  # messages are appended through the API, which embeds them
@@ -286,22 +283,19 @@ class MessageAdmin(ServiceDeletes, ErasingAdmin):
         )
         if changed & {"status", "expires_at"}:
             message_state_update(thread=obj.thread, message_id=obj.public_id, status=obj.status,
-                                          expires_at=obj.expires_at)
-
-    def delete_model(self, request, obj):
-        self.delete_queryset(request, Message.objects.filter(pk=obj.pk))
+                                 expires_at=obj.expires_at)
 
     def delete_queryset(self, request, queryset):
         """``services.message_delete`` each message (the thread's running extraction fenced, as through the
-        API; expired ones too), then ``erasure.storage_scrub`` once."""
+        API; expired ones too), then ``storage_scrub`` once."""
         for row in list(queryset.select_related("thread")):
             message_delete(thread=row.thread, message_id=row.public_id, include_expired=True)
-        erasure.storage_scrub()
+        storage_scrub()
 
 
 @admin.register(Memory)
 class MemoryAdmin(ServiceDeletes, ErasingAdmin):
-    list_display = (shown_id, "project", "memory_type", "short_content", "user_id", "thread_id", "status",
+    list_display = (shown_id, "project", "memory_type", short_content, "user_id", "thread_id", "status",
                     "pending", "expires_at")
     list_filter = ("project", "memory_type", "status", "pending", "created_at")
     search_fields = ("id", "content", "user_id", "agent_id", "thread_id")
@@ -318,10 +312,6 @@ class MemoryAdmin(ServiceDeletes, ErasingAdmin):
             return self.fields
         return self.readonly_fields
 
-    @admin.display(description="content")
-    def short_content(self, obj):
-        return obj.content[:80]
-
     def has_add_permission(self, request):
         return False  # memories are added through the API or extraction, which embed them
 
@@ -332,23 +322,20 @@ class MemoryAdmin(ServiceDeletes, ErasingAdmin):
         # services.memory_update is what update_memory calls; it also takes memory_type (not a spec parameter).
         # By project, as delete by id: a memory stored with no thread is editable too.
         memory_update(project=obj.project, memory_id=obj.public_id,
-                               retention=AgentMemory(project=obj.project).retention_config, **given)
+                      retention=AgentMemory(project=obj.project).retention_config, **given)
         if "expires_at" in changed:
             memory_state_update(project=obj.project, memory_id=obj.public_id, expires_at=obj.expires_at)
 
-    def delete_model(self, request, obj):
-        self.delete_queryset(request, Memory.objects.filter(pk=obj.pk))
-
     def delete_queryset(self, request, queryset):
         """``services.memory_delete_by_id`` each record (its thread's running extraction fenced, as through the
-        API; relations go, the records they invalidated revalidate), then ``erasure.storage_scrub`` once.
+        API; relations go, the records they invalidated revalidate), then ``storage_scrub`` once.
 
         Each is a single delete, so each keeps its history with a ``delete`` version, as through the API
-        (issue #17; decided after the security review of #12): the text stays in ``oam_memory_versions``
-        until the user is erased or the thread deleted, which is what erasure is for."""
+        (decided after a security review): the text stays in ``oam_memory_versions`` until the user is
+        erased or the thread deleted, which is what erasure is for."""
         for row in list(queryset.select_related("project")):
             memory_delete_by_id(project=row.project, memory_id=row.public_id)
-        erasure.storage_scrub()
+        storage_scrub()
 
 
 @admin.register(Image)
@@ -473,10 +460,12 @@ class MemoryVersionAdmin(ReadOnlyAdmin):
     list_display = ("memory_id", "version", "action", "actor_kind", "actor_id", "project", "created_at")
     list_filter = ("project", "action", "actor_kind", "created_at")
     search_fields = ("memory_id", "thread_id", "actor_id", "reason")
+
+
 @admin.register(Profile)
 class ProfileAdmin(ProjectScopedAdmin):
     """User and agent profiles (``memory.services.profiles``; the SDK's ``add_user``/``add_agent``). A delete
-    scrubs the storage afterwards (``erasure.storage_scrub``): the information is about a person."""
+    scrubs the storage afterwards (``storage_scrub``): the information is about a person."""
 
     list_display = ("subject_id", "kind", "project", "updated_at")
     list_filter = ("project", "kind", "updated_at")
@@ -485,11 +474,11 @@ class ProfileAdmin(ProjectScopedAdmin):
 
     def delete_model(self, request, obj):
         super().delete_model(request, obj)
-        erasure.storage_scrub()
+        storage_scrub()
 
     def delete_queryset(self, request, queryset):
         super().delete_queryset(request, queryset)
-        erasure.storage_scrub()
+        storage_scrub()
 
 
 @admin.register(EmbeddingSpace)

@@ -58,13 +58,13 @@ def check_embedding_space(app_configs=None, databases=None, **kwargs) -> list[ch
 def check_reranker(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     """``memory.E003`` when ``OAM_RERANK_DEPTH`` turns the reranker on and ``OAM_RERANKER`` is not a class with
     a ``score`` method, a package its class ``requires`` is not installed, or the model files its ``MODEL``
-    names are missing (``memory.embedders.OnnxModel.missing``): reported before serving, not by every
+    names are missing (``memory.core.onnx.OnnxModel.missing``): reported before serving, not by every
     search failing."""
     import importlib.util
 
     from django.utils.module_loading import import_string
 
-    from memory.embedders import OnnxModel
+    from memory.core.onnx import OnnxModel
 
     if conf.rerank_depth() <= 0:  # off (a bad value is memory.E001's; a search reads it as 0 or 100)
         return []

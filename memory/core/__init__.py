@@ -16,4 +16,7 @@ Modules:
 * ``locking``: row locks that work on SQLite and Oracle.
 * ``aio``: the synchronous engine run from async code (``in_worker``, ``run_inline``).
 * ``progress``: extraction progress events sent to a thread's channel-layer group after commit.
+* ``batching``: the ``Embedder`` protocol, inputs cut into forward passes of like lengths (``length_batches``),
+  concurrent embedding calls sharing passes (``MicroBatchingEmbedder``), the worker count.
+* ``onnx``: a model shipped inside an installed package, run by onnxruntime on the CPU (``OnnxModel``).
 """

@@ -7,7 +7,8 @@ from django.utils import timezone
 from memory.embedders import get_embedder
 from memory.fields import VectorDistance
 from memory.llm.adapters import Llm, LlmError
-from memory.models import PENDING_CHUNK_STATUS, Memory, SearchChunk, Thread
+from memory.index.writer import PENDING_CHUNK_STATUS
+from memory.models import Memory, SearchChunk, Thread
 from memory.search.request import scope_q
 from memory.records.selectors import live_q
 from memory.core.ids import public_id

@@ -25,7 +25,8 @@ changes them goes through this module:
 
 Call them inside the transaction that writes the record, so a record and its
 chunks commit together. What gets embedded for a chunk is ``embedding_text``;
-what a message is indexed under is ``message_chunk_text``.
+what a message is indexed under is ``message_chunk_text``. Imported rows are
+indexed through ``memory.index.rebuild``, which builds its rows here.
 """
 
 from __future__ import annotations
@@ -39,11 +40,17 @@ from django.utils import timezone
 
 from memory.core import ttl as ttl_rules
 from memory.core.chunking import chunk_text
-from memory.models import PENDING_CHUNK_STATUS, SearchChunk
+from memory.core.ids import stored_id
 from memory.core.types import RecordStatus
+from memory.index.vector_cache import get_vector_cache
+from memory.models import Memory, Message, SearchChunk
+from memory.records.selectors import live_q
 
 #: The record copies ``reindex_state`` may write on a record's chunks.
 STATE_FIELDS = ("status", "expires_at", "metadata", "record_type")
+#: The status a memory's search chunks carry while the memory awaits review (``Memory.pending``); no search
+#: returns such a chunk (``memory.search.query.filtered_chunks``), whatever statuses it asks for.
+PENDING_CHUNK_STATUS = "pending"
 
 
 # --- what is indexed -------------------------------------------------------------------
@@ -110,8 +117,6 @@ def refresh_message_contexts(thread_id: str, seq_lo: int, seq_hi: int, *, neighb
     after messages in the range were added, edited or deleted. Returns the
     number of chunks updated.
     """
-    from memory.models import Message
-
     pad = 2 * CONTEXT_TURNS
     base = Message.objects.filter(thread_id=thread_id)
     fields = ("id", "seq", "role", "content")
@@ -149,8 +154,6 @@ def appended_message_contexts(thread_id: str, first_seq: int, turns: list[tuple[
     (``bench/ingest.py`` with a stub embedder). Call inside the writing
     transaction, after the thread's lock.
     """
-    from memory.models import Message
-
     earlier = list(Message.objects.filter(thread_id=thread_id, seq__lt=first_seq).order_by("-seq")
                    .values_list("seq", "role", "content")[:CONTEXT_TURNS])[::-1]
     texts = [_clip(message_chunk_text(role, content)) for _, role, content in earlier]
@@ -324,13 +327,7 @@ def unindex_threads(thread_ids: Iterable[str]) -> int:
     return unindex(SearchChunk.objects.filter(thread_id__in=list(thread_ids)))
 
 
-#: The name erasure has always used for ``unindex``.
-chunks_erase = unindex
-
-
 def _forget_vectors(ids: list[int]) -> None:
-    from memory.index.vector_cache import get_vector_cache
-
     cache = get_vector_cache()
     if cache is not None:
         cache.forget(ids)
@@ -351,47 +348,6 @@ def sync_record(record, source_kind: str, record_type: str, chunks: list[str] | 
         index_record(record, source_kind, record_type, chunks, vectors, scope=scope)
 
 
-# --- rebuilding the index of stored rows (import) -------------------------------------------
-
-
-def stored_record_texts(source_kind: str, record, *, fallback_timestamp: str | None = None
-                        ) -> tuple[list[str], list[str]]:
-    """The chunks of a stored message, memory or image row and the texts their embeddings are computed from,
-    exactly as the services make them when they write it (``messages_add``, ``memory_prepare``, ``image_add``).
-
-    ``fallback_timestamp``: an image part's message timestamp, used when the
-    image has none of its own. Raises ValueError for another ``source_kind``.
-    """
-    if source_kind == "message":
-        chunks, stamp = chunk_text(message_chunk_text(record.role, record.content)), record.timestamp
-    elif source_kind == "memory":
-        chunks, stamp = chunk_text(record.content), record.timestamp
-    elif source_kind == "image":
-        chunks, stamp = image_chunk_texts(record.description), record.timestamp or fallback_timestamp
-    else:
-        raise ValueError(f"unknown source kind {source_kind!r}")
-    return chunks, [embedding_text(c, stamp) for c in chunks]
-
-
-def index_stored(items: list[tuple[str, Any, Any, list[str], Any]]) -> None:
-    """Index saved rows whose chunks and vectors were computed from ``stored_record_texts``: each item is
-    ``(source_kind, row, scope, chunks, vectors)`` (``scope``: a message's thread, else None). Inside the
-    caller's transaction; messages' keyword context is refreshed by the caller (``refresh_message_contexts``)."""
-    rows: list[SearchChunk] = []
-    for source_kind, record, scope, chunks, vectors in items:
-        if source_kind == "image":
-            rows += image_chunk_rows(record, chunks, vectors)
-            continue
-        owner = scope if scope is not None else record
-        rows += chunk_rows(
-            project_id=record.project_id, source_kind=source_kind, record_id=record.pk,
-            record_type="message" if source_kind == "message" else record.memory_type, chunks=chunks,
-            vectors=vectors, user_id=owner.user_id, agent_id=owner.agent_id, thread_id=record.thread_id,
-            status=chunk_status(record), expires_at=record.expires_at, metadata=record.metadata,
-            now=timezone.now())
-    index_rows(rows)
-
-
 # --- fact keys ---------------------------------------------------------------------------------
 
 #: Most source messages of one memory that get its fact keys (the first ones in ``source_message_ids``): an
@@ -406,15 +362,13 @@ def _fact_index(memory_chunk_id: int) -> int:
 
 
 def _source_keys(project_id: int, source_message_ids) -> list[str]:
-    from memory.core.ids import stored_id
-
     ids = [mid for mid in (source_message_ids or []) if isinstance(mid, str)][:FACT_KEYS_MAX_SOURCES]
     return [stored_id(project_id, mid) for mid in ids]
 
 
 def add_fact_keys(memory_keys: Iterable[str]) -> int:
-    """Fact keys (LongMemEval's fact-augmented keys, issue #16): each valid, live, approved memory (not awaiting
-    review: ``memory.records.review_rules``) among ``memory_keys``
+    """Fact keys (the fact-augmented keys of LongMemEval, Wu et al. 2024, arXiv:2410.10813): each valid,
+    live, approved memory (not awaiting review: ``memory.records.review_rules``) among ``memory_keys``
     (stored ids) that names source messages (``Memory.source_message_ids``, at most
     ``FACT_KEYS_MAX_SOURCES``) lends each of its chunks to each source message that is indexed: a chunk row
     of the *message* (``source_kind="message"``, its ``record_id``, ``record_type``, scope, status, expiry and
@@ -428,9 +382,6 @@ def add_fact_keys(memory_keys: Iterable[str]) -> int:
     memory that merely expires keeps lending them until it is purged (its own chunks stop matching at once).
     Replaces any fact keys the same memory chunks had lent. Returns the number of keys written.
     """
-    from memory.models import Memory
-    from memory.records.selectors import live_q
-
     keys = [key for key in dict.fromkeys(memory_keys) if key]
     if not keys:
         return 0
@@ -480,8 +431,6 @@ def remove_fact_keys(memory_keys: Iterable[str]) -> int:
 
 def _remove_fact_keys_of(memory_chunks: dict[int, str]) -> int:
     """Delete the fact keys lent by the memory chunks ``{chunk id: memory stored id}``."""
-    from memory.models import Memory
-
     by_memory: dict[str, list[int]] = {}
     for chunk_id, record_id in memory_chunks.items():
         by_memory.setdefault(record_id, []).append(chunk_id)

@@ -4,8 +4,10 @@ The engine talks to a language model only through ``Llm`` (extraction, summaries
 ``OpenAICompatibleLlm`` speaks the OpenAI chat-completions protocol, which OpenAI,
 Ollama, vLLM, llama.cpp's server and OCI's compatible endpoint all answer;
 ``get_llm()`` builds one from ``settings.OAM_LLM_*`` (or returns None when no LLM
-is configured). ``ScriptedLlm`` is the test double: queued replies run through
-the same parse/validate/retry path as real ones.
+is configured). ``ScriptedLlm`` (``memory.llm.scripted``) is the test double:
+queued replies run through the same parse/validate/retry path as real ones.
+What a reply is and what a call cost (``Reply``, ``parse_json_reply``,
+``LlmCallStats``) is ``memory.llm.replies``.
 
 Why validate and retry here: servers differ in how well they enforce a schema
 (llama.cpp's server rejects OpenAI's ``json_schema`` response format outright and
@@ -21,10 +23,8 @@ layers multiplies the wait.
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
-from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 import jsonschema
@@ -32,13 +32,18 @@ from django.conf import settings
 
 from memory.core import conf
 from memory.core.types import NOTSET
-
-Messages = list[dict[str, str]]
-JsonValue = dict | list
-
-# Raw model output quoted in errors and fed back to the model is cut to this many
-# characters: enough to see what went wrong, small enough for a 4k context.
-RAW_EXCERPT_CHARS = 2000
+from memory.llm.replies import (
+    JsonValue,
+    LlmCallStats,
+    LlmTotals,
+    Messages,
+    Reply,
+    excerpt,
+    parse_json_reply,
+    rejects_response_format,
+    status_text,
+    validation_errors,
+)
 
 
 # --- Errors ---------------------------------------------------------------------------
@@ -82,57 +87,6 @@ class LlmInvalidOutput(LlmError):
         self.attempts = attempts
 
 
-# --- Stats ----------------------------------------------------------------------------
-
-
-@dataclass
-class LlmCallStats:
-    """What one ``complete_json``/``complete_text`` call cost, retries included.
-
-    ``seconds`` is wall-clock time spent waiting on the endpoint (float seconds);
-    tokens are as the server reports them in ``usage`` (0 where it reports none).
-    Read right after a call (``llm.last_call``), e.g. to report the share of an
-    extraction's wall time spent in the LLM. ``response_format`` is the form of
-    the last request: ``"json_schema"``, ``"json_object"``, ``"scripted"``
-    (``ScriptedLlm``) or None (plain text). ``ok`` is False when the call raised.
-    """
-
-    kind: str  # "json" | "text"
-    attempts: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = 0.0
-    response_format: str | None = None
-    ok: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class LlmTotals:
-    """Sums over every call an adapter instance has made (all threads)."""
-
-    calls: int = 0
-    attempts: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class _Reply:
-    """One raw answer from the endpoint."""
-
-    text: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    truncated: bool = False  # finish_reason == "length"
-
-
 # --- Interface ------------------------------------------------------------------------
 
 
@@ -170,49 +124,6 @@ class Llm(Protocol):
 
 # --- JSON handling shared by every adapter -------------------------------------------
 
-_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
-
-
-def parse_json_reply(text: str) -> JsonValue:
-    """Parse a model's reply as JSON; raise ``ValueError`` saying why not.
-
-    Tolerated: surrounding whitespace, a Markdown code fence (```json ... ```),
-    and prose before or after a single JSON object/array (the first one is taken).
-    Scalars are rejected: a schema root here is an object or an array.
-    """
-    candidate = text.strip()
-    fenced = _FENCE.search(candidate)
-    if fenced:
-        candidate = fenced.group(1).strip()
-    if not candidate:
-        raise ValueError("the reply was empty")
-    try:
-        value = json.loads(candidate)
-    except json.JSONDecodeError as exc:
-        value = None
-        starts = [i for i in (candidate.find("{"), candidate.find("[")) if i >= 0]
-        if starts:
-            try:
-                value, _ = json.JSONDecoder().raw_decode(candidate, min(starts))
-            except json.JSONDecodeError:
-                value = None
-        if value is None:
-            raise ValueError(f"the reply is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    if not isinstance(value, (dict, list)):
-        raise ValueError(f"the reply is a JSON {type(value).__name__}, not an object or array")
-    return value
-
-
-def validation_errors(value: JsonValue, validator: jsonschema.protocols.Validator, limit: int = 3) -> list[str]:
-    """Return up to ``limit`` readable messages for where ``value`` breaks the schema."""
-    errors = sorted(validator.iter_errors(value), key=jsonschema.exceptions.relevance)
-    messages = []
-    for error in errors[:limit]:
-        where = "$" + "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-        messages.append(f"at {where}: {error.message}")
-    return messages
-
-
 def schema_instructions(schema: dict, schema_name: str) -> str:
     """Return the system-prompt paragraph that shows the model the schema."""
     return (
@@ -233,15 +144,11 @@ def with_schema_prompt(messages: Messages, schema: dict, schema_name: str) -> Me
     return messages
 
 
-def _excerpt(text: str) -> str:
-    return text if len(text) <= RAW_EXCERPT_CHARS else text[:RAW_EXCERPT_CHARS] + " …[cut]"
-
-
 class BaseLlm:
     """The parse/validate/retry loop and the call statistics, shared by every adapter.
 
     Subclasses implement ``_request(messages, *, schema, schema_name, max_tokens)``,
-    which returns a ``_Reply`` (``schema`` None means plain text) and sets
+    which returns a ``Reply`` (``schema`` None means plain text) and sets
     ``self._stats().response_format`` when a JSON form is used.
     """
 
@@ -267,10 +174,10 @@ class BaseLlm:
 
     def _request(
         self, messages: Messages, *, schema: dict | None, schema_name: str | None, max_tokens: int | None
-    ) -> _Reply:  # pragma: no cover - abstract
+    ) -> Reply:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _timed_request(self, messages: Messages, **kwargs) -> _Reply:
+    def _timed_request(self, messages: Messages, **kwargs) -> Reply:
         stats = self._stats()
         stats.attempts += 1
         started = time.perf_counter()
@@ -333,7 +240,7 @@ class BaseLlm:
                 errors.append(problem)
                 attempt_messages = [
                     *prompt,
-                    {"role": "assistant", "content": _excerpt(raw)},
+                    {"role": "assistant", "content": excerpt(raw)},
                     {
                         "role": "user",
                         "content": f"That reply was rejected: {problem}. "
@@ -363,13 +270,6 @@ class BaseLlm:
 
 
 # --- OpenAI-compatible endpoint ---------------------------------------------------------
-
-# Words in an error body that say the server did not accept the response_format
-# itself (llama.cpp's server: 500 "Input should be 'text' or 'json_object'" at
-# ('body', 'response_format', 'type'); others answer 400/422).
-_FORMAT_REJECTION_WORDS = ("response_format", "json_schema", "json_object")
-_FORMAT_REJECTION_STATUSES = {400, 422, 500, 501}
-
 
 class OpenAICompatibleLlm(BaseLlm):
     """An ``Llm`` on any OpenAI-compatible chat-completions endpoint.
@@ -402,7 +302,7 @@ class OpenAICompatibleLlm(BaseLlm):
         temperature: float = 0.0,
     ):
         super().__init__(max_retries=max_retries)
-        import openai
+        import openai  # deferred: heavy (pydantic models, httpx), and only a configured LLM needs it
 
         self.base_url = base_url
         self.model = model
@@ -429,7 +329,7 @@ class OpenAICompatibleLlm(BaseLlm):
 
     def _request(
         self, messages: Messages, *, schema: dict | None, schema_name: str | None, max_tokens: int | None
-    ) -> _Reply:
+    ) -> Reply:
         if schema is None:
             return self._create(messages, max_tokens=max_tokens, response_format=None)
         form = self.json_form
@@ -439,7 +339,7 @@ class OpenAICompatibleLlm(BaseLlm):
                 messages, max_tokens=max_tokens, response_format=self._response_format(form, schema, schema_name)
             )
         except self._openai.APIStatusError as exc:
-            if form != "json_schema" or not _rejects_response_format(exc):
+            if form != "json_schema" or not rejects_response_format(exc):
                 raise _translate(exc) from exc
             first_error = exc
         self.json_form = form = "json_object"
@@ -450,10 +350,10 @@ class OpenAICompatibleLlm(BaseLlm):
             )
         except self._openai.APIStatusError as exc:
             error = _translate(exc)
-            error.args = (f"{error.args[0]} (after the server rejected json_schema: {_status_text(first_error)})",)
+            error.args = (f"{error.args[0]} (after the server rejected json_schema: {status_text(first_error)})",)
             raise error from exc
 
-    def _create(self, messages: Messages, *, max_tokens: int | None, response_format: dict | None) -> _Reply:
+    def _create(self, messages: Messages, *, max_tokens: int | None, response_format: dict | None) -> Reply:
         openai = self._openai
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
         if max_tokens is not None:
@@ -474,7 +374,7 @@ class OpenAICompatibleLlm(BaseLlm):
             raise LlmUnavailable(f"{self.base_url}: the reply had no choices")
         choice = completion.choices[0]
         usage = completion.usage
-        return _Reply(
+        return Reply(
             text=choice.message.content or "",
             prompt_tokens=(usage.prompt_tokens or 0) if usage else 0,
             completion_tokens=(usage.completion_tokens or 0) if usage else 0,
@@ -482,79 +382,11 @@ class OpenAICompatibleLlm(BaseLlm):
         )
 
 
-def _status_text(exc) -> str:
-    """Return ``"HTTP 500: <message>"`` for an ``openai.APIStatusError``, message cut short."""
-    body = exc.body if exc.body is not None else getattr(exc.response, "text", "")
-    if isinstance(body, dict):
-        body = body.get("message") or body.get("error") or body
-    text = body if isinstance(body, str) else json.dumps(body, default=str)
-    return f"HTTP {exc.status_code}: {text[:500]}"
-
-
-def _rejects_response_format(exc) -> bool:
-    """Tell whether a status error says the server does not support this response_format."""
-    if exc.status_code not in _FORMAT_REJECTION_STATUSES:
-        return False
-    text = f"{exc.message} {exc.body} {getattr(exc.response, 'text', '')}".lower()
-    return any(word in text for word in _FORMAT_REJECTION_WORDS)
-
-
 def _translate(exc) -> LlmError:
     """Map an ``openai.APIStatusError`` to ours: 5xx/429 transient, other 4xx permanent."""
     if exc.status_code >= 500 or exc.status_code in (408, 429):
-        return LlmUnavailable(_status_text(exc))
-    return LlmRequestRejected(_status_text(exc), status_code=exc.status_code)
-
-
-# --- Test double ----------------------------------------------------------------------------
-
-
-@dataclass
-class LlmRequest:
-    """One request a ``ScriptedLlm`` received: the messages as a server would get them."""
-
-    messages: Messages
-    schema: dict | None
-    schema_name: str | None
-    max_tokens: int | None
-
-
-class ScriptedLlm(BaseLlm):
-    """A test double that answers with queued replies, for prompt-parsing unit tests.
-
-    ``replies`` are consumed one per request (a retry consumes the next one): a
-    ``str`` is the raw model text, a ``dict``/``list`` is sent as its JSON text, and
-    an exception instance (e.g. ``LlmTimeout("slow")``) is raised instead. Replies
-    go through the same parse/validate/retry path as ``OpenAICompatibleLlm``'s, so a
-    schema failure behaves identically. ``requests`` records every request with the
-    messages as sent (schema prompt and retry feedback included). Running out of
-    replies raises ``AssertionError`` (deliberately not an ``LlmError``, so code
-    under test cannot swallow it).
-    """
-
-    def __init__(self, replies: list | None = None, *, max_retries: int = 2):
-        super().__init__(max_retries=max_retries)
-        self.replies = list(replies or [])
-        self.requests: list[LlmRequest] = []
-
-    @property
-    def last_messages(self) -> Messages:
-        """The messages of the most recent request."""
-        return self.requests[-1].messages
-
-    def _request(
-        self, messages: Messages, *, schema: dict | None, schema_name: str | None, max_tokens: int | None
-    ) -> _Reply:
-        self.requests.append(LlmRequest(messages=messages, schema=schema, schema_name=schema_name, max_tokens=max_tokens))
-        if schema is not None:
-            self._stats().response_format = "scripted"
-        if not self.replies:
-            raise AssertionError(f"ScriptedLlm: no reply queued for request {len(self.requests)}")
-        reply = self.replies.pop(0)
-        if isinstance(reply, BaseException):
-            raise reply
-        text = reply if isinstance(reply, str) else json.dumps(reply)
-        return _Reply(text=text, prompt_tokens=0, completion_tokens=0)
+        return LlmUnavailable(status_text(exc))
+    return LlmRequestRejected(status_text(exc), status_code=exc.status_code)
 
 
 # --- Process-wide adapter from settings -------------------------------------------------
@@ -585,7 +417,7 @@ class GenerateLlm(BaseLlm):
 
     def _request(
         self, messages: Messages, *, schema: dict | None, schema_name: str | None, max_tokens: int | None
-    ) -> _Reply:
+    ) -> Reply:
         kwargs: dict[str, Any] = {"response_json_schema": schema}
         if max_tokens is not None:
             kwargs["max_tokens"] = max_tokens
@@ -597,7 +429,7 @@ class GenerateLlm(BaseLlm):
         if not isinstance(text, str):
             raise LlmUnavailable(f"{type(self.inner).__name__}.generate returned {type(reply).__name__} "
                                  "without a text attribute")
-        return _Reply(text=text)
+        return Reply(text=text)
 
 
 def as_llm(value: Any, field: str = "llm") -> Any:
@@ -650,21 +482,3 @@ def reset_llm() -> None:
     global _llm, _llm_built
     with _llm_lock:
         _llm, _llm_built = None, False
-
-
-__all__ = [
-    "Llm",
-    "LlmCallStats",
-    "LlmError",
-    "LlmInvalidOutput",
-    "LlmRequest",
-    "LlmRequestRejected",
-    "LlmTimeout",
-    "LlmTotals",
-    "LlmUnavailable",
-    "OpenAICompatibleLlm",
-    "ScriptedLlm",
-    "get_llm",
-    "parse_json_reply",
-    "reset_llm",
-]

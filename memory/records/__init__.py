@@ -8,7 +8,8 @@ Modules:
 * ``tenancy``: projects, staff projects, the ``Tenant`` a client acts for.
 * ``selectors``: reads of threads, messages, memories and images for the API and the client.
 * ``listing``: project-wide lists (the SDK's client-level ``list_*``).
-* ``metadata_filter``: the spec's ``metadata_filter`` compiled to a ``Q`` that runs in SQL.
+* ``metadata_filter``: the spec's ``metadata_filter`` validated and compiled to a ``Q`` that runs in SQL.
+* ``metadata_sql``: that ``Q``'s condition: the parsed filter's nodes and their SQLite and Oracle SQL.
 * ``history``: the history of every memory (``oam_memory_versions``): versions, actors, reads.
 * ``review_rules``: the review queue's policy (which reads hide a pending memory), its reads and the
   injection scan; the decisions are ``memory.services.review``.

@@ -47,5 +47,7 @@ Modules: ``request`` (argument checks, scope resolution, ``SearchRequest``),
 ``backends`` (the vendor seam: SQLite with its vector cache, Oracle; chosen
 by ``backend_for``), ``ranking`` (the arms, fusion, the candidate pool,
 results, ``run_search``), ``second_stage`` (the signals and their weights;
-pure). Import each name from its module: this package exports nothing.
+pure), ``dates`` (what a query and a record say about time, for the second
+stage's date signals; pure). Import each name from its module: this package
+exports nothing.
 """

@@ -1,3 +1,15 @@
+"""Ranking a validated search: the arms, their fusion, HYBRID's candidate pool and second stage, the results.
+
+``run_search`` is the body of every public search (scope resolved and kept within the tenant, then
+``search_records``). ``search_records`` ranks by mode: VECTOR by cosine distance (``vector_arm``), KEYWORD by
+the weighted reciprocal rank fusion of the two keyword arms (``fuse``), HYBRID by the second stage
+(``memory.search.second_stage``) over ``candidate_pool`` (every arm's best records with their scores and the
+columns the signals read), then the optional cross-encoder (``cross_encoded``). Every mode then puts replaced
+memories after their replacements (``after_replacements``), reads the results' rows, applies the token
+budgets and follows relations (``memory.links.graph``). The package docstring (``memory.search``) gives the
+measurements behind the constants.
+"""
+
 from __future__ import annotations
 
 from typing import Any
@@ -5,22 +17,31 @@ from typing import Any
 import numpy as np
 from django.db import connection as default_connection
 from django.utils import timezone
+
 from memory.core import conf
-from memory.embedders import embed_query
 from memory.core.errors import InvalidArgument
+from memory.core.types import MemorySearchConfig, SearchResult, SearchScope
+from memory.embedders import embed_query
 from memory.index.writer import message_chunk_text
-from memory.links.rules import INVALIDATING_RELATIONS
 from memory.links.graph import attach_linked
+from memory.links.rules import INVALIDATING_RELATIONS
 from memory.models import Image, Memory, Message, RecordLink
-from memory.rerankers import get_reranker
 from memory.records.selectors import image_dto, live_q, memory_dto, message_dto
 from memory.records.tenancy import Tenant
-from memory.core.types import MemorySearchConfig, SearchResult, SearchScope
-from memory.search.backends import MIN_BM25_EVIDENCE, backend_for, keyword_sql  # noqa: F401
-from memory.search.query import CHUNK_OVERFETCH, _distances, linked_filter
+from memory.rerankers import get_reranker
 from memory.search import second_stage
-from memory.search.second_stage import GENERIC_ROLES, POOL_DEPTH, Candidate  # noqa: F401
-from memory.search.request import ARM_DEPTH, SCOPE_ARGUMENTS, SearchRequest, apply_token_budgets, build_request, keyword_terms, resolve_scope
+from memory.search.backends import backend_for, keyword_sql
+from memory.search.query import CHUNK_OVERFETCH, _distances, linked_filter
+from memory.search.request import (
+    ARM_DEPTH,
+    SCOPE_ARGUMENTS,
+    SearchRequest,
+    apply_token_budgets,
+    build_request,
+    keyword_terms,
+    resolve_scope,
+)
+from memory.search.second_stage import POOL_DEPTH, Candidate
 
 
 #: Arm weights and RRF constant. Split: chosen on ALL ten LoCoMo conversations before the tuning/report split
@@ -106,9 +127,11 @@ def fuse(arms: dict[str, list[tuple[str, str]]], weights: dict[str, float] = ARM
     return sorted(scores.items(), key=lambda item: -item[1])
 
 
-#: The columns of a message and of a memory the second stage reads for each candidate (``Candidate``).
-MESSAGE_COLUMNS = ("pk", "role", "content", "event_at", "thread_id", "seq", "status")
-MEMORY_COLUMNS = ("pk", "content", "event_at", "status", "thread_id")
+#: The columns of a message and of a memory the second stage reads for each candidate: ``Candidate`` field ->
+#: model column. ``candidate_pool`` reads them by name, so their order is free.
+MESSAGE_COLUMNS = {"role": "role", "content": "content", "when": "event_at", "thread_id": "thread_id", "seq": "seq",
+                   "status": "status"}
+MEMORY_COLUMNS = {"content": "content", "when": "event_at", "status": "status", "thread_id": "thread_id"}
 
 
 def candidate_pool(request: SearchRequest, query_vector, now) -> tuple[list[Candidate], dict]:
@@ -135,10 +158,10 @@ def candidate_pool(request: SearchRequest, query_vector, now) -> tuple[list[Cand
     ids: dict[str, list[str]] = {}
     for kind, record_id in (key for key, _ in fused):
         ids.setdefault(kind, []).append(record_id)
-    message_rows = ({row[0]: row for row in Message.objects.filter(live_q(now), pk__in=ids["message"])
-                     .order_by().values_list(*MESSAGE_COLUMNS)} if ids.get("message") else {})
-    memory_rows = ({row[0]: row for row in Memory.objects.filter(live_q(now), pk__in=ids["memory"])
-                    .order_by().values_list(*MEMORY_COLUMNS)} if ids.get("memory") else {})
+    columns = {"message": MESSAGE_COLUMNS, "memory": MEMORY_COLUMNS}
+    rows = {kind: ({row["pk"]: row for row in model.objects.filter(live_q(now), pk__in=ids[kind])
+                    .order_by().values("pk", *columns[kind].values())} if ids.get(kind) else {})
+            for kind, model in (("message", Message), ("memory", Memory))}
     ranks = {name: {key: i for i, key in enumerate(ranked, 1)} for name, ranked in arms.items()}
     candidates = []
     for key, fused_score in fused:
@@ -148,10 +171,9 @@ def candidate_pool(request: SearchRequest, query_vector, now) -> tuple[list[Cand
                       similarity=1.0 - distances[key] if key in distances else None,
                       text_bm25=strengths.get("text", {}).get(key, 0.0),
                       context_bm25=strengths.get("context", {}).get(key, 0.0))
-        if kind == "message" and (row := message_rows.get(record_id)) is not None:
-            _, c.role, c.content, c.when, c.thread_id, c.seq, c.status = row
-        elif kind == "memory" and (row := memory_rows.get(record_id)) is not None:
-            _, c.content, c.when, c.status, c.thread_id = row
+        if (row := rows.get(kind, {}).get(record_id)) is not None:  # a message or a memory (images: none)
+            for name, column in columns[kind].items():
+                setattr(c, name, row[column])
         candidates.append(c)
     return candidates, distances
 

@@ -11,12 +11,13 @@ rows once. This module is pure (no queries): ``rank`` scores every candidate as 
   neighbours' words credited with a discount (its weight is below ``text``'s, checked by ``Weights``);
 * ``neighbour_vector``: the same for ``vector``, below ``vector``'s weight;
 * ``terms``: share of the query's content words (``keyword_terms``, stemmed, less the pool's speakers,
-  months and weekdays) among the record's own words (exact term overlap: BM25 weighs rare words and long texts, this only counts);
+  months and weekdays) among the record's own words (exact term overlap: BM25 weighs rare words and long
+  texts, this only counts);
 * ``speaker``: the query names the message's speaker (its role) as a word (generic roles never match);
 * ``entity``: share of the query's proper nouns (capitalised words past its first, not months, not speakers)
   found among the record's own words;
 * ``date``: the query names a date, month, year or relative time ("last week") and the record's date, or a
-  date its text implies ("yesterday" in a message of 8 May: 7 May), falls in it;
+  date its text implies ("yesterday" in a message of 8 May: 7 May), falls in it (``memory.search.dates``);
 * ``when``: the query asks when ("When did ...?", "what date", "how long ago") and the record's own words
   say when (a relative time, a date, a month, a weekday, a year);
 * ``novel``: a message's own words beyond the query's (stems, less stopwords and speakers), up to
@@ -52,14 +53,14 @@ best first, scores decreasing.
 
 from __future__ import annotations
 
-import calendar
 import datetime as dt
 import functools
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
+from memory.search.dates import MONTHS, WEEKDAYS, asks_when, date_match, query_spans, says_when
 from memory.search.request import STOPWORDS, keyword_terms
 
 #: Records each arm contributes to the pool. Split: TUNING half. bench/locomo_tune.py's coordinate ascent
@@ -75,11 +76,6 @@ NEIGHBOUR_TURNS = 2
 
 #: Roles that name a position in a chat, not a person: a query saying "the user" names no speaker.
 GENERIC_ROLES = frozenset({"user", "assistant", "system", "tool", "developer", "function"})
-
-
-#: The signals, in the order of ``Weights``' fields.
-SIGNALS = ("rrf", "vector", "text", "neighbour", "neighbour_vector", "terms", "speaker", "entity", "date", "when",
-           "novel", "answer", "session")
 
 
 @dataclass(frozen=True)
@@ -117,6 +113,11 @@ class Weights:
             raise ValueError("session must be below rrf: the rest of a session's words are not the message's own")
         if not 0.0 <= self.invalid <= 1.0:
             raise ValueError("invalid must be within [0, 1]")
+
+
+#: The signals, one per field of ``Weights`` but ``invalid`` (a multiplier, not a signal), in the fields' order:
+#: the order ``score`` adds them in, so it is part of every score's last bits.
+SIGNALS = tuple(f.name for f in fields(Weights) if f.name != "invalid")
 
 
 #: The weights search uses. Split: TUNING half of LoCoMo only (the first five conversations), by coordinate
@@ -258,12 +259,6 @@ def _word_stems(text: str) -> frozenset[str]:
 _cached_word_stems = _bounded_cache(_word_stems, TEXT_CACHE, _CACHED_TEXT_LENGTH)
 
 
-_MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
-_MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
-_MONTHS["sept"] = 9
-_WEEKDAYS = {name.lower() for name in calendar.day_name} | {name.lower() for name in calendar.day_abbr}
-
-
 def query_entities(query: str, speakers: Iterable[str] = ()) -> set[str]:
     """Stems of the query's proper nouns: capitalised words after its first word, less stopwords, month and
     weekday names, and the ``speakers`` (roles; the speaker signal counts those). ``"Did Caroline go to the
@@ -273,7 +268,7 @@ def query_entities(query: str, speakers: Iterable[str] = ()) -> set[str]:
     for i, match in enumerate(_WORD.finditer(query)):
         word = match.group()
         low = word.lower()
-        if i == 0 or not word[0].isupper() or low in STOPWORDS or low in _MONTHS or low in _WEEKDAYS:
+        if i == 0 or not word[0].isupper() or low in STOPWORDS or low in MONTHS or low in WEEKDAYS:
             continue
         if stem(word) in skip or low == "i":
             continue
@@ -287,187 +282,6 @@ def speaker_named(query_words: set[str], role: str | None) -> bool:
         return False
     role = role.lower()
     return role in query_words and role not in GENERIC_ROLES
-
-
-# --- dates --------------------------------------------------------------------------------------------
-
-#: A span of days, both ends included; ``month``: any year's month ``month`` (``"in June"``) when set.
-@dataclass(frozen=True)
-class Span:
-    start: dt.date | None = None
-    end: dt.date | None = None
-    month: int | None = None
-
-    def meets(self, start: dt.date, end: dt.date) -> bool:
-        """Whether the days ``start``..``end`` (inclusive) overlap this span."""
-        if self.month is not None:
-            day, seen = start, 0
-            while day <= end and seen < 400:  # bounded: a day at a time, at most a year's worth
-                if day.month == self.month:
-                    return True
-                day += dt.timedelta(days=1)
-                seen += 1
-            return False
-        return self.start <= end and start <= self.end
-
-
-_MONTH_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
-_DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH_RE})\.?,?\s+(\d{{4}})\b", re.I)
-_MONTH_DAY_YEAR = re.compile(rf"\b({_MONTH_RE})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I)
-_MONTH_YEAR = re.compile(rf"\b({_MONTH_RE})\.?,?\s+(?:of\s+)?(\d{{4}})\b", re.I)
-# A month alone must be capitalised: "may" is also a verb.
-_MONTH_ALONE = re.compile(r"\b(" + "|".join(sorted((m.capitalize() for m in _MONTHS), key=len, reverse=True))
-                          + r")\b")
-_YEAR = re.compile(r"\b(19\d\d|20\d\d)\b")
-
-
-def _month_span(year: int, month: int) -> Span:
-    return Span(dt.date(year, month, 1), dt.date(year, month, calendar.monthrange(year, month)[1]))
-
-
-def _date(year: int, month: int, day: int) -> dt.date | None:
-    try:
-        return dt.date(year, month, day)
-    except ValueError:
-        return None
-
-
-def _shift_months(day: dt.date, months: int) -> tuple[dt.date, dt.date]:
-    """The calendar month ``months`` before ``day``'s: (first day, last day)."""
-    index = day.year * 12 + day.month - 1 - months
-    year, month = divmod(index, 12)
-    return dt.date(year, month + 1, 1), dt.date(year, month + 1, calendar.monthrange(year, month + 1)[1])
-
-
-_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "couple of": 2,
-            "few": 3, "a few": 3, "several": 4}
-_RELATIVE = re.compile(
-    r"\b(yesterday|last night|today|tonight|this morning|this week|this weekend|last week|last weekend|"
-    r"last month|last year|this month|this year|"
-    r"(\d+|a|an|one|two|three|four|five|six|a few|few|a couple of|couple of|several)\s+(day|week|month|year)s?\s+ago)\b",
-    re.I)
-
-
-def relative_spans(text: str, anchor: dt.date) -> list[tuple[dt.date, dt.date]]:
-    """Days that relative times in ``text`` name, seen from ``anchor`` (the day it was said).
-
-    ``"yesterday"`` -> the day before; ``"last week"`` -> the 7 to 13 days before... widened to the 2 to 13
-    days before (a week's edges are fuzzy in speech); ``"last weekend"`` -> 1 to 8 days before; ``"last
-    month"`` / ``"last year"`` -> the previous calendar month / year; ``"N days|weeks|months|years ago"``
-    -> that many units before, give or take a quarter of a unit (at least a day); ``today``/``this week``
-    etc. -> the anchor's own day/week/month/year. At most 8 spans."""
-    spans: list[tuple[dt.date, dt.date]] = []
-    day = dt.timedelta(days=1)
-    for match in _RELATIVE.finditer(text):
-        phrase = match.group(1).lower()
-        if phrase == "yesterday":
-            spans.append((anchor - day, anchor - day))
-        elif phrase == "last night":
-            spans.append((anchor - day, anchor))
-        elif phrase in ("today", "tonight", "this morning"):
-            spans.append((anchor, anchor))
-        elif phrase in ("this week", "this weekend"):
-            spans.append((anchor - 6 * day, anchor + 6 * day))
-        elif phrase == "last week":
-            spans.append((anchor - 13 * day, anchor - 2 * day))
-        elif phrase == "last weekend":
-            spans.append((anchor - 8 * day, anchor - day))
-        elif phrase == "last month":
-            spans.append(_shift_months(anchor, 1))
-        elif phrase == "this month":
-            spans.append(_shift_months(anchor, 0))
-        elif phrase == "last year":
-            spans.append((dt.date(anchor.year - 1, 1, 1), dt.date(anchor.year - 1, 12, 31)))
-        elif phrase == "this year":
-            spans.append((dt.date(anchor.year, 1, 1), dt.date(anchor.year, 12, 31)))
-        else:
-            count_word, unit = match.group(2).lower(), match.group(3).lower()
-            count = int(count_word) if count_word.isdigit() else _NUMBERS.get(count_word, 1)
-            days = {"day": 1, "week": 7, "month": 30, "year": 365}[unit] * min(count, 100)
-            slack = max(1, days // 4)
-            spans.append((anchor - dt.timedelta(days=days + slack), anchor - dt.timedelta(days=max(0, days - slack))))
-        if len(spans) == 8:
-            break
-    return spans
-
-
-def query_spans(query: str, now: dt.datetime) -> list[Span]:
-    """What the query says about when: explicit dates (``"13 October, 2023"``, ``"October 13, 2023"``: that
-    day), months of a year (``"June 2023"``), a month alone (``"in June"``: June of any year), years
-    (``"in 2022"``), and relative times (``"last week"``) seen from the query's own date if it names a day
-    (``"last weekend before April 10, 2023"``), else from ``now``. Empty when it says nothing of time."""
-    spans: list[Span] = []
-    taken: list[tuple[int, int]] = []
-    days: list[dt.date] = []
-
-    def free(m) -> bool:
-        return all(m.end() <= a or m.start() >= b for a, b in taken)
-
-    for pattern, order in ((_DAY_MONTH_YEAR, "dmy"), (_MONTH_DAY_YEAR, "mdy")):
-        for m in pattern.finditer(query):
-            if not free(m):
-                continue
-            parts = dict(zip(order, m.groups()))
-            day = _date(int(parts["y"]), _MONTHS[parts["m"].lower().rstrip(".")], int(parts["d"]))
-            if day is not None:
-                spans.append(Span(day, day))
-                days.append(day)
-                taken.append(m.span())
-    for m in _MONTH_YEAR.finditer(query):
-        if free(m):
-            spans.append(_month_span(int(m.group(2)), _MONTHS[m.group(1).lower()]))
-            taken.append(m.span())
-    for m in _MONTH_ALONE.finditer(query):
-        if free(m):
-            spans.append(Span(month=_MONTHS[m.group(1).lower()]))
-            taken.append(m.span())
-    for m in _YEAR.finditer(query):
-        if free(m):
-            year = int(m.group(1))
-            spans.append(Span(dt.date(year, 1, 1), dt.date(year, 12, 31)))
-            taken.append(m.span())
-    anchor = days[0] if days else now.date()
-    for start, end in relative_spans(query, anchor):
-        spans.append(Span(start, end))
-    return spans
-
-
-_ASKS_WHEN = re.compile(r"^\W*(when\b|what (time|date|day|month|year)\b|which (day|month|year)\b|how long ago\b)",
-                        re.I)
-_FULL_NAMES = sorted({n.lower() for n in (*calendar.day_name, *calendar.month_name) if n} - {"may"}, key=len,
-                     reverse=True)
-_SAYS_WHEN = re.compile(
-    r"\b(yesterday|today|tonight|tomorrow|ago|last|next|recently|weekend|week|month|year|morning|evening|"
-    + "|".join(_FULL_NAMES) + r"|19\d\d|20\d\d)\b|\bMay\b", re.I)
-
-
-def asks_when(query: str) -> bool:
-    """Whether the query asks for a time: ``"When did ..."``, ``"What date ..."``, ``"How long ago ..."``."""
-    return bool(_ASKS_WHEN.match(query))
-
-
-def says_when(text: str) -> bool:
-    """Whether ``text`` says when: a relative time word, a weekday, a month's full name or a year ("May" only
-    capitalised: "may" is a verb)."""
-    for match in _SAYS_WHEN.finditer(text):
-        if match.group(0).lower() != "may" or match.group(0) == "May":
-            return True
-    return False
-
-
-def record_days(when: dt.datetime | None, content: str) -> list[tuple[dt.date, dt.date]]:
-    """The days a record is about: its own date, and the days relative times in its text name from it."""
-    if when is None:
-        return []
-    day = when.date()
-    return [(day, day), *relative_spans(content, day)]
-
-
-def date_match(spans: list[Span], when: dt.datetime | None, content: str) -> bool:
-    """Whether one of the record's days (``record_days``) falls in one of the query's ``spans``."""
-    if not spans:
-        return False
-    return any(span.meets(start, end) for start, end in record_days(when, content) for span in spans)
 
 
 #: Words of a record beyond the query's (stems, less stopwords and speakers) that make ``novel`` 1: a turn
@@ -523,7 +337,7 @@ def signals(candidates: list[Candidate], query: str, now: dt.datetime) -> None:
     # Speakers' names are the speaker signal's, months and weekdays the date signal's; one-letter pieces ("s"
     # of "Caroline's") say nothing.
     terms = {stem(t) for t in keyword_terms(query)
-             if len(t) > 1 and t not in _MONTHS and t not in _WEEKDAYS} - {stem(r) for r in roles}
+             if len(t) > 1 and t not in MONTHS and t not in WEEKDAYS} - {stem(r) for r in roles}
     spans = query_spans(query, now)
     when = asks_when(query)
     sims = [c.similarity for c in candidates if c.similarity is not None]

@@ -8,6 +8,8 @@ Modules, one per behaviour:
 * ``extraction``: running an extraction job and storing what it finds (``extraction_after_add``,
   ``extraction_after_edit``, ``run_inline``, ``job_run``; the job bookkeeping is ``memory.extraction``);
 * ``erasure``: deleting for good (every delete ends here) and the expiry purge;
+* ``scrub``: making committed deletes final in the storage (``storage_scrub``, after an erasure, a purge and
+  the admin's deletes);
 * ``portability``: export and import of one user's memory as JSON Lines;
 * ``profiles``: user and agent profiles (``add_user``/``add_agent``);
 * ``parts`` parses message input; ``common`` holds the thread lock, the TTL refresh and fenced deletes.

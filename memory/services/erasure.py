@@ -13,7 +13,7 @@ bulk deletes, the expiry purge):
   context of the neighbouring messages. Each returns a ``Counter`` of rows.
   Memory history (``memory.records.history``): a single delete (API, client, staff
   pages, the admin's single and bulk deletes, which are single deletes one
-  by one) keeps it, with a ``delete`` version, for undo (issue #17); a
+  by one) keeps it, with a ``delete`` version, for undo (``memory_restore``); a
   thread's delete takes the history of every memory written while it was
   the thread's, and the expiry purge and an erasure the history of what
   they delete: after those nothing could read or restore it.
@@ -21,33 +21,25 @@ bulk deletes, the expiry purge):
   project (GDPR Art. 17; SDK ``delete_user``/``delete_agent`` with
   ``cascade=True``): their threads with all they hold, then every record
   still scoped to them in other threads or in none, and the history of
-  those memories (``memory.records.history``), and stores an ``ErasureReceipt`` that names the subject only by a keyed digest.
+  those memories (``memory.records.history``), and stores an
+  ``ErasureReceipt`` that names the subject only by a keyed digest.
   Another user's (agent's) memories filed in their threads survive, detached
   (``threads_erase``'s ``spare``, which a user-restricted thread delete uses too).
 * ``expired_purge`` deletes records whose ``expires_at`` has passed (until
   now they were only hidden), in batches; the worker runs it on a timer
   (``oam_site.worker``) and ``manage.py purge_expired`` on demand.
 
-Deleting rows is not enough for a file database: SQLite keeps deleted text in
-free pages and in the WAL, and FTS5 keeps deleted terms in its segments. So
-every SQLite connection sets ``PRAGMA secure_delete = ON`` (freed content is
-overwritten with zeros; ``memory.backends.sqlite_vec``), the keyword index has
-FTS5's ``secure-delete`` option on (migration 0007: a delete removes its
-terms at once), and ``storage_scrub``, after an erasure that deleted
-something, an expiry purge that did and the admin's deletes, rewrites the
-keyword index into one segment
-(``keyword_index_rewrite``: secure-delete leaves a deleted term that began a
-leaf page in the segment's b-tree keys), then checkpoints the WAL into the
-file and truncates it. On Oracle, ``storage_scrub`` optimizes the
-Oracle Text indexes (``CTX_DDL.OPTIMIZE_INDEX ... 'FULL'``), which drops the
-deleted rows' tokens; undo, redo and flashback retention are the DBA's.
+Deleting rows is not enough for a file database: ``storage_scrub``
+(``memory.services.scrub``) makes the deletes final in the storage after an
+erasure that deleted something, an expiry purge that did and the admin's
+deletes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import logging
+import uuid
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -55,15 +47,15 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import connection as default_connection, transaction
+from django.db import transaction
 from django.db.models import Max, Min, Q
 from django.utils import timezone
 
-from memory.core import conf
-from memory.records import history, provenance
-from memory.records.admin_log import admin_log_erase
-from memory.core.errors import InvalidArgument, OutOfScope
-from memory.index.writer import chunks_erase, refresh_message_contexts
+from memory.core import progress
+from memory.core.errors import InvalidArgument, NotFound, OutOfScope
+from memory.core.ids import project_of, public_ids, stored_id
+from memory.index.writer import refresh_message_contexts, unindex
+from memory.links.rules import links_detach, set_memory_status
 from memory.models import (
     ErasureReceipt,
     ExtractionJob,
@@ -76,18 +68,15 @@ from memory.models import (
     Thread,
     ThreadSummary,
 )
-from memory.links.rules import links_detach, set_memory_status
-from memory.signals import subject_erased
-from memory.records.validators import check_id
+from memory.records import history, provenance
+from memory.records.admin_log import admin_log_erase
 from memory.records.tenancy import Tenant
-from memory.core.ids import project_of, public_ids, stored_id
-
-logger = logging.getLogger(__name__)
+from memory.records.validators import check_id
+from memory.services.scrub import chunk_deletes_since_scrub, storage_scrub
+from memory.signals import purge_ran, subject_erased
 
 #: Rows deleted per transaction by ``expired_purge``.
 PURGE_BATCH = 500
-#: Name of the keyword index (migration 0003): FTS5 table on SQLite, ``<name>_1``/``_2`` Oracle Text indexes.
-KEYWORD_INDEX = "oam_search_chunks_fts"
 SUBJECTS = ("user", "agent")
 #: The kinds an erasure receipt counts, in order (``Erasure.counts``).
 RECEIPT_COUNTS = ("threads", "messages", "memories", "images", "relations", "chunks", "summaries",
@@ -106,7 +95,7 @@ def images_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Coun
     if erased is not None:
         erased.update(keys)
     if keys:
-        counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="image", record_id__in=keys))
+        counts["chunks"] += unindex(SearchChunk.objects.filter(source_kind="image", record_id__in=keys))
         counts["images"] += Image.objects.filter(pk__in=keys).delete()[0]
         counts["admin_log_entries"] += admin_log_erase(Image, keys)
     return counts
@@ -123,7 +112,7 @@ def messages_erase(keys: Iterable[str], *, keep_history: bool = True) -> Counter
     spans = list(Message.objects.filter(pk__in=keys).values("thread_id").annotate(lo=Min("seq"), hi=Max("seq")))
     derived_follow(keys, keep_history=keep_history, counts=counts)
     counts += images_erase(Image.objects.filter(message_id__in=keys).values_list("pk", flat=True))
-    counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="message", record_id__in=keys))
+    counts["chunks"] += unindex(SearchChunk.objects.filter(source_kind="message", record_id__in=keys))
     counts["messages"] += Message.objects.filter(pk__in=keys).delete()[0]
     counts["admin_log_entries"] += admin_log_erase(Message, keys)
     for span in spans:
@@ -159,8 +148,6 @@ def derived_follow(keys: list[str], *, keep_history: bool = True, counts: Counte
             receipt.deleted = [row.public_id for row in rows]
         else:
             receipt.invalidated = public_ids(set_memory_status([row.pk for row in rows], "invalid", reason=why))
-    from memory.core import progress
-
     threads: dict[str, list[Memory]] = {}
     for row in rows:
         if row.thread_id:
@@ -183,7 +170,7 @@ def memories_erase(keys: Iterable[str], *, erased: set[str] | None = None, keep_
     ``keep_history`` (a single delete through the services, the admin's deletes, which are single deletes
     one by one, a review's rejection): each record gets a version in its history (``memory.records.history``;
     ``action``/``reason`` name it: ``delete``, or the review queue's ``reject``) and the rest is kept,
-    readable after the delete (``get_memory_history``; issue #17). False (the expiry purge, a thread's
+    readable after the delete (``get_memory_history``). False (the expiry purge, a thread's
     delete, an erasure: nothing can reach the history afterwards): the record's whole history goes too,
     counted as ``memory_versions``.
     """
@@ -196,7 +183,7 @@ def memories_erase(keys: Iterable[str], *, erased: set[str] | None = None, keep_
         if keep_history:
             history.record_many(((row, history.snapshot(row), None) for row in Memory.objects.filter(pk__in=keys)),
                                 action, reason=reason)
-        counts["chunks"] += chunks_erase(SearchChunk.objects.filter(source_kind="memory", record_id__in=keys))
+        counts["chunks"] += unindex(SearchChunk.objects.filter(source_kind="memory", record_id__in=keys))
         counts["relations"] += links_detach(memory_ids=keys, erased=relations)
         counts["memories"] += Memory.objects.filter(pk__in=keys).delete()[0]
         counts["admin_log_entries"] += admin_log_erase(Memory, keys) + admin_log_erase(RecordLink, relations)
@@ -253,8 +240,8 @@ def threads_erase(keys: Iterable[str], *, erased: set[str] | None = None,
     ``spare`` (``{"user_id": ...}`` and/or ``{"agent_id": ...}``): the memories of these threads scoped to
     another user or agent (``foreign_q``) are not deleted but detached (``memories_detach``; counted as
     ``memories_detached``), with their chunks, relations among them and their history: a user-restricted
-    caller never changes another user's records, and an erasure of one user leaves another's (security
-    review of issue #12). Images copy their thread's scope (``services.image_add``), so none is foreign.
+    caller never changes another user's records, and an erasure of one user leaves another's (found by a
+    security review). Images copy their thread's scope (``services.image_add``), so none is foreign.
     Without ``spare`` (an unrestricted delete) everything goes, as the spec's ``delete_thread`` says.
     """
     keys = list(keys)
@@ -267,7 +254,7 @@ def threads_erase(keys: Iterable[str], *, erased: set[str] | None = None,
                              keep_history=False)
     counts += memories_detach(survivors, keys)
     counts += images_erase(Image.objects.filter(thread_id__in=keys).values_list("pk", flat=True), erased=erased)
-    counts["chunks"] += chunks_erase(SearchChunk.objects.filter(thread_id__in=keys))
+    counts["chunks"] += unindex(SearchChunk.objects.filter(thread_id__in=keys))
     relations = list(RecordLink.objects.filter(thread_id__in=keys).values_list("pk", flat=True))
     if erased is not None:
         erased.update(relations)
@@ -383,7 +370,7 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
             counts += memories_erase(Memory.objects.filter(**scoped).values_list("pk", flat=True), erased=erased,
                                      keep_history=False)
             counts += images_erase(Image.objects.filter(**scoped).values_list("pk", flat=True), erased=erased)
-            counts["chunks"] += chunks_erase(SearchChunk.objects.filter(**scoped))
+            counts["chunks"] += unindex(SearchChunk.objects.filter(**scoped))
             counts["memory_versions"] += history.history_erase(MemoryVersion.objects.filter(
                 Q(**{field_name: value}) | Q(thread_id__in=threads) | Q(memory_id__in=erased),
                 project=tenant.project))
@@ -416,7 +403,7 @@ def expired_purge(*, now: datetime | None = None, batch: int = PURGE_BATCH) -> C
     ``batch`` rows per transaction, every project. Threads do not expire.
     The history of every memory it deletes goes too (``keep_history=False``,
     counted as ``memory_versions``: nothing could read or restore it, and its
-    text is what expired; security review of issue #12), also of the
+    text is what expired; found by a security review), also of the
     memories that follow an expired message under the "delete" policy.
     Safe to run anywhere, any number of times, concurrently. Then
     ``memory.signals.purge_ran`` lets other layers purge what they keep for a
@@ -441,184 +428,12 @@ def expired_purge(*, now: datetime | None = None, batch: int = PURGE_BATCH) -> C
             while keys := list(qs.order_by("pk").values_list("pk", flat=True)[:batch]):
                 with transaction.atomic():
                     counts += erase(keys) if erase is images_erase else erase(keys, keep_history=False)
-    from memory.signals import purge_ran
-
     for _receiver, result in purge_ran.send_robust(sender=expired_purge, now=now):
         if isinstance(result, int) and result:
             counts["access_records"] += result
     if any(counts.values()) or chunk_deletes_since_scrub():
         storage_scrub()
     return counts
-
-
-#: Cache key of the chunk-delete total at the last scrub (``chunk_deletes_since_scrub``).
-SCRUBBED_DELETES_KEY = "oam:erasure:chunk-deletes-at-last-scrub"
-
-
-def chunk_deletes_total(connection=None) -> int | None:
-    """How many search chunks and memory history versions were ever deleted: SQLite's ``AUTOINCREMENT``
-    high-water marks of ``oam_search_chunks`` and ``oam_memory_versions`` (ids are never reused) minus the
-    rows left. None on other databases. (History versions count since a thread's delete takes the history
-    of memories deleted earlier, which may be all it deletes: security review of #12.)"""
-    connection = connection or default_connection
-    if connection.vendor != "sqlite":
-        return None
-    total = 0
-    with connection.cursor() as cursor:
-        for table in (SearchChunk._meta.db_table, MemoryVersion._meta.db_table):
-            cursor.execute("SELECT seq FROM sqlite_sequence WHERE name = %s", [table])
-            row = cursor.fetchone()
-            cursor.execute(f"SELECT COUNT(*) FROM {connection.ops.quote_name(table)}")
-            total += (row[0] if row else 0) - cursor.fetchone()[0]
-    return total
-
-
-def chunk_deletes_since_scrub(connection=None) -> bool:
-    """Whether a search chunk or history version was deleted since the last ``storage_scrub`` (by any path),
-    as far as the cache knows (a cold cache, e.g. a restarted worker without Redis, answers True once)."""
-    from django.core.cache import cache
-
-    total = chunk_deletes_total(connection)
-    return total is not None and total != cache.get(SCRUBBED_DELETES_KEY)
-
-
-# --- the storage -----------------------------------------------------------------------------------
-
-
-def oracle_text_optimize_sql(connection=None) -> list[str]:
-    """The PL/SQL blocks that remove deleted rows' tokens from the Oracle Text indexes of the keyword index."""
-    connection = connection or default_connection
-    quote = connection.ops.quote_name
-    return [f"BEGIN CTX_DDL.OPTIMIZE_INDEX('{quote(f'{KEYWORD_INDEX}_{i}')}', 'FULL'); END;" for i in (1, 2)]
-
-
-def _remember_scrubbed_deletes(connection) -> None:
-    from django.core.cache import cache
-
-    cache.set(SCRUBBED_DELETES_KEY, chunk_deletes_total(connection), None)
-
-
-def storage_scrub(connection=None) -> dict[str, Any]:
-    """Make committed deletes final in the storage; return what was done.
-
-    SQLite: ``PRAGMA secure_delete`` and FTS5 ``secure-delete`` already
-    overwrote the deleted content in the pages written; ``keyword_index_rewrite``
-    drops the deleted terms FTS5 kept as page keys (``keyword_index_optimized``;
-    O(index size), figures there); the planner's index
-    samples (``sqlite_stat4``, kept by ``ANALYZE`` and ``PRAGMA optimize``
-    when SQLite has them) may still hold indexed values such as user and
-    thread ids, so the rows of this service's tables go (``sqlite_stat1``'s
-    counts stay; a later ``ANALYZE`` samples what is left). ``secure_delete``
-    zeroes freed pages and deleted cells, but when a b-tree page is rebuilt
-    (a split or merge after writes) SQLite copies its cells and leaves the
-    page's unused gap as it was (``rebuildPage`` in SQLite's ``btree.c``), so
-    bytes of a deleted row can survive in a live page (seen in about one
-    full test-suite run in three: an erased word's FTS5 leaf cell in a page
-    of the file after the rewrite and the checkpoint, never when the test ran
-    alone). ``VACUUM`` rebuilds every page of the file
-    from the live rows, so it runs too (``vacuumed``) when the file is at
-    most ``OAM_SCRUB_VACUUM_MAX_MB`` (default 512; about 7 ms per MB
-    measured on a LoCoMo database; it holds the write lock meanwhile), else
-    ``vacuumed`` is False and the operator runs ``VACUUM`` in a quiet hour.
-    ``wal_checkpoint(TRUNCATE)`` then copies the pages into the database
-    file and empties the WAL, which still held the old page images.
-    ``wal_truncated`` is False when a reader kept the checkpoint from
-    finishing (a later scrub or checkpoint completes it); ``vacuumed`` and
-    ``wal_truncated`` are ``"at commit"`` when the scrub ran inside the
-    caller's transaction (both run when it commits). Oracle: ``CTX_DDL.OPTIMIZE_INDEX(..., 'FULL')`` on both keyword
-    indexes. Errors are logged, not raised: the rows are deleted already.
-    """
-    connection = connection or default_connection
-    done: dict[str, Any] = {"vendor": connection.vendor}
-    try:
-        with connection.cursor() as cursor:
-            if connection.vendor == "sqlite":
-                cursor.execute("PRAGMA secure_delete")
-                done["secure_delete"] = bool(cursor.fetchone()[0])
-                keyword_index_rewrite(connection)  # before the checkpoint, which copies its pages into the file
-                done["keyword_index_optimized"] = True
-                _remember_scrubbed_deletes(connection)
-                cursor.execute("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_stat4'")
-                if cursor.fetchone():  # ANALYZE's samples of index keys: ids, user ids
-                    cursor.execute("DELETE FROM sqlite_stat4 WHERE tbl LIKE 'oam\\_%' ESCAPE '\\'")
-                    done["index_samples_cleared"] = True
-                if connection.in_atomic_block:  # VACUUM and a checkpoint cannot run inside a transaction
-                    transaction.on_commit(lambda: _vacuum_and_checkpoint(connection), using=connection.alias)
-                    done["vacuumed"] = done["wal_truncated"] = "at commit"
-                else:
-                    done["vacuumed"], done["wal_truncated"] = _vacuum_and_checkpoint(connection)
-            elif connection.vendor == "oracle":
-                for statement in oracle_text_optimize_sql(connection):
-                    cursor.execute(statement)
-                done["text_index_optimized"] = True
-    except Exception:  # noqa: BLE001 - the delete committed; the scrub is best effort and reported
-        logger.warning("storage scrub after an erasure failed", exc_info=True)
-        done["error"] = True
-    return done
-
-
-#: Row and word of the marker ``keyword_index_rewrite`` indexes for a moment (no chunk has rowid -1).
-REWRITE_MARKER = (-1, "oamkeywordindexrewrite")
-
-
-def keyword_index_rewrite(connection=None) -> None:
-    """SQLite: rewrite the FTS5 keyword index into one new segment, dropping what deleted rows left in it.
-
-    FTS5's ``secure-delete`` removes a deleted row's postings from the
-    segments, but not the b-tree separator keys of a segment (``<fts>_idx``:
-    the first term of each leaf page, or a prefix of it), so an erased word
-    that began a leaf page stayed in the file (found by a security review).
-    FTS5's ``optimize`` merges every segment into a new one, with new keys,
-    and frees the old pages (zeroed: ``secure_delete``). It does nothing when
-    the index is one segment already (as after the previous scrub), so a
-    marker row is indexed first (a second segment), and its entries are
-    deleted again after the merge; all in one transaction.
-
-    Cost: O(index size), every segment is read and written once, under the
-    write lock. Measured on a scratch database (25-word chunks with 125 words
-    of context, 2 shared cores): 76-87 ms at 2,940 chunks, about 210 ms at
-    9,800, about 430 ms at 29,400 (FTS5 ``rebuild``, which re-reads every
-    chunk, took 383 ms, 1.0 s and 3.4 s). ``subject_erase``,
-    ``expired_purge`` (when it deleted anything) and the admin's deletes pay
-    it once per call; the API's single deletes do not (their postings go at
-    once; a separator key of theirs goes at the next rewrite). Oracle:
-    nothing here; Oracle Text has its own sync and optimize
-    (``oracle_text_optimize_sql``).
-    """
-    connection = connection or default_connection
-    if connection.vendor != "sqlite":
-        return
-    fts, (rowid, word) = KEYWORD_INDEX, REWRITE_MARKER
-    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
-        cursor.execute(f"INSERT INTO {fts}(rowid, text, context) VALUES (%s, %s, '')", [rowid, word])
-        cursor.execute(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")
-        cursor.execute(f"INSERT INTO {fts}({fts}, rowid, text, context) VALUES ('delete', %s, %s, '')", [rowid, word])
-
-
-def _vacuum_and_checkpoint(connection) -> tuple[bool, bool]:
-    """SQLite: ``VACUUM`` when the file is at most ``OAM_SCRUB_VACUUM_MAX_MB``, then ``_wal_checkpoint``;
-    returns (vacuumed, wal truncated). A failed ``VACUUM`` (e.g. another writer held the lock past the
-    busy timeout) is logged and reported as not vacuumed; the checkpoint still runs."""
-    limit_mb = conf.get("OAM_SCRUB_VACUUM_MAX_MB")
-    vacuumed = False
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()")
-        size_mb = cursor.fetchone()[0] / 2**20
-        if 0 < size_mb <= limit_mb:
-            try:
-                cursor.execute("VACUUM")
-                vacuumed = True
-            except Exception:  # noqa: BLE001 - reported as not vacuumed; the rows are deleted already
-                logger.warning("VACUUM after a storage scrub failed", exc_info=True)
-    return vacuumed, _wal_checkpoint(connection)
-
-
-def _wal_checkpoint(connection) -> bool:
-    """``PRAGMA wal_checkpoint(TRUNCATE)``: True when the WAL was copied into the file and emptied."""
-    with connection.cursor() as cursor:
-        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        busy, _, _ = cursor.fetchone()
-    return busy == 0
 
 
 def receipt_dto(row: ErasureReceipt, *, subject_id: str = "") -> Erasure:
@@ -638,10 +453,6 @@ def receipt_list(*, project: Any) -> list[Erasure]:
 
 def receipt_get(*, project: Any, receipt_id: Any) -> Erasure:
     """One receipt of ``project``; KeyError (``NotFound``) otherwise, ValueError for an id that is not a UUID."""
-    import uuid
-
-    from memory.core.errors import NotFound
-
     if not isinstance(receipt_id, str):
         raise InvalidArgument("receipt_id", "must be a string")
     try:

@@ -8,7 +8,7 @@ The file is one JSON object per line. The first is the header
 ``memory.records.history``, deleted memories' included). Ids are public ids (the
 caller's, ``memory.core.ids``); datetimes ISO 8601; a ``memory`` line's ``pending``
 says it awaits review (``memory.records.review_rules``), and it still does once imported. A file never carries vectors:
-the importing database embeds with its own embedder (``memory.index.writer.stored_record_texts``).
+the importing database embeds with its own embedder (``memory.index.rebuild.stored_record_texts``).
 
 What a user's export holds (``export_lines``): the threads whose ``user_id``
 is the user, with all their messages and summaries, their memories and
@@ -42,7 +42,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from memory.records import history
-from memory.index import writer as index
+from memory.index import rebuild, writer as index
 from memory.embedders import get_embedder
 from memory.core.errors import InvalidArgument
 from memory.core.ids import public_id, stored_id
@@ -229,7 +229,7 @@ def import_lines(lines: list[dict[str, Any]], *, project: Project,
     New messages, memories and images are embedded with this database's
     embedder before the transaction (``progress(done, total)`` after each
     batch), then every row and its search chunks are written in one
-    transaction (``memory.index.writer.index_stored``), and each imported thread's
+    transaction (``memory.index.rebuild.index_stored``), and each imported thread's
     keyword contexts are rebuilt. Memory history is written as it was (the
     import's own actor is not added). Raises ValueError (``InvalidArgument``)
     naming the line for a bad file; a database conflict (e.g. a message seq
@@ -296,12 +296,12 @@ def import_lines(lines: list[dict[str, Any]], *, project: Project,
     stamps = {line["id"]: line.get("timestamp") for line in by_kind["message"]}
     work: list[tuple[str, Any, list[str], list[str]]] = []
     for row in message_rows:
-        work.append(("message", row, *index.stored_record_texts("message", row)))
+        work.append(("message", row, *rebuild.stored_record_texts("message", row)))
     for row in memory_rows:
-        work.append(("memory", row, *index.stored_record_texts("memory", row)))
+        work.append(("memory", row, *rebuild.stored_record_texts("memory", row)))
     for row in image_rows:
         fallback = stamps.get(public_id(row.message_id)) if row.message_id else None
-        work.append(("image", row, *index.stored_record_texts("image", row, fallback_timestamp=fallback)))
+        work.append(("image", row, *rebuild.stored_record_texts("image", row, fallback_timestamp=fallback)))
     texts = [text for _, _, _, embed in work for text in embed]
     vectors: list = []
     for start in range(0, len(texts), EMBED_BATCH):
@@ -325,7 +325,7 @@ def import_lines(lines: list[dict[str, Any]], *, project: Project,
             items.append((kind, row, scopes.get(row.thread_id) if kind == "message" else None, chunks,
                           vectors[offset:offset + len(embed)]))
             offset += len(embed)
-        index.index_stored(items)
+        rebuild.index_stored(items)
         for thread_id in {m.thread_id for m in message_rows}:
             seqs = Message.objects.filter(thread_id=thread_id).values_list("seq", flat=True)
             index.refresh_message_contexts(thread_id, min(seqs), max(seqs))

@@ -7,7 +7,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test.client import MULTIPART_CONTENT
 
-from memory.llm.adapters import LlmUnavailable, ScriptedLlm
+from memory.llm.adapters import LlmUnavailable
+from memory.llm.scripted import ScriptedLlm
 from memory.models import Image, Message, SearchChunk
 from tests import image_samples as samples
 from tests.api.helpers import add_messages, items

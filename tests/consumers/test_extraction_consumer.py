@@ -18,7 +18,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from memory.client import AgentMemory, MemoryExtractionConfig
-from memory.llm.adapters import LlmInvalidOutput, ScriptedLlm
+from memory.llm.adapters import LlmInvalidOutput
+from memory.llm.scripted import ScriptedLlm
 from memory.models import Project
 from threads.auth import api_key_create
 

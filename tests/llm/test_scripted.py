@@ -5,15 +5,9 @@ import json
 import jsonschema
 import pytest
 
-from memory.llm.adapters import (
-    LlmInvalidOutput,
-    LlmTimeout,
-    OpenAICompatibleLlm,
-    ScriptedLlm,
-    get_llm,
-    parse_json_reply,
-    reset_llm,
-)
+from memory.llm.adapters import LlmInvalidOutput, LlmTimeout, OpenAICompatibleLlm, get_llm, reset_llm
+from memory.llm.replies import parse_json_reply
+from memory.llm.scripted import ScriptedLlm
 
 SCHEMA = {
     "type": "object",

@@ -7,7 +7,7 @@ import pytest
 from memory.services.memories import memory_add
 from memory.services.threads import thread_create
 from memory.client import AgentMemory
-from memory.llm.adapters import ScriptedLlm
+from memory.llm.scripted import ScriptedLlm
 from memory.models import ThreadSummary
 from memory.records.tenancy import get_project
 from memory.core.types import ContextCard, MemoryRecord, MemorySearchConfig, Message, OracleContextCard, SearchResult

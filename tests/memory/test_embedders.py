@@ -9,7 +9,8 @@ import zlib
 import numpy as np
 import pytest
 
-from memory.embedders import MicroBatchingEmbedder, get_embedder, length_batches
+from memory.core.batching import MicroBatchingEmbedder, length_batches
+from memory.embedders import get_embedder
 
 
 class FakeEmbedder:

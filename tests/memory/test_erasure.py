@@ -23,7 +23,7 @@ from django.db import connection
 from django.utils import timezone
 from PIL import Image as PillowImage, PngImagePlugin
 
-from memory.services import erasure
+from memory.services import erasure, scrub
 from memory.client import AgentMemory
 from memory.core.errors import OutOfScope
 from memory.models import (
@@ -288,14 +288,14 @@ def test_an_erasure_over_http_answers_the_receipt(world):
 def fts_index_keys(word: str) -> int:
     """How many b-tree separator keys of the keyword index (``<fts>_idx``, one per leaf page) contain ``word``."""
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM {erasure.KEYWORD_INDEX}_idx WHERE instr(term, CAST(%s AS BLOB)) > 0",
+        cursor.execute(f"SELECT count(*) FROM {scrub.KEYWORD_INDEX}_idx WHERE instr(term, CAST(%s AS BLOB)) > 0",
                        [word])
         return cursor.fetchone()[0]
 
 
 def fts_segments() -> int:
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(DISTINCT segid) FROM {erasure.KEYWORD_INDEX}_idx")
+        cursor.execute(f"SELECT count(DISTINCT segid) FROM {scrub.KEYWORD_INDEX}_idx")
         return cursor.fetchone()[0]
 
 
@@ -322,20 +322,20 @@ def test_no_page_boundary_key_of_erased_words_survives_in_the_keyword_index(segm
         other.add_messages([{"role": "user", "content": " ".join(rng.sample(words, 6))} for _ in range(10)])
     if segments == "one":  # as an earlier erasure leaves the index
         with connection.cursor() as cursor:
-            cursor.execute(f"INSERT INTO {erasure.KEYWORD_INDEX}({erasure.KEYWORD_INDEX}) VALUES ('optimize')")
+            cursor.execute(f"INSERT INTO {scrub.KEYWORD_INDEX}({scrub.KEYWORD_INDEX}) VALUES ('optimize')")
         assert fts_segments() == 1
     assert fts_index_keys(canary) > 0  # the precondition: a leaf page of the victim's words shared with u6's
 
     if gone_by == "erasure":
         storage = client.erase_user("u5").storage
     elif gone_by == "deletes":  # one at a time, as an application deletes (client, API, staff pages)
-        erasure._remember_scrubbed_deletes(connection)  # the state the last scrub left
-        assert erasure.chunk_deletes_since_scrub() is False
+        scrub._remember_scrubbed_deletes(connection)  # the state the last scrub left
+        assert scrub.chunk_deletes_since_scrub() is False
         for stored in list(Message.objects.filter(thread_id=key("t-u5")).values_list("id", flat=True)):
             assert victim.delete_message(public_id(stored)) == 1
-        assert erasure.chunk_deletes_since_scrub() is True
+        assert scrub.chunk_deletes_since_scrub() is True
         assert erasure.expired_purge() == Counter()  # nothing expired: the scrub runs for the deletes
-        assert erasure.chunk_deletes_since_scrub() is False
+        assert scrub.chunk_deletes_since_scrub() is False
         # In the whole suite another connection of this process can keep the purge's WAL checkpoint
         # from finishing (the scrub reports that as wal_truncated False); one more, once it is free.
         for _ in range(50):
@@ -357,8 +357,8 @@ def test_no_page_boundary_key_of_erased_words_survives_in_the_keyword_index(segm
     assert storage["keyword_index_optimized"] is True and storage["wal_truncated"] is True
     assert not Message.objects.filter(thread_id=key("t-u5")).exists()
     with connection.cursor() as cursor:  # the other user's words are still found, the marker row is gone
-        for word, found in ((words[0], True), (erasure.REWRITE_MARKER[1], False)):
-            cursor.execute(f"SELECT count(*) FROM {erasure.KEYWORD_INDEX} WHERE {erasure.KEYWORD_INDEX} MATCH %s",
+        for word, found in ((words[0], True), (scrub.REWRITE_MARKER[1], False)):
+            cursor.execute(f"SELECT count(*) FROM {scrub.KEYWORD_INDEX} WHERE {scrub.KEYWORD_INDEX} MATCH %s",
                            [word])
             assert (cursor.fetchone()[0] > 0) is found
 
@@ -431,15 +431,15 @@ def test_the_scrub_vacuums_only_a_file_within_its_limit_and_after_the_callers_co
 
     AgentMemory(llm=None).create_thread(thread_id="t-v", user_id="uv").add_messages([{"role": "user", "content": "one"}])
     settings.OAM_SCRUB_VACUUM_MAX_MB = 0
-    assert erasure.storage_scrub()["vacuumed"] is False
+    assert scrub.storage_scrub()["vacuumed"] is False
     settings.OAM_SCRUB_VACUUM_MAX_MB = 512
-    done = erasure.storage_scrub()
+    done = scrub.storage_scrub()
     assert done["vacuumed"] is True and done["wal_truncated"] is True and "error" not in done
     with connection.cursor() as cursor:  # a vacuumed file has no free page left
         cursor.execute("PRAGMA freelist_count")
         assert cursor.fetchone()[0] == 0
     with transaction.atomic():
-        done = erasure.storage_scrub()
+        done = scrub.storage_scrub()
         assert done["vacuumed"] == "at commit" and done["wal_truncated"] == "at commit"
 
 

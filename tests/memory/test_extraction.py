@@ -34,7 +34,8 @@ from memory.client import (
     MemoryExtractionMode,
 )
 from memory.extraction.config import DEPRECATED_INLINE_PARAMETERS
-from memory.llm.adapters import LlmTimeout, LlmUnavailable, ScriptedLlm
+from memory.llm.adapters import LlmTimeout, LlmUnavailable
+from memory.llm.scripted import ScriptedLlm
 from memory.models import ExtractionJob, Memory, Message, RecordLink, SearchChunk, Thread, ThreadSummary
 from memory.tasks import QUEUE, extract_job
 from tests.ids import key

@@ -15,7 +15,7 @@ from django.db import connection
 from memory.extraction.recovery import extraction_state, sweep
 from memory.services.extraction import job_run
 from memory.client import AgentMemory, MemoryExtractionConfig
-from memory.llm.adapters import ScriptedLlm
+from memory.llm.scripted import ScriptedLlm
 from memory.models import ExtractionJob, Thread
 from tests.ids import key
 

@@ -18,7 +18,7 @@ from memory.client import AgentMemory
 from memory.services.erasure import expired_purge
 from memory.core.errors import NotFound
 from memory.extraction.config import MemoryExtractionConfig
-from memory.llm.adapters import ScriptedLlm
+from memory.llm.scripted import ScriptedLlm
 from memory.models import Memory, MemoryVersion, SearchChunk
 from memory.records.tenancy import Tenant, get_project
 from tests.api.helpers import JsonClient
@@ -262,10 +262,10 @@ def test_a_thread_delete_that_takes_only_history_is_scrubbed_by_the_next_purge(c
     trace of a memory is the history of its earlier delete deletes no search chunk, only history."""
     from django.db import connection
 
-    from memory.services import erasure
+    from memory.services import scrub
 
     thread.delete_memory(thread.add_memory("Deleted long ago"))
-    erasure._remember_scrubbed_deletes(connection)  # the state the last scrub left
-    assert erasure.chunk_deletes_since_scrub() is False
+    scrub._remember_scrubbed_deletes(connection)  # the state the last scrub left
+    assert scrub.chunk_deletes_since_scrub() is False
     assert client.delete_thread("t-main") == 1 and not MemoryVersion.objects.exists()
-    assert erasure.chunk_deletes_since_scrub() is True
+    assert scrub.chunk_deletes_since_scrub() is True

@@ -16,7 +16,8 @@ from django.test.utils import CaptureQueriesContext
 from memory.records import image_rules
 from memory.client import AgentMemory, ImageContent, ImageMimeType, MemoryExtractionConfig
 from memory.records.image_rules import ImageInputLimitConfig
-from memory.llm.adapters import LlmUnavailable, ScriptedLlm
+from memory.llm.adapters import LlmUnavailable
+from memory.llm.scripted import ScriptedLlm
 from memory.models import Image, Message, SearchChunk
 from memory.core.types import ImageRecord, TextContent, TimeToLiveAnchor
 from tests import image_samples as samples

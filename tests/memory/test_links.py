@@ -13,7 +13,8 @@ from memory.links.autonomous import propose_links
 from memory.llm.prompts import BUILTIN_RELATIONS
 from memory.links.rules import INVALIDATING_RELATIONS
 from memory.client import AgentMemory
-from memory.llm.adapters import LlmInvalidOutput, LlmTimeout, ScriptedLlm
+from memory.llm.adapters import LlmInvalidOutput, LlmTimeout
+from memory.llm.scripted import ScriptedLlm
 from memory.models import Memory, RecordLink, SearchChunk, Thread as ThreadRow
 from tests.ids import key
 

@@ -17,7 +17,7 @@ from memory.services.memories import memory_add
 from memory.client import AgentMemory
 from memory.services.erasure import expired_purge
 from memory.extraction.config import MemoryExtractionConfig
-from memory.llm.adapters import ScriptedLlm
+from memory.llm.scripted import ScriptedLlm
 from memory.models import Memory, SearchChunk
 from tests.api.helpers import JsonClient
 from tests.ids import key

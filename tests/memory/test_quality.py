@@ -17,7 +17,7 @@ from memory.reports import quality
 from memory.client import AgentMemory, MemoryExtractionConfig
 from memory.core.errors import InvalidArgument, InvalidType
 from memory.extraction.candidates import REJECT_REASONS, Slice, SourceMessage, parse_candidates
-from memory.llm.adapters import ScriptedLlm
+from memory.llm.scripted import ScriptedLlm
 from memory.models import ExtractionJob, Memory, MemoryVersion, Project, RecordLink
 from memory.core.ids import stored_id
 

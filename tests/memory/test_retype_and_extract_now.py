@@ -4,7 +4,7 @@ import pytest
 
 from memory.services.memories import memory_update
 from memory.client import AgentMemory, MemoryExtractionConfig
-from memory.llm.adapters import ScriptedLlm
+from memory.llm.scripted import ScriptedLlm
 from memory.models import Memory, RecordLink, SearchChunk
 from tests.ids import key
 

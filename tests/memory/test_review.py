@@ -19,7 +19,7 @@ from memory.services.memories import memory_state_update
 from memory.client import AgentMemory
 from memory.core.errors import Conflict, InvalidArgument, NotFound, NotPending
 from memory.extraction.config import MemoryExtractionConfig
-from memory.llm.adapters import ScriptedLlm
+from memory.llm.scripted import ScriptedLlm
 from memory.models import Memory, MemoryVersion, Project, RecordLink, SearchChunk
 from memory.records.tenancy import Tenant, get_project
 from memory.core.types import MemorySearchConfig

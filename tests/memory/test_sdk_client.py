@@ -23,7 +23,7 @@ from memory.client import (
     RecordStatus,
     UserProfileRecord,
 )
-from memory.llm.adapters import ScriptedLlm
+from memory.llm.scripted import ScriptedLlm
 from memory.models import Memory, Message, Profile, Thread
 from tests import image_samples as samples
 from tests.ids import key

@@ -18,7 +18,7 @@ import re
 import pytest
 
 from memory.client import AgentMemory, OracleContextCard, OracleSummary
-from memory.llm.adapters import ScriptedLlm
+from memory.llm.scripted import ScriptedLlm
 
 SDK_IMPORT = "from oracleagentmemory.core import"
 OUR_IMPORT = "from memory.client import"

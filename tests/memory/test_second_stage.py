@@ -6,8 +6,9 @@ import datetime as dt
 
 import pytest
 
-from memory.search import second_stage as st
-from memory.search.second_stage import Candidate, Span, Weights
+from memory.search import dates, second_stage as st
+from memory.search.dates import Span
+from memory.search.second_stage import Candidate, Weights
 
 UTC = dt.timezone.utc
 NOW = dt.datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
@@ -56,55 +57,55 @@ def test_speaker_named_ignores_generic_and_unnamed_roles():
 
 
 def test_query_spans_read_days_months_years_and_months_alone():
-    assert st.query_spans("What did Gina find on 1 February, 2023?", NOW) == [
+    assert dates.query_spans("What did Gina find on 1 February, 2023?", NOW) == [
         Span(dt.date(2023, 2, 1), dt.date(2023, 2, 1))]
-    assert st.query_spans("What painting did she show on October 13, 2023?", NOW) == [
+    assert dates.query_spans("What painting did she show on October 13, 2023?", NOW) == [
         Span(dt.date(2023, 10, 13), dt.date(2023, 10, 13))]
-    assert st.query_spans("What setback did she face in October 2023?", NOW) == [
+    assert dates.query_spans("What setback did she face in October 2023?", NOW) == [
         Span(dt.date(2023, 10, 1), dt.date(2023, 10, 31))]
-    assert st.query_spans("When did Melanie go camping in June?", NOW) == [Span(month=6)]
-    assert st.query_spans("How many times has she gone to the beach in 2023?", NOW) == [
+    assert dates.query_spans("When did Melanie go camping in June?", NOW) == [Span(month=6)]
+    assert dates.query_spans("How many times has she gone to the beach in 2023?", NOW) == [
         Span(dt.date(2023, 1, 1), dt.date(2023, 12, 31))]
-    assert st.query_spans("What may she like?", NOW) == []  # "may" the verb is no month
-    assert st.query_spans("what food does the user like?", NOW) == []
+    assert dates.query_spans("What may she like?", NOW) == []  # "may" the verb is no month
+    assert dates.query_spans("what food does the user like?", NOW) == []
 
 
 def test_relative_times_in_a_query_are_seen_from_its_own_date_else_from_now():
-    spans = st.query_spans("What did Maria do last weekend before April 10, 2023?", NOW)
+    spans = dates.query_spans("What did Maria do last weekend before April 10, 2023?", NOW)
     assert Span(dt.date(2023, 4, 2), dt.date(2023, 4, 9)) in spans
-    assert st.query_spans("What did I cook yesterday?", NOW) == [Span(dt.date(2026, 12, 1), dt.date(2026, 12, 1))]
+    assert dates.query_spans("What did I cook yesterday?", NOW) == [Span(dt.date(2026, 12, 1), dt.date(2026, 12, 1))]
 
 
 def test_relative_spans_of_a_record():
     day = dt.date(2023, 5, 8)
-    assert st.relative_spans("I went to a support group yesterday", day) == [(dt.date(2023, 5, 7),) * 2]
-    assert st.relative_spans("last month we moved", day) == [(dt.date(2023, 4, 1), dt.date(2023, 4, 30))]
-    assert st.relative_spans("Last year I ran a marathon", day) == [(dt.date(2022, 1, 1), dt.date(2022, 12, 31))]
-    (start, end), = st.relative_spans("we met two weeks ago", day)
+    assert dates.relative_spans("I went to a support group yesterday", day) == [(dt.date(2023, 5, 7),) * 2]
+    assert dates.relative_spans("last month we moved", day) == [(dt.date(2023, 4, 1), dt.date(2023, 4, 30))]
+    assert dates.relative_spans("Last year I ran a marathon", day) == [(dt.date(2022, 1, 1), dt.date(2022, 12, 31))]
+    (start, end), = dates.relative_spans("we met two weeks ago", day)
     assert start < day - dt.timedelta(days=14) < end < day
-    assert st.relative_spans("nothing of time here", day) == []
-    assert len(st.relative_spans("yesterday " * 50, day)) == 8  # bounded
+    assert dates.relative_spans("nothing of time here", day) == []
+    assert len(dates.relative_spans("yesterday " * 50, day)) == 8  # bounded
 
 
 def test_date_match_uses_the_records_date_and_the_days_its_words_name():
     june = [Span(month=6)]
-    assert st.date_match(june, at("2023-06-27T10:00"), "we went camping")
-    assert st.date_match(june, at("2023-07-03T10:00"), "we went camping last week")  # 20-26 June
-    assert not st.date_match(june, at("2023-07-20T10:00"), "we went camping")
-    assert not st.date_match(june, None, "we went camping in June")  # no date of its own: no match
-    assert not st.date_match([], at("2023-06-27T10:00"), "anything")
+    assert dates.date_match(june, at("2023-06-27T10:00"), "we went camping")
+    assert dates.date_match(june, at("2023-07-03T10:00"), "we went camping last week")  # 20-26 June
+    assert not dates.date_match(june, at("2023-07-20T10:00"), "we went camping")
+    assert not dates.date_match(june, None, "we went camping in June")  # no date of its own: no match
+    assert not dates.date_match([], at("2023-06-27T10:00"), "anything")
     assert Span(month=12).meets(dt.date(2023, 11, 25), dt.date(2024, 1, 5))
     assert not Span(month=6).meets(dt.date(2023, 1, 1), dt.date(2023, 5, 31))
 
 
 def test_when_signal_pairs_a_question_about_time_with_records_that_say_when():
-    assert st.asks_when("When did Caroline go to the support group?")
-    assert st.asks_when("  what date is the concert?") and st.asks_when("How long ago did she move?")
-    assert not st.asks_when("What did Caroline do at the support group?")
-    assert not st.asks_when("Whenever I cook, what do I use?")
-    assert st.says_when("I went to a support group yesterday") and st.says_when("We met in September")
-    assert st.says_when("see you on Friday") and st.says_when("back in 2019") and st.says_when("early in May")
-    assert not st.says_when("I love the support group") and not st.says_when("I may go in the sun")
+    assert dates.asks_when("When did Caroline go to the support group?")
+    assert dates.asks_when("  what date is the concert?") and dates.asks_when("How long ago did she move?")
+    assert not dates.asks_when("What did Caroline do at the support group?")
+    assert not dates.asks_when("Whenever I cook, what do I use?")
+    assert dates.says_when("I went to a support group yesterday") and dates.says_when("We met in September")
+    assert dates.says_when("see you on Friday") and dates.says_when("back in 2019") and dates.says_when("early in May")
+    assert not dates.says_when("I love the support group") and not dates.says_when("I may go in the sun")
     said = Candidate(key=("message", "a"), content="I went there last week")
     plain = Candidate(key=("message", "b"), content="I went there with friends")
     st.signals([said, plain], "When did she go there?", NOW)
@@ -300,6 +301,24 @@ def test_an_invalid_record_scores_below_a_valid_one_that_scores_the_same():
         Weights(invalid=1.5)
 
 
+def test_the_signals_are_the_weights_fields_and_signals_fills_each_one():
+    """``SIGNALS`` is derived from ``Weights``: its fields but ``invalid``, in their order, which is the order
+    ``score`` adds the terms in (so part of every score's last bits: pinned here); ``signals`` fills exactly
+    those, and ``score`` is their weighted sum."""
+    names = tuple(field.name for field in dataclasses.fields(Weights))
+    assert names == (*st.SIGNALS, "invalid")
+    assert st.SIGNALS == ("rrf", "vector", "text", "neighbour", "neighbour_vector", "terms", "speaker", "entity",
+                          "date", "when", "novel", "answer", "session")
+    pool = [Candidate(key=("message", "c1"), rrf=0.2, similarity=0.5, text_bm25=2.0, role="Caroline",
+                      content="I went to the lake yesterday", when=at("2023-06-27"), thread_id="t", seq=1),
+            Candidate(key=("memory", "k1"), rrf=0.1, similarity=0.4, content="Caroline likes lakes")]
+    st.signals(pool, "When did Caroline go to the lake?", NOW)
+    weights = dataclasses.replace(st.WEIGHTS, text=0.25, neighbour=0.1, entity=0.05)
+    for c in pool:
+        assert set(c.signals) == set(st.SIGNALS)
+        assert st.score(c, weights) == pytest.approx(sum(getattr(weights, n) * c.signals[n] for n in st.SIGNALS))
+
+
 def test_rank_keeps_scores_decreasing_and_ties_in_the_given_order():
     pool = [Candidate(key=("message", str(i)), rrf=0.1) for i in range(5)]
     ranked = st.rank(pool, "anything", NOW)
@@ -343,3 +362,34 @@ def test_candidate_pool_carries_arm_scores_and_the_columns_the_second_stage_read
     assert by_id["k1"].thread_id == by_id["m1"].thread_id and by_id["k1"].status == "valid"
     assert set(distances) == {c.key for c in candidates}
     assert [c.rrf for c in candidates] == sorted((c.rrf for c in candidates), reverse=True)
+
+
+def test_candidate_pool_reads_the_columns_by_name_whatever_their_order(thread, monkeypatch):
+    """The pool's columns are read by name: reversed, each candidate gets the same values (read by position,
+    a reversed order would put a message's status in its role and its content in its thread)."""
+    from django.utils import timezone
+
+    from memory.core.types import MemorySearchConfig
+    from memory.embedders import get_embedder
+    from memory.records.tenancy import get_project
+    from memory.search import ranking
+    from memory.search.request import CLIENT_SCOPE, build_request, resolve_scope
+
+    thread.add_messages([{"role": "Caroline", "content": "Melanie, where did you go camping?", "id": "c1",
+                          "timestamp": "2023-06-27T10:00:00"}])
+    thread.add_memory("Melanie likes camping", memory_id="k1", timestamp="2023-06-28T09:00:00")
+    request = build_request("Where did Melanie go camping?", project_id=get_project(None).pk,
+                            scope=resolve_scope(CLIENT_SCOPE, client=True, user_id="user-1"),
+                            config=MemorySearchConfig(mode="HYBRID"))
+    vector, now = get_embedder().embed([request.query])[0], timezone.now()
+
+    def pool():
+        fields = ("key", "role", "content", "when", "thread_id", "seq", "status")
+        return [tuple(getattr(c, name) for name in fields) for c in ranking.candidate_pool(request, vector, now)[0]]
+
+    expected = pool()
+    assert {row[0][0] for row in expected} == {"message", "memory"}
+    assert all(row[1] is None for row in expected if row[0][0] == "memory")
+    for name in ("MESSAGE_COLUMNS", "MEMORY_COLUMNS"):
+        monkeypatch.setattr(ranking, name, dict(reversed(list(getattr(ranking, name).items()))))
+    assert pool() == expected

@@ -9,7 +9,8 @@ from memory.context import summaries as context
 from memory.services.threads import thread_create
 from memory.core.chunking import estimate_tokens
 from memory.client import AgentMemory
-from memory.llm.adapters import LlmTimeout, ScriptedLlm
+from memory.llm.adapters import LlmTimeout
+from memory.llm.scripted import ScriptedLlm
 from memory.models import ThreadSummary
 from memory.records.tenancy import get_project
 from memory.core.types import OracleSummary, Summary

@@ -1,6 +1,6 @@
 """Erasure on Oracle 23.7, compiled without a database: the receipts table and the text-index upkeep."""
 
-from memory.services.erasure import oracle_text_optimize_sql
+from memory.services.scrub import oracle_text_optimize_sql
 from memory.models import Memory, SearchChunk
 from tests.oracle.test_migrations_ddl import create_table
 

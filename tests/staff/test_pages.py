@@ -476,7 +476,7 @@ def test_extract_now_without_an_llm_says_so(htmx, filled):
 
 def test_extract_now_runs_extraction_through_the_thread(staff, htmx, monkeypatch, client, fresh_extraction_tracker):
     from memory.client import MemoryExtractionConfig
-    from memory.llm.adapters import ScriptedLlm
+    from memory.llm.scripted import ScriptedLlm
 
     thread = client.create_thread(thread_id="t-x", user_id="u", agent_id="a", memory_extraction_config=(
         MemoryExtractionConfig(extraction_mode="inline", enable_context_summary=False)))
