@@ -98,6 +98,31 @@ def test_the_floors_cover_every_module_of_the_engine():
     assert sorted(f"memory.{n}" for n in names) == sorted(_floors())
 
 
+def _packages(root: Path):
+    for init in sorted(root.rglob("__init__.py")):
+        if "migrations" not in init.parts and "__pycache__" not in init.parts:
+            yield init.parent
+
+
+def test_every_package_docstring_names_its_modules_and_exports_nothing():
+    """Each package of the engine and the delivery apps lists its modules in its ``__init__`` docstring and
+    holds nothing else (one import path per name); ``memory.client``, the SDK's face, is the one exception."""
+    import ast
+
+    for package in [p for top in ("memory", "threads", "staff", "oam_site") for p in _packages(ROOT / top)]:
+        tree = ast.parse((package / "__init__.py").read_text())
+        doc = ast.get_docstring(tree) or ""
+        names = [p.stem for p in package.glob("*.py") if p.stem != "__init__"]
+        names += [p.name for p in package.iterdir() if (p / "__init__.py").exists() and p.name != "migrations"]
+        if package.parent == ROOT and package.name != "memory":
+            continue  # a Django app's own package (threads/, staff/, oam_site/): Django's module names
+        assert doc, package
+        assert [n for n in names if f"``{n}``" not in doc and f"`{n}`" not in doc] == [], package
+        code = [n for n in tree.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+        if package.relative_to(ROOT).as_posix() != "memory/client":
+            assert code == [], f"{package}/__init__.py exports names: {ast.unparse(code[0])[:80]}"
+
+
 def test_every_file_the_architecture_document_names_exists():
     """``docs/architecture.md`` names files in backticks; a renamed or removed file fails here, not in a reader."""
     import re

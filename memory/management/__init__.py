@@ -1,0 +1,1 @@
+"""``manage.py`` commands of the engine (Django's layout): the package ``commands``."""

@@ -1,0 +1,1 @@
+"""API key commands: ``create_api_key``, ``list_api_keys``, ``revoke_api_key``, ``rotate_api_key``."""
