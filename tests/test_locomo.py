@@ -185,7 +185,7 @@ def test_benchmark_reports_the_issue_targets_and_the_report_gap():
     def split(recall, hit):
         return {"recall": {"@10": {"mean": recall}}, "hit@1": {"rate": hit}}
 
-    assert TARGETS == {"recall@10": 0.92, "hit@1": 0.75} and MAX_REPORT_GAP == 0.03  # issue #16, "done when"
+    assert TARGETS == {"recall@10": 0.92, "hit@1": 0.75} and MAX_REPORT_GAP == 0.03  # the targets set for this project
     today = targets({"tuning": split(0.81, 0.546), "report": split(0.806, 0.514), "all": split(0.808, 0.53)})
     assert today["recall@10"] == {"all": 0.808, "target": 0.92, "met": False, "report_gap": 0.004,
                                   "report_gap_max": 0.03, "report_gap_met": True}
@@ -347,7 +347,7 @@ def test_search_finds_the_evidence_of_a_single_hop_question(imported, db):
 @needs_data
 @pytest.mark.slow
 def test_http_search_scoped_to_the_user_returns_the_evidence_turn(imported, db):
-    """Issue 2's done criterion: POST /api/search for a LoCoMo question, scoped to its user."""
+    """POST /api/search for a LoCoMo question, scoped to its user."""
     from django.test import Client
 
     from threads.auth import api_key_create

@@ -256,7 +256,7 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
         a user removed from the project (``manage.py add_project_member --remove``,
         the admin), no longer staff or active, or deleted. Both found by a security review.
         Then the thread (``_recheck_socket``): deleted, or made again for a user a restricted key may not
-        see, closes with 4404 (found by an attacker of #12: a socket outlived its thread and followed the
+        see, closes with 4404 (found by a security review: a socket outlived its thread and followed the
         reused id to another user).
         """
         from django.conf import settings

@@ -72,7 +72,7 @@ MAX_BATCH_CHARS = 1_000_000
 MAX_METADATA_DEPTH = 20
 #: Bytes of one record's metadata as JSON (UTF-8). Metadata is copied onto every search chunk of the
 #: record and returned with every list page: 10 MB of metadata on one thread made each page of the
-#: thread list 10 MB (found by an attacker of #12).
+#: thread list 10 MB (found by a security review).
 MAX_METADATA_BYTES = 65_536
 #: Characters of a search query. The embedder reads its first 256 word pieces and the keyword
 #: arms its first 32 content words; the rest is only cost.

@@ -24,9 +24,10 @@ relation in ``relation_id``; its ``actor`` in the public record is then
 
 History outlives a single delete: deleting one memory (the API, the client,
 the staff pages, the admin's single and bulk deletes, which go through the
-same service) appends a ``delete`` version and keeps the rest (issue #17).
+same service) appends a ``delete`` version and keeps the rest, so the delete can be undone
+(``memory.services.memories.memory_restore``).
 It goes when nothing could read it any more (``history_erase``, from
-``memory.services.erasure``; security review of issue #12): with the user or agent
+``memory.services.erasure``; a security review found that keeping it leaked erased text): with the user or agent
 (``subject_erase``), with the thread it was written in (``threads_erase``:
 reads go through the thread, and a thread created later under the same id
 must not see it), and with an expired memory (``expired_purge``). A memory

@@ -1,4 +1,4 @@
-"""Memory quality at a glance: the figures the staff quality dashboard plots (issue #17, item 5).
+"""Memory quality at a glance: the figures the staff quality dashboard plots.
 
 One function per figure, each reading one project (and optionally one thread)
 over a ``Window``: a range the dashboard offers (``RANGES``: 1, 7, 30, 90 or
@@ -57,7 +57,7 @@ MAX_BUCKETS = 60
 _STEP = {"hour": dt.timedelta(hours=1), "day": dt.timedelta(days=1), "week": dt.timedelta(weeks=1)}
 _LABEL = {"hour": "%m-%d %H:00", "day": "%Y-%m-%d", "week": "w/c %Y-%m-%d"}
 
-#: ``MemoryVersion.action`` of a review's rejection (issue #17 item 2).
+#: ``MemoryVersion.action`` of a review's rejection (``memory.services.review.memory_reject``).
 REVIEW_REJECT_ACTION = "reject"
 #: Age buckets of the review queue: (key, label, upper bound; None: open).
 QUEUE_AGES: tuple[tuple[str, str, dt.timedelta | None], ...] = (

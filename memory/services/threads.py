@@ -76,7 +76,7 @@ def thread_delete(*, project: Project, thread_id: Any, spare: dict[str, str] | N
     ``{"user_id": "u1"}``): memories of the thread scoped to another user or
     agent are not deleted but detached from it (stored in no thread, with
     their chunks and history), since a user-restricted key never changes
-    another user's records (security review of issue #12); None (an
+    another user's records (found by a security review); None (an
     unrestricted caller) deletes everything, as the spec's ``delete_thread``.
     Its extraction jobs go with it, running ones included: a worker still
     waiting for its LLM finds them gone at its commit and writes nothing

@@ -44,7 +44,7 @@ SCREENSHOTS = ARTIFACTS / "screenshots"
 #: Debian's Chromium (``apt-get install chromium``; ``make chromium``). Playwright's own
 #: browser download cannot reach its CDN here, so the system build is launched instead.
 CHROMIUM = os.environ.get("OAM_CHROMIUM", "/usr/bin/chromium")
-#: Flags the issue asks for (#7): no sandbox (root in CI), no GPU, no network chatter of Chromium's own.
+#: Flags for a browser in CI: no sandbox (root in CI), no GPU, no network chatter of Chromium's own.
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",

@@ -3,7 +3,7 @@
 A thread of its own (a fresh user, so extraction's duplicate check meets nothing of other tests) gets two
 batches of messages extracted by the live server's LLM; with the scripted LLM each reply also carries an item
 that is not text and a repeat (rejected candidates), and the second batch repeats a message (a duplicate
-skipped). Two memories related by ``supersedes`` and one memory marked pending (the review queue, issue #17
+skipped). Two memories related by ``supersedes`` and one memory marked pending (the review queue
 item 2, marks memories ``pending``) give the other figures data. The ``page`` fixture fails the test on any
 Content-Security-Policy violation in the console.
 """

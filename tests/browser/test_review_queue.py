@@ -1,4 +1,4 @@
-"""The review queue in Debian's Chromium against daphne (issue #17, item 2's done-when): a pending guideline is
+"""The review queue in Debian's Chromium against daphne (``memory.records.review_rules``): a pending guideline is
 absent from search and the context card until a staff user approves it on the queue page; edit-then-approve and
 reject too, each a history entry naming the staff user.
 

@@ -371,7 +371,7 @@ def test_group_names_are_safe_for_any_thread_id():
                                                      (True, "kept", None), (False, "recreated for u2", None)])
 def test_a_key_socket_closes_once_its_thread_is_gone_or_now_another_users(application, thread, settings,
                                                                            restricted, after, code):
-    """Found by an attacker of #12: a socket of a key fixed to u1 stayed open after its thread was deleted and
+    """Found by a security review: a socket of a key fixed to u1 stayed open after its thread was deleted and
     made again under the same id for u2, where it would have relayed u2's extraction events. Every
     ``OAM_WS_KEY_RECHECK_SECONDS`` the socket checks the thread too: gone, or one the key may not see, is 4404;
     an unrestricted key may see the new thread, so it stays."""

@@ -443,7 +443,7 @@ def test_the_scrub_vacuums_only_a_file_within_its_limit_and_after_the_callers_co
         assert done["vacuumed"] == "at commit" and done["wal_truncated"] == "at commit"
 
 
-# --- security review of #12, item 7 ----------------------------------------------------------------
+# --- found by a security review: history after erasure ----------------------------------------------------------------
 
 
 def test_erasing_nobody_does_not_scrub_the_shared_file(world, monkeypatch):
@@ -568,7 +568,7 @@ def test_the_history_of_removed_memories_leaves_the_file(how):
     else:
         counts = erasure.expired_purge(now=timezone.now() + dt.timedelta(days=2))
         assert counts["memories"] == 1 and counts["memory_versions"] == 2
-        # the single delete's history is kept (its undo still works): its text stays, on purpose (#17)
+        # the single delete's history is kept (its undo still works): its text stays, on purpose (undo)
         assert any(f"{canary}c" in str(v.before) for v in MemoryVersion.objects.filter(action="delete"))
     assert not MemoryVersion.objects.filter(memory_id=key("hist")).exists()
     after = file_bytes()

@@ -1,4 +1,4 @@
-"""Fact keys (memory.index.writer.add_fact_keys, issue #16): a valid memory extracted from messages lends its chunks to
+"""Fact keys (memory.index.writer.add_fact_keys): a valid memory extracted from messages lends its chunks to
 each source message as extra keys; they leave when it is invalidated, changed or deleted, and follow the
 message's own state. Real SQLite, FTS5 and embedder."""
 

@@ -152,8 +152,8 @@ def api_key_raw(db):
 
 
 def test_history_survives_a_delete_but_not_the_ttl_purge(thread):
-    """A single delete keeps the history for undo (#17); the expiry purge takes the history of what it deletes
-    (security review of #12: nothing reads or restores it afterwards, and its text is what expired)."""
+    """A single delete keeps the history for undo; the expiry purge takes the history of what it deletes
+    (found by a security review: nothing reads or restores it afterwards, and its text is what expired)."""
     gone = thread.add_memory("Temporary note")
     thread.delete_memory(gone)
     assert [v.action for v in thread.get_memory_history(gone)] == ["create", "delete"]
@@ -193,7 +193,7 @@ def test_a_threads_delete_takes_the_history_of_its_memories(client, thread):
 
 def test_the_admins_bulk_delete_keeps_history_as_a_single_delete_does(thread):
     """The admin's "Delete selected" deletes each memory through the same service as a single delete
-    (``services.memory_delete_by_id``), so it keeps the history (#17: it survives the memory's deletion)."""
+    (``services.memory_delete_by_id``), so it keeps the history (it survives the memory's deletion)."""
     browser = Client()
     browser.force_login(get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests-only"))
     a = thread.add_memory("Bulk one", memory_id="bulk-a")

@@ -210,7 +210,7 @@ def test_the_real_cross_encoder_cuts_huge_inputs_before_tokenizing(fresh_reranke
 
 @pytest.mark.parametrize("depth", [0, 10])
 def test_the_two_ranking_faults_stay_fixed_with_the_real_cross_encoder(client, settings, fresh_rerankers, depth):
-    """Issue #16's two faults (tests/memory/test_hybrid_search.py) with the reranker off and on."""
+    """The two ranking faults of tests/memory/test_hybrid_search.py with the reranker off and on."""
     settings.OAM_RERANK_DEPTH = depth
     thread = client.create_thread(thread_id="t-food", user_id="u-food", agent_id="a")
     thread.add_messages([{"role": "user", "content": "My receipt", "id": "receipt"},

@@ -133,7 +133,7 @@ def test_enum_value_case_list_is_needed():
 EXTRA_FIELDS = {
     "MemoryExtractionConfig": {
         "review_memory_types": "the review policy (memory.records.review_rules): extracted memories of these types wait for a "
-                               "reviewer before any agent reads them (issue #17, item 2)",
+                               "reviewer before any agent reads them (memory.records.review_rules)",
         "review_added_memories": "the review policy: add_memory waits for review too (default False: trusted)"},
     "ImageInputLimitConfig": {"max_image_pixels": "decompression-bomb limit: Pillow decodes every image here"},
     "MemorySearchConfig": {"max_results": "the SDK's TopKMemorySearchConfig field (default 10)",

@@ -21,7 +21,7 @@ async def memory_history(request: HttpRequest, thread_id: str, memory_id: str):
     ``limit``/``offset``; the newest 1000 versions at most): who changed it, when, before -> after and why
     (``Thread.get_memory_history``). Kept after the memory is deleted, until its user is erased; 404 when the
     thread has none for that id (or the key may not see it). A read key gets 404 for a memory awaiting review
-    or rejected in review: its text is for reviewers (write keys; found by a reviewer of #17)."""
+    or rejected in review: its text is for reviewers (write keys; found by a review)."""
     reviewer = permits(request.auth.permission, "write")
     versions = await (await thread_for(request, thread_id)).get_memory_history_async(memory_id, unreviewed=reviewer)
     return [version.to_dict() for version in versions]
