@@ -13,6 +13,7 @@ class MemoryConfig(AppConfig):
     name = 'memory'
 
     def ready(self) -> None:
+        # Deferred to ready(): these import the models, which cannot load while the app registry fills.
         from memory import checks, tasks  # noqa: F401  (registers the checks, installs the extraction queue)
         from memory.services.profiles import erase_profiles
         from memory.signals import subject_erased

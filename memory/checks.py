@@ -7,9 +7,16 @@ surfacing at the first request that reads it. The rules are ``memory.core.conf.S
 
 from __future__ import annotations
 
+import importlib.util
+
+from django.conf import settings
 from django.core import checks
+from django.db import DatabaseError, connections
+from django.utils.module_loading import import_string
 
 from memory.core import conf
+from memory.core.onnx import OnnxModel
+from memory.models import EmbeddingSpace
 
 
 @checks.register(checks.Tags.compatibility)
@@ -29,10 +36,6 @@ def check_embedding_space(app_configs=None, databases=None, **kwargs) -> list[ch
     ``make serve`` stops before serving) and ``manage.py check --database default``; a database not yet
     migrated to 0013 has no record and passes.
     """
-    from django.conf import settings
-    from django.db import DatabaseError, connections
-
-    from memory.models import EmbeddingSpace
 
     errors = []
     for alias in databases or ():
@@ -60,11 +63,7 @@ def check_reranker(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     a ``score`` method, a package its class ``requires`` is not installed, or the model files its ``MODEL``
     names are missing (``memory.core.onnx.OnnxModel.missing``): reported before serving, not by every
     search failing."""
-    import importlib.util
 
-    from django.utils.module_loading import import_string
-
-    from memory.core.onnx import OnnxModel
 
     if conf.rerank_depth() <= 0:  # off (a bad value is memory.E001's; a search reads it as 0 or 100)
         return []

@@ -44,7 +44,7 @@ class VectorBind:
 
     @property
     def input_size(self):
-        import oracledb
+        import oracledb  # deferred: only an Oracle database has the driver installed
 
         return oracledb.DB_TYPE_VECTOR
 

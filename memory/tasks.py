@@ -25,6 +25,7 @@ from dramatiq.brokers.stub import StubBroker
 
 from memory.core import conf
 from memory.extraction import queue
+from memory.services.extraction import job_run
 
 logger = logging.getLogger(__name__)
 
@@ -40,8 +41,6 @@ QUEUE = "extraction"
 )
 def extract_job(job_id: int) -> None:
     """Run extraction job ``job_id`` (``memory.services.extraction.job_run``)."""
-    from memory.services.extraction import job_run
-
     job_run(job_id=job_id)
 
 
@@ -76,12 +75,12 @@ def broker_status() -> dict[str, object]:
     broker = extract_job.broker
     if isinstance(broker, StubBroker):
         return {"kind": "in-process", "ok": True, "error": None}
-    from dramatiq.brokers.redis import RedisBroker
+    from dramatiq.brokers.redis import RedisBroker  # deferred: only a Redis broker needs the redis client
 
     if not isinstance(broker, RedisBroker):
         kind = "rabbitmq" if type(broker).__name__ == "RabbitmqBroker" else type(broker).__name__
         return {"kind": kind, "ok": None, "error": None}
-    import redis
+    import redis  # deferred: as RedisBroker above
 
     pool = broker.client.connection_pool
     kwargs = {**pool.connection_kwargs, "socket_connect_timeout": BROKER_CHECK_TIMEOUT,

@@ -17,6 +17,7 @@ from django.http import JsonResponse
 from django.utils.cache import patch_cache_control
 from whitenoise.middleware import WhiteNoiseMiddleware
 
+from memory.records import history
 from threads.middleware import ResponseMiddleware
 
 #: Paths whose responses hold a tenant's records or a staff user's view of them.
@@ -119,7 +120,6 @@ class HistoryActorMiddleware:
     def __call__(self, request):
         if iscoroutinefunction(self):
             return self.__acall__(request)
-        from memory.records import history
 
         user = getattr(request, "user", None) if request.path.startswith("/admin/") else None
         token = history.set_actor(*self._actor(request, user))
@@ -129,8 +129,6 @@ class HistoryActorMiddleware:
             history.reset_actor(token)
 
     async def __acall__(self, request):
-        from memory.records import history
-
         user = await request.auser() if request.path.startswith("/admin/") and hasattr(request, "auser") else None
         token = history.set_actor(*self._actor(request, user))
         try:

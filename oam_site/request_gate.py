@@ -36,6 +36,10 @@ import logging
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.db import connection
+
+from threads.auth import api_key_lookup
+from threads.throttling import count_failed_key, failed_keys_exhausted, seconds_to_next_window
 
 logger = logging.getLogger(__name__)
 
@@ -95,10 +99,6 @@ def _key_check(token: str, address: str) -> int | None:
     ``unixIsSharingShmNode`` closing a WAL connection), which froze the whole
     server under a schemathesis run.
     """
-    from django.db import connection
-
-    from threads.auth import api_key_lookup
-    from threads.throttling import count_failed_key, failed_keys_exhausted
 
     if failed_keys_exhausted(address):
         return 429
@@ -121,14 +121,12 @@ def install() -> None:
     global _installed
     if _installed:
         return
-    try:
+    try:  # deferred: daphne and twisted are there only when daphne serves
         from daphne.http_protocol import WebRequest
     except ImportError:  # another ASGI server
         return
     from twisted.internet.threads import deferToThread
     from twisted.web.http import HTTPChannel
-
-    from threads.throttling import seconds_to_next_window
 
     got_length = WebRequest.gotLength
     content_chunk = WebRequest.handleContentChunk

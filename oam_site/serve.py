@@ -32,7 +32,7 @@ class ReadyServer(Server):
         super().listen_success(port)
         host = getattr(port, "getHost", lambda: None)()
         if hasattr(host, "host") and hasattr(host, "port"):
-            from twisted.internet import reactor
+            from twisted.internet import reactor  # deferred: importing it installs a reactor; daphne installs its own
 
             reactor.callWhenRunning(print, ready_line(host.host, host.port), flush=True)
 

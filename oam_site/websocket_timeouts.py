@@ -25,7 +25,7 @@ CLOSE_HANDSHAKE_TIMEOUT = 5
 
 def install() -> None:
     """Give every daphne WebSocket connection ``CLOSE_HANDSHAKE_TIMEOUT``; a no-op without daphne."""
-    try:
+    try:  # deferred: daphne is there only when daphne serves
         from daphne.ws_protocol import WebSocketProtocol
     except ImportError:  # another ASGI server
         return

@@ -26,6 +26,7 @@ import threading
 import time
 
 import dramatiq
+from django.db import close_old_connections, connection
 from dramatiq.brokers.stub import StubBroker
 
 from memory.core import conf
@@ -37,6 +38,8 @@ _embedded: dramatiq.Worker | None = None
 
 
 def _actor_broker() -> dramatiq.Broker:
+    # Deferred (and below): django_dramatiq imports this module for its middleware while the app registry
+    # fills, before the engine's models can load.
     from memory.tasks import extract_job
 
     return extract_job.broker
@@ -44,7 +47,7 @@ def _actor_broker() -> dramatiq.Broker:
 
 def broker_status() -> dict[str, object]:
     """Whether this process reaches the Dramatiq broker now (``memory.tasks.broker_status``)."""
-    from memory.tasks import broker_status as status
+    from memory.tasks import broker_status as status  # deferred: as in _actor_broker
 
     return status()
 
@@ -118,20 +121,18 @@ class ExtractionSweepMiddleware(dramatiq.Middleware):
 
     @staticmethod
     def _loop(stop: threading.Event, interval: float) -> None:
-        from django.db import close_old_connections, connection
-
         boot = True
         purge_every = float(conf.get("OAM_PURGE_EXPIRED_SECONDS"))
         next_purge = time.monotonic()
         while not stop.is_set():
             try:
-                from memory.extraction.recovery import sweep
+                from memory.extraction.recovery import sweep  # deferred: as in _actor_broker
 
                 counts = sweep(boot=boot)
                 if any(counts.values()):
                     logger.info("extraction sweep%s: %s", " at boot" if boot else "", counts)
                 if purge_every > 0 and time.monotonic() >= next_purge:
-                    from memory.services.erasure import expired_purge
+                    from memory.services.erasure import expired_purge  # deferred: as in _actor_broker
 
                     next_purge = time.monotonic() + purge_every
                     purged = expired_purge()

@@ -9,6 +9,7 @@ class ThreadsConfig(AppConfig):
         """An erasure also clears the erased threads' ids from the access records (``threads.audit``) and
         deletes the keys fixed to the erased user or agent (``threads.auth``), and the periodic purge deletes
         access records past their retention."""
+        # Deferred to ready(): these import the models, which cannot load while the app registry fills.
         from memory.signals import purge_ran, subject_erased
         from threads.audit import access_records_purge, scrub_erased
         from threads.auth import subject_keys_erase

@@ -22,12 +22,16 @@ from __future__ import annotations
 
 import logging
 import re
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.admin.utils import unquote
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse
 
+from memory.core.ids import SEPARATOR, project_of, public_id
+from memory.models import Project, Thread
 from threads.middleware import ResponseMiddleware
 from threads.models import AccessRecord, ApiKey
 
@@ -89,10 +93,6 @@ def _admin_object(request: HttpRequest, object_id: str) -> tuple[Any, str | None
     thread's id goes in ``thread_id``, any other row's in ``record_id``;
     objects without a project (users, projects themselves) keep no id.
     """
-    from django.contrib.admin.utils import unquote
-
-    from memory.models import Project, Thread
-    from memory.core.ids import SEPARATOR, project_of, public_id
 
     model = getattr(getattr(request.resolver_match.func, "model_admin", None), "model", None)
     object_id = unquote(object_id)  # the admin quotes pks in its URLs (":" is "_3A")
@@ -143,8 +143,6 @@ class AuditMiddleware(ResponseMiddleware):
 
     @staticmethod
     def _staff(request: HttpRequest, response: HttpResponse) -> None:
-        from memory.models import Project
-
         kwargs = getattr(getattr(request, "resolver_match", None), "kwargs", None) or {}
         project = Project.objects.filter(slug=kwargs["project"]).first() if "project" in kwargs else None
         thread_id, record_id = _ids(request)
@@ -184,9 +182,6 @@ def access_records_purge(sender=None, *, now, **kwargs) -> int:
     Keeps the log bounded (kept bounded by a retention setting); 0 or
     less keeps them forever.
     """
-    from datetime import timedelta
-
-    from django.conf import settings
 
     days = settings.OAM_ACCESS_LOG_DAYS
     if days <= 0:

@@ -27,12 +27,13 @@ from django.utils import timezone
 from ninja.security import HttpBearer
 
 from memory.core import progress
-from memory.records import history
 from memory.core.aio import in_worker
 from memory.core.errors import InvalidArgument, InvalidType, NotFound, check_text
 from memory.models import Project
+from memory.records import history
+from memory.records.admin_log import admin_log_erase
+from memory.records.tenancy import Tenant, get_project
 from memory.records.validators import check_scope_id
-from memory.records.tenancy import Tenant
 from threads.models import PERMISSIONS, ApiKey
 from threads.throttling import check_failed_keys, note_failed_key
 
@@ -105,8 +106,6 @@ def api_key_create(*, name: Any, project: Project | None = None, permission: Any
     datetime in the future. ``created_by`` says who asked (for the audit
     trail). Raises ValueError/TypeError naming the field.
     """
-    from memory.records.tenancy import get_project
-
     now = timezone.now()
     row = ApiKey(
         name=_check_name(name), project=get_project(project), permission=check_permission(permission),
@@ -212,8 +211,6 @@ def subject_keys_erase(sender, *, project: Project, subject: str, subject_id: st
     WebSockets close (4401) when the erasure commits (``close_key_sockets``;
     the periodic re-check of ``threads.consumers`` would find the key gone too).
     """
-    from memory.records.admin_log import admin_log_erase
-
     keys = list(ApiKey.objects.filter(project=project, **{f"{subject}_id": subject_id}).values_list("pk", flat=True))
     if not keys:
         return {"api_keys": 0}

@@ -46,11 +46,13 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.security.websocket import AllowedHostsOriginValidator
+from django.conf import settings
+from django.contrib.auth import get_user_model
 
-from memory.extraction.recovery import extraction_state
 from memory.core import progress
-from memory.records import selectors
 from memory.core.errors import NotFound
+from memory.extraction.recovery import extraction_state
+from memory.records import selectors
 from memory.records.tenancy import Tenant, staff_project
 from threads.audit import record_access
 from threads.auth import api_key_lookup, api_key_tenant, key_group
@@ -157,8 +159,6 @@ def _recheck_key(raw: str) -> int | None:
 def _recheck_staff(user_pk: Any, named: str | None) -> int | None:
     """None while the staff user (read afresh) may still see the project; else the code a new handshake would
     get: 4401 the user is gone, 4403 no longer active staff, 4404 no longer a member (nor a superuser)."""
-    from django.contrib.auth import get_user_model
-
     user = get_user_model()._default_manager.filter(pk=user_pk).first()
     found = _staff_listener(user, named) if user is not None else NOT_AUTHENTICATED
     return found if isinstance(found, int) else None
@@ -259,8 +259,6 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
         see, closes with 4404 (found by a security review: a socket outlived its thread and followed the
         reused id to another user).
         """
-        from django.conf import settings
-
         while True:
             await asyncio.sleep(settings.OAM_WS_KEY_RECHECK_SECONDS)
             code = await database_sync_to_async(recheck)()

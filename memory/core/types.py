@@ -13,6 +13,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, final
 
+from memory.core.rendering import render_context_card, render_record
+
 
 @final
 class NotSet:
@@ -432,8 +434,6 @@ class SearchResult(_RecordView):
 
     @property
     def formatted_content(self) -> str:
-        from memory.core.rendering import render_record
-
         return render_record(self.record)
 
     def format_content(self, format_config: NotSet = NOTSET) -> str:
@@ -479,8 +479,6 @@ class ContextCard:
     @property
     def formatted_content(self) -> str:
         """The rendered ``<context_card>`` text ('' for an empty card)."""
-        from memory.core.rendering import render_context_card
-
         return render_context_card(self)
 
     @property

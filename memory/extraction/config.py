@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory.core.errors import InvalidArgument, InvalidType
+from memory.core.types import MEMORY_RECORD_CLASSES as MEMORY_TYPES
 from memory.core.types import NOTSET, NotSet
 
 
@@ -135,8 +136,6 @@ def _memory_types(value: Any, field: str) -> tuple[str, ...]:
     """A non-string sequence of memory types (``memory.models.MEMORY_TYPES``, read here from
     ``memory.core.types.MEMORY_RECORD_CLASSES``: configs are made before Django's models load), stored as a
     sorted tuple without repeats; empty: nothing needs review."""
-    from memory.core.types import MEMORY_RECORD_CLASSES as MEMORY_TYPES
-
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise InvalidType(field, "must be a list of memory types")
     for item in value:

@@ -64,6 +64,9 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from django.db import connections
+
+from memory.core import conf
 
 logger = logging.getLogger(__name__)
 
@@ -353,8 +356,6 @@ _caches_lock = threading.Lock()
 
 def get_vector_cache(alias: str = "default") -> VectorCache | None:
     """The process's cache for database ``alias``, or None when ``settings.OAM_VECTOR_CACHE`` is off."""
-    from memory.core import conf
-
     if not conf.get("OAM_VECTOR_CACHE"):
         return None
     with _caches_lock:
@@ -373,8 +374,6 @@ def warm(alias: str = "default") -> int:
     A no-op (0) off SQLite, with the cache off, or over its row cap. Closes
     the connection it opened, so it is safe on a fresh thread.
     """
-    from django.db import connections
-
     connection = connections[alias]
     try:
         cache = get_vector_cache(alias)

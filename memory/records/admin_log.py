@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.apps import apps
+from django.contrib.admin.models import LogEntry
+from django.contrib.contenttypes.models import ContentType
 
 #: Ids per DELETE of ``admin_log_erase``: under SQLite's bound-parameter limit and Oracle's 1,000-item IN list.
 ADMIN_LOG_BATCH = 500
@@ -24,13 +27,8 @@ def admin_log_erase(model: type, keys: Iterable[Any]) -> int:
     ``delete_model`` runs after ``log_deletions``); counted as
     ``admin_log_entries``.
     """
-    from django.apps import apps
-
     if not apps.is_installed("django.contrib.admin"):
         return 0
-    from django.contrib.admin.models import LogEntry
-    from django.contrib.contenttypes.models import ContentType
-
     entries = LogEntry.objects.filter(content_type=ContentType.objects.get_for_model(model))
     if not entries.exists():
         return 0

@@ -35,8 +35,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from memory.core.errors import InvalidArgument, InvalidType, OutOfScope
+from django.core.validators import validate_slug
+from django.db import IntegrityError, transaction
+
+from memory.core.errors import Conflict, InvalidArgument, InvalidType, NotFound, OutOfScope
 from memory.core.types import NOTSET, SearchScope
+from memory.models import Project
 
 #: Slug of the project that holds everything stored before projects existed
 #: (migration 0006) and that ``AgentMemory()`` uses when given none.
@@ -46,11 +50,6 @@ DEFAULT_PROJECT = "default"
 def project_create(*, slug: Any, name: Any = "") -> Any:
     """Create a project (a new tenant); return the row. ``slug``: letters, digits, ``-`` and ``_``, at most 50
     characters, not taken (ValueError naming ``slug`` otherwise); ``name``: a label."""
-    from django.core.validators import validate_slug
-    from django.db import IntegrityError, transaction
-
-    from memory.core.errors import Conflict
-    from memory.models import Project
 
     if not isinstance(slug, str):
         raise InvalidType("slug", "must be a string")
@@ -76,9 +75,6 @@ def get_project(project: Any = None):
     flushed test database may not have it). Raises TypeError for another type
     and KeyError (``NotFound``) for an unknown slug.
     """
-    from memory.core.errors import NotFound
-    from memory.models import Project
-
     if isinstance(project, Project):
         return project
     if project is None:
@@ -103,8 +99,6 @@ def staff_projects(user: Any):
     the projects they are a member of (``Project.members``); anyone else
     (anonymous, inactive, not staff) none.
     """
-    from memory.models import Project
-
     if not (user is not None and user.is_authenticated and user.is_active and user.is_staff):
         return Project.objects.none()
     if user.is_superuser:
@@ -121,8 +115,6 @@ def staff_project(user: Any, project: str | None) -> Any:
     the WebSocket closes with 4404). The default project is created on first
     use, as ``get_project`` does.
     """
-    from memory.core.errors import NotFound
-
     row = get_project(project)
     if not staff_projects(user).filter(pk=row.pk).exists():
         raise NotFound("project", row.slug)

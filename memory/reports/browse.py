@@ -24,11 +24,22 @@ from django.db.models.functions import Coalesce, Greatest, Substr
 from django.utils import timezone
 
 from memory.context.summaries import transcript
-from memory.records.metadata_filter import compile_filter
-from memory.models import MEMORY_TYPES, Image, Memory, Message, Project, RecordLink, Thread, ThreadSummary
 from memory.core.errors import NotFound
-from memory.records.selectors import live_q
 from memory.core.ids import stored_id
+from memory.models import (
+    MEMORY_TYPES,
+    Image,
+    Memory,
+    MemoryVersion,
+    Message,
+    Project,
+    RecordLink,
+    Thread,
+    ThreadSummary,
+)
+from memory.records.history import version_dto
+from memory.records.metadata_filter import compile_filter
+from memory.records.selectors import live_q
 
 #: Rows per page of the staff thread list.
 THREADS_PER_PAGE = 25
@@ -262,9 +273,6 @@ TIMELINE_MAX_ROWS = 5000
 def memory_timelines(thread: Thread, memory_keys: list[str]) -> dict[str, list]:
     """The newest ``TIMELINE_VERSIONS`` history entries (``memory.records.history.MemoryVersionRecord``, oldest first)
     of each memory (stored ids) written while it was this thread's; at most ``TIMELINE_MAX_ROWS`` rows read."""
-    from memory.records.history import version_dto
-    from memory.models import MemoryVersion
-
     out: dict[str, list] = {}
     rows = (MemoryVersion.objects.filter(project_id=thread.project_id, thread_id=thread.pk, memory_id__in=memory_keys)
             .order_by("memory_id", "-version")[:TIMELINE_MAX_ROWS])

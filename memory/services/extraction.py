@@ -3,19 +3,37 @@ from __future__ import annotations
 import logging
 import time
 from typing import Any
+
 from django.db import transaction
 from django.utils import timezone
-from memory.records import history
-from memory.core import progress
-from memory.services.memories import PreparedMemory, memory_insert, memory_prepare
-from memory.links.writes import link_create
-from memory.core import conf
-from memory.extraction.config import MemoryExtractionConfig
-from memory.llm.adapters import Llm, LlmError, LlmInvalidOutput, LlmRequestRejected
-from memory.models import ExtractionJob, Memory, Message, Thread
+
+from memory.context.summaries import summary_refresh_if_due
+from memory.core import conf, progress
 from memory.core.ids import stored_id
 from memory.core.types import MemoryRetentionConfig
-from memory.extraction.candidates import _last_seconds, Candidate, Decision, JobResult, REJECT_REASONS, inherited_metadata, parse_candidates, plan_slices
+from memory.extraction.candidates import (
+    REJECT_REASONS,
+    Candidate,
+    Decision,
+    JobResult,
+    _last_seconds,
+    inherited_metadata,
+    parse_candidates,
+    plan_slices,
+)
+from memory.extraction.config import MemoryExtractionConfig, MemoryLinkExtractionMode
+from memory.extraction.dedup import decide
+from memory.extraction.jobs import (
+    ExtractionRejected,
+    _chain_next,
+    _claim,
+    _finish_failed,
+    _locked,
+    _next_in_line,
+    _release,
+    job_schedule,
+    queue_has_room,
+)
 from memory.extraction.settings import (
     ACTIVE,
     LINK_TYPES,
@@ -25,11 +43,13 @@ from memory.extraction.settings import (
     default_retention,
     max_attempts,
 )
-from memory.extraction.dedup import decide
-from memory.extraction.jobs import ExtractionRejected, _chain_next, _claim, _finish_failed, _locked, _next_in_line, _release, job_schedule, queue_has_room
-from memory.llm.prompts import MAX_OUTPUT_TOKENS, SCHEMA_NAME, extraction_prompt, extraction_schema
 from memory.extraction.tracker import attach, thread_config, thread_llm
-
+from memory.links.writes import link_create
+from memory.llm.adapters import Llm, LlmError, LlmInvalidOutput, LlmRequestRejected
+from memory.llm.prompts import MAX_OUTPUT_TOKENS, SCHEMA_NAME, extraction_prompt, extraction_schema
+from memory.models import ExtractionJob, Memory, Message, Thread
+from memory.records import history
+from memory.services.memories import PreparedMemory, memory_insert, memory_prepare
 
 logger = logging.getLogger(__name__)
 
@@ -164,10 +184,6 @@ def _refresh_summary(thread_id: str, llm: Llm) -> None:
     The spec: "When memory extraction is enabled, the check is after each due
     extraction". A failure is logged: the memories are committed already.
     """
-    try:
-        from memory.context.summaries import summary_refresh_if_due
-    except ImportError:  # summaries not installed in this build
-        return
     thread = Thread.objects.filter(pk=thread_id).first()
     if thread is None:
         return
@@ -332,8 +348,6 @@ def _store(thread: Thread, job: ExtractionJob, decision: Decision, prepared: Pre
 
 def _linking_on(thread: Thread) -> bool:
     """Whether the thread's ``memory_link_extraction_mode`` lets extraction store relations (not DISABLED)."""
-    from memory.extraction.config import MemoryLinkExtractionMode
-
     mode = MemoryExtractionConfig.from_thread_config(thread.config).memory_link_extraction_mode
     return mode is not MemoryLinkExtractionMode.DISABLED
 

@@ -12,20 +12,22 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from memory.records import history
-from memory.index import writer as index
 from memory.core import ttl as ttl_rules
 from memory.core.chunking import chunk_text
-from memory.embedders import get_embedder
-from memory.services.erasure import memories_erase
-from memory.extraction.jobs import jobs_fence
 from memory.core.errors import Conflict, InvalidArgument, InvalidType, NotFound
-from memory.core.locking import lock_first
-from memory.models import Memory, Project, RecordLink, Thread
-from memory.records.selectors import memory_live_q
 from memory.core.ids import stored_id
+from memory.core.locking import lock_first
 from memory.core.types import NOTSET, MemoryRetentionConfig, NotSet, RecordStatus, TimeToLiveAnchor
+from memory.embedders import get_embedder
+from memory.extraction.jobs import jobs_fence
+from memory.index import writer as index
+from memory.links.rules import links_detach
+from memory.links.writes import PendingLink, pending_link
+from memory.models import Memory, Project, RecordLink, Thread
+from memory.records import history
+from memory.records.selectors import memory_live_q
 from memory.records.validators import (
+    check_bounded_int,
     check_content,
     check_id,
     check_memory_type,
@@ -33,11 +35,8 @@ from memory.records.validators import (
     check_scope_id,
     check_status,
 )
-from memory.links.rules import links_detach
-from memory.links.writes import PendingLink, pending_link
 from memory.services.common import erase_fenced, refresh_expiry
-
-
+from memory.services.erasure import memories_erase
 
 
 @dataclass
@@ -346,8 +345,6 @@ def memory_restore(*, thread: Thread, memory_id: Any, version: Any, restrict: di
     Raises KeyError (``NotFound``) for a missing memory or version,
     ValueError/TypeError for a bad id or version number.
     """
-    from memory.records.validators import check_bounded_int
-
     key = stored_id(thread.project_id, check_id(memory_id, "memory_id"))
     number = check_bounded_int(version, "version", low=1, sql_count=True)
     rows = Memory.objects.filter(pk=key, thread_id=thread.pk, **(restrict or {}))

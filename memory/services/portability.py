@@ -41,13 +41,15 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from memory.records import history
-from memory.index import rebuild, writer as index
-from memory.embedders import get_embedder
+from memory.core import ttl as ttl_rules
 from memory.core.errors import InvalidArgument
 from memory.core.ids import public_id, stored_id
+from memory.embedders import get_embedder
+from memory.index import rebuild
+from memory.index import writer as index
 from memory.links.rules import pair_key
 from memory.models import Image, Memory, MemoryVersion, Message, Project, RecordLink, Thread, ThreadSummary
+from memory.records import history
 from memory.records.validators import check_id, check_memory_type, check_status
 
 FORMAT = "oam-memory-export"
@@ -367,6 +369,4 @@ def import_lines(lines: list[dict[str, Any]], *, project: Project,
 
 
 def _parse_when_stamp(value: Any):
-    from memory.core import ttl as ttl_rules
-
     return ttl_rules.parse_timestamp(value) if isinstance(value, str) else None

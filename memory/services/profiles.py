@@ -20,11 +20,11 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from memory.core.errors import InvalidArgument, NotFound, OutOfScope
-from memory.records.validators import check_content
-from memory.records.listing import _filter_metadata, check_limit
-from memory.models import Profile, Thread
-from memory.records.tenancy import Tenant
 from memory.core.types import NOTSET, AgentProfileRecord, NotSet, UserProfileRecord
+from memory.models import Profile, Thread
+from memory.records.listing import _filter_metadata, check_limit
+from memory.records.tenancy import Tenant
+from memory.records.validators import check_content, check_id, check_metadata
 
 KINDS = ("user", "agent")
 
@@ -36,8 +36,6 @@ def _check_kind(kind: str) -> str:
 
 
 def _subject(tenant: Tenant, kind: str, value: Any, *, write: bool) -> str:
-    from memory.records.validators import check_id
-
     field = f"{kind}_id"
     value = check_id(value, field)
     fixed = getattr(tenant, field)
@@ -71,8 +69,6 @@ def profile_record(row: Profile) -> UserProfileRecord | AgentProfileRecord:
 def profile_add(*, tenant: Tenant, kind: str, subject_id: Any, information: Any,
                 metadata: dict[str, Any] | None | NotSet = NOTSET) -> str:
     """Store (or replace) the profile of one user or agent; return its id, the subject id."""
-    from memory.records.validators import check_metadata
-
     kind = _check_kind(kind)
     subject = _subject(tenant, kind, subject_id, write=True)
     check_content(information, "information")

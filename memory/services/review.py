@@ -24,18 +24,19 @@ from typing import Any
 
 from django.db import transaction
 
-from memory.records import history, review_rules as review
-from memory.index import writer as index
 from memory.core.chunking import chunk_text
-from memory.embedders import get_embedder
-from memory.services.erasure import memories_erase
-from memory.core.errors import InvalidArgument, InvalidType, NotFound, NotPending
-from memory.core.locking import lock_first
-from memory.models import Memory, Project, RecordLink, Thread
+from memory.core.errors import InvalidArgument, InvalidType, NotFound, NotPending, check_text
 from memory.core.ids import stored_id
+from memory.core.locking import lock_first
 from memory.core.types import NOTSET, NotSet
+from memory.embedders import get_embedder
+from memory.index import writer as index
+from memory.links.writes import link_create
+from memory.models import Memory, Project, RecordLink, Thread
+from memory.records import history
+from memory.records import review_rules as review
 from memory.records.validators import check_content, check_id, check_memory_type
-from memory.core.errors import check_text
+from memory.services.erasure import memories_erase
 
 logger = logging.getLogger(__name__)
 
@@ -104,8 +105,6 @@ def _relation_on_approval(row: Memory) -> str | None:
     """Make the relation extraction decided for ``row`` (``metadata["extraction"]``: ``relation_on_approval``
     to ``related_memory_id``) when both ends are live memories of its thread; return its id, None otherwise
     (the related memory was deleted, moved or is itself pending, or the pair is related already)."""
-    from memory.links.writes import link_create
-
     found = review.deferred_relation(row)
     thread = Thread.objects.filter(pk=row.thread_id).first() if found else None
     if thread is None:
