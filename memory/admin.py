@@ -426,7 +426,7 @@ class SearchChunkAdmin(ReadOnlyAdmin):
 
 @admin.register(ThreadSummary)
 class ThreadSummaryAdmin(ReadOnlyAdmin):
-    """Durable summaries (refreshed by the LLM, memory.context.cards)."""
+    """Durable summaries (refreshed by the LLM, memory.context.summaries)."""
 
     list_display = ("thread", "project", "revision", "through_seq", "updated_at")
     list_filter = ("project", "updated_at")

@@ -47,7 +47,9 @@ def _check_scope_id(value: Any, field: str) -> Any:
     raise InvalidType(field, "must be a string or None")
 
 
-def _filter_metadata(qs: QuerySet, metadata_filter: Any, field: str = "metadata") -> QuerySet:
+def filter_metadata(qs: QuerySet, metadata_filter: Any, field: str = "metadata") -> QuerySet:
+    """``qs`` narrowed by the spec's ``metadata_filter`` on JSON column ``field`` (``memory.records.metadata_filter``
+    grammar); ``NOTSET``/None: ``qs`` unchanged; anything but a dict: ``InvalidArgument`` naming ``metadata_filter``."""
     if metadata_filter is NOTSET or metadata_filter is None:
         return qs
     if not isinstance(metadata_filter, dict):
@@ -80,7 +82,7 @@ def thread_queryset(*, tenant: Tenant, user_id: Any, agent_id: str | None | NotS
     if user_id is NOTSET:
         raise InvalidArgument("user_id", "required (None lists threads with no user)")
     qs = _scoped(Thread.objects.filter(project=tenant.project), tenant, user_id=user_id, agent_id=agent_id)
-    return _bounded(_filter_metadata(qs, metadata_filter).order_by("created_at", "id"), limit)
+    return _bounded(filter_metadata(qs, metadata_filter).order_by("created_at", "id"), limit)
 
 
 def thread_rows(**arguments: Any) -> list[Thread]:
@@ -99,7 +101,7 @@ def message_queryset(*, tenant: Tenant, user_id: str | None | NotSet = NOTSET, a
         return None  # every message belongs to a thread
     if thread_id is not NOTSET:
         qs = qs.filter(thread_id=stored_id(tenant.project.pk, thread_id))
-    return _bounded(_filter_metadata(qs, metadata_filter).order_by("created_at", "thread_id", "seq"), limit)
+    return _bounded(filter_metadata(qs, metadata_filter).order_by("created_at", "thread_id", "seq"), limit)
 
 
 def messages(*, include_image_bytes: bool | NotSet = NOTSET, **arguments: Any) -> list[MessageDTO]:
@@ -124,7 +126,7 @@ def memory_queryset(*, tenant: Tenant, user_id: str | None | NotSet = NOTSET, ag
     qs = _scoped(qs, tenant, user_id=user_id, agent_id=agent_id)
     if thread_id is not NOTSET:
         qs = qs.filter(thread_id=None if thread_id is None else stored_id(tenant.project.pk, thread_id))
-    return _bounded(_filter_metadata(qs, metadata_filter).order_by("created_at", "id"), limit)
+    return _bounded(filter_metadata(qs, metadata_filter).order_by("created_at", "id"), limit)
 
 
 def memories(**arguments: Any) -> list[MemoryRecord]:
@@ -149,7 +151,7 @@ def image_queryset(*, tenant: Tenant, image_id: str | None | NotSet = NOTSET, us
         if not isinstance(image_id, str):
             raise InvalidType("image_id", "must be a string")
         qs = qs.filter(pk=stored_id(tenant.project.pk, image_id))
-    qs = _filter_metadata(qs, metadata_filter).order_by("created_at", "id")
+    qs = filter_metadata(qs, metadata_filter).order_by("created_at", "id")
     if include_bytes:
         qs = qs.with_bytes()
     return _bounded(qs, limit)

@@ -22,7 +22,7 @@ from django.db import IntegrityError, transaction
 from memory.core.errors import InvalidArgument, NotFound, OutOfScope
 from memory.core.types import NOTSET, AgentProfileRecord, NotSet, UserProfileRecord
 from memory.models import Profile, Thread
-from memory.records.listing import _filter_metadata, check_limit
+from memory.records.listing import filter_metadata, check_limit
 from memory.records.tenancy import Tenant
 from memory.records.validators import check_content, check_id, check_metadata
 
@@ -93,7 +93,7 @@ def profile_queryset(*, tenant: Tenant, kind: str, metadata_filter: dict[str, An
     kind = _check_kind(kind)
     qs = Profile.objects.filter(project=tenant.project, kind=kind)
     qs = _within(qs, tenant, kind)
-    qs = _filter_metadata(qs, metadata_filter).order_by("created_at", "id")
+    qs = filter_metadata(qs, metadata_filter).order_by("created_at", "id")
     limit = check_limit(limit)
     return qs[:limit] if limit is not None else qs
 

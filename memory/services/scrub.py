@@ -29,11 +29,10 @@ from django.db import connection as default_connection, transaction
 
 from memory.core import conf
 from memory.models import MemoryVersion, SearchChunk
+from memory.search.backends import KEYWORD_INDEX
 
 logger = logging.getLogger(__name__)
 
-#: Name of the keyword index (migration 0003): FTS5 table on SQLite, ``<name>_1``/``_2`` Oracle Text indexes.
-KEYWORD_INDEX = "oam_search_chunks_fts"
 #: Cache key of the chunk-delete total at the last scrub (``chunk_deletes_since_scrub``).
 SCRUBBED_DELETES_KEY = "oam:erasure:chunk-deletes-at-last-scrub"
 

@@ -23,6 +23,7 @@ from django.db import connection
 from django.utils import timezone
 from PIL import Image as PillowImage, PngImagePlugin
 
+from memory.search.backends import KEYWORD_INDEX
 from memory.services import erasure, scrub
 from memory.client import AgentMemory
 from memory.core.errors import OutOfScope
@@ -288,14 +289,14 @@ def test_an_erasure_over_http_answers_the_receipt(world):
 def fts_index_keys(word: str) -> int:
     """How many b-tree separator keys of the keyword index (``<fts>_idx``, one per leaf page) contain ``word``."""
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM {scrub.KEYWORD_INDEX}_idx WHERE instr(term, CAST(%s AS BLOB)) > 0",
+        cursor.execute(f"SELECT count(*) FROM {KEYWORD_INDEX}_idx WHERE instr(term, CAST(%s AS BLOB)) > 0",
                        [word])
         return cursor.fetchone()[0]
 
 
 def fts_segments() -> int:
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(DISTINCT segid) FROM {scrub.KEYWORD_INDEX}_idx")
+        cursor.execute(f"SELECT count(DISTINCT segid) FROM {KEYWORD_INDEX}_idx")
         return cursor.fetchone()[0]
 
 
@@ -322,7 +323,7 @@ def test_no_page_boundary_key_of_erased_words_survives_in_the_keyword_index(segm
         other.add_messages([{"role": "user", "content": " ".join(rng.sample(words, 6))} for _ in range(10)])
     if segments == "one":  # as an earlier erasure leaves the index
         with connection.cursor() as cursor:
-            cursor.execute(f"INSERT INTO {scrub.KEYWORD_INDEX}({scrub.KEYWORD_INDEX}) VALUES ('optimize')")
+            cursor.execute(f"INSERT INTO {KEYWORD_INDEX}({KEYWORD_INDEX}) VALUES ('optimize')")
         assert fts_segments() == 1
     assert fts_index_keys(canary) > 0  # the precondition: a leaf page of the victim's words shared with u6's
 
@@ -358,7 +359,7 @@ def test_no_page_boundary_key_of_erased_words_survives_in_the_keyword_index(segm
     assert not Message.objects.filter(thread_id=key("t-u5")).exists()
     with connection.cursor() as cursor:  # the other user's words are still found, the marker row is gone
         for word, found in ((words[0], True), (scrub.REWRITE_MARKER[1], False)):
-            cursor.execute(f"SELECT count(*) FROM {scrub.KEYWORD_INDEX} WHERE {scrub.KEYWORD_INDEX} MATCH %s",
+            cursor.execute(f"SELECT count(*) FROM {KEYWORD_INDEX} WHERE {KEYWORD_INDEX} MATCH %s",
                            [word])
             assert (cursor.fetchone()[0] > 0) is found
 
