@@ -114,7 +114,9 @@ class Server:
 
     def wait(self, timeout: float = 180) -> None:
         deadline = time.monotonic() + timeout
-        while not (found := re.search(r"ready on http://127\.0\.0\.1:(\d+)", self.log_path.read_text(errors="replace"))):
+        while not (
+            found := re.search(r"ready on http://127\.0\.0\.1:(\d+)", self.log_path.read_text(errors="replace"))
+        ):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{self.name} did not start:\n{self.log_path.read_text(errors='replace')[-3000:]}")
             time.sleep(0.2)

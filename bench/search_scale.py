@@ -39,6 +39,10 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 QUERIES = [
@@ -63,8 +67,8 @@ def _build(n: int, path: Path, rng) -> "np.ndarray":
     from django.db import connection, transaction
 
     call_command("migrate", verbosity=0, interactive=False)
-    from memory.records.tenancy import get_project
     from memory.core.ids import stored_id
+    from memory.records.tenancy import get_project
 
     project = get_project(None).pk  # everything goes to the default project
     vocab = [f"w{i}" for i in range(2000)]
@@ -128,11 +132,11 @@ def main(argv=None) -> dict:
         connection.close()
         settings.DATABASES["default"]["NAME"] = str(path)
         connection.settings_dict["NAME"] = str(path)
+        from memory.core.types import MemorySearchConfig, SearchScope
+        from memory.embedders import get_embedder
+        from memory.search.query import chunk_queryset
         from memory.search.ranking import search_records, vector_arm
         from memory.search.request import build_request
-        from memory.search.query import chunk_queryset
-        from memory.embedders import get_embedder
-        from memory.core.types import MemorySearchConfig, SearchScope
 
         embedder = get_embedder()
         t0 = time.perf_counter()

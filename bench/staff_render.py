@@ -64,8 +64,8 @@ def main(argv: list[str] | None = None) -> dict:
     from django.core.management import call_command
     from django.test import Client
 
-    from memory.dev import locomo
     from memory.client import AgentMemory
+    from memory.dev import locomo
     from memory.embedders import get_embedder
 
     def say(text: str) -> None:

@@ -155,8 +155,8 @@ class Worker:
         started = time.perf_counter()
         tenancy = self.has_projects()
         if tenancy:
-            from memory.records.tenancy import get_project
             from memory.core.ids import stored_id
+            from memory.records.tenancy import get_project
 
             project = get_project(None).pk
             sid = lambda value: stored_id(project, value)  # noqa: E731

@@ -24,7 +24,8 @@ from django import forms
 from django.contrib import admin
 from django.db import transaction
 
-from memory.client import AgentMemory, Thread as ThreadHandle
+from memory.client import AgentMemory
+from memory.client import Thread as ThreadHandle
 from memory.core.errors import DomainError
 from memory.core.ids import public_id
 from memory.core.types import NOTSET

@@ -22,8 +22,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from memory.fields import VectorField
 from memory.core.ids import public_id
+from memory.fields import VectorField
 
 MEMORY_TYPES = ("memory", "fact", "guideline", "preference")
 RECORD_TYPES = ("message", *MEMORY_TYPES, "image")

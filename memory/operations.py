@@ -263,7 +263,8 @@ class CreateKeywordIndex(Operation):
 
     def __init__(self, model_name: str, name: str, fields: list[str]):
         if not isinstance(name, str) or not _IDENTIFIER.match(name) or len(name) > MAX_NAME_LENGTH - 2:
-            raise ValueError(f"keyword index name must be a plain identifier of at most {MAX_NAME_LENGTH - 2} characters")
+            raise ValueError(
+                f"keyword index name must be a plain identifier of at most {MAX_NAME_LENGTH - 2} characters")
         if not fields:
             raise ValueError("fields must name at least one text column")
         self.model_name = model_name

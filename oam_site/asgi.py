@@ -20,10 +20,10 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from memory.index.vector_cache import warm_in_background  # noqa: E402
-from oam_site.worker import ensure_embedded_worker  # noqa: E402
 from oam_site.request_gate import install as install_request_gate  # noqa: E402
 from oam_site.routing import websocket_urlpatterns  # noqa: E402
 from oam_site.websocket_timeouts import install as install_websocket_timeouts  # noqa: E402
+from oam_site.worker import ensure_embedded_worker  # noqa: E402
 from threads.consumers import OriginValidatorUnlessApiKey  # noqa: E402
 
 

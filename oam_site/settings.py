@@ -279,13 +279,17 @@ OAM_EMBEDDING_BATCH_SIZE = env.int("OAM_EMBEDDING_BATCH_SIZE", default=16)
 OAM_EMBEDDING_MICROBATCH = env.bool("OAM_EMBEDDING_MICROBATCH", default=True)
 OAM_EMBEDDING_MICROBATCH_MAX_TEXTS = env.int("OAM_EMBEDDING_MICROBATCH_MAX_TEXTS", default=512)
 # Its worker threads, each embedding on one core (empty: the CPUs this process may use, at most 8).
-OAM_EMBEDDING_WORKERS = env.int("OAM_EMBEDDING_WORKERS", default=None) if env.str("OAM_EMBEDDING_WORKERS", default="") else None
+OAM_EMBEDDING_WORKERS = (
+    env.int("OAM_EMBEDDING_WORKERS", default=None) if env.str("OAM_EMBEDDING_WORKERS", default="") else None
+)
 # Cross-encoder reranking of HYBRID search's best records (memory.rerankers): how many it reads per
 # search, 0 = off (the default: ~15 ms a record on 2 cores); and the reranker, a dotted path.
 OAM_RERANK_DEPTH = env.int("OAM_RERANK_DEPTH", default=0)
 OAM_RERANKER = env.str("OAM_RERANKER", default="memory.rerankers.CrossEncoderReranker")
 # Retention (spec: MemoryRetentionConfig). Empty means "not set".
-OAM_DEFAULT_TTL_DAYS = env.int("OAM_DEFAULT_TTL_DAYS", default=None) if env.str("OAM_DEFAULT_TTL_DAYS", default="") else None
+OAM_DEFAULT_TTL_DAYS = (
+    env.int("OAM_DEFAULT_TTL_DAYS", default=None) if env.str("OAM_DEFAULT_TTL_DAYS", default="") else None
+)
 OAM_MAX_TTL_DAYS = env.int("OAM_MAX_TTL_DAYS", default=None) if env.str("OAM_MAX_TTL_DAYS", default="") else None
 # get_messages() without start/end returns this many most recent messages.
 OAM_MESSAGE_WINDOW = env.int("OAM_MESSAGE_WINDOW", default=100)

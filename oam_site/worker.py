@@ -5,7 +5,8 @@ Production: ``DRAMATIQ_BROKER`` is Redis (or RabbitMQ) and workers are
 a ``StubBroker`` (an in-memory queue) and one ``dramatiq.Worker`` with
 ``OAM_EMBEDDED_WORKER_THREADS`` threads inside the process that queues the
 work, started by ``ensure_embedded_worker()`` the first time work is queued
-(``EmbeddedWorkerMiddleware``, in ``DRAMATIQ_BROKER["MIDDLEWARE"]``) or when the ASGI server takes its first connection (``oam_site.asgi``).
+(``EmbeddedWorkerMiddleware``, in ``DRAMATIQ_BROKER["MIDDLEWARE"]``) or when the ASGI server takes its
+first connection (``oam_site.asgi``).
 ``OAM_EMBEDDED_WORKER=false`` turns it off (tests start their own).
 
 ``ExtractionSweepMiddleware`` (in ``DRAMATIQ_BROKER["MIDDLEWARE"]``) runs

@@ -24,8 +24,8 @@ from django.utils.safestring import mark_safe
 from memory.context.cards import CARD_RECORD_TYPES
 from memory.core.errors import DomainError
 from memory.llm.prompts import BUILTIN_RELATIONS
-from memory.records.metadata_filter import compile_filter
 from memory.models import MEMORY_TYPES, RECORD_TYPES, STATUSES
+from memory.records.metadata_filter import compile_filter
 
 CUSTOM_RELATION = "custom"
 TTL_ANCHORS = [("", "creation time (default)"), ("created_at", "creation time"), ("timestamp", "event timestamp")]
@@ -375,7 +375,8 @@ QUALITY_RANGES = [(1, "last 24 hours (hourly)"), (7, "last 7 days (daily)"), (30
 
 
 class QualityForm(StaffForm):
-    """The quality dashboard's range (GET ``days``; the view puts ``memory.reports.quality.DEFAULT_DAYS`` in for a blank)."""
+    """The quality dashboard's range (GET ``days``; the view puts ``memory.reports.quality.DEFAULT_DAYS`` in for
+    a blank)."""
 
     days = forms.TypedChoiceField(required=False, coerce=int, empty_value=None, label="Range",
                                   choices=[(str(d), label) for d, label in QUALITY_RANGES], widget=PlainSelect)

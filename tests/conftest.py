@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from memory.client import AgentMemory
+from memory.dev.llm_server import LlmServerError, LocalLlmServer
+from memory.dev.llm_server import local_llm_server as start_local_llm_server
 from memory.llm.adapters import OpenAICompatibleLlm, reset_llm
-from memory.dev.llm_server import LlmServerError, LocalLlmServer, local_llm_server as start_local_llm_server
 
 LLM_SERVER_LOG = Path(__file__).resolve().parent.parent / "test-artifacts" / "llm" / "llama-server.log"
 _running_llm_servers: list[LocalLlmServer] = []

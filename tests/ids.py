@@ -5,8 +5,8 @@ these helpers give the stored form of a public id in a project (default: the
 ``default`` project, which ``AgentMemory()`` uses).
 """
 
-from memory.records.tenancy import get_project
 from memory.core.ids import stored_id
+from memory.records.tenancy import get_project
 
 
 def default_project_id() -> int:

@@ -63,7 +63,8 @@ FLOORS = "The engine's floors, top to bottom (docs/architecture.md) BROKEN"
 
 @pytest.mark.parametrize("files, contract", [
     ({"memory/engine.py": "import threads\n"}, "The memory engine never imports a delivery app BROKEN"),
-    ({"threads/views.py": "import oam_site\n"}, "Delivery above the engine: oam_site -> threads | staff -> memory BROKEN"),
+    ({"threads/views.py": "import oam_site\n"},
+     "Delivery above the engine: oam_site -> threads | staff -> memory BROKEN"),
     ({"memory/a.py": "from memory import b\n", "memory/b.py": "from memory import a\n"},
      "No import cycles between the engine's modules and packages BROKEN"),
     # an upward import between floors, from the bottom floor and from the middle

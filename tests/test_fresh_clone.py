@@ -56,7 +56,8 @@ def test_a_folder_that_is_not_writable_is_named_with_the_settings(tmp_path, monk
     folder = tmp_path / "ro"
     folder.mkdir()
     real_access = base.os.access
-    monkeypatch.setattr(base.os, "access", lambda path, mode: False if Path(path) == folder else real_access(path, mode))
+    monkeypatch.setattr(base.os, "access",
+                        lambda path, mode: False if Path(path) == folder else real_access(path, mode))
     with pytest.raises(ImproperlyConfigured, match="not writable.*OAM_VAR_DIR"):
         base.ensure_database_folder(folder / "oam.sqlite3")
     base.ensure_database_folder(tmp_path / "fine" / "oam.sqlite3")  # a folder it can make is made

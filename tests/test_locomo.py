@@ -9,19 +9,21 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from memory.dev import locomo
 from memory.client import AgentMemory
+from memory.dev import locomo
 from memory.models import Message, SearchChunk, Thread
 from tests.ids import key
 
 DATA = locomo.default_data_path()
-needs_data = pytest.mark.skipif(not DATA.is_file(), reason=f"LoCoMo data file not found at {DATA} (set OAM_LOCOMO_PATH)")
+needs_data = pytest.mark.skipif(not DATA.is_file(),
+                                reason=f"LoCoMo data file not found at {DATA} (set OAM_LOCOMO_PATH)")
 
 # A single-hop (category 4) question of the smallest conversation, by its index in
 # the sample's "qa" list, whose one evidence turn all-MiniLM-L6-v2 ranks first.
 SINGLE_HOP = ("conv-30", 39)
 # Hybrid search measured 0.741 over all ten conversations (bench/locomo_import.py)
-# and 0.741 on the 81 questions of conv-30; the baselines of bench/locomo_import.py: 0.444 vector, 0.502 BM25, 0.532 RRF.
+# and 0.741 on the 81 questions of conv-30; the baselines of bench/locomo_import.py: 0.444 vector, 0.502 BM25,
+# 0.532 RRF.
 MIN_RECALL_AT_10 = 0.60
 
 

@@ -147,7 +147,8 @@ def api_key_get(*, project: Project, key_id: Any) -> ApiKey:
 
 
 def api_key_list(*, project: Project | None = None, include_revoked: bool = True) -> list[ApiKey]:
-    """Keys, newest first: of ``project`` (None: every project), revoked ones too unless ``include_revoked`` is False."""
+    """Keys, newest first: of ``project`` (None: every project), revoked ones too unless ``include_revoked`` is
+    False."""
     qs = ApiKey.objects.select_related("project").order_by("-created_at", "-id")
     if project is not None:
         qs = qs.filter(project=project)

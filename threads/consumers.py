@@ -12,11 +12,12 @@ Refusals carry an application close code: 4401 no valid credentials (no
 session, or a wrong or inactive API key), 4403 a signed-in user who is not
 active staff, 4404 no such thread (or project: a staff user who is not a
 member of the named project, nor a superuser, gets the same 4404). A socket
-opened with an API key closes with 4401 when that key is revoked or rotated (``threads.auth.close_key_sockets``), and at the
-latest ``OAM_WS_KEY_RECHECK_SECONDS`` after it expired or was revoked by another process. A staff session's socket
-re-checks its user as often and closes with the code a new handshake would get once they may no longer see the
-project (4404 no longer a member, 4403 no longer active staff, 4401 deleted). A browser (no API key) is accepted first
-and then closed with that code, because a browser only sees the code of a
+opened with an API key closes with 4401 when that key is revoked or rotated
+(``threads.auth.close_key_sockets``), and at the latest ``OAM_WS_KEY_RECHECK_SECONDS`` after it expired or was
+revoked by another process. A staff session's socket re-checks its user as often and closes with the code a new
+handshake would get once they may no longer see the project (4404 no longer a member, 4403 no longer active staff,
+4401 deleted). A browser (no API key) is accepted first and then closed with that code, because a browser only sees
+the code of a
 close after ``accept`` (a refused handshake is 1006 to it); the staff page
 (``static/staff/extraction.js``) shows the reason and stops reconnecting. A
 client sending an API key is refused before ``accept`` as before (the

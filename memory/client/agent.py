@@ -41,6 +41,8 @@ from memory.extraction.tracker import accepted_threads, check_timeout, wait_for_
 from memory.llm.adapters import Llm, as_llm
 from memory.models import (
     Project as ProjectRow,
+)
+from memory.models import (
     Thread as ThreadRow,
 )
 from memory.records import selectors

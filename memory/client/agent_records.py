@@ -19,12 +19,19 @@ from memory.core.types import (
 from memory.extraction.tracker import wait_for_extraction
 from memory.models import (
     Image as ImageRow,
+)
+from memory.models import (
     Memory as MemoryRow,
+)
+from memory.models import (
     RecordLink as RecordLinkRow,
+)
+from memory.models import (
     Thread as ThreadRow,
 )
 from memory.records.validators import check_id, reject_unknown
 from memory.services.memories import memory_delete_by_id, memory_update
+
 
 class AgentRecords:
     """A project's memories, images and relations, written by id through the thread that owns them.

@@ -23,6 +23,7 @@ from memory.records.validators import reject_unknown
 from memory.search.ranking import run_search
 from memory.search.request import CLIENT_SCOPE, OPERATOR_SCOPE
 
+
 class AgentSearch:
     """A project's records found by query (search) or by scope and metadata (the lists).
 

@@ -20,6 +20,7 @@ from memory.models import (
 from memory.records.validators import check_id
 from memory.services import erasure, profiles
 
+
 class AgentSubjects:
     """A project's end users and agents: their profiles, and the erasure of all held about one.
 

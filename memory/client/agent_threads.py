@@ -30,9 +30,11 @@ from memory.extraction.tracker import detach, thread_config
 from memory.llm import adapters as llm_module
 from memory.llm.adapters import Llm, as_llm
 from memory.records import listing
-from memory.records.image_rules import THREAD_CONFIG_KEY as IMAGE_LIMITS_KEY, ImageInputLimitConfig
+from memory.records.image_rules import THREAD_CONFIG_KEY as IMAGE_LIMITS_KEY
+from memory.records.image_rules import ImageInputLimitConfig
 from memory.records.validators import check_id, reject_unknown
 from memory.services.threads import thread_create, thread_delete, thread_update
+
 
 class AgentThreads:
     """A project's threads: create, open, update, list and delete them, with their settings.

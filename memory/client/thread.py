@@ -23,7 +23,8 @@ from memory.extraction.tracker import thread_config
 from memory.llm import adapters as llm_module
 from memory.llm.adapters import Llm, as_llm
 from memory.models import Thread as ThreadRow
-from memory.records.image_rules import THREAD_CONFIG_KEY as IMAGE_LIMITS_KEY, ImageInputLimitConfig
+from memory.records.image_rules import THREAD_CONFIG_KEY as IMAGE_LIMITS_KEY
+from memory.records.image_rules import ImageInputLimitConfig
 
 if TYPE_CHECKING:
     from memory.client.agent import AgentMemory

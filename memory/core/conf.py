@@ -70,7 +70,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("OAM_EXTRACTION_INLINE_WAIT", 300, float, 0),
     Setting("OAM_PURGE_EXPIRED_SECONDS", 3600, float, help="0 or less: never"),
     Setting("OAM_DERIVED_MEMORY_POLICY", "invalidate", str, choices=("invalidate", "delete"),
-            help="what a deleted or expired message does to the memories derived only from it (memory.records.provenance)"),
+            help="what a deleted or expired message does to the memories derived only from it "
+                 "(memory.records.provenance)"),
     Setting("OAM_SCRUB_VACUUM_MAX_MB", 512, float, 0,
             help="SQLite: VACUUM after a storage scrub when the file is at most this many MB; 0: never"),
     Setting("OAM_EMBEDDED_WORKER", True, bool),

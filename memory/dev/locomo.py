@@ -57,7 +57,8 @@ _EVIDENCE_RE = re.compile(r"^D:?(\d+):(\d+)$")
 
 
 def default_data_path() -> Path:
-    """Return where the shared LoCoMo file is: ``$OAM_LOCOMO_PATH`` or ``<repo>/../shared/data/locomo/locomo10.json``."""
+    """Return where the shared LoCoMo file is: ``$OAM_LOCOMO_PATH`` or
+    ``<repo>/../shared/data/locomo/locomo10.json``."""
     override = os.environ.get("OAM_LOCOMO_PATH")
     if override:
         return Path(override)

@@ -5,20 +5,21 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
 from django.utils import timezone
+
 from memory.core.chunking import estimate_tokens
 from memory.extraction.config import MemoryExtractionConfig
-from memory.llm.adapters import Llm
-from memory.models import MEMORY_TYPES, ExtractionJob, Message, Thread, ThreadSummary
-from memory.records.selectors import live_q
 from memory.extraction.settings import (
     MIN_MESSAGE_BUDGET,
     PROMPT_OVERHEAD_TOKENS,
     REEXTRACT_CONTEXT_MESSAGES,
     TRIGGER_EDIT,
 )
+from memory.llm.adapters import Llm
 from memory.llm.prompts import extraction_schema, system_prompt
-
+from memory.models import MEMORY_TYPES, ExtractionJob, Message, Thread, ThreadSummary
+from memory.records.selectors import live_q
 
 # --- running a job ------------------------------------------------------------------------
 
@@ -110,7 +111,8 @@ def message_budget(config: MemoryExtractionConfig) -> int | None:
         return None
     window = config.memory_extraction_window
     fixed = (estimate_tokens(system_prompt(config.memory_extraction_custom_instructions))
-             + estimate_tokens(json.dumps(extraction_schema([f"m{i}" for i in range(1, (window if window > 0 else 64) + 1)])))
+             + estimate_tokens(json.dumps(extraction_schema(
+                 [f"m{i}" for i in range(1, (window if window > 0 else 64) + 1)])))
              + PROMPT_OVERHEAD_TOKENS)
     return max(MIN_MESSAGE_BUDGET, limit - fixed)
 
@@ -234,7 +236,8 @@ def parse_candidates(reply: dict, piece: Slice, reasons: dict[str, int] | None =
 _MISSING = object()
 
 
-def inherited_metadata(sources: Sequence[SourceMessage], rule: bool | tuple[str, ...]) -> tuple[dict[str, Any], list[str]]:
+def inherited_metadata(sources: Sequence[SourceMessage],
+                       rule: bool | tuple[str, ...]) -> tuple[dict[str, Any], list[str]]:
     """Return (metadata a memory inherits from its source messages, keys left out because they differ).
 
     ``rule``: True (every key), a tuple of top-level keys, or False (none). A

@@ -4,18 +4,19 @@ from collections.abc import Collection
 
 import numpy as np
 from django.utils import timezone
-from memory.embedders import get_embedder
-from memory.fields import VectorDistance
-from memory.llm.adapters import Llm, LlmError
-from memory.index.writer import PENDING_CHUNK_STATUS
-from memory.models import Memory, SearchChunk, Thread
-from memory.search.request import scope_q
-from memory.records.selectors import live_q
+
 from memory.core.ids import public_id
 from memory.core.types import RecordStatus, SearchScope
+from memory.embedders import get_embedder
 from memory.extraction.candidates import Candidate, Decision, JobResult, _last_seconds
 from memory.extraction.settings import NEAREST_MEMORIES, duplicate_distance, related_distance
-from memory.llm.prompts import RELATIONS, JUDGE_SCHEMA, JUDGE_SCHEMA_NAME, JUDGE_SYSTEM_PROMPT
+from memory.fields import VectorDistance
+from memory.index.writer import PENDING_CHUNK_STATUS
+from memory.llm.adapters import Llm, LlmError
+from memory.llm.prompts import JUDGE_SCHEMA, JUDGE_SCHEMA_NAME, JUDGE_SYSTEM_PROMPT, RELATIONS
+from memory.models import Memory, SearchChunk, Thread
+from memory.records.selectors import live_q
+from memory.search.request import scope_q
 
 
 def _nearest(chunks, vector, limit: int):

@@ -2,18 +2,18 @@ from __future__ import annotations
 
 import logging
 import time
+
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
-from memory.core import progress
-from memory.core import conf
+
+from memory.core import conf, progress
 from memory.extraction.config import BackgroundExtractionQueueFullBehavior as QueueFull
 from memory.extraction.config import MemoryExtractionConfig
-from memory.models import ExtractionJob, Thread
-from memory.extraction.settings import ACTIVE, POLL_SECONDS, TRIGGER_ADD
 from memory.extraction.queue import enqueue_job
+from memory.extraction.settings import ACTIVE, POLL_SECONDS, TRIGGER_ADD
 from memory.extraction.tracker import _accepted
-
+from memory.models import ExtractionJob, Thread
 
 logger = logging.getLogger(__name__)
 

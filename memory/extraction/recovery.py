@@ -2,21 +2,21 @@ from __future__ import annotations
 
 import datetime
 from typing import Any
+
 from django.db import transaction
 from django.db.models import F, Max
 from django.utils import timezone
-from memory.core import progress
+
+from memory.core import conf, progress
 from memory.core.errors import NotFound
-from memory.core import conf
 from memory.extraction.config import MemoryExtractionConfig
+from memory.extraction.jobs import job_schedule, lock_row
+from memory.extraction.queue import NOT_QUEUED, broker_status, enqueue_job
+from memory.extraction.settings import ACTIVE, TRIGGER_ADD, TRIGGER_EDIT
+from memory.extraction.tracker import thread_config, thread_llm
 from memory.llm.adapters import get_llm
 from memory.models import ExtractionJob, Message, Thread
 from memory.records.selectors import live_q
-from memory.extraction.settings import ACTIVE, TRIGGER_ADD, TRIGGER_EDIT
-from memory.extraction.jobs import job_schedule, lock_row
-from memory.extraction.queue import NOT_QUEUED, broker_status, enqueue_job
-from memory.extraction.tracker import thread_config, thread_llm
-
 
 # --- recovery ---------------------------------------------------------------------------------
 

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import logging
 from typing import Any
+
 from memory.core import conf
 from memory.core.types import MemoryRetentionConfig
-
 
 logger = logging.getLogger(__name__)
 
@@ -48,12 +48,14 @@ def _setting(name: str, default: Any = None) -> Any:
 
 
 def duplicate_distance() -> float:
-    """Cosine distance under which a candidate restates a stored memory (``OAM_EXTRACTION_DUPLICATE_DISTANCE``, 0.08)."""
+    """Cosine distance under which a candidate restates a stored memory
+    (``OAM_EXTRACTION_DUPLICATE_DISTANCE``, 0.08)."""
     return float(conf.get("OAM_EXTRACTION_DUPLICATE_DISTANCE"))
 
 
 def related_distance() -> float:
-    """Cosine distance under which a candidate may update or contradict one (``OAM_EXTRACTION_RELATED_DISTANCE``, 0.25)."""
+    """Cosine distance under which a candidate may update or contradict one
+    (``OAM_EXTRACTION_RELATED_DISTANCE``, 0.25)."""
     return float(conf.get("OAM_EXTRACTION_RELATED_DISTANCE"))
 
 
@@ -64,4 +66,5 @@ def max_attempts() -> int:
 
 def default_retention() -> MemoryRetentionConfig:
     """Retention of extracted memories when no client says otherwise (the settings' defaults)."""
-    return MemoryRetentionConfig(default_ttl_days=conf.get("OAM_DEFAULT_TTL_DAYS"), max_ttl_days=conf.get("OAM_MAX_TTL_DAYS"))
+    return MemoryRetentionConfig(default_ttl_days=conf.get("OAM_DEFAULT_TTL_DAYS"),
+                                 max_ttl_days=conf.get("OAM_MAX_TTL_DAYS"))

@@ -6,12 +6,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
 from memory.core.errors import InvalidArgument, InvalidType
 from memory.extraction.config import MemoryExtractionConfig
+from memory.extraction.settings import ACTIVE, POLL_SECONDS
 from memory.llm.adapters import Llm, get_llm
 from memory.models import ExtractionJob, Thread
-from memory.extraction.settings import ACTIVE, POLL_SECONDS
-
 
 # --- what this process knows beyond the database ----------------------------------------
 

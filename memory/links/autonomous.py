@@ -1,17 +1,18 @@
 from __future__ import annotations
 
 import logging
+
 from django.db.models import Q
 from django.utils import timezone
-from memory.llm.prompts import link_prompt, link_schema
-from memory.fields import VectorDistance
-from memory.models import Memory, RecordLink, SearchChunk, Thread
-from memory.records.selectors import live_q, memory_live_q
+
 from memory.core.ids import stored_id
 from memory.core.types import RecordStatus
+from memory.fields import VectorDistance
 from memory.links.rules import LINK_CANDIDATES
 from memory.links.writes import link_create
-
+from memory.llm.prompts import link_prompt, link_schema
+from memory.models import Memory, RecordLink, SearchChunk, Thread
+from memory.records.selectors import live_q, memory_live_q
 
 logger = logging.getLogger(__name__)
 

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 from django.db import connection as default_connection
 from django.db.models import Q
-from memory.models import MEMORY_TYPES, Memory, RecordLink
-from memory.records.selectors import memory_dto
+
 from memory.core.ids import public_id, stored_id
 from memory.core.types import LinkedRecord, SearchResult
-
+from memory.models import MEMORY_TYPES, Memory, RecordLink
+from memory.records.selectors import memory_dto
 
 # Roots per graph query: stays under Oracle's 1,000-expression IN-list limit.
 _ROOTS_PER_QUERY = 500

@@ -3,17 +3,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from typing import Any
+
 from django.db.models import Q
 from django.utils import timezone
-from memory.records import history
-from memory.index import writer as index
-from memory.llm.prompts import BUILTIN_RELATIONS
+
 from memory.core.errors import Conflict
-from memory.models import Memory, RecordLink
-from memory.records.validators import check_bounded_int, check_relation_type
 from memory.core.ids import public_id
 from memory.core.types import NOTSET, NotSet, RecordRelation, RecordStatus
-
+from memory.index import writer as index
+from memory.llm.prompts import BUILTIN_RELATIONS
+from memory.models import Memory, RecordLink
+from memory.records import history
+from memory.records.validators import check_bounded_int, check_relation_type
 
 logger = logging.getLogger(__name__)
 

@@ -3,21 +3,31 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from typing import Any
+
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
+
 from memory.core import ttl as ttl_rules
-from memory.records.admin_log import admin_log_erase
-from memory.llm.prompts import BUILTIN_RELATIONS
 from memory.core.errors import Conflict, InvalidArgument, InvalidType, NotFound
+from memory.core.ids import public_id, stored_id
 from memory.core.locking import lock_first
+from memory.core.types import NOTSET, NotSet, RecordRelation, RecordStatus
+from memory.links.rules import (
+    _TUPLE_FIELDS,
+    INVALIDATING_RELATIONS,
+    LinkExists,
+    opposite_label,
+    pair_key,
+    relation_dto,
+    revalidate,
+    set_memory_status,
+)
+from memory.llm.prompts import BUILTIN_RELATIONS
 from memory.models import Memory, RecordLink, Thread
+from memory.records.admin_log import admin_log_erase
 from memory.records.selectors import Records, memory_live_q
 from memory.records.validators import check_id, check_metadata, check_record_type, check_relation_type, check_scope_id
-from memory.core.ids import public_id, stored_id
-from memory.core.types import NOTSET, NotSet, RecordRelation, RecordStatus
-from memory.links.rules import INVALIDATING_RELATIONS, LinkExists, _TUPLE_FIELDS, opposite_label, pair_key, relation_dto, revalidate, set_memory_status
-
 
 # --- writes -----------------------------------------------------------------------------------
 
@@ -29,8 +39,8 @@ def _endpoint(thread: Thread, record_id: Any, record_type: Any, prefix: str, *, 
     a memory awaiting review: it has no effect on others before it is approved, ``memory.records.review_rules``)."""
     rid = check_id(record_id, f"{prefix}_record_id")
     rtype = check_record_type(record_type, f"{prefix}_record_type")
-    row = lock_first(Memory.objects.filter(memory_live_q(now), pk=stored_id(thread.project_id, rid), thread_id=thread.pk,
-                                           **(restrict or {})))
+    row = lock_first(Memory.objects.filter(memory_live_q(now), pk=stored_id(thread.project_id, rid),
+                                           thread_id=thread.pk, **(restrict or {})))
     if row is None:
         raise InvalidArgument(f"{prefix}_record_id",
                               f"no memory-like record {rid!r} owned by thread {thread.public_id!r}")

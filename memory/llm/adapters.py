@@ -45,7 +45,6 @@ from memory.llm.replies import (
     validation_errors,
 )
 
-
 # --- Errors ---------------------------------------------------------------------------
 
 

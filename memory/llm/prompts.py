@@ -47,7 +47,8 @@ MAX_OUTPUT_TOKENS = MAX_MEMORIES_PER_CALL * 120 + 40
 
 # --- prompts ----------------------------------------------------------------------------------
 
-SYSTEM_PROMPT = """You maintain the long-term memory of an AI agent. Read the TARGET messages of a conversation and write down what is worth remembering later, as short self-contained statements.
+SYSTEM_PROMPT = """You maintain the long-term memory of an AI agent. Read the TARGET messages of a conversation and \
+write down what is worth remembering later, as short self-contained statements.
 
 Memory types:
 - fact: a stable fact about a person or the world ("Caroline lives in Boston.")
@@ -63,7 +64,8 @@ Rules:
 
 
 def system_prompt(custom_instructions: str | None) -> str:
-    """The system prompt, with the thread's custom instructions appended (spec: memory_extraction_custom_instructions)."""
+    """The system prompt, with the thread's custom instructions appended
+    (spec: memory_extraction_custom_instructions)."""
     extra = (custom_instructions or "").strip()
     return f"{SYSTEM_PROMPT}\n\nAdditional instructions:\n{extra}" if extra else SYSTEM_PROMPT
 

@@ -2,9 +2,10 @@
 
 import django.db.models.deletion
 import django.utils.timezone
+from django.db import migrations, models
+
 import memory.fields
 import memory.models
-from django.db import migrations, models
 
 
 class Migration(migrations.Migration):

@@ -8,9 +8,10 @@ earlier deletes left behind. Nothing to do on Oracle (``memory.erasure.storage_s
 optimizes its Oracle Text indexes after each erasure).
 """
 
+import uuid
+
 import django.db.models.deletion
 import django.utils.timezone
-import uuid
 from django.db import migrations, models
 
 FTS = "oam_search_chunks_fts"

@@ -1,4 +1,5 @@
-"""The Django admin's history of the engine's records, deleted with them (``memory.services.erasure``, ``memory.links``)."""
+"""The Django admin's history of the engine's records, deleted with them (``memory.services.erasure``,
+``memory.links``)."""
 
 from __future__ import annotations
 

@@ -42,9 +42,9 @@ from typing import Any
 
 from PIL import Image as PilImage
 
-from memory.llm.prompts import CAPTION_SYSTEM_PROMPT, CAPTION_USER_PROMPT
 from memory.core.errors import InvalidArgument, InvalidType
 from memory.core.types import NOTSET, ImageMimeType, NotSet
+from memory.llm.prompts import CAPTION_SYSTEM_PROMPT, CAPTION_USER_PROMPT
 
 logger = logging.getLogger(__name__)
 
@@ -327,7 +327,8 @@ def check_llm_request(images: list[ValidImage], limits: ImageInputLimitConfig, f
     total = sum(img.size_bytes for img in images)
     if total > limits.max_total_raw_image_bytes_per_llm_request:
         raise InvalidArgument(
-            field, f"{total} image bytes in one LLM request; the limit is {limits.max_total_raw_image_bytes_per_llm_request} "
+            field, f"{total} image bytes in one LLM request; "
+            f"the limit is {limits.max_total_raw_image_bytes_per_llm_request} "
             "(ImageInputLimitConfig.max_total_raw_image_bytes_per_llm_request); pass a description instead")
 
 

@@ -18,12 +18,13 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from memory.core.errors import InvalidArgument, InvalidType, check_sql_count
-from memory.records.metadata_filter import compile_filter
+from memory.core.ids import stored_id
+from memory.core.types import NOTSET, ImageRecord, MemoryRecord, NotSet
+from memory.core.types import Message as MessageDTO
 from memory.models import Image, Memory, Message, Thread
+from memory.records.metadata_filter import compile_filter
 from memory.records.selectors import hydrate_images, image_dto, live_q, memory_dto, memory_live_q, message_dto
 from memory.records.tenancy import Tenant
-from memory.core.ids import stored_id
-from memory.core.types import NOTSET, ImageRecord, MemoryRecord, NotSet, Message as MessageDTO
 
 DEFAULT_LIST_LIMIT = 100
 

@@ -44,7 +44,6 @@ from typing import Any
 from django.db import NotSupportedError
 from django.db.models.lookups import Lookup
 
-
 # --- the parsed filter ----------------------------------------------------------
 
 

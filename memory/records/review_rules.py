@@ -42,11 +42,11 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from memory.core.errors import InvalidType
+from memory.core.ids import stored_id
+from memory.core.types import NOTSET, MemoryRecord, NotSet
 from memory.fields import VectorDistance
 from memory.models import Memory, MemoryVersion, Project, SearchChunk
 from memory.records.selectors import Records, live_q, memory_dto
-from memory.core.ids import stored_id
-from memory.core.types import NOTSET, MemoryRecord, NotSet
 from memory.records.validators import check_id, check_memory_type
 
 #: Similar memories shown beside each pending one.
@@ -171,7 +171,8 @@ def scan(text: Any) -> list[Flag]:
     found: dict[str, str] = {}
     hidden = _HIDDEN.search(text)
     if hidden:
-        found["hidden_text"] = " ".join(f"U+{ord(c):04X}" for c in dict.fromkeys(_HIDDEN.findall(text)))[:EVIDENCE_CHARS]
+        found["hidden_text"] = " ".join(
+            f"U+{ord(c):04X}" for c in dict.fromkeys(_HIDDEN.findall(text)))[:EVIDENCE_CHARS]
     normal = _HIDDEN.sub("", unicodedata.normalize("NFKC", text))
     for kind, pattern in _PATTERNS:
         if kind not in found and (match := pattern.search(normal)):
@@ -328,5 +329,5 @@ def pending_count(*, project: Project) -> int:
 
 
 __all__ = ["FLAG_KINDS", "Flag", "MAX_PAGE", "ReviewItem", "SimilarMemory", "pending_count",
-           "pending_queryset", "pending_row", "relation_on_approval", "review_item", "review_records", "scan", "similar_memories",
-           "similar_queryset"]
+           "pending_queryset", "pending_row", "relation_on_approval", "review_item", "review_records", "scan",
+           "similar_memories", "similar_queryset"]

@@ -16,9 +16,6 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from memory.core.errors import InvalidArgument, InvalidType, NotFound, check_sql_count
-from memory.records.metadata_filter import compile_filter
-from memory.models import Image, Memory, Message, Project, Thread
-from memory.records.tenancy import Tenant
 from memory.core.ids import public_id, stored_id, stored_ids
 from memory.core.types import (
     NOTSET,
@@ -27,10 +24,15 @@ from memory.core.types import (
     ImageRecord,
     MemoryRecord,
     NotSet,
-    memory_record,
-    Message as MessageDTO,
     TextContent,
+    memory_record,
 )
+from memory.core.types import (
+    Message as MessageDTO,
+)
+from memory.models import Image, Memory, Message, Project, Thread
+from memory.records.metadata_filter import compile_filter
+from memory.records.tenancy import Tenant
 
 #: Images ``list_images`` returns when ``limit`` is omitted ("the store's default limit").
 DEFAULT_IMAGE_LIST_LIMIT = 100

@@ -30,8 +30,8 @@ from memory.core.errors import (
     check_sql_count,
     check_text,
 )
-from memory.models import MEMORY_TYPES, RecordLink
 from memory.core.types import NOTSET, RecordStatus
+from memory.models import MEMORY_TYPES, RecordLink
 
 #: Characters of a caller-chosen identifier (the id columns are ``VARCHAR2(255)``-sized).
 MAX_ID_LENGTH = 255

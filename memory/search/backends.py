@@ -20,14 +20,15 @@ base ``SearchBackend``: the vector arm ranked in SQL, no keyword arm.
 from __future__ import annotations
 
 import json
+
 import numpy as np
-from memory.core import conf
 from django.db import connection as default_connection
-from memory.models import SearchChunk
+
+from memory.core import conf
 from memory.index.vector_cache import get_vector_cache, in_transaction_now, rounding_bound
+from memory.models import SearchChunk
 from memory.search.query import chunk_queryset, filter_sql
 from memory.search.request import SearchRequest
-
 
 #: Name of the keyword index (migration 0004): the FTS5 table on SQLite; the
 #: Oracle Text indexes are ``<name>_1`` (text) and ``<name>_2`` (context).

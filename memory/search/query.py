@@ -3,12 +3,12 @@ from __future__ import annotations
 from django.db import connection as default_connection
 from django.db.models import Q
 from django.utils import timezone
+
 from memory.fields import VectorDistance
-from memory.records.metadata_filter import compile_filter
 from memory.models import STATUSES, SearchChunk
+from memory.records.metadata_filter import compile_filter
 from memory.records.selectors import live_q
 from memory.search.request import SearchRequest, scope_q
-
 
 # Chunks fetched per wanted result, so that records split into several chunks
 # still leave max_results distinct records after de-duplication.

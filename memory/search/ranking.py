@@ -43,7 +43,6 @@ from memory.search.request import (
 )
 from memory.search.second_stage import POOL_DEPTH, Candidate
 
-
 #: Arm weights and RRF constant. Split: chosen on ALL ten LoCoMo conversations before the tuning/report split
 #: existed, so the report half is not unseen for them. Checked on the TUNING half only
 #: (bench/locomo_import.py --reuse, HYBRID, recall@10): context weight 2 -> 0.750, 1 -> 0.729, 0.75 -> 0.720,

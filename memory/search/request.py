@@ -3,15 +3,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any
-from memory.core import conf
+
 from django.db.models import Q
+
+from memory.core import conf
 from memory.core.errors import MAX_QUERY_CHARS, InvalidArgument, InvalidType, check_size, check_text
-from memory.links.rules import check_max_linked_results, check_num_hops
-from memory.records.metadata_filter import compile_filter
-from memory.models import RECORD_TYPES
 from memory.core.ids import stored_id
 from memory.core.types import NOTSET, MemorySearchConfig, NotSet, SearchResult, SearchScope
-
+from memory.links.rules import check_max_linked_results, check_num_hops
+from memory.models import RECORD_TYPES
+from memory.records.metadata_filter import compile_filter
 
 # Depth of each ranked list before fusion: fusion needs more than the final
 # top k from each arm to find records ranked well by two arms.
@@ -102,7 +103,8 @@ def resolve_scope(
     }
     if scope is not None:
         if any(v is not NOTSET for v in explicit.values()):
-            raise InvalidArgument("scope", "give either scope or the explicit identifier and exact-match arguments, not both")
+            raise InvalidArgument("scope",
+                                  "give either scope or the explicit identifier and exact-match arguments, not both")
         if not isinstance(scope, SearchScope):
             raise InvalidType("scope", "must be a SearchScope")
         explicit = {name: getattr(scope, name) for name in explicit}
@@ -300,7 +302,8 @@ def build_request(
         metadata_filter = None
     if metadata_filter is not None and not isinstance(metadata_filter, dict):
         raise InvalidArgument("metadata_filter", "must be a dict or None")
-    compile_filter(metadata_filter)  # every rule and bound checked now, even when no SQL runs (a card of an empty thread)
+    # every rule and bound checked now, even when no SQL runs (a card of an empty thread)
+    compile_filter(metadata_filter)
     if not isinstance(include_invalid_results, bool):
         raise InvalidType("include_invalid_results", "must be a bool")
     return SearchRequest(

@@ -9,12 +9,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory.core import ttl as ttl_rules
-from memory.extraction.jobs import jobs_fence
 from memory.core.errors import NotFound
-from memory.models import Thread
-from memory.records.selectors import live_q
 from memory.core.ids import public_id
 from memory.core.types import NOTSET, MemoryRetentionConfig, TimeToLiveAnchor
+from memory.extraction.jobs import jobs_fence
+from memory.models import Thread
+from memory.records.selectors import live_q
 
 
 def lock_thread(thread_id: str) -> Thread:

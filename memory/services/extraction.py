@@ -209,7 +209,8 @@ def _extract_candidates(thread: Thread, job: ExtractionJob, config: MemoryExtrac
         try:
             prompt = extraction_prompt(
                 summary=piece.summary, context=[m.line() for m in piece.context],
-                targets=[m.line() for m in piece.targets], custom_instructions=config.memory_extraction_custom_instructions)
+                targets=[m.line() for m in piece.targets],
+                custom_instructions=config.memory_extraction_custom_instructions)
             reply = llm.complete_json(prompt, extraction_schema(refs), schema_name=SCHEMA_NAME,
                                       max_tokens=MAX_OUTPUT_TOKENS)
         except LlmInvalidOutput as exc:
@@ -266,7 +267,8 @@ def _commit(job_id: int, attempt: int, planned: list[tuple[Decision, PreparedMem
         progress.send(
             thread.pk, "finished", job_id=job.pk, memories_created=result.memories_created,
             memories_linked=result.memories_linked, duplicates_skipped=result.duplicates_skipped,
-            rejected_candidates=result.rejected_candidates, llm_calls=result.llm_calls, failed_calls=result.failed_calls, seconds=job.seconds,
+            rejected_candidates=result.rejected_candidates, llm_calls=result.llm_calls,
+            failed_calls=result.failed_calls, seconds=job.seconds,
             llm_seconds=job.llm_seconds,
             watermark=job.to_seq if job.trigger == TRIGGER_ADD else thread.extracted_through_seq,
         )

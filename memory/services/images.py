@@ -16,11 +16,14 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from memory.index import writer as index
 from memory.core import ttl as ttl_rules
+from memory.core.errors import Conflict, InvalidArgument, InvalidType, NotFound, check_text
+from memory.core.ids import public_id, stored_id, stored_ids
+from memory.core.locking import lock_first
+from memory.core.types import NOTSET, ImageMimeType, MemoryRetentionConfig, NotSet, TimeToLiveAnchor
 from memory.embedders import get_embedder
-from memory.services.erasure import images_erase
-from memory.core.errors import Conflict, InvalidArgument, InvalidType, NotFound
+from memory.index import writer as index
+from memory.models import Image, Message, Thread
 from memory.records.image_rules import (
     ImageInputLimitConfig,
     ValidImage,
@@ -28,14 +31,10 @@ from memory.records.image_rules import (
     generate_caption,
     validate_image,
 )
-from memory.core.locking import lock_first
-from memory.models import Image, Message, Thread
 from memory.records.selectors import live_q
-from memory.core.ids import public_id, stored_id, stored_ids
-from memory.core.types import NOTSET, ImageMimeType, MemoryRetentionConfig, NotSet, TimeToLiveAnchor
 from memory.records.validators import check_id, check_metadata
-from memory.core.errors import check_text
 from memory.services.common import lock_thread, refresh_expiry
+from memory.services.erasure import images_erase
 from memory.services.parts import ImagePart
 
 
@@ -52,7 +51,8 @@ def new_image_row(*, image_id: str, thread: Thread, image: ValidImage, descripti
 
 
 def caption_parts(parts: list[ImagePart], llm: Any, limits: ImageInputLimitConfig) -> None:
-    """Fill the description of each new image part that asked for one (``memory.records.image_rules.generate_caption``)."""
+    """Fill the description of each new image part that asked for one
+    (``memory.records.image_rules.generate_caption``)."""
     for part in parts:
         if part.generate and part.image is not None:
             part.part["description"] = generate_caption(part.image, llm, limits=limits, field=part.field)

@@ -375,8 +375,8 @@ def memory_restore(*, thread: Thread, memory_id: Any, version: Any, restrict: di
         was_pending, memory.pending = memory.pending, bool(state.get("pending"))  # back to the queue if it waited
         memory.save()
         if memory.pending and not was_pending:
-            # A pending memory has no relations (memory.records.review_rules): what its approval made goes, and what that
-            # invalidated is valid again (found by a review: a superseded memory stayed invalid).
+            # A pending memory has no relations (memory.records.review_rules): what its approval made goes, and what
+            # that invalidated is valid again (found by a review: a superseded memory stayed invalid).
             links_detach(memory_ids=[memory.pk])
         index.sync_record(memory, "memory", memory.memory_type, chunks, vectors)
         history.record(memory, "restore", before, history.snapshot(memory),

@@ -10,11 +10,8 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from memory.index import writer as index
 from memory.core import ttl as ttl_rules
 from memory.core.chunking import chunk_text
-from memory.embedders import get_embedder
-from memory.services.erasure import images_erase, messages_erase
 from memory.core.errors import (
     MAX_BATCH_CHARS,
     MAX_BATCH_MESSAGES,
@@ -23,12 +20,11 @@ from memory.core.errors import (
     InvalidArgument,
     InvalidType,
     NotFound,
+    check_size,
+    check_text,
 )
-from memory.records.image_rules import ImageInputLimitConfig
-from memory.core.locking import lock_first
-from memory.models import Image, Message, Thread
-from memory.records.selectors import live_q
 from memory.core.ids import public_id, stored_id, stored_ids
+from memory.core.locking import lock_first
 from memory.core.types import (
     NOTSET,
     MemoryRetentionConfig,
@@ -37,9 +33,14 @@ from memory.core.types import (
     RecordStatus,
     TimeToLiveAnchor,
 )
-from memory.records.validators import check_id, check_status, check_metadata, per_item
-from memory.core.errors import check_size, check_text
+from memory.embedders import get_embedder
+from memory.index import writer as index
+from memory.models import Image, Message, Thread
+from memory.records.image_rules import ImageInputLimitConfig
+from memory.records.selectors import live_q
+from memory.records.validators import check_id, check_metadata, check_status, per_item
 from memory.services.common import erase_fenced, lock_thread, refresh_expiry
+from memory.services.erasure import images_erase, messages_erase
 from memory.services.images import caption_parts, check_new_image_ids, insert_images, message_image_rows
 from memory.services.parts import ImagePart, parse_message, parse_parts
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from typing import Any
 
-
 from memory.core import ttl as ttl_rules
-from memory.core.errors import MAX_CONTENT_CHARS, InvalidArgument, InvalidType
+from memory.core.errors import MAX_CONTENT_CHARS, InvalidArgument, InvalidType, check_size, check_text
+from memory.core.types import ImageContent, TextContent
+from memory.core.types import Message as MessageDTO
 from memory.records.image_rules import (
     ImageInputLimitConfig,
     ValidImage,
@@ -17,11 +19,7 @@ from memory.records.image_rules import (
     decode_image_base64,
     validate_image,
 )
-from memory.core.types import ImageContent, Message as MessageDTO, TextContent
 from memory.records.validators import check_id, check_metadata
-from memory.core.errors import check_size, check_text
-
-
 
 
 @dataclass

@@ -22,7 +22,7 @@ from django.db import IntegrityError, transaction
 from memory.core.errors import InvalidArgument, NotFound, OutOfScope
 from memory.core.types import NOTSET, AgentProfileRecord, NotSet, UserProfileRecord
 from memory.models import Profile, Thread
-from memory.records.listing import filter_metadata, check_limit
+from memory.records.listing import check_limit, filter_metadata
 from memory.records.tenancy import Tenant
 from memory.records.validators import check_content, check_id, check_metadata
 

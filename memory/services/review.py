@@ -1,5 +1,5 @@
-"""Review decisions on memories awaiting review (``memory.records.review_rules``): ``memory_approve``, ``memory_edit_approve``,
-``memory_reject``.
+"""Review decisions on memories awaiting review (``memory.records.review_rules``): ``memory_approve``,
+``memory_edit_approve``, ``memory_reject``.
 
 Each is one transaction that locks the memory, checks that it awaits review, and appends one history
 version (``memory.records.history``: ``approve`` or ``reject``) naming the actor the edge set (``acting``: the API
@@ -170,7 +170,8 @@ def memory_edit_approve(*, project: Project, memory_id: Any, content: str | NotS
             row.content = content
         if new_type is not NOTSET and new_type != row.memory_type:
             row.memory_type = new_type
-            # A pending memory has no relations (memory.records.review_rules); kept true all the same, as memory_update does.
+            # A pending memory has no relations (memory.records.review_rules); kept true all the same, as
+            # memory_update does.
             RecordLink.objects.filter(source_id=row.pk).update(source_type=new_type)
             RecordLink.objects.filter(target_id=row.pk).update(target_type=new_type)
         return _approve(row, before, _reason("edited and approved", note), chunks=chunks, vectors=vectors)

@@ -25,7 +25,8 @@ import logging
 from typing import Any
 
 from django.core.cache import cache
-from django.db import connection as default_connection, transaction
+from django.db import connection as default_connection
+from django.db import transaction
 
 from memory.core import conf
 from memory.models import MemoryVersion, SearchChunk

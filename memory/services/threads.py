@@ -7,15 +7,15 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from memory.services.erasure import threads_erase
 from memory.core.errors import Conflict
-from memory.core.locking import lock_first
-from memory.models import Project, Thread
 from memory.core.ids import stored_id
+from memory.core.locking import lock_first
 from memory.core.types import NOTSET, NotSet
-from memory.records.validators import check_id, check_metadata, check_scope_id
 from memory.extraction.tracker import detach
+from memory.models import Project, Thread
+from memory.records.validators import check_id, check_metadata, check_scope_id
 from memory.services.common import lock_thread
+from memory.services.erasure import threads_erase
 
 
 def thread_create(

@@ -21,7 +21,8 @@ from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
 from memory.client import AgentMemory, Thread
 from memory.core.errors import DomainError, NotFound
-from memory.models import MEMORY_TYPES, STATUSES, Project, Thread as ThreadRow
+from memory.models import MEMORY_TYPES, STATUSES, Project
+from memory.models import Thread as ThreadRow
 from memory.records import history, selectors
 from memory.records.tenancy import staff_project
 from staff.forms import TTL_ANCHORS

@@ -7,7 +7,8 @@ from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
 from memory.core.errors import NotFound
-from memory.models import Project, Thread as ThreadRow
+from memory.models import Project
+from memory.models import Thread as ThreadRow
 from memory.records import selectors
 from memory.reports import quality as quality_figures
 from staff.forms import QualityForm, add_service_error

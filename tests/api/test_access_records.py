@@ -10,8 +10,8 @@ Revoking or rotating a key closes the WebSockets it opened.
 import asyncio
 
 import pytest
-from channels.testing import WebsocketCommunicator
 from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.test import Client
 

@@ -17,7 +17,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 import types
 import urllib.error
 import urllib.request

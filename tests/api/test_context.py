@@ -41,7 +41,9 @@ def test_default_card(api, pizza):
     assert set(data) == {"content", "formatted_content", "summary", "topics", "relevant_results", "recent_messages"}
     assert data["content"] == data["formatted_content"]
     # the SDK renderer's layout: <topics> always, the summary on lines of its own
-    assert data["content"].startswith("<context_card>\n  <topics></topics>\n  <summary>\n    user: Tell me about pizza\n")
+    assert data["content"].startswith(
+        "<context_card>\n  <topics></topics>\n  <summary>\n    user: Tell me about pizza\n"
+    )
     assert "User likes pizza" in data["content"]
     assert "Pizza comes from &lt;Naples&gt;" in data["content"]  # escaped in the summary
     assert data["summary"] == "user: Tell me about pizza\nassistant: Pizza comes from <Naples>"

@@ -29,7 +29,6 @@ import pytest
 from channels.testing import WebsocketCommunicator
 from django.db import transaction
 
-from memory.services.memories import memory_add
 from memory.client import AgentMemory
 from memory.models import (
     ErasureReceipt,
@@ -45,6 +44,7 @@ from memory.models import (
     Thread,
     ThreadSummary,
 )
+from memory.services.memories import memory_add
 from tests import image_samples as samples
 from tests.api.helpers import JsonClient
 from threads.auth import api_key_create

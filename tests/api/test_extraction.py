@@ -7,7 +7,6 @@ from memory.models import ExtractionJob, Thread
 from tests.api.helpers import add_messages, error_fields
 from tests.ids import key
 
-
 pytestmark = pytest.mark.usefixtures("fresh_extraction_tracker")
 
 

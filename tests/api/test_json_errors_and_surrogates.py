@@ -14,8 +14,8 @@ import pytest
 from django.test import Client
 
 from memory.core.errors import check_json_text
-from memory.records.metadata_filter import compile_filter
 from memory.models import Image
+from memory.records.metadata_filter import compile_filter
 from memory.records.validators import check_metadata
 from tests.image_samples import png
 

@@ -307,8 +307,9 @@ def shared_thread(db):
 
 def test_a_user_restricted_key_sees_no_relation_to_another_users_record_in_its_thread(shared_thread):
     """Found by a security review: the links of u2's thread listed a relation to u1's memory stored there, with
-    its id. Now, for u2's key, a relation with an endpoint it cannot see does not exist (``memory.links.writes.visible``):
-    not listed, not readable, not changed or deleted, not made; search's linked results never reach it."""
+    its id. Now, for u2's key, a relation with an endpoint it cannot see does not exist
+    (``memory.links.writes.visible``): not listed, not readable, not changed or deleted, not made; search's linked
+    results never reach it."""
     u2, _ = client_for(user_id="u2", permission="write")
     admin, _ = client_for(permission="write", name="unrestricted")
     tuple_of_mixed = urlencode({"source_record_id": "other", "source_record_type": "memory", "target_record_id": "own1",

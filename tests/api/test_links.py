@@ -97,7 +97,7 @@ def test_delete_by_id(api, notes):
     assert status_of("tea") == "valid"
     assert api.delete(f"{LINKS}/rel-1").status_code == 404
     link(api, relation_id="rel-1")
-    assert api.delete(f"/api/threads/t-2/links/rel-1").status_code == 404  # another thread's relation
+    assert api.delete("/api/threads/t-2/links/rel-1").status_code == 404  # another thread's relation
 
 
 def test_delete_by_endpoint_tuple(api, notes):

@@ -63,6 +63,7 @@ def test_the_schema_documents_no_bare_array_and_limit_offset_on_every_list(anon)
             lists.append(path)
             assert set(body["properties"]) == {"items", "count"} and body["properties"]["items"]["type"] == "array"
             assert {"limit", "offset"} <= {p["name"] for p in get["parameters"]}, path
-    assert sorted(lists) == sorted([*(url.replace("t-main", "{thread_id}") for url in LISTS), "/api/keys", "/api/erasures",
+    assert sorted(lists) == sorted([*(url.replace("t-main", "{thread_id}") for url in LISTS),
+                                    "/api/keys", "/api/erasures",
                                     "/api/profiles/{kind}", "/api/threads/{thread_id}/memories/{memory_id}/history",
                                     "/api/review/memories"])

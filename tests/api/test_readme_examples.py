@@ -19,7 +19,6 @@ The Python block runs on the test database.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys

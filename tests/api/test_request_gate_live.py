@@ -9,7 +9,6 @@ a key grew daphne by 1.1 GB.
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import subprocess

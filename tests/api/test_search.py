@@ -49,7 +49,8 @@ def test_client_search_is_one_users_with_agent_and_thread_open(api, world):
     assert ids(api.post("/api/search", {"query": "bicycle", "user_id": "u2"})) == ["mem-t-c"]
     resp = api.post("/api/search", {"query": "bicycle", "user_id": "u1", "thread_id": "t-b"})
     assert ids(resp) == ["mem-t-a", "mem-t-b", "msg-a"]  # a given thread is open unless exact_thread_match
-    resp = api.post("/api/search", {"query": "bicycle", "user_id": "u1", "thread_id": "t-b", "exact_thread_match": True})
+    resp = api.post("/api/search",
+                    {"query": "bicycle", "user_id": "u1", "thread_id": "t-b", "exact_thread_match": True})
     assert ids(resp) == ["mem-t-b"]
 
 

@@ -49,10 +49,12 @@ from tests.browser.harness import (
     ScriptedLlmServer,
     login,
     run_seed,
-    screenshot as save_screenshot,
     server_env,
     start_daphne,
     stop_process,
+)
+from tests.browser.harness import (
+    screenshot as save_screenshot,
 )
 
 HERE = Path(__file__).resolve().parent

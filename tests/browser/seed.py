@@ -51,8 +51,8 @@ def seed(sample: str) -> dict:
     call_command("import_locomo", samples=[sample], verbosity=0)
 
     from memory.client import AgentMemory
-    from memory.models import Thread
     from memory.core.ids import public_id
+    from memory.models import Thread
 
     imported = [public_id(pk) for pk in Thread.objects.filter(user_id=sample).values_list("pk", flat=True)]
     thread_ids = sorted(imported, key=lambda tid: int(tid.rsplit("-s", 1)[1]))

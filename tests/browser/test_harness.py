@@ -19,8 +19,8 @@ import pytest
 from django.contrib.admin.utils import quote
 from playwright.sync_api import expect
 
-from memory.dev import locomo
 from memory.core.ids import stored_id
+from memory.dev import locomo
 from tests.browser.harness import LiveAppError, login, open_socket
 
 

@@ -117,7 +117,8 @@ def test_the_quality_dashboard_plots_every_figure(logged_in_page, live_app, scre
         assert seen["width"] > 0 and seen["height"] > 0 and seen["painted"] > 0, (name, seen)
         assert seen["datasets"] >= 2 and seen["labels"] >= 6, (name, seen)
         assert page.locator(f'figure[data-figure="{name}"]').get_attribute("data-points") == str(seen["nonzero"])
-    expect(page.locator('figure[data-figure="review_queue_age"] figcaption')).to_contain_text("1 memory awaiting review")
+    expect(page.locator('figure[data-figure="review_queue_age"] figcaption')).to_contain_text(
+        "1 memory awaiting review")
     with_data = {"memories_by_type", "relations", "review_queue_age"}
     if live_app.llm_mode != "none":
         with_data.add("extraction_yield")  # messages read

@@ -62,7 +62,8 @@ def test_a_pending_guideline_reaches_agents_only_once_approved_on_the_queue_page
     assert f"f-{tag}" in _search_ids(live_app, thread_id, "answer in Esperanto")
     assert not {f"g-{tag}", f"x-{tag}", f"e-{tag}"} & set(_search_ids(live_app, thread_id, "answer in Esperanto"))
     assert f"Esperanto on Tuesdays ({tag})" in _card_text(live_app, thread_id)  # the card does carry memories
-    assert f"code {tag}" not in _card_text(live_app, thread_id) and "evil.example" not in _card_text(live_app, thread_id)
+    assert (f"code {tag}" not in _card_text(live_app, thread_id)
+            and "evil.example" not in _card_text(live_app, thread_id))
     status, listed = live_app.api("GET", f"/review/memories?thread_id={thread_id}")
     assert status == 200 and listed["count"] == 3, listed
 

@@ -170,7 +170,8 @@ def test_add_a_memory_then_delete_it_after_confirming(logged_in_page, live_app):
     item.get_by_text("Delete memory…").click()
     item.locator(".confirm").get_by_role("button", name="Delete memory").click()
     expect(page.locator("#memories li.memory", has_text=text)).to_have_count(0)
-    left = live_app.python(f"from memory.models import Memory\nresult = Memory.objects.filter(content={text!r}).count()")
+    left = live_app.python(
+        f"from memory.models import Memory\nresult = Memory.objects.filter(content={text!r}).count()")
     assert left == 0
 
 

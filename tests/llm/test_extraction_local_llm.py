@@ -8,8 +8,8 @@ watermark and the job recorded), not what the memories say.
 import jsonschema
 import pytest
 
-from memory.llm.prompts import extraction_schema
 from memory.client import AgentMemory, MemoryExtractionConfig
+from memory.llm.prompts import extraction_schema
 from memory.models import MEMORY_TYPES, ExtractionJob, Memory, SearchChunk, Thread
 from tests.ids import key
 

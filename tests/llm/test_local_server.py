@@ -9,8 +9,8 @@ import jsonschema
 import pytest
 from django.core.management import CommandError, call_command
 
-from memory.llm.adapters import get_llm
 from memory.dev.llm_server import free_port
+from memory.llm.adapters import get_llm
 from tests.llm.test_scripted import SCHEMA
 
 pytestmark = pytest.mark.slow

@@ -20,13 +20,14 @@ from pathlib import Path
 import pytest
 
 from bench.locomo_qa import normalize_answer, token_f1
-from memory.dev import locomo
 from memory.core.chunking import estimate_tokens
+from memory.dev import locomo
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench" / "locomo_qa.py"
 DATA = locomo.default_data_path()
-needs_data = pytest.mark.skipif(not DATA.is_file(), reason=f"LoCoMo data file not found at {DATA} (set OAM_LOCOMO_PATH)")
+needs_data = pytest.mark.skipif(not DATA.is_file(),
+                                reason=f"LoCoMo data file not found at {DATA} (set OAM_LOCOMO_PATH)")
 
 
 def run_bench(*args: str, timeout: float = 600) -> dict:
@@ -54,7 +55,8 @@ def test_normalize_answer(raw, normal):
 def test_token_f1():
     assert token_f1("A shell necklace", "shell necklace") == 1.0
     # 6 tokens after normalisation, 2 shared: precision 2/6, recall 1
-    assert token_f1("she bought a shell necklace in Hawaii", "shell necklace") == pytest.approx(2 * (2 / 6) / (2 / 6 + 1))
+    assert token_f1("she bought a shell necklace in Hawaii", "shell necklace") == pytest.approx(
+        2 * (2 / 6) / (2 / 6 + 1))
     assert token_f1("a dog", "the cat") == 0.0
     assert token_f1("", "cat") == 0.0
     assert token_f1("the", "a") == 1.0  # both normalise to nothing

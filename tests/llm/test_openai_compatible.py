@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from memory.llm.adapters import LlmInvalidOutput, LlmRequestRejected, LlmTimeout, LlmUnavailable, OpenAICompatibleLlm
 from memory.dev.llm_server import free_port
+from memory.llm.adapters import LlmInvalidOutput, LlmRequestRejected, LlmTimeout, LlmUnavailable, OpenAICompatibleLlm
 
 SCHEMA = {
     "type": "object",

@@ -190,7 +190,8 @@ def test_get_llm_builds_one_adapter_from_settings(settings):
     try:
         llm = get_llm()
         assert isinstance(llm, OpenAICompatibleLlm)
-        assert (llm.base_url, llm.model, llm.timeout, llm.max_retries) == ("http://127.0.0.1:9/v1", "some-model", 7.5, 1)
+        assert (llm.base_url, llm.model, llm.timeout, llm.max_retries) == (
+            "http://127.0.0.1:9/v1", "some-model", 7.5, 1)
         assert get_llm() is llm  # cached per process
         reset_llm()
         assert get_llm() is not llm

@@ -19,11 +19,10 @@ import textwrap
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
-
-from pathlib import Path
 
 from memory.dev.llm_server import LlmServerError, describe_exit, free_port, local_llm_server
 from tests.conftest import alive

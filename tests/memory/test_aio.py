@@ -38,4 +38,5 @@ def test_a_thread_of_its_own_closes_its_database_connection(transactional_db):
         return connections["default"]
 
     used = asyncio.run(in_worker(opens, thread_sensitive=False))
-    assert used is not connections["default"] and used.connection is None  # that thread's connection, closed after the call
+    # that thread's connection, closed after the call
+    assert used is not connections["default"] and used.connection is None

@@ -4,13 +4,13 @@ import asyncio
 
 import pytest
 
-from memory.services.memories import memory_add
-from memory.services.threads import thread_create
 from memory.client import AgentMemory
+from memory.core.types import ContextCard, MemoryRecord, MemorySearchConfig, Message, OracleContextCard, SearchResult
 from memory.llm.scripted import ScriptedLlm
 from memory.models import ThreadSummary
 from memory.records.tenancy import get_project
-from memory.core.types import ContextCard, MemoryRecord, MemorySearchConfig, Message, OracleContextCard, SearchResult
+from memory.services.memories import memory_add
+from memory.services.threads import thread_create
 from tests.ids import key
 
 # --- the value type and its rendering --------------------------------------------------
@@ -338,7 +338,8 @@ def summary_reply(summary, topics=()):
 
 def llm_thread(thread_id, llm, **config):
     """A thread whose LLM serves summaries only: extraction off, so no other call takes the scripted replies."""
-    thread_create(project=get_project(None), thread_id=thread_id, user_id="u", agent_id="a", config={"extract_memories": False, **config})
+    thread_create(project=get_project(None), thread_id=thread_id, user_id="u", agent_id="a",
+                  config={"extract_memories": False, **config})
     return AgentMemory(llm=llm).get_thread(thread_id)
 
 

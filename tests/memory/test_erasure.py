@@ -21,12 +21,12 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
-from PIL import Image as PillowImage, PngImagePlugin
+from PIL import Image as PillowImage
+from PIL import PngImagePlugin
 
-from memory.search.backends import KEYWORD_INDEX
-from memory.services import erasure, scrub
 from memory.client import AgentMemory
 from memory.core.errors import OutOfScope
+from memory.core.ids import public_id
 from memory.models import (
     ErasureReceipt,
     ExtractionJob,
@@ -41,7 +41,8 @@ from memory.models import (
     ThreadSummary,
 )
 from memory.records.tenancy import Tenant
-from memory.core.ids import public_id
+from memory.search.backends import KEYWORD_INDEX
+from memory.services import erasure, scrub
 from tests import image_samples as samples
 from tests.ids import key
 
@@ -430,7 +431,8 @@ def test_the_scrub_vacuums_only_a_file_within_its_limit_and_after_the_callers_co
     it holds the write lock for a time that grows with the file, so ``OAM_SCRUB_VACUUM_MAX_MB`` bounds it."""
     from django.db import transaction
 
-    AgentMemory(llm=None).create_thread(thread_id="t-v", user_id="uv").add_messages([{"role": "user", "content": "one"}])
+    AgentMemory(llm=None).create_thread(thread_id="t-v", user_id="uv").add_messages(
+        [{"role": "user", "content": "one"}])
     settings.OAM_SCRUB_VACUUM_MAX_MB = 0
     assert scrub.storage_scrub()["vacuumed"] is False
     settings.OAM_SCRUB_VACUUM_MAX_MB = 512

@@ -7,36 +7,35 @@ embedded worker on the in-process ``StubBroker`` (``extraction_worker``).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import threading
 import time
 import warnings
 
-import dataclasses
-
 import pytest
 from django.db import connection
 from django.utils import timezone
 
-from memory.client import thread_messages
-from memory.services.extraction import _commit, extraction_after_add, job_run
-from memory.llm.prompts import JUDGE_SCHEMA_NAME
-from memory.extraction.jobs import _claim
-from memory.extraction.candidates import Candidate, Decision, JobResult
-from memory.services.memories import memory_prepare
-from memory.extraction.recovery import extraction_state, sweep
-from memory.extraction import tracker
-from memory.extraction.settings import default_retention
 from memory.client import (
     AgentMemory,
     BackgroundExtractionQueueFullBehavior,
     MemoryExtractionConfig,
     MemoryExtractionMode,
+    thread_messages,
 )
+from memory.extraction import tracker
+from memory.extraction.candidates import Candidate, Decision, JobResult
 from memory.extraction.config import DEPRECATED_INLINE_PARAMETERS
+from memory.extraction.jobs import _claim
+from memory.extraction.recovery import extraction_state, sweep
+from memory.extraction.settings import default_retention
 from memory.llm.adapters import LlmTimeout, LlmUnavailable
+from memory.llm.prompts import JUDGE_SCHEMA_NAME
 from memory.llm.scripted import ScriptedLlm
 from memory.models import ExtractionJob, Memory, Message, RecordLink, SearchChunk, Thread, ThreadSummary
+from memory.services.extraction import _commit, extraction_after_add, job_run
+from memory.services.memories import memory_prepare
 from memory.tasks import QUEUE, extract_job
 from tests.ids import key
 
@@ -130,7 +129,8 @@ def test_deprecated_inline_parameters_warn_and_still_work(db):
                                                      memory_extraction_frequency=2)
     config = thread.memory_extraction_config
     assert (config.memory_extraction_window, config.memory_extraction_frequency) == (3, 2)
-    assert set(DEPRECATED_INLINE_PARAMETERS) >= {"memory_extraction_window", "memory_extraction_inherit_message_metadata"}
+    assert set(DEPRECATED_INLINE_PARAMETERS) >= {"memory_extraction_window",
+                                                 "memory_extraction_inherit_message_metadata"}
 
 
 def test_grouped_and_inline_parameters_together_are_an_error(db):
@@ -311,7 +311,8 @@ def test_an_update_or_contradiction_is_stored_with_a_relation(db, verdict, decis
     thread.add_messages([{"role": "user", "content": "I stopped liking hiking"}])
     new = Memory.objects.exclude(pk=old.pk).get()
     note = new.metadata["extraction"]
-    assert note["decision"] == decision and note["related_memory_id"] == old.public_id and 0.08 <= note["distance"] < 0.25
+    assert (note["decision"] == decision and note["related_memory_id"] == old.public_id
+            and 0.08 <= note["distance"] < 0.25)
     link = RecordLink.objects.get()
     assert (link.source_id, link.target_id, link.relation_type) == (new.pk, old.pk, relation)
     assert llm.requests[-1].schema_name == JUDGE_SCHEMA_NAME

@@ -12,11 +12,11 @@ import threading
 import pytest
 from django.db import connection
 
-from memory.extraction.recovery import extraction_state, sweep
-from memory.services.extraction import job_run
 from memory.client import AgentMemory, MemoryExtractionConfig
+from memory.extraction.recovery import extraction_state, sweep
 from memory.llm.scripted import ScriptedLlm
 from memory.models import ExtractionJob, Thread
+from memory.services.extraction import job_run
 from tests.ids import key
 
 BACKGROUND = MemoryExtractionConfig(extraction_mode="background", enable_context_summary=False)

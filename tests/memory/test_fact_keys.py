@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from memory.client import AgentMemory
+from memory.core.types import MemorySearchConfig
 from memory.index import writer as index
+from memory.models import SearchChunk
 from memory.services.memories import memory_add
 from memory.services.review import memory_approve, memory_reject
-from memory.client import AgentMemory
-from memory.models import SearchChunk
-from memory.core.types import MemorySearchConfig
 from tests.ids import key
 
 

@@ -13,14 +13,14 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
-from memory.records import history
 from memory.client import AgentMemory
-from memory.services.erasure import expired_purge
 from memory.core.errors import NotFound
 from memory.extraction.config import MemoryExtractionConfig
 from memory.llm.scripted import ScriptedLlm
 from memory.models import Memory, MemoryVersion, SearchChunk
+from memory.records import history
 from memory.records.tenancy import Tenant, get_project
+from memory.services.erasure import expired_purge
 from tests.api.helpers import JsonClient
 from tests.ids import key
 from threads.auth import api_key_create
@@ -137,7 +137,7 @@ def test_restore_over_http_and_its_errors(thread, api_key_raw):
     body = answer.json()
     assert body["version"] == 3 and body["memory"]["content"] == "Prefers tea"
     assert api.post(f"/api/threads/t-main/memories/{mid}/history/9/restore").status_code == 404
-    assert api.post(f"/api/threads/t-main/memories/nope/history/1/restore").status_code == 404
+    assert api.post("/api/threads/t-main/memories/nope/history/1/restore").status_code == 404
     assert api.post(f"/api/threads/t-main/memories/{mid}/history/0/restore").status_code == 422
     assert api.get("/api/threads/t-main/memories/nope/history").status_code == 404
     with pytest.raises(KeyError):

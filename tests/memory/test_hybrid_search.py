@@ -4,13 +4,13 @@ import pytest
 from django.db import connection
 
 from memory.client import AgentMemory
-from memory.models import SearchChunk
-from memory.index import writer as index
-from memory.search.ranking import fuse
-from memory.search.request import keyword_terms
-from memory.index.writer import embedding_text
 from memory.core.ids import public_id
 from memory.core.types import MemorySearchConfig
+from memory.index import writer as index
+from memory.index.writer import embedding_text
+from memory.models import SearchChunk
+from memory.search.ranking import fuse
+from memory.search.request import keyword_terms
 from tests.ids import key
 
 
@@ -67,7 +67,8 @@ def test_contexts_written_at_append_equal_a_full_recompute_and_are_what_the_keyw
                [("u", f"delta {i}") for i in range(4)]]
     n = 0
     for batch in batches:
-        thread.add_messages([{"role": role, "content": text, "id": f"m{n + i}"} for i, (role, text) in enumerate(batch)])
+        thread.add_messages([{"role": role, "content": text, "id": f"m{n + i}"}
+                             for i, (role, text) in enumerate(batch)])
         n += len(batch)
     chunks = SearchChunk.objects.filter(source_kind="message", thread_id=key("t-main"))
     assert chunks.filter(record_id=key("m2")).count() > 1
@@ -94,7 +95,8 @@ def test_embedding_text_carries_the_event_date():
 
 
 def test_keyword_terms_drop_stopwords_and_punctuation():
-    assert keyword_terms("When did Caroline go to the LGBTQ support group?") == ["caroline", "go", "lgbtq", "support", "group"]
+    assert keyword_terms("When did Caroline go to the LGBTQ support group?") == [
+        "caroline", "go", "lgbtq", "support", "group"]
     assert keyword_terms('"quoted" OR NEAR(x) * -') == ["quoted", "near", "x"]  # no FTS syntax survives
     assert keyword_terms("the of and") == []
 
@@ -144,9 +146,9 @@ def test_filter_sql_compiles_once_per_search_and_follows_the_request(client, mon
     from django.utils import timezone
 
     from memory import search
+    from memory.core.types import SearchScope
     from memory.search.query import filter_sql, filtered_chunks
     from memory.search.request import build_request
-    from memory.core.types import SearchScope
 
     thread = client.create_thread(thread_id="t-f", user_id="alice", agent_id="a")
     thread.add_memory("quasar observation log", memory_id="q", metadata={"k": 1})

@@ -13,13 +13,13 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memory.records import image_rules
 from memory.client import AgentMemory, ImageContent, ImageMimeType, MemoryExtractionConfig
-from memory.records.image_rules import ImageInputLimitConfig
+from memory.core.types import ImageRecord, TextContent, TimeToLiveAnchor
 from memory.llm.adapters import LlmUnavailable
 from memory.llm.scripted import ScriptedLlm
 from memory.models import Image, Message, SearchChunk
-from memory.core.types import ImageRecord, TextContent, TimeToLiveAnchor
+from memory.records import image_rules
+from memory.records.image_rules import ImageInputLimitConfig
 from tests import image_samples as samples
 from tests.ids import default_project_id, key
 
@@ -58,7 +58,8 @@ def test_png_jpeg_webp_are_detected_stored_and_read_back(thread, make, mime, siz
     assert isinstance(record, ImageRecord)
     assert (record.id, record.mime_type, (record.width, record.height)) == (image_id, mime, size)
     assert record.size_bytes == len(data) and record.bytes is None
-    assert (record.thread_id, record.user_id, record.agent_id, record.message_id) == ("t-main", "user-1", "agent-1", None)
+    assert (record.thread_id, record.user_id, record.agent_id, record.message_id) == (
+        "t-main", "user-1", "agent-1", None)
     [loaded] = thread.list_images(image_id=image_id, include_bytes=True)
     assert loaded.bytes == data
 
@@ -92,7 +93,8 @@ def test_unsafe_or_broken_images_are_refused_and_nothing_is_stored(thread, make,
 
 
 def test_the_size_limit_applies_before_pillow_sees_the_bytes(client, monkeypatch):
-    thread = client.create_thread(thread_id="t-small", image_input_limit_config=ImageInputLimitConfig(max_raw_image_bytes=100))
+    thread = client.create_thread(thread_id="t-small",
+                                  image_input_limit_config=ImageInputLimitConfig(max_raw_image_bytes=100))
 
     def pillow_must_not_run(*args, **kwargs):
         raise AssertionError("Pillow opened an oversize image")
@@ -124,7 +126,8 @@ def test_limits_are_per_thread_kept_with_it_and_cannot_be_disabled(client):
 def test_defaults_are_the_sdks():
     limits = ImageInputLimitConfig()
     assert limits.max_raw_image_bytes == 10 * 1024 * 1024
-    assert limits.max_image_pixels == 40_000_000  # ours: the ceiling too (memory.records.image_rules.IMAGE_LIMIT_MAXIMA)
+    # ours: the ceiling too (memory.records.image_rules.IMAGE_LIMIT_MAXIMA)
+    assert limits.max_image_pixels == 40_000_000
     assert limits.max_images_per_llm_request == 100
     assert limits.max_total_raw_image_bytes_per_llm_request == 100 * 1024 * 1024
 

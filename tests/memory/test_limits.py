@@ -7,7 +7,6 @@ import time
 
 import pytest
 
-from memory.search.request import keyword_terms
 from memory.core.errors import (
     MAX_BATCH_CHARS,
     MAX_BATCH_MESSAGES,
@@ -16,8 +15,9 @@ from memory.core.errors import (
     MAX_QUERY_CHARS,
     check_depth,
 )
-from memory.records.metadata_filter import MAX_FILTER_TERMS, MAX_FILTER_VALUES
 from memory.models import Message
+from memory.records.metadata_filter import MAX_FILTER_TERMS, MAX_FILTER_VALUES
+from memory.search.request import keyword_terms
 
 #: The issue's bound for a 1 MB query.
 QUERY_SECONDS = 1.0
@@ -49,7 +49,8 @@ def test_a_1_mb_query_is_refused_at_once_naming_the_field(thread):
 
 def test_message_size_and_batch_limits_name_the_field(thread):
     with pytest.raises(ValueError, match=r"messages\[1\]\.content: is 100001 characters"):
-        thread.add_messages([{"role": "user", "content": "ok"}, {"role": "user", "content": "x" * (MAX_CONTENT_CHARS + 1)}])
+        thread.add_messages([{"role": "user", "content": "ok"},
+                             {"role": "user", "content": "x" * (MAX_CONTENT_CHARS + 1)}])
     with pytest.raises(ValueError, match=rf"messages: holds {MAX_BATCH_MESSAGES + 1} messages; the limit is"):
         thread.add_messages([{"role": "user", "content": "hi"}] * (MAX_BATCH_MESSAGES + 1))
     per = MAX_CONTENT_CHARS - 1
@@ -82,14 +83,17 @@ def test_metadata_depth_is_bounded_everywhere_it_enters(client, thread):
 def test_metadata_filter_size_is_bounded_and_the_largest_allowed_runs_in_sql(thread):
     thread.add_messages([{"role": "user", "content": "tea", "metadata": {"tags": ["a", "b"], "k0": 0}}])
     many_keys = {f"k{i}": i for i in range(1000)}
-    with pytest.raises(ValueError, match=rf"^metadata_filter: has 1000 keys and list values; the limit is {MAX_FILTER_TERMS}"):
+    with pytest.raises(ValueError,
+                       match=rf"^metadata_filter: has 1000 keys and list values; the limit is {MAX_FILTER_TERMS}"):
         thread.search("tea", metadata_filter=many_keys)
-    with pytest.raises(ValueError, match=rf"metadata_filter\.tags\.\$array_contains_any: holds 500 values; the limit is {MAX_FILTER_VALUES}"):
+    with pytest.raises(ValueError, match=(rf"metadata_filter\.tags\.\$array_contains_any: holds 500 values; "
+                                          rf"the limit is {MAX_FILTER_VALUES}")):
         thread.search("tea", metadata_filter={"tags": {"$array_contains_any": list(range(500))}})
     # the largest filters allowed compile and run on SQLite
     assert thread.search("tea", metadata_filter={f"k{i}": i for i in range(MAX_FILTER_TERMS)}) == []
     values = ["a"] + [f"v{i}" for i in range(MAX_FILTER_VALUES - 1)]
-    wide = {"tags": {"$array_contains_any": values}, **{f"n{i}": {"$not": i} for i in range(MAX_FILTER_TERMS - MAX_FILTER_VALUES - 1)}}
+    wide = {"tags": {"$array_contains_any": values},
+            **{f"n{i}": {"$not": i} for i in range(MAX_FILTER_TERMS - MAX_FILTER_VALUES - 1)}}
     assert [r.content for r in thread.search("tea", metadata_filter=wide)] == ["tea"]
     assert thread.search("tea", metadata_filter={"tags": {"$array_contains": values}}) == []
     with pytest.raises(ValueError, match="^metadata_filter: has 10001 keys and list values"):

@@ -7,15 +7,16 @@ import datetime
 import pytest
 from django.utils import timezone
 
-from memory.services.memories import memory_add
-from memory.links.writes import PendingLink, pending_link
-from memory.links.autonomous import propose_links
-from memory.llm.prompts import BUILTIN_RELATIONS
-from memory.links.rules import INVALIDATING_RELATIONS
 from memory.client import AgentMemory
+from memory.links.autonomous import propose_links
+from memory.links.rules import INVALIDATING_RELATIONS
+from memory.links.writes import PendingLink, pending_link
 from memory.llm.adapters import LlmInvalidOutput, LlmTimeout
+from memory.llm.prompts import BUILTIN_RELATIONS
 from memory.llm.scripted import ScriptedLlm
-from memory.models import Memory, RecordLink, SearchChunk, Thread as ThreadRow
+from memory.models import Memory, RecordLink, SearchChunk
+from memory.models import Thread as ThreadRow
+from memory.services.memories import memory_add
 from tests.ids import key
 
 BUILTINS = [
@@ -29,7 +30,8 @@ BUILTINS = [
 
 def status(memory_id):
     """(memory status, status of every chunk of it)."""
-    chunks = set(SearchChunk.objects.filter(source_kind="memory", record_id=key(memory_id)).values_list("status", flat=True))
+    chunks = set(SearchChunk.objects.filter(source_kind="memory", record_id=key(memory_id))
+                 .values_list("status", flat=True))
     return Memory.objects.get(pk=key(memory_id)).status, chunks
 
 
@@ -304,11 +306,6 @@ def test_add_memory_with_a_link_inherits_omitted_scopes_from_the_target(notes):
 
 def test_the_memory_add_service_takes_the_link_arguments_itself(notes):
     """``services.memory_add`` checks and inserts the explicit relation with the memory (no caller-built link)."""
-    from memory.services.memories import memory_add
-    from memory.links.writes import PendingLink, pending_link
-    from memory.links.autonomous import propose_links
-    from memory.llm.prompts import BUILTIN_RELATIONS
-    from memory.links.rules import INVALIDATING_RELATIONS
     from memory.core.types import MemoryRetentionConfig
 
     notes.add_memory("Shared across agents", memory_id="shared", user_id=None, agent_id="agent-2")

@@ -2,8 +2,8 @@
 
 import pytest
 
-from memory.models import Memory, SearchChunk
 from memory.core.types import RecordStatus
+from memory.models import Memory, SearchChunk
 from tests.ids import key
 
 

@@ -4,8 +4,9 @@ import datetime as dt
 
 import pytest
 
+from memory.core.types import Message as MessageValue
+from memory.core.types import TextContent
 from memory.models import Message, SearchChunk
-from memory.core.types import Message as MessageValue, TextContent
 from tests.ids import key
 
 
@@ -83,7 +84,8 @@ def test_batch_with_one_bad_message_writes_nothing(thread):
 def test_duplicate_id_in_db_or_batch_is_rejected_and_nothing_written(thread):
     thread.add_messages([{"role": "user", "content": "a", "id": "dup"}])
     with pytest.raises(ValueError, match="dup"):
-        thread.add_messages([{"role": "user", "content": "b", "id": "new"}, {"role": "user", "content": "c", "id": "dup"}])
+        thread.add_messages([{"role": "user", "content": "b", "id": "new"},
+                             {"role": "user", "content": "c", "id": "dup"}])
     with pytest.raises(ValueError, match="unique"):
         thread.add_messages([{"role": "user", "content": "b", "id": "x"}, {"role": "user", "content": "c", "id": "x"}])
     assert list(Message.objects.values_list("id", flat=True)) == [key("dup")]
@@ -116,7 +118,8 @@ def test_update_message_keeps_omitted_fields_and_reembeds(thread):
                                   "timestamp": "2024-01-01T00:00:00"}])
     thread.update_message(mid, metadata={"k": 2})
     got = thread.get_message(mid)
-    assert (got.content, got.metadata, got.role, got.timestamp) == ("I like tea", {"k": 2}, "user", "2024-01-01T00:00:00")
+    assert (got.content, got.metadata, got.role, got.timestamp) == (
+        "I like tea", {"k": 2}, "user", "2024-01-01T00:00:00")
     thread.update_message(mid, content="I adore volcanoes")
     hits = thread.search("volcano", record_types=["message"], max_results=1)
     assert hits[0].record_id == mid and hits[0].content == "I adore volcanoes"

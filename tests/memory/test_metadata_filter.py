@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory.core.errors import InvalidArgument
-from memory.records.metadata_filter import MAX_DEPTH, compile_filter
 from memory.models import SearchChunk
+from memory.records.metadata_filter import MAX_DEPTH, compile_filter
 from tests.ids import default_project_id
 
 SPEC_EXAMPLE = {"source": "chat", "tags": {"$array_contains": "trip", "$not": {"$array_contains": "archived"}}}

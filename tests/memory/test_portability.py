@@ -15,9 +15,9 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from memory.dev import locomo
 from memory.client import AgentMemory
 from memory.core.ids import public_id
+from memory.dev import locomo
 from memory.models import (
     Image,
     Memory,

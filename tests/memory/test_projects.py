@@ -9,16 +9,17 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
-from memory.links.writes import link_list
+from memory.client import AgentMemory
+from memory.client import Thread as ThreadHandle
 from memory.core import progress
-from memory.client import AgentMemory, Thread as ThreadHandle
-from memory.extraction.dedup import nearest_memories_queryset
-from memory.models import Image, Memory, Message, Project, RecordLink, SearchChunk, Thread
 from memory.core.errors import OutOfScope
-from memory.records.tenancy import Tenant, get_project
 from memory.core.ids import public_id, stored_id
 from memory.core.types import NOTSET, SearchScope
+from memory.extraction.dedup import nearest_memories_queryset
 from memory.index.vector_cache import get_vector_cache
+from memory.links.writes import link_list
+from memory.models import Image, Memory, Message, Project, RecordLink, SearchChunk, Thread
+from memory.records.tenancy import Tenant, get_project
 from tests import image_samples as samples
 
 TEXT = "The user loves spicy ramen from the night market"

@@ -12,13 +12,13 @@ import json
 import pytest
 from django.utils import timezone
 
-from memory.records import provenance
-from memory.services.memories import memory_add
 from memory.client import AgentMemory
-from memory.services.erasure import expired_purge
 from memory.extraction.config import MemoryExtractionConfig
 from memory.llm.scripted import ScriptedLlm
 from memory.models import Memory, SearchChunk
+from memory.records import provenance
+from memory.services.erasure import expired_purge
+from memory.services.memories import memory_add
 from tests.api.helpers import JsonClient
 from tests.ids import key
 from threads.auth import api_key_create

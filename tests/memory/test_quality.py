@@ -13,13 +13,13 @@ import datetime as dt
 
 import pytest
 
-from memory.reports import quality
 from memory.client import AgentMemory, MemoryExtractionConfig
 from memory.core.errors import InvalidArgument, InvalidType
+from memory.core.ids import stored_id
 from memory.extraction.candidates import REJECT_REASONS, Slice, SourceMessage, parse_candidates
 from memory.llm.scripted import ScriptedLlm
 from memory.models import ExtractionJob, Memory, MemoryVersion, Project, RecordLink
-from memory.core.ids import stored_id
+from memory.reports import quality
 
 NOW = dt.datetime(2026, 11, 30, 15, 30, tzinfo=dt.UTC)
 DAY = dt.timedelta(days=1)
@@ -127,7 +127,8 @@ def test_sql_buckets_are_the_python_buckets_at_their_edges(project, days):
     """``UtcBucket`` (SQLite's date functions here) puts each time where ``Window.buckets`` expects it: hour and
     day edges, a Sunday's last microsecond and a Monday's first (2026-11-29 is a Sunday)."""
     thread = make_thread(project)
-    edges = [NOW - dt.timedelta(minutes=31), NOW.replace(minute=0), NOW.replace(minute=0) - dt.timedelta(microseconds=1),
+    edges = [NOW - dt.timedelta(minutes=31), NOW.replace(minute=0),
+             NOW.replace(minute=0) - dt.timedelta(microseconds=1),
              dt.datetime(2026, 11, 29, 23, 59, 59, 999999, tzinfo=dt.UTC), dt.datetime(2026, 11, 30, tzinfo=dt.UTC),
              dt.datetime(2026, 11, 23, 0, 0, 0, 1, tzinfo=dt.UTC), dt.datetime(2026, 9, 6, 12, tzinfo=dt.UTC)]
     for i, when in enumerate(edges):

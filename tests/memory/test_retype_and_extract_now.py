@@ -2,10 +2,10 @@
 
 import pytest
 
-from memory.services.memories import memory_update
 from memory.client import AgentMemory, MemoryExtractionConfig
 from memory.llm.scripted import ScriptedLlm
 from memory.models import Memory, RecordLink, SearchChunk
+from memory.services.memories import memory_update
 from tests.ids import key
 
 

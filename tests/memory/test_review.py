@@ -1,5 +1,6 @@
-"""The review queue for instructions (memory.records.review_rules, memory.services.review): the policy, what a pending memory
-is hidden from, the decisions and their history, the deferred relation, export/import, and the injection scan.
+"""The review queue for instructions (memory.records.review_rules, memory.services.review): the policy, what a
+pending memory is hidden from, the decisions and their history, the deferred relation, export/import, and the
+injection scan.
 
 Real SQLite file and embedder (the SQLite vector cache on, as in production); the extraction LLM is
 ``ScriptedLlm``, as in tests/memory/test_extraction.py.
@@ -12,18 +13,19 @@ import io
 import pytest
 from django.db import connection
 
-from memory.records import history, review_rules as review
-from memory.services import portability
-from memory.services.review import memory_approve, memory_edit_approve, memory_reject
-from memory.services.memories import memory_state_update
 from memory.client import AgentMemory
 from memory.core.errors import Conflict, InvalidArgument, NotFound, NotPending
-from memory.extraction.config import MemoryExtractionConfig
-from memory.llm.scripted import ScriptedLlm
-from memory.models import Memory, MemoryVersion, Project, RecordLink, SearchChunk
-from memory.records.tenancy import Tenant, get_project
 from memory.core.types import MemorySearchConfig
+from memory.extraction.config import MemoryExtractionConfig
 from memory.index.vector_cache import get_vector_cache
+from memory.llm.scripted import ScriptedLlm
+from memory.models import Memory, Project, RecordLink, SearchChunk
+from memory.records import history
+from memory.records import review_rules as review
+from memory.records.tenancy import Tenant
+from memory.services import portability
+from memory.services.memories import memory_state_update
+from memory.services.review import memory_approve, memory_edit_approve, memory_reject
 from tests.ids import key
 
 INLINE = MemoryExtractionConfig(extraction_mode="inline", enable_context_summary=False)

@@ -101,7 +101,8 @@ def test_extraction_asked_for_without_an_llm_is_refused(db):
     with pytest.raises(ValueError, match="^llm"):
         AgentMemory(llm=None, extract_memories=True).create_thread()
     assert client.create_thread(thread_id="t-off", extract_memories=False).thread_id == "t-off"
-    assert AgentMemory(llm=ScriptedLlm([])).create_thread(extract_memories=True).memory_extraction_config.extract_memories
+    assert AgentMemory(llm=ScriptedLlm([])).create_thread(
+        extract_memories=True).memory_extraction_config.extract_memories
 
 
 def test_get_thread_settings_apply_to_the_handle_only(db):
@@ -292,8 +293,8 @@ def test_profiles_stay_within_a_restricted_tenant(db):
 def test_a_restricted_client_reads_only_the_profiles_of_those_it_shares_a_thread_with(db):
     """Found by a reviewer: a key fixed to agent a2 listed every user's profile ("lives in Rome") though a2
     never had a thread with them. The other kind's profiles are readable only across a shared thread."""
-    from memory.services import profiles
     from memory.records.tenancy import Tenant, get_project
+    from memory.services import profiles
 
     client = AgentMemory(llm=None)
     client.add_user("u1", "lives in Rome")

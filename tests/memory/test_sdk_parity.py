@@ -31,10 +31,10 @@ import oracleagentmemory.apis as sdk_apis
 import oracleagentmemory.core as sdk
 import pytest
 from oracleagentmemory._notset import _NotSetMarker
+from oracleagentmemory.core import imageinputlimitconfig as sdk_image_limits
 from oracleagentmemory.core import retention as sdk_retention
 from oracleagentmemory.core._postsearch import _tokenbudget as sdk_tokenbudget
 from oracleagentmemory.core.extractors import memoryextractionconfig as sdk_extraction_config
-from oracleagentmemory.core import imageinputlimitconfig as sdk_image_limits
 from oracleagentmemory.core.searchresult import OracleSearchResult
 
 from memory import client as ours
@@ -132,8 +132,8 @@ def test_enum_value_case_list_is_needed():
 #: Fields ours add after the SDK's, and why.
 EXTRA_FIELDS = {
     "MemoryExtractionConfig": {
-        "review_memory_types": "the review policy (memory.records.review_rules): extracted memories of these types wait for a "
-                               "reviewer before any agent reads them (memory.records.review_rules)",
+        "review_memory_types": "the review policy (memory.records.review_rules): extracted memories of these types "
+                               "wait for a reviewer before any agent reads them (memory.records.review_rules)",
         "review_added_memories": "the review policy: add_memory waits for review too (default False: trusted)"},
     "ImageInputLimitConfig": {"max_image_pixels": "decompression-bomb limit: Pillow decodes every image here"},
     "MemorySearchConfig": {"max_results": "the SDK's TopKMemorySearchConfig field (default 10)",

@@ -6,7 +6,8 @@ import datetime as dt
 
 import pytest
 
-from memory.search import dates, second_stage as st
+from memory.search import dates
+from memory.search import second_stage as st
 from memory.search.dates import Span
 from memory.search.second_stage import Candidate, Weights
 
@@ -172,7 +173,8 @@ def test_answer_signal_credits_the_reply_to_a_matching_question_by_another_speak
 def test_novel_signal_is_low_for_a_turn_that_only_repeats_the_question():
     echo = Candidate(key=("message", "e"), role="Caroline", content="That's so nice! What pet do you have?")
     answer = Candidate(key=("message", "a"), role="Caroline",
-                       content="Yup, I do: Oscar, my guinea pig. He's been great, loves carrots, apples and naps all day.")
+                       content="Yup, I do: Oscar, my guinea pig. He's been great, "
+                               "loves carrots, apples and naps all day.")
     st.signals([echo, answer], "What pet does Caroline have?", NOW)
     assert echo.signals["novel"] < 0.5 < answer.signals["novel"] <= 1.0
     assert answer.signals["novel"] == 1.0  # NOVEL_WORDS new words or more
@@ -333,11 +335,11 @@ def test_rank_keeps_scores_decreasing_and_ties_in_the_given_order():
 def test_candidate_pool_carries_arm_scores_and_the_columns_the_second_stage_reads(thread):
     from django.utils import timezone
 
+    from memory.core.types import MemorySearchConfig
     from memory.embedders import get_embedder
+    from memory.records.tenancy import get_project
     from memory.search import ranking
     from memory.search.request import CLIENT_SCOPE, build_request, resolve_scope
-    from memory.records.tenancy import get_project
-    from memory.core.types import MemorySearchConfig
 
     thread.add_messages([
         {"role": "Caroline", "content": "Melanie, where did you go camping?", "id": "c1",

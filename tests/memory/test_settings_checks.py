@@ -1,4 +1,5 @@
-"""The engine's settings: defaults in one place (``memory.core.conf``) and a bad value reported by ``manage.py check``."""
+"""The engine's settings: defaults in one place (``memory.core.conf``) and a bad value reported by
+``manage.py check``."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
-from memory.core import conf
 from memory.checks import check_settings
+from memory.core import conf
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 

@@ -5,15 +5,15 @@ import asyncio
 import jsonschema
 import pytest
 
-from memory.context import summaries as context
-from memory.services.threads import thread_create
-from memory.core.chunking import estimate_tokens
 from memory.client import AgentMemory
+from memory.context import summaries as context
+from memory.core.chunking import estimate_tokens
+from memory.core.types import OracleSummary, Summary
 from memory.llm.adapters import LlmTimeout
 from memory.llm.scripted import ScriptedLlm
 from memory.models import ThreadSummary
 from memory.records.tenancy import get_project
-from memory.core.types import OracleSummary, Summary
+from memory.services.threads import thread_create
 from tests.ids import key
 
 
@@ -104,7 +104,8 @@ def reply(summary, topics=()):
 
 def llm_thread(llm, thread_id="t-llm", **config):
     """A thread whose LLM serves summaries only: extraction off, so no other call takes the scripted replies."""
-    thread_create(project=get_project(None), thread_id=thread_id, user_id="u", agent_id="a", config={"extract_memories": False, **config})
+    thread_create(project=get_project(None), thread_id=thread_id, user_id="u", agent_id="a",
+                  config={"extract_memories": False, **config})
     return AgentMemory(llm=llm).get_thread(thread_id)
 
 

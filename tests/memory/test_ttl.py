@@ -6,8 +6,8 @@ import pytest
 from django.utils import timezone
 
 from memory.client import AgentMemory
-from memory.models import Memory, Message
 from memory.core.types import MemoryRetentionConfig, TimeToLiveAnchor
+from memory.models import Memory, Message
 from tests.ids import key
 
 

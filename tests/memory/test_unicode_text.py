@@ -7,8 +7,8 @@ refuses it during validation, before anything is written.
 
 import pytest
 
-from memory.models import Memory, Message, Thread
 from memory.core.types import TextContent
+from memory.models import Memory, Message, Thread
 from tests.ids import key
 
 LONE = "a\ud800b"
@@ -21,7 +21,8 @@ def counts():
 @pytest.mark.parametrize("call, field", [
     (lambda c, t: t.add_messages([{"role": "user", "content": "fine"}, {"role": "user", "content": LONE}]),
      "messages[1].content"),
-    (lambda c, t: t.add_messages([{"role": "user", "content": [TextContent(text=LONE)]}]), "messages[0].content[0].text"),
+    (lambda c, t: t.add_messages([{"role": "user", "content": [TextContent(text=LONE)]}]),
+     "messages[0].content[0].text"),
     (lambda c, t: t.add_messages([{"role": "user", "content": [{"type": "text", "text": LONE}]}]),
      "messages[0].content[0].text"),
     (lambda c, t: t.add_messages([{"role": LONE, "content": "x"}]), "messages[0].role"),

@@ -14,13 +14,13 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 import memory.search.backends as search_module  # the SQLite backend: its vector cache path and fallback
+from memory.core.types import MemorySearchConfig, SearchScope
 from memory.index import vector_cache as vector_cache_module
+from memory.index.vector_cache import Snapshot, VectorCache, get_vector_cache
 from memory.models import SearchChunk
-from memory.search.request import build_request
 from memory.search.query import chunk_queryset
 from memory.search.ranking import vector_arm
-from memory.core.types import MemorySearchConfig, SearchScope
-from memory.index.vector_cache import Snapshot, VectorCache, get_vector_cache
+from memory.search.request import build_request
 from tests.ids import default_project_id, key
 
 DIM = 384

@@ -29,14 +29,14 @@ from hypothesis import HealthCheck, example, given, seed, settings
 from hypothesis import strategies as st
 
 import memory.search.backends as search_module  # the SQLite backend: its vector cache path and fallback
-from memory.index import vector_cache as vector_cache_module
 from memory.backends.sqlite_vec.base import Database
-from memory.models import RECORD_TYPES, Project, SearchChunk
-from memory.search.request import build_request
-from memory.search.ranking import vector_arm
 from memory.core.ids import stored_id
 from memory.core.types import NOTSET, MemorySearchConfig, SearchScope
+from memory.index import vector_cache as vector_cache_module
 from memory.index.vector_cache import Snapshot, VectorCache, get_vector_cache
+from memory.models import RECORD_TYPES, Project, SearchChunk
+from memory.search.ranking import vector_arm
+from memory.search.request import build_request
 from tests.ids import default_project_id, key
 
 DIM = 384

@@ -11,7 +11,13 @@ connection, to see the exact statement text and binds Django hands the driver.
 import pytest
 from django.db import connections
 
-from tests.oracle.offline import ORACLE_ALIAS, RecordingDriverConnection, compile_migrations, make_offline_oracle, project_app_labels
+from tests.oracle.offline import (
+    ORACLE_ALIAS,
+    RecordingDriverConnection,
+    compile_migrations,
+    make_offline_oracle,
+    project_app_labels,
+)
 
 
 @pytest.fixture(scope="session")

@@ -9,8 +9,8 @@ page is ``OFFSET ... FETCH FIRST``. The SQLite form runs in tests/staff.
 
 import datetime
 
-from memory.reports.browse import thread_browse
 from memory.models import Project
+from memory.reports.browse import thread_browse
 
 PROJECT = Project(pk=7, slug="acme")  # offline: never saved
 
@@ -58,7 +58,8 @@ def test_filters_compile_to_oracle_sql(oracle):
 
 def test_the_paginator_count_is_one_statement(oracle_driver):
     """``Paginator.count`` (``QuerySet.count()``) as python-oracledb receives it: no ordering, no paging."""
-    assert thread_browse(project=PROJECT, now=NOW, q="conv").using("oracle_offline").count() == 0  # the stand-in returns no row
+    # the stand-in returns no row
+    assert thread_browse(project=PROJECT, now=NOW, q="conv").using("oracle_offline").count() == 0
     [(_, statement, _)] = oracle_driver.executed()
     assert statement.startswith("SELECT COUNT(*)") and " ORDER BY " not in statement and "FETCH" not in statement
     assert 'FROM "OAM_THREADS"' in statement and "UPPER(" in statement
@@ -66,8 +67,8 @@ def test_the_paginator_count_is_one_statement(oracle_driver):
 
 def test_standalone_images_compile_without_their_bytes(oracle):
     """The staff page's ``#images`` region: the thread's images outside messages, BLOB column left out."""
-    from memory.reports.browse import standalone_images
     from memory.models import Thread
+    from memory.reports.browse import standalone_images
 
     sql, params = standalone_images(Thread(id="t-1")).query.get_compiler(connection=oracle).as_sql()
     where = sql.split(' FROM "OAM_IMAGES" WHERE ', 1)[1]

@@ -1,7 +1,7 @@
 """Erasure on Oracle 23.7, compiled without a database: the receipts table and the text-index upkeep."""
 
-from memory.services.scrub import oracle_text_optimize_sql
 from memory.models import Memory, SearchChunk
+from memory.services.scrub import oracle_text_optimize_sql
 from tests.oracle.test_migrations_ddl import create_table
 
 
@@ -31,7 +31,8 @@ def test_a_subjects_records_are_found_by_project_and_id(oracle):
 
 
 def test_the_admins_history_of_erased_records_is_deleted_by_id(oracle):
-    """``memory.services.erasure.admin_log_erase``: ``object_id`` is an NCLOB on Oracle, compared through ``DBMS_LOB.SUBSTR``."""
+    """``memory.services.erasure.admin_log_erase``: ``object_id`` is an NCLOB on Oracle, compared through
+    ``DBMS_LOB.SUBSTR``."""
     from django.contrib.admin.models import LogEntry
     from django.db.models.sql import DeleteQuery
 
@@ -47,8 +48,8 @@ def test_records_that_survive_a_thread_delete_are_found_and_detached_in_sql(orac
     another user's memories filed in the thread, found by ``foreign_q`` and detached by plain UPDATEs."""
     from django.db.models.sql import UpdateQuery
 
-    from memory.services.erasure import detached_thread_key, foreign_q
     from memory.models import MemoryVersion
+    from memory.services.erasure import detached_thread_key, foreign_q
 
     qs = Memory.objects.filter(thread_id__in=["7:c5"]).filter(foreign_q({"user_id": "u1"})).values_list("pk")
     sql, params = qs.query.get_compiler(connection=oracle).as_sql()

@@ -4,8 +4,8 @@ import datetime
 
 import numpy as np
 
-from memory.extraction.jobs import lock_queryset
 from memory.extraction.dedup import nearest_memories_queryset, nearest_waiting_queryset
+from memory.extraction.jobs import lock_queryset
 from memory.extraction.recovery import orphan_threads_queryset
 
 C = '"OAM_SEARCH_CHUNKS"'
@@ -18,8 +18,9 @@ def test_nearest_memories_rank_by_vector_distance_in_the_users_scope(oracle):
     sql, params = qs.query.get_compiler(connection=oracle).as_sql()
     assert f'VECTOR_DISTANCE({C}."EMBEDDING", %s, COSINE) AS "DISTANCE"' in sql
     where = sql.split(" WHERE ", 1)[1]
-    for fragment in (f'{C}."PROJECT_ID" = %s', f'{C}."USER_ID" = %s', f'{C}."AGENT_ID" IS NULL', f'{C}."SOURCE_KIND" = %s',
-                     f'{C}."STATUS" = %s', f'({C}."EXPIRES_AT" IS NULL OR {C}."EXPIRES_AT" > %s)'):
+    for fragment in (f'{C}."PROJECT_ID" = %s', f'{C}."USER_ID" = %s', f'{C}."AGENT_ID" IS NULL',
+                     f'{C}."SOURCE_KIND" = %s', f'{C}."STATUS" = %s',
+                     f'({C}."EXPIRES_AT" IS NULL OR {C}."EXPIRES_AT" > %s)'):
         assert fragment in where
     assert '"THREAD_ID"' not in where  # any thread of the user and agent
     assert sql.endswith(f'ORDER BY 2 ASC, {C}."ID" ASC FETCH FIRST 5 ROWS ONLY')

@@ -3,8 +3,8 @@
 from django.db.models import Q
 from django.db.models.sql import DeleteQuery
 
-from memory.records.history import history_rows
 from memory.models import MemoryVersion
+from memory.records.history import history_rows
 from tests.oracle.test_migrations_ddl import create_table
 
 
@@ -40,7 +40,8 @@ def test_erasure_deletes_a_subjects_history_in_one_statement(oracle):
 
 
 def test_derived_memories_are_matched_by_a_like_on_their_sources(oracle):
-    """``memory.records.provenance.derived_only_from``: a case-insensitive LIKE on the JSON text (an NCLOB on Oracle)."""
+    """``memory.records.provenance.derived_only_from``: a case-insensitive LIKE on the JSON text (an NCLOB on
+    Oracle)."""
     from django.db.models import Q
 
     from memory.models import Memory

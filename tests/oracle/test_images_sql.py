@@ -12,12 +12,12 @@ import datetime
 
 from django.db.models.sql import InsertQuery
 
-from memory.records.image_rules import ImageInputLimitConfig, validate_image
-from memory.models import Image, Thread
-from memory.search.request import build_request
-from memory.search.query import filtered_chunks
-from memory.records.selectors import image_list_queryset
 from memory.core.types import MemorySearchConfig, SearchScope
+from memory.models import Image, Thread
+from memory.records.image_rules import ImageInputLimitConfig, validate_image
+from memory.records.selectors import image_list_queryset
+from memory.search.query import filtered_chunks
+from memory.search.request import build_request
 from tests import image_samples as samples
 from tests.oracle.test_migrations_ddl import create_table
 
@@ -123,7 +123,8 @@ def test_bytes_are_bound_as_bytes_on_insert(oracle):
 
 def test_search_can_ask_for_image_chunks_only(oracle):
     scope = SearchScope(user_id="user-1", agent_id="agent-1", thread_id="t-main", exact_thread_match=False)
-    request = build_request("boarding pass", project_id=7, scope=scope, config=MemorySearchConfig(), record_types=["image"])
+    request = build_request("boarding pass", project_id=7, scope=scope, config=MemorySearchConfig(),
+                            record_types=["image"])
     sql, params = compile_qs(filtered_chunks(request, NOW).values_list("record_id"), oracle)
     assert '"OAM_SEARCH_CHUNKS"."RECORD_TYPE" IN (%s)' in sql
     assert "image" in params

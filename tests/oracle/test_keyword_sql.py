@@ -4,9 +4,9 @@ import datetime
 
 import pytest
 
-from memory.search.request import build_request
-from memory.search.backends import keyword_sql
 from memory.core.types import MemorySearchConfig, SearchScope
+from memory.search.backends import keyword_sql
+from memory.search.request import build_request
 from tests.oracle.offline import compile_migrations
 
 T = '"OAM_SEARCH_CHUNKS"'

@@ -17,11 +17,11 @@ import pytest
 from django.db import connection as sqlite_connection
 from django.db.models import Q
 
-from memory.links.graph import linked_sql
-from memory.links.autonomous import nearest_memory_chunks
-from memory.search.request import build_request
-from memory.search.query import linked_filter
 from memory.core.types import MemorySearchConfig, SearchScope
+from memory.links.autonomous import nearest_memory_chunks
+from memory.links.graph import linked_sql
+from memory.search.query import linked_filter
+from memory.search.request import build_request
 
 M = '"OAM_MEMORIES"'
 L = '"OAM_RECORD_LINKS"'

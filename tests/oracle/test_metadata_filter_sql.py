@@ -14,8 +14,8 @@ from decimal import Decimal
 
 import pytest
 
-from memory.records.metadata_filter import compile_filter
 from memory.models import SearchChunk
+from memory.records.metadata_filter import compile_filter
 
 COL = '"OAM_SEARCH_CHUNKS"."METADATA"'
 SPEC_EXAMPLE = {"source": "chat", "tags": {"$array_contains": "trip", "$not": {"$array_contains": "archived"}}}
@@ -189,12 +189,12 @@ def test_the_search_query_carries_the_filter(oracle):
 
     import numpy as np
 
-    from memory.search.request import build_request
-    from memory.search.query import chunk_queryset
     from memory.core.types import MemorySearchConfig, SearchScope
+    from memory.search.query import chunk_queryset
+    from memory.search.request import build_request
 
-    request = build_request("refund policy", project_id=7, scope=SearchScope(user_id="user-1"), config=MemorySearchConfig(),
-                            metadata_filter={"topic": "billing", "extra": {}})
+    request = build_request("refund policy", project_id=7, scope=SearchScope(user_id="user-1"),
+                            config=MemorySearchConfig(), metadata_filter={"topic": "billing", "extra": {}})
     now = datetime.datetime(2026, 11, 30, 12, 0, 0, tzinfo=datetime.UTC)
     qs = chunk_queryset(request, np.zeros(384, dtype="f4"), now=now)
     sql, params = qs.query.get_compiler(connection=oracle).as_sql()

@@ -110,7 +110,8 @@ def test_json_columns_are_nclob_checked_as_json(compiled, project_apps):
 
 def test_no_native_json_and_no_sqlite_vector_type(compiled, project_apps):
     for statement in compiled.statements(project_apps):
-        assert not re.search(r'" JSON\b', statement)  # Django 5.2 never emits native JSON (``django.db.backends.oracle``)
+        # Django 5.2 never emits native JSON (``django.db.backends.oracle``)
+        assert not re.search(r'" JSON\b', statement)
         assert not re.search(r'" blob\b', statement)  # VectorField's SQLite type must not reach Oracle
 
 
@@ -146,7 +147,8 @@ def test_vector_index_is_one_plsql_block_hnsw_then_ivf(vector_index_statement):
 
 
 def test_vector_index_metric_matches_the_search_query():
-    """A query metric other than the index's DISTANCE means an exact scan (Oracle AI Vector Search User's Guide, "Vector Distance Metrics")."""
+    """A query metric other than the index's DISTANCE means an exact scan (Oracle AI Vector Search User's Guide,
+    "Vector Distance Metrics")."""
     from importlib import import_module
 
     from memory.fields import VectorDistance

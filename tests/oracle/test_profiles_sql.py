@@ -4,10 +4,10 @@ each filtered by the project, bounded, and with metadata filters as ``JSON_EXIST
 
 import datetime
 
-from memory.records.listing import image_queryset, memory_queryset, message_queryset, thread_queryset
 from memory.models import Project
-from memory.services.profiles import profile_queryset
+from memory.records.listing import image_queryset, memory_queryset, message_queryset, thread_queryset
 from memory.records.tenancy import Tenant
+from memory.services.profiles import profile_queryset
 from tests.oracle.test_migrations_ddl import create_table
 
 NOW = datetime.datetime(2026, 11, 30, 12, 0, tzinfo=datetime.UTC)

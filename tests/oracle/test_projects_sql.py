@@ -14,11 +14,11 @@ import re
 import numpy as np
 import pytest
 
+from memory.core.types import MemorySearchConfig, SearchScope
 from memory.links.graph import linked_sql
-from memory.search.request import build_request
 from memory.search.backends import keyword_sql, vector_sql
 from memory.search.query import linked_filter
-from memory.core.types import MemorySearchConfig, SearchScope
+from memory.search.request import build_request
 
 T = '"OAM_SEARCH_CHUNKS"'
 TABLES = ["OAM_THREADS", "OAM_MESSAGES", "OAM_MEMORIES", "OAM_IMAGES", "OAM_RECORD_LINKS", "OAM_THREAD_SUMMARIES",
@@ -44,8 +44,8 @@ def test_id_columns_are_widened_before_the_ids_change(ddl):
 
 def test_foreign_keys_of_a_widened_key_come_back_under_their_names(ddl):
     dropped = [m.group(1, 2) for s in ddl for m in [re.match(r'ALTER TABLE "(\w+)" DROP CONSTRAINT "(\w+)"', s)] if m]
-    added = {m.group(1, 2) for s in ddl for m in [re.match(r'ALTER TABLE "(\w+)" ADD CONSTRAINT "(\w+)" FOREIGN KEY', s)]
-             if m}
+    added = {m.group(1, 2) for s in ddl
+             for m in [re.match(r'ALTER TABLE "(\w+)" ADD CONSTRAINT "(\w+)" FOREIGN KEY', s)] if m}
     assert {table for table, _ in dropped} == {"OAM_EXTRACTION_JOBS", "OAM_IMAGES", "OAM_MESSAGES",
                                                "OAM_THREAD_SUMMARIES"}
     assert set(dropped) <= added and all(len(name) <= 30 for _, name in dropped)

@@ -90,5 +90,6 @@ def test_the_driver_gets_one_bind_for_the_unit_in_select_and_group_by(oracle, or
     assert list(quality.memories_by_type_query(w).using("oracle_offline")) == []
     (_, statement, binds), = oracle_driver.executed()
     select, group = re.search(r"TRUNC\(\"OAM_MEMORIES\"\.\"CREATED_AT\", (:arg\d+)\) AS \"BUCKET\".*"
-                              r"GROUP BY \"OAM_MEMORIES\"\.\"MEMORY_TYPE\", TRUNC\(\"OAM_MEMORIES\"\.\"CREATED_AT\", (:arg\d+)\)", statement).groups()
+                              r"GROUP BY \"OAM_MEMORIES\"\.\"MEMORY_TYPE\", "
+                              r"TRUNC\(\"OAM_MEMORIES\"\.\"CREATED_AT\", (:arg\d+)\)", statement).groups()
     assert select == group and binds[select] == "IW"

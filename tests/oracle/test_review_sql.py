@@ -5,12 +5,12 @@ import datetime
 import numpy as np
 from django.db.models.sql import UpdateQuery
 
+from memory.core.types import MemorySearchConfig, SearchScope
 from memory.index.writer import status_copy
 from memory.models import Memory, Project, SearchChunk
 from memory.records.review_rules import pending_queryset, similar_queryset
-from memory.search.request import build_request
 from memory.search.query import chunk_queryset
-from memory.core.types import MemorySearchConfig, SearchScope
+from memory.search.request import build_request
 
 M = '"OAM_MEMORIES"'
 C = '"OAM_SEARCH_CHUNKS"'

@@ -17,10 +17,10 @@ import oracledb
 import pytest
 from django.db.backends.oracle.base import OracleParam
 
+from memory.core.types import MemorySearchConfig, SearchScope
 from memory.fields import VectorBind
 from memory.search.query import CHUNK_OVERFETCH, chunk_queryset
 from memory.search.request import build_request
-from memory.core.types import MemorySearchConfig, SearchScope
 
 T = '"OAM_SEARCH_CHUNKS"'
 NOW = datetime.datetime(2026, 11, 30, 12, 0, 0, tzinfo=datetime.UTC)
@@ -88,7 +88,8 @@ def test_unconstrained_scope_and_invalid_results_leave_no_filter(oracle, query_v
     sql, params = chunk_queryset(request, query_vector, now=NOW).query.get_compiler(connection=oracle).as_sql()
     assert f'{T}."USER_ID" = %s' in sql
     assert '"AGENT_ID"' not in sql and '"THREAD_ID"' not in sql
-    assert f'{T}."STATUS" IN (%s, %s)' in sql  # valid and invalid, never a pending memory's (memory.records.review_rules)
+    # valid and invalid, never a pending memory's (memory.records.review_rules)
+    assert f'{T}."STATUS" IN (%s, %s)' in sql
     assert "JSON_" not in sql
     assert f'{T}."RECORD_TYPE" IN (%s, %s, %s, %s, %s, %s)' in sql
 

@@ -5,11 +5,11 @@ import datetime
 import numpy as np
 import pytest
 
+from memory.core.types import MemorySearchConfig, SearchScope
 from memory.fields import VectorDistance
 from memory.models import SearchChunk
-from memory.search.request import build_request
 from memory.search.query import chunk_queryset
-from memory.core.types import MemorySearchConfig, SearchScope
+from memory.search.request import build_request
 from tests.ids import default_project_id
 
 DIM = 384
@@ -106,7 +106,8 @@ def test_chunk_queryset_filters_and_ranks_on_sqlite(db):
               source_kind="message", **scope),
     ])
     request = build_request(
-        "q", project_id=default_project_id(), scope=SearchScope(**scope, exact_thread_match=False), config=MemorySearchConfig(),
+        "q", project_id=default_project_id(), scope=SearchScope(**scope, exact_thread_match=False),
+        config=MemorySearchConfig(),
         record_types=["fact"], metadata_filter={"topic": "billing"}, include_invalid_results=False,
     )
     rows = list(chunk_queryset(request, QUERY, now=now))

@@ -27,14 +27,16 @@ def test_db_type_per_vendor(oracle, sqlite):
 
 
 def test_not_null_on_oracle_despite_empty_strings_as_null(oracle):
-    """Oracle makes columns of fields with empty_strings_allowed nullable (``DatabaseFeatures.interprets_empty_strings_as_nulls``)."""
+    """Oracle makes columns of fields with empty_strings_allowed nullable
+    (``DatabaseFeatures.interprets_empty_strings_as_nulls``)."""
     field = SearchChunk._meta.get_field("embedding")
     assert field.empty_strings_allowed is False
     with oracle.schema_editor(collect_sql=True, atomic=False) as editor:
         definition, _ = editor.column_sql(SearchChunk, field)
     assert definition == "VECTOR(384, FLOAT32) NOT NULL"
     # and no "" converter on fetch
-    assert oracle.ops.convert_empty_string not in oracle.ops.get_db_converters(field.get_col(SearchChunk._meta.db_table))
+    assert oracle.ops.convert_empty_string not in oracle.ops.get_db_converters(
+        field.get_col(SearchChunk._meta.db_table))
 
 
 @pytest.mark.parametrize("bad", [np.zeros(383), np.zeros(385), np.zeros((2, 384)), [1.0, 2.0], b"\x00" * 12])
@@ -84,7 +86,8 @@ def test_from_db_value_sqlite_bytes(sqlite):
 
 
 def test_from_db_value_oracle_array(oracle):
-    """python-oracledb fetches VECTOR(n, FLOAT32) as array.array('f') (python-oracledb documentation, "Using VECTOR Data")."""
+    """python-oracledb fetches VECTOR(n, FLOAT32) as array.array('f') (python-oracledb documentation, "Using VECTOR
+    Data")."""
     field = VectorField(dimensions=4)
     value = field.from_db_value(array.array("f", [0.5, 1.5, -2.0, 8.0]), None, oracle)
     assert isinstance(value, np.ndarray) and value.dtype == np.float32

@@ -14,10 +14,10 @@ import numpy as np
 import oracledb
 import pytest
 
-from memory.fields import VectorBind
-from memory.search.request import build_request
-from memory.search.backends import vector_sql
 from memory.core.types import MemorySearchConfig, SearchScope
+from memory.fields import VectorBind
+from memory.search.backends import vector_sql
+from memory.search.request import build_request
 
 T = '"OAM_SEARCH_CHUNKS"'
 NOW = datetime.datetime(2026, 11, 30, 12, 0, tzinfo=datetime.timezone.utc)
@@ -31,8 +31,9 @@ def query_vector():
 @pytest.fixture
 def request_(oracle):
     scope = SearchScope(user_id="user-1", agent_id="agent-1", thread_id="t-main", exact_thread_match=True)
-    return build_request("green tea", project_id=7, scope=scope, config=MemorySearchConfig(), record_types=["message", "fact"],
-                         metadata_filter={"source": "chat"}, include_invalid_results=False)
+    return build_request("green tea", project_id=7, scope=scope, config=MemorySearchConfig(),
+                         record_types=["message", "fact"], metadata_filter={"source": "chat"},
+                         include_invalid_results=False)
 
 
 def test_vector_arm_is_an_approximate_top_k_with_target_accuracy(oracle, request_, query_vector):

@@ -1,4 +1,5 @@
-"""Inputs at the edge of what the staff pages and the admin accept, and static files: never a server error or a bad write.
+"""Inputs at the edge of what the staff pages and the admin accept, and static files: never a server error or a bad
+write.
 
 * static files (staff CSS, htmx, the API docs' Swagger UI) are served when daphne runs without ``collectstatic``;
 * a TTL whose expiry falls after year 9999, and context-card counts beyond SQL's
@@ -16,9 +17,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 
 import memory.admin as memory_admin
-from memory.services.threads import thread_update
 from memory.models import Memory, RecordLink, SearchChunk, Thread
 from memory.records.tenancy import get_project
+from memory.services.threads import thread_update
 from tests.ids import key
 
 DETAIL = "/staff/projects/default/threads/t-main/"
@@ -160,7 +161,8 @@ def test_admin_creates_threads_through_the_services(root, db):
                                                     "messages-INITIAL_FORMS": "0"})
     assert blank.status_code == 200 and not Thread.objects.exists()
     response = root.post("/admin/memory/thread/add/", {
-        "id": "t-admin", "project": get_project(None).pk, "user_id": "u-admin", "agent_id": "", "metadata": '{"k": 1}', "config": '{"x": 1}',
+        "id": "t-admin", "project": get_project(None).pk, "user_id": "u-admin", "agent_id": "",
+        "metadata": '{"k": 1}', "config": '{"x": 1}',
         "messages-TOTAL_FORMS": "0", "messages-INITIAL_FORMS": "0"})
     assert response.status_code == 302
     row = Thread.objects.get(pk=key("t-admin"))

@@ -42,5 +42,6 @@ def test_big_threads_draw_the_first_nodes_and_count_the_rest():
 
 
 def test_missing_endpoints_are_drawn_with_their_id():
-    graph = relation_graph([view("1:a", "1:b", rows=False)])  # stored ids (memory.records.tenancy); labels show public ones
+    # stored ids (memory.records.tenancy); labels show public ones
+    graph = relation_graph([view("1:a", "1:b", rows=False)])
     assert [(n.record_id, n.status, n.label) for n in graph.nodes] == [("1:a", "gone", "a"), ("1:b", "gone", "b")]

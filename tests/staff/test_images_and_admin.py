@@ -65,7 +65,8 @@ def test_a_jpeg_thumbnail_decodes_at_a_reduced_scale(monkeypatch):
 def test_the_timeline_shows_image_thumbnails(staff, pictured):
     html = staff.get(DETAIL).content.decode()
     item = html.split(f'data-message-id="{pictured}"')[1].split("</li>\n")[0]
-    assert ('<a href="/staff/projects/default/threads/t-main/images/img-pass/"><img src="/staff/projects/default/threads/t-main/images/img-pass/?thumb=1"'
+    assert ('<a href="/staff/projects/default/threads/t-main/images/img-pass/">'
+            '<img src="/staff/projects/default/threads/t-main/images/img-pass/?thumb=1"'
             ' alt="A boarding pass to Rome."') in item
     thumb = staff.get("/staff/projects/default/threads/t-main/images/img-pass/?thumb=1")
     assert thumb["Content-Type"] == "image/png" and thumb["X-Content-Type-Options"] == "nosniff"
@@ -143,7 +144,8 @@ def test_admin_memory_edits_retype_chunks_and_relations(superuser_browser, threa
     assert RecordLink.objects.get(pk=key("r-1")).source_type == "memory"
     assert Memory.objects.get(pk=key("m-a")).status == "invalid"
     # deleting the superseding memory in the admin removes the relation and revalidates its target
-    assert superuser_browser.post(f"/admin/memory/memory/{quote(key('m-b'))}/delete/", {"post": "yes"}).status_code == 302
+    assert superuser_browser.post(f"/admin/memory/memory/{quote(key('m-b'))}/delete/",
+                                  {"post": "yes"}).status_code == 302
     assert not RecordLink.objects.filter(pk=key("r-1")).exists()
     assert Memory.objects.get(pk=key("m-a")).status == "valid"
 

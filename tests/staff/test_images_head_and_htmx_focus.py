@@ -22,8 +22,8 @@ import pytest
 from django.utils import timezone
 
 from memory.client import thread_images
-from memory.services.images import image_update
 from memory.models import Image, Memory, RecordLink, SearchChunk
+from memory.services.images import image_update
 from tests import image_samples as samples
 from tests.ids import key
 
@@ -70,7 +70,8 @@ def test_the_thread_page_lists_standalone_images(staff, imaged):
     images = section(html, "images")
     assert '<h2 id="images-heading">Images (2)</h2>' in images
     item = images.split('data-image-id="img-map"')[1].split("</li>")[0]
-    assert '<img src="/staff/projects/default/threads/t-main/images/img-map/?thumb=1" alt="A tram map of Lisbon."' in item
+    assert ('<img src="/staff/projects/default/threads/t-main/images/img-map/?thumb=1"'
+            ' alt="A tram map of Lisbon."') in item
     assert "image/png" in item and re.search(r"\d+ bytes, 320×160 px", item.replace("\xa0", " "))
     assert "<code>{&quot;source&quot;: &quot;upload&quot;}</code>" in item
     expires = Image.objects.get(pk=key("img-map")).expires_at
@@ -162,8 +163,9 @@ def test_image_writes_need_a_staff_login(anon, imaged):
 
 def test_every_page_answers_head_like_get(staff, filled):
     filled["thread"].add_image(samples.png(), description="x", image_id="img-x")
-    urls = ["/staff/", "/staff/projects/default/threads/", DETAIL, DETAIL + "context-card/", "/staff/projects/default/search/",
-            DETAIL + "memories/", DETAIL + "extraction/", DETAIL + "timeline/", DETAIL + "images/img-x/",
+    urls = ["/staff/", "/staff/projects/default/threads/", DETAIL, DETAIL + "context-card/",
+            "/staff/projects/default/search/", DETAIL + "memories/", DETAIL + "extraction/", DETAIL + "timeline/",
+            DETAIL + "images/img-x/",
             DETAIL + "memories/mem-new/delete/", DETAIL + "relations/rel-1/delete/", DETAIL + "images/img-x/delete/",
             f"{DETAIL}messages/{filled['messages'][0]}/delete/"]
     for url in urls:

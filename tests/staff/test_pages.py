@@ -14,9 +14,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 import staff.views.memories as memory_views
-from memory.services.threads import thread_create
 from memory.models import Memory, Message, RecordLink, SearchChunk, Thread
 from memory.records.tenancy import get_project
+from memory.services.threads import thread_create
 from tests.ids import key
 
 DETAIL = "/staff/projects/default/threads/t-main/"
@@ -40,7 +40,8 @@ def embedding(record_id: str) -> np.ndarray:
 # --- login -------------------------------------------------------------------------------------
 
 
-PAGES = ["/staff/", "/staff/projects/default/threads/", DETAIL, DETAIL + "context-card/", "/staff/projects/default/search/", DETAIL + "memories/"]
+PAGES = ["/staff/", "/staff/projects/default/threads/", DETAIL, DETAIL + "context-card/",
+         "/staff/projects/default/search/", DETAIL + "memories/"]
 
 
 @pytest.mark.parametrize("url", PAGES)
@@ -515,7 +516,6 @@ def test_the_timeline_pages_through_long_conversations(staff, htmx, filled, monk
 def test_a_bad_input_is_shown_but_a_programming_error_is_a_500(staff, filled, monkeypatch):
     """The staff views catch the engine's ``DomainError`` (a bad input, shown next to its field with a 422), not
     every ``ValueError``: one that is not a domain error is a bug and surfaces (a 500)."""
-    from memory.services.threads import thread_create
     from memory.core.errors import DomainError, InvalidArgument
 
     assert issubclass(InvalidArgument, DomainError) and issubclass(InvalidArgument, ValueError)

@@ -30,9 +30,9 @@ from django.urls import URLPattern, reverse
 from memory.admin import ProjectScopedAdmin
 from memory.client import AgentMemory
 from memory.core.errors import NotFound
+from memory.core.ids import stored_id
 from memory.models import ExtractionJob, Project, Thread, ThreadSummary
 from memory.records.tenancy import get_project, staff_project, staff_projects
-from memory.core.ids import stored_id
 from staff import urls as staff_urls
 from tests import image_samples as samples
 

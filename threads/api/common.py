@@ -26,7 +26,6 @@ from memory.records import selectors
 from threads.auth import ApiKeyAuth, KeyForbidden, api_key_tenant
 from threads.schemas.common import ErrorOut, ValidationErrorOut
 
-
 #: Route permissions. A route without ``auth=`` needs ``write``, the
 #: API's default (``oam_site.api``): forgetting it refuses a read key, never the reverse.
 READ, WRITE, ADMIN = ApiKeyAuth("read"), ApiKeyAuth("write"), ApiKeyAuth("admin")

@@ -6,7 +6,6 @@ from ninja import Query, Router
 from threads.api.common import INVALID, NOT_FOUND, READ, thread_for
 from threads.schemas.context import ContextCardIn, ContextCardOut, SummaryOut, SummaryQuery
 
-
 router = Router(tags=["context"])
 
 

@@ -9,7 +9,6 @@ from memory.services import erasure
 from threads.api.common import ADMIN, INVALID, NOT_FOUND, Pagination, client_for, project_admin
 from threads.schemas.erasure import ErasureOut
 
-
 router = Router(tags=["erasure"])
 
 

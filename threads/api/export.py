@@ -9,7 +9,6 @@ from memory.core.aio import in_worker
 from memory.services import portability
 from threads.api.common import ADMIN, INVALID, project_admin
 
-
 router = Router(tags=["export"])
 
 

@@ -9,7 +9,6 @@ from memory.extraction.recovery import extraction_state
 from threads.api.common import INVALID, NOT_FOUND, READ, thread_for
 from threads.schemas.extraction import ExtractionStateOut
 
-
 router = Router(tags=["extraction"])
 
 

@@ -9,7 +9,6 @@ from threads.api.common import INVALID, NOT_FOUND, READ, Pagination, thread_for,
 from threads.auth import permits
 from threads.schemas.history import MemoryRestoreOut, MemoryVersionOut
 
-
 router = Router(tags=["history"])
 
 

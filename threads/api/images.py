@@ -23,7 +23,6 @@ from threads.json_body import parse_json_body
 from threads.schemas.common import ErrorOut
 from threads.schemas.images import ImageFormIn, ImageGetQuery, ImageIn, ImageListQuery, ImageOut, ImagePatchIn
 
-
 router = Router(tags=["images"])
 
 

@@ -10,7 +10,6 @@ from threads.api.common import ADMIN, INVALID, NOT_FOUND, Pagination, project_ad
 from threads.auth import api_key_create, api_key_get, api_key_list, api_key_revoke, api_key_rotate
 from threads.schemas.keys import KeyCreatedOut, KeyIn, KeyOut
 
-
 router = Router(tags=["keys"])
 
 

@@ -11,7 +11,6 @@ from threads.api.common import INVALID, NOT_FOUND, READ, Pagination, thread_for
 from threads.schemas.common import ErrorOut
 from threads.schemas.links import LinkIn, LinkListQuery, LinkPatchIn, LinkTupleQuery, RelationOut
 
-
 router = Router(tags=["links"])
 
 

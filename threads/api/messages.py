@@ -27,7 +27,6 @@ from threads.schemas.messages import (
     PagedMessageOut,
 )
 
-
 router = Router(tags=["messages"])
 
 

@@ -16,7 +16,6 @@ from memory.services import profiles
 from threads.api.common import INVALID, NOT_FOUND, READ, Pagination, client_for, list_filters
 from threads.schemas.profiles import ProfileIn, ProfileOut, ProfileQuery
 
-
 router = Router(tags=["profiles"])
 
 

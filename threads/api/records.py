@@ -15,7 +15,6 @@ from threads.schemas.memories import MemoryOut, MemoryPatchIn
 from threads.schemas.messages import MessageOut
 from threads.schemas.records import ProjectImageListQuery, ProjectListQuery
 
-
 router = Router(tags=["records"])
 
 

@@ -20,7 +20,6 @@ from threads.schemas.review import (
     ReviewRejectIn,
 )
 
-
 router = Router(tags=["review"])
 
 

@@ -7,7 +7,6 @@ from memory.core.types import SearchScope
 from threads.api.common import INVALID, NOT_FOUND, READ, client_for, thread_for
 from threads.schemas.search import SearchIn, SearchResultOut
 
-
 router = Router(tags=["search"])
 
 

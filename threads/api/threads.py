@@ -13,7 +13,6 @@ from threads.api.common import INVALID, NOT_FOUND, READ, Pagination, client_for,
 from threads.schemas.common import ErrorOut
 from threads.schemas.threads import ThreadIn, ThreadOut, ThreadPatchIn
 
-
 router = Router(tags=["threads"])
 
 

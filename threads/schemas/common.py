@@ -17,7 +17,6 @@ from pydantic import ConfigDict, StrictInt
 
 from memory.models import MEMORY_TYPES
 
-
 MemoryType = Literal[MEMORY_TYPES]  # type: ignore[valid-type]  # "memory", "fact", "guideline", "preference"
 Metadata = Union[dict[str, Any], None]
 TtlDays = Union[StrictInt, None]

@@ -12,7 +12,6 @@ from threads.schemas.common import InSchema
 from threads.schemas.messages import MessageOut
 from threads.schemas.search import SearchResultOut
 
-
 CardRecordType = Literal[("message", *MEMORY_TYPES)]  # type: ignore[valid-type]
 
 

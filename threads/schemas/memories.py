@@ -12,7 +12,6 @@ from memory.core.types import RecordStatus, TimeToLiveAnchor
 from memory.llm.prompts import BUILTIN_RELATIONS
 from threads.schemas.common import InSchema, MemoryType, Metadata, TtlDays
 
-
 BuiltinRelationType = Literal[tuple(BUILTIN_RELATIONS)]  # type: ignore[valid-type]  # supersedes, contradicts, ...
 
 

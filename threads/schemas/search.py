@@ -13,7 +13,6 @@ from threads.schemas.images import ImageOut
 from threads.schemas.memories import MemoryOut
 from threads.schemas.messages import MessageOut
 
-
 RecordType = Literal[RECORD_TYPES]  # type: ignore[valid-type]
 
 

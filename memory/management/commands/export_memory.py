@@ -11,13 +11,14 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from memory.services import portability
 from memory.core.errors import DomainError
 from memory.records.tenancy import get_project
+from memory.services import portability
 
 
 class Command(BaseCommand):
-    help = "Export one user's threads, messages, memories (with history), relations, images and summaries as JSON Lines."
+    help = ("Export one user's threads, messages, memories (with history), relations, images and summaries "
+            "as JSON Lines.")
 
     def add_arguments(self, parser):
         parser.add_argument("--user", required=True, help="the user id whose memory is exported")

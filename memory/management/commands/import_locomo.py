@@ -18,12 +18,12 @@ import io
 import time
 from pathlib import Path
 
-from django.db import connection
 from django.core.management.base import BaseCommand, CommandError, OutputWrapper
+from django.db import connection
 from tqdm import tqdm
 
-from memory.dev import locomo
 from memory.client import AgentMemory, Thread
+from memory.dev import locomo
 from memory.embedders import get_embedder
 
 
@@ -83,7 +83,8 @@ class Command(BaseCommand):
             known = {s.sample_id for s in parsed}
             unknown = sorted(set(samples) - known)
             if unknown:
-                raise CommandError(f"unknown sample id(s) {', '.join(unknown)}; the file has {', '.join(sorted(known))}")
+                raise CommandError(f"unknown sample id(s) {', '.join(unknown)}; "
+                                   f"the file has {', '.join(sorted(known))}")
             parsed = [s for s in parsed if s.sample_id in set(samples)]
         if sessions is not None:
             parsed = [dataclasses.replace(s, sessions=s.sessions[:sessions]) for s in parsed]

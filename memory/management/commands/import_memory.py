@@ -11,10 +11,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 from tqdm import tqdm
 
-from memory.services import portability
 from memory.core.errors import DomainError
 from memory.management.commands.import_locomo import _TqdmStream
 from memory.records.tenancy import get_project
+from memory.services import portability
 
 
 class Command(BaseCommand):

@@ -1,4 +1,5 @@
-"""``manage.py purge_expired``: delete every record whose time-to-live is over (``memory.services.erasure.expired_purge``)."""
+"""``manage.py purge_expired``: delete every record whose time-to-live is over
+(``memory.services.erasure.expired_purge``)."""
 
 from __future__ import annotations
 
