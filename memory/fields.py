@@ -7,11 +7,16 @@ One Python value on every backend, a ``numpy.ndarray`` of float32 with shape
   as ``array.array("f")`` (python-oracledb binds ``VECTOR`` values as ``array.array``; Django's
   ``OracleParam`` would ``str()`` an array, so it travels in a wrapper with
   ``bind_parameter`` and ``input_size``).
+* PostgreSQL with pgvector: ``vector(N)`` (float4), bound as pgvector's text form
+  ``'[0.1,0.2,...]'`` (an untyped literal that PostgreSQL resolves to ``vector`` by
+  context) and read back from the same text (psycopg knows no ``vector`` type
+  unless one registers it; the engine never needs to).
 * SQLite: a BLOB of little-endian float32, the layout sqlite-vec reads.
 
 ``VectorDistance`` ranks rows in SQL: ``VECTOR_DISTANCE(col, :q, COSINE)`` on
-Oracle, ``vec_distance_cosine(col, ?)`` on SQLite (sqlite-vec). Both return a
-distance where smaller is closer (cosine distance = 1 - cosine similarity).
+Oracle, ``col <=> q`` on PostgreSQL (pgvector), ``vec_distance_cosine(col, ?)`` on
+SQLite (sqlite-vec). All return a distance where smaller is closer (cosine distance
+= 1 - cosine similarity).
 """
 
 from __future__ import annotations
@@ -29,6 +34,18 @@ METRICS = {
     "COSINE": ("COSINE", "vec_distance_cosine"),
     "EUCLIDEAN": ("EUCLIDEAN", "vec_distance_l2"),
 }
+
+#: pgvector's distance operator and HNSW operator class of each metric (pgvector README, "Querying").
+PGVECTOR_METRICS = {
+    "COSINE": ("<=>", "vector_cosine_ops"),
+    "EUCLIDEAN": ("<->", "vector_l2_ops"),
+}
+
+
+def pgvector_text(values) -> str:
+    """A float32 vector in pgvector's text form, ``[x1,x2,...]``; ``repr`` of each float32 as a float keeps it
+    exact (a float32 printed with ``float.__repr__`` parses back to the same float32)."""
+    return "[" + ",".join(map(repr, np.asarray(values, dtype="<f4").astype(float).tolist())) + "]"
 
 
 class VectorBind:
@@ -115,6 +132,8 @@ class VectorField(models.Field):
     def db_type(self, connection) -> str:
         if connection.vendor == "oracle":
             return f"VECTOR({self.dimensions}, FLOAT32)"
+        if connection.vendor == "postgresql":
+            return f"vector({self.dimensions})"
         return "blob"
 
     def from_db_value(self, value, expression, connection):
@@ -122,6 +141,8 @@ class VectorField(models.Field):
             return None
         if isinstance(value, (bytes, bytearray, memoryview)):
             return np.frombuffer(bytes(value), dtype="<f4").copy()
+        if isinstance(value, str):  # pgvector's text form "[1,2,3]"
+            return np.array(value.strip("[]").split(","), dtype="<f4") if value != "[]" else np.zeros(0, "<f4")
         return np.asarray(value, dtype="<f4")  # oracledb returns array.array('f')
 
     def to_python(self, value):
@@ -140,6 +161,8 @@ class VectorField(models.Field):
         vec = value if prepared else self.get_prep_value(value)
         if connection.vendor == "oracle":
             return VectorBind(vec)
+        if connection.vendor == "postgresql":
+            return pgvector_text(vec)
         return np.asarray(vec, dtype="<f4").tobytes()
 
     def value_to_string(self, obj):
@@ -174,6 +197,11 @@ class VectorDistance(Func):
     def as_sqlite(self, compiler, connection, **extra_context):
         function = METRICS[self.metric][1]
         return super().as_sql(compiler, connection, function=function, **extra_context)
+
+    def as_postgresql(self, compiler, connection, **extra_context):
+        operator = PGVECTOR_METRICS[self.metric][0]
+        return super().as_sql(compiler, connection, template="(%(expressions)s)", arg_joiner=f" {operator} ",
+                              **extra_context)
 
     def as_oracle(self, compiler, connection, **extra_context):
         token = METRICS[self.metric][0]

