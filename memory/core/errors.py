@@ -112,24 +112,34 @@ def check_text(value: str, field: str) -> str:
 
     Python strings may hold lone UTF-16 surrogates (``"\\ud800"``) that no
     database can store as UTF-8 and the tokenizer refuses with a TypeError;
-    they are refused here, before anything is written.
+    they are refused here, before anything is written. So is U+0000 (NUL):
+    PostgreSQL's ``text`` and ``jsonb`` cannot hold it ("text fields cannot contain
+    NUL (0x00) bytes"), and one rule on every database keeps a record portable
+    between them (``manage.py export_memory`` / ``import_memory``).
     """
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise InvalidArgument(field, f"is not valid Unicode text (a lone surrogate at position {exc.start})") from None
+    if (nul := value.find("\x00")) >= 0:
+        raise InvalidArgument(field, f"must not hold U+0000 (NUL, at position {nul}): no database here stores it "
+                                     "in text")
     return value
 
 
 def check_json_text(value, field: str) -> None:
     """``InvalidArgument`` naming ``field`` when a key or string anywhere inside the JSON-like ``value``
     holds a lone UTF-16 surrogate (no UTF-8 form: SQLite's JSON functions and Oracle refuse it, and
-    json.dumps writes it out as an escape that later reads fail on). ``value`` must be JSON-serialisable."""
+    json.dumps writes it out as an escape that later reads fail on) or U+0000 (PostgreSQL's jsonb refuses
+    ``\\u0000``). ``value`` must be JSON-serialisable."""
     text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidArgument(field, "is not valid Unicode text (a key or string holds a lone surrogate)") from None
+    if "\\u0000" in text.replace("\\\\", ""):  # json.dumps writes NUL as \u0000 (jsonb refuses it); a typed
+        # backslash is written \\ and dropped first, so the six characters "\u0000" in a string are not NUL
+        raise InvalidArgument(field, "must not hold U+0000 (NUL) in a key or string: no database here stores it")
 
 
 class NotFound(DomainError, KeyError):

@@ -8,7 +8,7 @@ to run as root; run as root, the wheel runs the server as the system user
 ``pgserver``, which it creates with ``useradd``. Cold start to a usable database:
 about a second (measured here: 0.6 s to 1.0 s).
 
-``python -m memory.dev.postgres_server [--pgdata DIR] -- COMMAND ...`` starts the
+``python -m memory.dev.postgres_server [--pgdata DIR] [--fresh] -- COMMAND ...`` starts the
 server, creates the database ``oam``, runs COMMAND with ``OAM_DATABASE_URL`` set to
 it, stops the server and exits with COMMAND's status: how ``make test`` runs its
 second pass on PostgreSQL (``tests/conftest.py`` then names the backend in the
@@ -20,11 +20,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, unquote
+
+import environ  # django-environ: the URL parser oam_site.settings uses
+import psycopg  # Django's PostgreSQL driver (requirements.txt)
 
 #: Where ``make test`` keeps the test server's data folder (under the clone's ``var/``, which git ignores).
 DEFAULT_PGDATA = Path(__file__).resolve().parents[2] / "var" / "pgtest"
@@ -54,15 +58,43 @@ def embedded_postgres(pgdata: Path = DEFAULT_PGDATA, *, database: str = DATABASE
         server.cleanup()
 
 
+def database_url(url: str, name: str) -> str:
+    """``url`` (a ``postgres://`` URL) naming the database ``name`` instead (a plain identifier)."""
+    if not name.replace("_", "").isalnum():
+        raise ValueError(f"database name must be letters, digits and _, got {name!r}")
+    base, _, query = url.partition("?")
+    return base.rsplit("/", 1)[0] + "/" + name + (f"?{query}" if query else "")
+
+
+def fresh_database(url: str, name: str) -> str:
+    """Create the database ``name`` (dropped first if it exists) on ``url``'s server; return its URL.
+
+    For a live server started by a test (``tests/browser/harness.server_env``): its own empty database, as the
+    SQLite pass gives it its own file. Connects with psycopg in autocommit mode, as ``CREATE DATABASE``
+    requires; ``WITH (FORCE)`` ends a connection a stopped server left behind.
+    """
+    config = environ.Env.db_url_config(url)
+    params = {"dbname": config["NAME"], "user": config.get("USER") or None,
+              "password": config.get("PASSWORD") or None, "port": config.get("PORT") or None,
+              "host": unquote(str(config.get("HOST") or "")) or config.get("OPTIONS", {}).get("host")}
+    with psycopg.connect(**{k: v for k, v in params.items() if v}, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return database_url(url, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run a command with ``OAM_DATABASE_URL`` pointing at the embedded server; return its exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pgdata", type=Path, default=DEFAULT_PGDATA, help="the server's data folder")
+    parser.add_argument("--fresh", action="store_true", help="delete the data folder first (a new, empty server)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to run (after --)")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("give a command after --")
+    if args.fresh and args.pgdata.exists():
+        shutil.rmtree(args.pgdata)
     with embedded_postgres(args.pgdata) as url:
         print(f"PostgreSQL (embedded, {args.pgdata}): OAM_DATABASE_URL={url}", flush=True)
         return subprocess.call(command, env={**os.environ, "OAM_DATABASE_URL": url})

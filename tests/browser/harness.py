@@ -21,6 +21,7 @@ helpers (``login``, ``screenshot``, ``open_socket``) from here.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -36,6 +37,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from memory.dev.postgres_server import fresh_database
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -309,7 +312,8 @@ class LiveApp:
 
 
 def server_env(directory: Path, *, llm_base_url: str = "", llm_model: str = "") -> dict[str, str]:
-    """The live server's environment: the test process's, pointed at ``directory``, embedded services only."""
+    """The live server's environment: the test process's, pointed at ``directory``, embedded services only; on
+    the PostgreSQL pass (``OAM_DATABASE_URL`` set) a new empty database of its own on the same server."""
     env = {k: v for k, v in os.environ.items() if k not in _SERVER_ENV_DROP}
     env.update({
         "DJANGO_SETTINGS_MODULE": "oam_site.settings",
@@ -321,6 +325,9 @@ def server_env(directory: Path, *, llm_base_url: str = "", llm_model: str = "") 
         "OAM_EXTRACTION_SWEEP_SECONDS": "0",  # the sweep runs once, at worker boot
         "PYTHONUNBUFFERED": "1",
     })
+    if env.get("OAM_DATABASE_URL"):  # the PostgreSQL pass: a database of its own, as the SQLite pass has a file
+        name = "live_" + hashlib.sha256(str(directory).encode()).hexdigest()[:16]
+        env["OAM_DATABASE_URL"] = fresh_database(env["OAM_DATABASE_URL"], name)
     if llm_base_url:
         env.update({"OAM_LLM_BASE_URL": llm_base_url, "OAM_LLM_MODEL": llm_model or "scripted",
                     "OAM_LLM_TIMEOUT": "120"})

@@ -26,6 +26,7 @@ from django.conf import settings as django_settings
 from dramatiq.brokers.redis import RedisBroker
 
 from memory.client import AgentMemory, MemoryExtractionConfig
+from memory.dev.postgres_server import database_url
 from memory.llm.adapters import reset_llm
 from memory.models import ExtractionJob, Memory
 from memory.tasks import QUEUE, extract_job
@@ -61,6 +62,9 @@ def worker_process(namespace, fake_openai, tmp_path):
         "DRAMATIQ_NPROCS": "1",
         "DRAMATIQ_NTHREADS": "2",
     }
+    if os.environ.get("OAM_DATABASE_URL"):  # the PostgreSQL pass: the same test database, by name
+        env["OAM_DATABASE_URL"] = database_url(os.environ["OAM_DATABASE_URL"],
+                                               str(django_settings.DATABASES["default"]["NAME"]))
     log_path = tmp_path / "worker.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(

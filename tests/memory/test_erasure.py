@@ -79,6 +79,7 @@ def fill(client: AgentMemory, user: str, word: str) -> None:
     thread.add_image(png_with_text(word), description=f"A note that reads {word}")
 
 
+@pytest.mark.backend("sqlite")
 @pytest.mark.django_db(transaction=True)
 def test_an_erased_users_words_are_gone_from_the_file():
     client = AgentMemory(llm=None)
@@ -301,6 +302,7 @@ def fts_segments() -> int:
         return cursor.fetchone()[0]
 
 
+@pytest.mark.backend("sqlite")
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("segments, gone_by", [("merged", "erasure"), ("one", "expiry"), ("merged", "deletes")])
 def test_no_page_boundary_key_of_erased_words_survives_in_the_keyword_index(segments, gone_by):
@@ -425,6 +427,7 @@ def test_the_admins_history_keeps_no_content_and_goes_with_what_it_names():
     assert canary.encode() not in file_bytes()
 
 
+@pytest.mark.backend("sqlite")
 @pytest.mark.django_db(transaction=True)
 def test_the_scrub_vacuums_only_a_file_within_its_limit_and_after_the_callers_commit(settings):
     """``VACUUM`` rebuilds every page (a rebuilt b-tree page can keep a moved cell's old bytes in its gap);
@@ -548,6 +551,7 @@ def test_erasing_a_user_leaves_another_users_records_filed_in_their_threads(shar
     assert_detached(client)
 
 
+@pytest.mark.backend("sqlite")
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("how", ["thread delete", "expiry"])
 def test_the_history_of_removed_memories_leaves_the_file(how):

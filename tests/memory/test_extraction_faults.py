@@ -240,6 +240,7 @@ class WriteLockProbe:
             probe.close()
 
 
+@pytest.mark.backend("sqlite")
 def test_extraction_never_holds_the_write_lock_while_embedding_or_calling_the_llm(transactional_db, settings,
                                                                                   monkeypatch):
     from memory import embedders

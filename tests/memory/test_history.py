@@ -257,6 +257,7 @@ def test_the_staff_timeline_restores_a_version(thread):
     assert missing.status_code == 404
 
 
+@pytest.mark.backend("sqlite")
 def test_a_thread_delete_that_takes_only_history_is_scrubbed_by_the_next_purge(client, thread):
     """The periodic purge scrubs the file when something was deleted since the last scrub; a thread whose only
     trace of a memory is the history of its earlier delete deletes no search chunk, only history."""

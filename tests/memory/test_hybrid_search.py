@@ -20,6 +20,7 @@ def fts_rowids(match: str) -> set[int]:
         return {row[0] for row in cursor.fetchall()}
 
 
+@pytest.mark.backend("sqlite")
 def test_fts_triggers_exist_and_follow_inserts_updates_deletes(thread):
     with connection.cursor() as cursor:
         cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'oam_search_chunks'")
@@ -58,6 +59,7 @@ def test_message_context_holds_two_turns_each_side_and_follows_edits(thread):
     assert ids == ["m0", "m1", "m2"]
 
 
+@pytest.mark.backend("sqlite")
 def test_contexts_written_at_append_equal_a_full_recompute_and_are_what_the_keyword_index_holds(thread):
     """``add_messages`` stores each new chunk with its final context and refreshes only the turns before it;
     a recompute of every message changes nothing, and the keyword index finds a neighbour's word through

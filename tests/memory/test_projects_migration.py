@@ -13,6 +13,8 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+pytestmark = pytest.mark.backend("sqlite")  # data from before 0006 lives only in SQLite files (PostgreSQL: 0013)
+
 BEFORE = [("memory", "0005_images")]
 AFTER = [("memory", "0006_projects")]
 

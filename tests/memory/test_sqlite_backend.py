@@ -7,6 +7,8 @@ from django.db import connection
 
 from memory.backends.sqlite_vec import base
 
+pytestmark = pytest.mark.backend("sqlite")  # SQLite machinery: the file, WAL, FTS5 or the vector cache
+
 
 @pytest.fixture
 def fresh_clock(monkeypatch):

@@ -70,5 +70,13 @@ def test_identifiers_refuse_control_characters_naming_the_field(client, thread, 
         with pytest.raises(ValueError, match=f"^{field}: must not hold a control character"):
             call()
     assert counts() == before
+    if "\x00" in bad:  # NUL is refused everywhere: PostgreSQL's text and jsonb cannot hold it
+        for call, field in ((lambda: thread.add_messages([{"role": "user", "content": f"no {bad}"}]), "content"),
+                            (lambda: thread.add_memory(f"no {bad}"), "content"),
+                            (lambda: thread.add_memory("ok", metadata={"k": bad}), "metadata")):
+            with pytest.raises(ValueError, match=f"{field}.*U\\+0000"):
+                call()
+        assert counts() == before
+        return
     (message_id,) = thread.add_messages([{"role": "user", "content": f"content may hold {bad}"}])
     assert thread.get_message(message_id).content == f"content may hold {bad}"

@@ -23,6 +23,8 @@ from memory.search.ranking import vector_arm
 from memory.search.request import build_request
 from tests.ids import default_project_id, key
 
+pytestmark = pytest.mark.backend("sqlite")  # SQLite machinery: the file, WAL, FTS5 or the vector cache
+
 DIM = 384
 
 

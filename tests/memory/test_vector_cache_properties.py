@@ -39,6 +39,8 @@ from memory.search.ranking import vector_arm
 from memory.search.request import build_request
 from tests.ids import default_project_id, key
 
+pytestmark = pytest.mark.backend("sqlite")  # SQLite machinery: the file, WAL, FTS5 or the vector cache
+
 DIM = 384
 #: The SQL ranking every answer is compared with (the module attribute is wrapped to count fallbacks).
 sql_ranking = search_module.chunk_queryset
