@@ -180,6 +180,10 @@ elif OAM_ORACLE_DSN:
                     "increment": 1,
                 }
             },
+            # The test suite's schema (docs/oracle.md): Django creates user test_<USER> per run, unless
+            # OAM_ORACLE_TEST_USER names one made beforehand (with CTXAPP; run pytest with --reuse-db).
+            "TEST": {"USER": env.str("OAM_ORACLE_TEST_USER"), "PASSWORD": env.str("OAM_ORACLE_TEST_PASSWORD"),
+                     "CREATE_USER": False, "CREATE_DB": False} if env.str("OAM_ORACLE_TEST_USER", default="") else {},
         }
     }
 else:

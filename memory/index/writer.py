@@ -42,6 +42,7 @@ from memory.core import ttl as ttl_rules
 from memory.core.chunking import chunk_text
 from memory.core.ids import stored_id
 from memory.core.types import RecordStatus
+from memory.index.bulk import rows_insert, rows_update
 from memory.index.vector_cache import get_vector_cache
 from memory.models import Memory, Message, SearchChunk
 from memory.records.selectors import live_q
@@ -133,7 +134,7 @@ def refresh_message_contexts(thread_id: str, seq_lo: int, seq_hi: int, *, neighb
                                              chunk_index__gte=0))  # a fact key keeps its memory's words
     for chunk in chunks:
         chunk.context = _context(texts, targets[chunk.record_id], chunk.text)
-    SearchChunk.objects.bulk_update(chunks, ["context"], batch_size=500)
+    rows_update(SearchChunk, chunks, ["context"], batch_size=500)  # on Oracle: no CASE over a CLOB (bulk)
     return len(chunks)
 
 
@@ -218,10 +219,10 @@ def chunk_rows(
 
 
 def index_rows(rows: list[SearchChunk]) -> None:
-    """Insert chunk rows built by ``chunk_rows`` (one bulk insert); the memories among them lend their chunks
-    to their source messages (``add_fact_keys``)."""
+    """Insert chunk rows built by ``chunk_rows`` (one bulk insert: ``memory.index.bulk.rows_insert``); the
+    memories among them lend their chunks to their source messages (``add_fact_keys``)."""
     if rows:
-        SearchChunk.objects.bulk_create(rows)
+        rows_insert(SearchChunk, rows)  # on Oracle: INSERT ... VALUES per row, no VECTOR in a UNION ALL (bulk)
         add_fact_keys({row.record_id for row in rows if row.source_kind == "memory"})
 
 
@@ -415,7 +416,7 @@ def add_fact_keys(memory_keys: Iterable[str]) -> int:
     if stale:
         _unindex_facts(stale)
     if rows:
-        SearchChunk.objects.bulk_create(rows)
+        rows_insert(SearchChunk, rows)
     return len(rows)
 
 

@@ -35,6 +35,7 @@ from memory.core.types import (
 )
 from memory.embedders import get_embedder
 from memory.index import writer as index
+from memory.index.bulk import rows_insert
 from memory.models import Image, Message, Thread
 from memory.records.image_rules import ImageInputLimitConfig
 from memory.records.selectors import live_q
@@ -155,7 +156,7 @@ def messages_add(
             offset += k
         try:
             with transaction.atomic():
-                Message.objects.bulk_create(rows)
+                rows_insert(Message, rows)  # Oracle: no JSON bind of parts/metadata in a UNION ALL (bulk)
         except IntegrityError:
             # Lost a race for a caller-chosen id since the check above.
             taken = Message.objects.filter(pk__in=keys).values_list("pk", flat=True).first()

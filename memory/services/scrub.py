@@ -73,10 +73,20 @@ def chunk_deletes_since_scrub(connection=None) -> bool:
 
 
 def oracle_text_optimize_sql(connection=None) -> list[str]:
-    """The PL/SQL blocks that remove deleted rows' tokens from the Oracle Text indexes of the keyword index."""
+    """The PL/SQL blocks that remove deleted rows' tokens from the Oracle Text indexes of the keyword index.
+
+    One anonymous block per index (``<KEYWORD_INDEX>_1`` on ``text``, ``_2`` on ``context``), each
+    ``BEGIN CTX_DDL.OPTIMIZE_INDEX('"<INDEX>"', 'FULL'); END;`` followed by a newline. The newline is needed:
+    Django's Oracle cursor strips one trailing ``;`` or ``/`` from every statement
+    (``FormatStylePlaceholderCursor._fix_for_params``, meant for SQL pasted from SQL*Plus), so a block that
+    ended in ``END;`` would reach python-oracledb as ``... END`` and fail with PLS-00103 (``storage_scrub``
+    would log it and report ``"error"``, while the erased words stayed in the index's ``$I`` token table).
+    With the newline last, nothing is stripped and the driver receives ``END;`` (PL/SQL ignores the
+    whitespace). ``memory.operations.CreateVectorIndex`` ends its block the same way for the same reason.
+    """
     connection = connection or default_connection
     quote = connection.ops.quote_name
-    return [f"BEGIN CTX_DDL.OPTIMIZE_INDEX('{quote(f'{KEYWORD_INDEX}_{i}')}', 'FULL'); END;" for i in (1, 2)]
+    return [f"BEGIN CTX_DDL.OPTIMIZE_INDEX('{quote(f'{KEYWORD_INDEX}_{i}')}', 'FULL'); END;\n" for i in (1, 2)]
 
 
 #: PostgreSQL: the tables whose rows carry a record's text, ids or metadata, vacuumed by ``storage_scrub``.

@@ -5,15 +5,25 @@ once ``oracle_version``, ``operators`` and ``pattern_ops`` are set on the
 instance (each would otherwise open a connection the first time it is read).
 Every wrapper made here refuses to connect: ``get_new_connection`` raises
 ``AssertionError`` and records the attempt in ``connect_attempts``.
+
+``as_default`` puts such a wrapper in ``connections["default"]`` for a block:
+Django reads the default connection's features while it *builds* a query
+(``Query.build_lookup`` and ``Query.is_nullable`` read
+``connections[DEFAULT_DB_ALIAS].features.interprets_empty_strings_as_nulls``:
+an exact lookup on ``""`` becomes ``IS NULL``, a negated lookup on a
+``CharField`` adds ``AND ... IS NOT NULL``), so a query built while SQLite is
+the default compiles for Oracle into SQL an Oracle deployment never emits.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.apps import apps
 from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.migrations.loader import MigrationLoader
 from django.db.utils import load_backend
 
@@ -56,6 +66,23 @@ def make_offline_oracle(alias: str = ORACLE_ALIAS):
     connection.get_new_connection = refuse_to_connect
     connection.connect_attempts = attempts
     return connection
+
+
+@contextmanager
+def as_default(connection):
+    """Make ``connection`` Django's default connection inside the block, as in an Oracle deployment.
+
+    Inside, ``connections["default"]`` and ``django.db.connection`` are ``connection``: queries are built with
+    its features and the engine's functions that use the default alias (``transaction.atomic()``,
+    ``Model.objects``) reach it, so with a ``RecordingDriverConnection`` attached they run as they would in
+    production and never reach SQLite. The previous default is put back after the block.
+    """
+    previous = connections[DEFAULT_DB_ALIAS]
+    connections[DEFAULT_DB_ALIAS] = connection
+    try:
+        yield connection
+    finally:
+        connections[DEFAULT_DB_ALIAS] = previous
 
 
 # --- a stand-in python-oracledb connection that records what it is handed -----

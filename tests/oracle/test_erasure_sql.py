@@ -1,7 +1,15 @@
-"""Erasure on Oracle 23.7, compiled without a database: the receipts table and the text-index upkeep."""
+"""Erasure on Oracle 23.7, compiled without a database: the receipts table and the text-index upkeep (the
+optimise blocks as the python-oracledb cursor receives them)."""
+
+import logging
+
+import oracledb
+import pytest
 
 from memory.models import Memory, SearchChunk
-from memory.services.scrub import oracle_text_optimize_sql
+from memory.services import scrub
+from memory.services.scrub import oracle_text_optimize_sql, storage_scrub
+from tests.oracle.offline import RecordingDriverCursor
 from tests.oracle.test_migrations_ddl import create_table
 
 
@@ -16,11 +24,64 @@ def test_receipts_table_names_the_subject_by_digest_only(compiled):
         'ALTER TABLE "OAM_ERASURE_RECEIPTS" ADD CONSTRAINT "OAM_ERASU_PROJECT_I_4E0F01C8_F" FOREIGN KEY']
 
 
+OPTIMIZE_BLOCKS = [
+    """BEGIN CTX_DDL.OPTIMIZE_INDEX('"OAM_SEARCH_CHUNKS_FTS_1"', 'FULL'); END;\n""",
+    """BEGIN CTX_DDL.OPTIMIZE_INDEX('"OAM_SEARCH_CHUNKS_FTS_2"', 'FULL'); END;\n""",
+]
+
+
 def test_the_text_indexes_are_optimized_in_full(oracle):
-    assert oracle_text_optimize_sql(oracle) == [
-        """BEGIN CTX_DDL.OPTIMIZE_INDEX('"OAM_SEARCH_CHUNKS_FTS_1"', 'FULL'); END;""",
-        """BEGIN CTX_DDL.OPTIMIZE_INDEX('"OAM_SEARCH_CHUNKS_FTS_2"', 'FULL'); END;""",
-    ]
+    assert oracle_text_optimize_sql(oracle) == OPTIMIZE_BLOCKS
+
+
+def test_the_optimize_blocks_reach_the_driver_ending_in_end_semicolon(oracle, oracle_driver):
+    """``storage_scrub`` on Oracle, through Django's real Oracle cursor (``FormatStylePlaceholderCursor``, which
+    strips one trailing ``;``) onto the recording driver: both blocks arrive whole, and nothing is reported."""
+    done = storage_scrub(oracle)
+    assert done == {"vendor": "oracle", "text_index_optimized": True}  # no "error"
+    assert oracle_driver.executed() == [("execute", block, []) for block in OPTIMIZE_BLOCKS]
+    for _, statement, _ in oracle_driver.executed():
+        assert statement.rstrip().endswith("'FULL'); END;")
+    assert not [e for e in oracle_driver.log if e[0] == "setinputsizes"]
+
+
+class PlsqlParsingCursor(RecordingDriverCursor):
+    """A driver cursor that parses like the server: an anonymous block that does not end in ``END;`` fails with
+    PLS-00103 (what ``BEGIN ... END`` gets from Oracle: "Encountered the symbol end-of-file")."""
+
+    def execute(self, statement, parameters=None):
+        super().execute(statement, parameters)
+        if statement.lstrip().startswith("BEGIN") and not statement.rstrip().endswith("END;"):
+            raise oracledb.DatabaseError("ORA-06550: line 1, column 62:\nPLS-00103: Encountered the symbol "
+                                         '"end-of-file" when expecting one of the following: ;')
+
+
+@pytest.fixture
+def parsing_driver(oracle_driver, monkeypatch):
+    monkeypatch.setattr(oracle_driver, "cursor", lambda: PlsqlParsingCursor(oracle_driver.log))
+    return oracle_driver
+
+
+def test_the_scrub_runs_both_blocks_where_the_server_parses_them(oracle, parsing_driver, caplog):
+    """Before the trailing newline, the driver got ``... 'FULL'); END`` and the scrub reported ``"error"``."""
+    with caplog.at_level(logging.WARNING, logger="memory.services.scrub"):
+        done = storage_scrub(oracle)
+    assert "error" not in done and done["text_index_optimized"] is True
+    assert len(parsing_driver.executed()) == 2 and not caplog.records
+
+
+def test_a_failing_optimize_is_logged_and_reported(oracle, parsing_driver, monkeypatch, caplog):
+    """The scrub stays best effort (the rows are deleted already), but a failure shows: a warning with the
+    driver's error, ``"error"`` in the result and no ``text_index_optimized``; the second block is not tried."""
+    monkeypatch.setattr(scrub, "oracle_text_optimize_sql",
+                        lambda connection=None: [block.rstrip("\n") for block in OPTIMIZE_BLOCKS])
+    with caplog.at_level(logging.WARNING, logger="memory.services.scrub"):
+        done = storage_scrub(oracle)
+    assert done == {"vendor": "oracle", "error": True}
+    [(_, statement, _)] = parsing_driver.executed()
+    assert statement.endswith("'FULL'); END")  # Django's cursor took the ';'
+    [record] = caplog.records
+    assert record.levelno == logging.WARNING and "PLS-00103" in record.exc_text
 
 
 def test_a_subjects_records_are_found_by_project_and_id(oracle):

@@ -138,7 +138,8 @@ def test_link_candidates_rank_by_vector_distance(oracle):
     chunks = '"OAM_SEARCH_CHUNKS"'
     assert sql.startswith(f'SELECT {chunks}."RECORD_ID" AS "RECORD_ID" FROM {chunks} WHERE ')
     for fragment in (f'{chunks}."SOURCE_KIND" = %s', f'{chunks}."THREAD_ID" = %s', f'{chunks}."STATUS" = %s',
-                     f'NOT ({chunks}."RECORD_ID" = %s', f'{chunks}."EXPIRES_AT" IS NULL'):
+                     f'NOT ({chunks}."RECORD_ID" = %s AND {chunks}."RECORD_ID" IS NOT NULL)',
+                     f'{chunks}."EXPIRES_AT" IS NULL'):  # the NOT as Oracle deployments build it ('' is NULL)
         assert fragment in sql
     assert sql.endswith(f'ORDER BY VECTOR_DISTANCE({chunks}."EMBEDDING", %s, COSINE) ASC, {chunks}."ID" ASC '
                         "FETCH FIRST 18 ROWS ONLY")

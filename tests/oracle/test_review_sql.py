@@ -45,7 +45,7 @@ def test_similar_memories_are_ranked_by_vector_distance_in_the_users_scope(oracl
     sql, params = qs.query.get_compiler(connection=oracle).as_sql()
     assert f'VECTOR_DISTANCE({C}."EMBEDDING", %s, COSINE) AS "DISTANCE"' in sql
     for fragment in (f'{C}."PROJECT_ID" = %s', f'{C}."SOURCE_KIND" = %s', f'{C}."USER_ID" = %s',
-                     f'{C}."AGENT_ID" IS NULL', f'NOT ({C}."RECORD_ID" = %s'):
+                     f'{C}."AGENT_ID" IS NULL', f'NOT ({C}."RECORD_ID" = %s AND {C}."RECORD_ID" IS NOT NULL)'):
         assert fragment in sql
     assert sql.endswith(f'ORDER BY 2 ASC, {C}."ID" ASC FETCH FIRST 9 ROWS ONLY')
     assert "7:m1" in params

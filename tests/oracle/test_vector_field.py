@@ -5,18 +5,11 @@ import array
 import numpy as np
 import pytest
 from django.core.exceptions import ValidationError
-from django.db import connections, models
+from django.db import models
 from django.test.utils import isolate_apps
 
 from memory.fields import VectorBind, VectorField
 from memory.models import SearchChunk
-
-
-@pytest.fixture
-def sqlite():
-    connection = connections["default"]
-    assert connection.vendor == "sqlite"
-    return connection
 
 
 def test_db_type_per_vendor(oracle, sqlite):
