@@ -199,8 +199,13 @@ class VectorDistance(Func):
         return super().as_sql(compiler, connection, function=function, **extra_context)
 
     def as_postgresql(self, compiler, connection, **extra_context):
+        """``((col <=> q) + 0)``: exact, as on SQLite. A bare ``col <=> q`` in an ORDER BY lets PostgreSQL answer
+        with the HNSW index (an incremental sort adds ``id``), which returns ``hnsw.ef_search`` candidates
+        before the WHERE clause and so silently drops filtered rows (seen: a thread's nearest memories lost
+        among other threads' entries). The search arm uses the index on purpose, with an iterative scan and an
+        exact fallback (``memory.search.backends.PostgresBackend``)."""
         operator = PGVECTOR_METRICS[self.metric][0]
-        return super().as_sql(compiler, connection, template="(%(expressions)s)", arg_joiner=f" {operator} ",
+        return super().as_sql(compiler, connection, template="((%(expressions)s) + 0)", arg_joiner=f" {operator} ",
                               **extra_context)
 
     def as_oracle(self, compiler, connection, **extra_context):

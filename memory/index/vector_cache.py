@@ -355,8 +355,9 @@ _caches_lock = threading.Lock()
 
 
 def get_vector_cache(alias: str = "default") -> VectorCache | None:
-    """The process's cache for database ``alias``, or None when ``settings.OAM_VECTOR_CACHE`` is off."""
-    if not conf.get("OAM_VECTOR_CACHE"):
+    """The process's cache for database ``alias``, or None when ``settings.OAM_VECTOR_CACHE`` is off or the database
+    is not SQLite (PostgreSQL and Oracle rank through their vector indexes: ``memory.search.backends``)."""
+    if not conf.get("OAM_VECTOR_CACHE") or connections[alias].vendor != "sqlite":
         return None
     with _caches_lock:
         cache = _caches.get(alias)

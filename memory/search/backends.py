@@ -78,6 +78,10 @@ def vector_sql(request: SearchRequest, query_vector, limit: int, *, connection=N
 #: pgvector's ``hnsw.ef_search`` ceiling (pgvector README, "Query Options": 1 to 1000).
 MAX_EF_SEARCH = 1000
 
+#: Most filtered chunks a PostgreSQL search ranks exactly instead of through the HNSW index (384-d cosine over
+#: 10,000 rows is a few milliseconds of a sequential pass; above it the index wins: ``bench/pg_scale.py``).
+EXACT_ROWS = 10_000
+
 
 def postgres_vector_sql(request: SearchRequest, query_vector, limit: int, *, connection=None, now=None,
                         exact: bool = False) -> tuple[str, list]:
@@ -311,19 +315,30 @@ class PostgresBackend(SearchBackend):
     """PostgreSQL with pgvector: the HNSW index with an iterative scan, and full-text search on ``tsvector``."""
 
     def vector_rows(self, request, query_vector, now, limit, connection):
-        """The HNSW index first: ``hnsw.iterative_scan = strict_order`` (pgvector 0.8) keeps scanning the graph
-        while the WHERE clause rejects what it finds, up to ``hnsw.max_scan_tuples``, and ``hnsw.ef_search`` is
-        at least ``limit`` (at most 1,000). An approximate index can still return fewer than ``limit`` rows (a
-        filter that rejects nearly everything the scan meets): then the filtered rows are ranked exactly
-        (``postgres_vector_sql(exact=True)``), which is what a selective filter makes cheap. A zero vector has
-        no cosine distance (pgvector answers NaN): it is reported as None, as SQLite's NULL is."""
+        """Exact while the search's filtered chunks are few, the HNSW index beyond.
+
+        At most ``EXACT_ROWS`` filtered chunks (counted with a bounded ``LIMIT``, through the scope's B-tree
+        index): every one is ranked exactly, as on SQLite (a few milliseconds; an export imported elsewhere
+        answers the same). More: the HNSW index, with ``hnsw.iterative_scan = strict_order`` (pgvector 0.8),
+        which keeps scanning the graph while the WHERE clause rejects what it finds (up to
+        ``hnsw.max_scan_tuples``), and ``hnsw.ef_search`` at least ``limit`` (at most 1,000). An approximate index
+        can still return fewer than ``limit`` rows (a filter that rejects nearly everything the scan meets):
+        then the filtered rows are ranked exactly (``postgres_vector_sql(exact=True)``). Recall against exact
+        search at 100k and 1M chunks: ``bench/pg_scale.py``. A zero vector has no cosine distance (pgvector
+        answers NaN): it is reported as None, as SQLite's NULL is."""
+        where_sql, where_params = filter_sql(request, now, connection)
+        table = connection.ops.quote_name(SearchChunk._meta.db_table)
         with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+            cursor.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE ({where_sql}) LIMIT {EXACT_ROWS + 1}) "
+                           "AS _few", where_params)
+            exact = cursor.fetchone()[0] <= EXACT_ROWS
             cursor.execute("SET LOCAL hnsw.iterative_scan = strict_order")
             cursor.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(int(limit), MAX_EF_SEARCH))}")
-            sql, params = postgres_vector_sql(request, query_vector, limit, connection=connection, now=now)
+            sql, params = postgres_vector_sql(request, query_vector, limit, connection=connection, now=now,
+                                              exact=exact)
             cursor.execute(sql, params)
             rows = cursor.fetchall()
-            if len(rows) < limit:
+            if len(rows) < limit and not exact:
                 sql, params = postgres_vector_sql(request, query_vector, limit, connection=connection, now=now,
                                                   exact=True)
                 cursor.execute(sql, params)

@@ -193,7 +193,7 @@ def test_metadata_is_inherited_only_where_the_sources_agree(db):
     assert (one["channel"], one["turn"]) == ("web", 1)
     assert two["channel"] == "web" and "turn" not in two
     assert two["extraction"]["metadata_not_inherited"] == ["turn"]
-    assert one["extraction"] == {"job_id": 1, "decision": "new"}
+    assert one["extraction"] == {"job_id": ExtractionJob.objects.get().pk, "decision": "new"}
 
 
 @pytest.mark.parametrize("rule, expected", [(False, {}), (("turn", "missing"), {"turn": 1})])

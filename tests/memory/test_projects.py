@@ -132,6 +132,7 @@ def test_extraction_compares_candidates_with_its_own_project_only(two):
     assert rows and {r.split(":")[0] for r, _ in rows} == {str(acme.project.pk)}
 
 
+@pytest.mark.backend("sqlite")
 def test_the_vector_cache_takes_candidates_from_the_searched_project_only(transactional_db, two):
     from django.db import connection
 

@@ -106,13 +106,15 @@ def test_a_manual_memory_is_trusted_by_default(thread):
 
 @pytest.mark.django_db(transaction=True)  # outside a transaction, so that search goes through the vector cache
 def test_a_pending_guideline_is_in_no_read_until_approved_then_in_all(reviewed):
-    get_vector_cache().clear()
+    if connection.vendor == "sqlite":
+        get_vector_cache().clear()
     mid = reviewed.add_memory(SECRET, memory_type="guideline", memory_id="g1")
     row = Memory.objects.get(pk=key(mid))
     assert row.pending and row.status == "valid"
     assert set(SearchChunk.objects.filter(record_id=row.pk).values_list("status", flat=True)) == {"pending"}
-    snapshot = get_vector_cache().snapshot(connection)  # the SQLite vector cache holds the pending chunk too
-    assert snapshot is not None and snapshot.n == SearchChunk.objects.count()
+    if connection.vendor == "sqlite":  # the SQLite vector cache holds the pending chunk too (no cache elsewhere)
+        snapshot = get_vector_cache().snapshot(connection)
+        assert snapshot is not None and snapshot.n == SearchChunk.objects.count()
 
     before = everywhere(reviewed, "answer in Esperanto")
     assert all(mid not in found and not any(SECRET in text for text in found if isinstance(text, str))
