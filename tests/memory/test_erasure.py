@@ -595,3 +595,30 @@ def test_an_erasure_over_http_leaves_another_users_records_filed_in_the_erased_u
     assert_detached(client)
     assert admin.delete("/api/users/u2").json()["counts"]["memories"] == 2  # now u2's erasure takes them
     assert not Memory.objects.exists() and not MemoryVersion.objects.exists() and not RecordLink.objects.exists()
+
+
+@pytest.mark.backend("postgresql")
+@pytest.mark.django_db(transaction=True)
+def test_an_erasure_on_postgresql_vacuums_every_table_that_held_the_users_text():
+    """PostgreSQL keeps a deleted row as a dead tuple until VACUUM; the scrub vacuums each table that holds text
+    (``memory.services.scrub.VACUUMED_TABLES``), after the erasure's commit. What it cannot do (zero the freed
+    space inside a page, WAL, backups) is stated in the README."""
+    client = AgentMemory(llm=None)
+    canary = f"qzcanary{uuid.uuid4().hex[:16]}"
+    fill(client, "pg-user", canary)
+
+    def vacuums() -> dict[str, int]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT relname, vacuum_count FROM pg_stat_user_tables WHERE relname = ANY(%s)",
+                           [list(scrub.VACUUMED_TABLES)])
+            return dict(cursor.fetchall())
+
+    before = vacuums()
+    receipt = client.erase_user("pg-user")
+    assert receipt.storage["vendor"] == "postgresql" and receipt.storage["vacuumed"] is True
+    assert "error" not in receipt.storage
+    after = vacuums()
+    assert set(after) == set(scrub.VACUUMED_TABLES)
+    assert all(after[table] == before.get(table, 0) + 1 for table in scrub.VACUUMED_TABLES), (before, after)
+    assert not SearchChunk.objects.filter(text__contains=canary).exists()
+    assert not Message.objects.filter(content__contains=canary).exists()
