@@ -97,13 +97,14 @@ def test_two_concurrent_deletes_of_one_memory_do_not_deadlock():
 
     Interleaving: the test locks the memory's search chunks; the thread-door delete (``memory_delete``)
     takes its locks and queues on the chunks; the project-door delete (``memory_delete_by_id``) starts and
-    queues too; the test lets go. Exactly one delete deletes (1), the other finds nothing (0); the memory,
-    its chunks and its relation are gone, and its history has exactly one ``delete`` version.
+    queues too; the test lets go. Exactly one delete deletes (1), the other finds nothing (0); the memory
+    and its chunks are gone, the memory it refined is valid again, and its history has one ``delete`` version.
     """
     client = AgentMemory()
     thread = client.create_thread(thread_id="t-race", user_id="u1", agent_id="a1")
-    mid = thread.add_memory("Ann drinks green tea.")
-    other = thread.add_memory("Ann drinks tea.", memory_id_to_link=mid, link_type="refines")
+    other = thread.add_memory("Ann drinks tea.")
+    mid = thread.add_memory("Ann drinks green tea.", memory_id_to_link=other, link_type="refines")
+    assert Memory.objects.get(pk=key(other)).status == "invalid"  # refined by mid, valid again once it goes
     row, project = _thread_row(), get_project(None)
 
     with transaction.atomic():
