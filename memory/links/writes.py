@@ -32,6 +32,12 @@ from memory.records.validators import check_id, check_metadata, check_record_typ
 # --- writes -----------------------------------------------------------------------------------
 
 
+def _thread_lock(thread: Thread) -> None:
+    """Lock the relation's thread row before its memories and relations: step 1 of ``memory.core.locking``'s
+    order (two writers locking a pair's endpoints in opposite orders would deadlock otherwise)."""
+    lock_first(Thread.objects.filter(pk=thread.pk))
+
+
 def _endpoint(thread: Thread, record_id: Any, record_type: Any, prefix: str, *, now,
               restrict: dict[str, str] | None = None) -> Memory:
     """The live memory-like record of this exact thread named by an endpoint (public id), locked; else ValueError
@@ -119,6 +125,7 @@ def link_create(
     meta = check_metadata(metadata)
     now = timezone.now()
     with transaction.atomic():
+        _thread_lock(thread)
         source = _endpoint(thread, source_record_id, source_record_type, "source", now=now, restrict=restrict)
         target = _endpoint(thread, target_record_id, target_record_type, "target", now=now, restrict=restrict)
         return _insert(thread=thread, source=source, target=target, relation_type=label, opposite=opposite,
@@ -151,6 +158,7 @@ def link_update(
     stamp = ttl_rules.check_timestamp(timestamp) if timestamp is not NOTSET else NOTSET
     meta = check_metadata(metadata) if metadata is not NOTSET else NOTSET
     with transaction.atomic():
+        _thread_lock(thread)
         row = lock_first(visible(RecordLink.objects.filter(pk=stored_id(thread.project_id, rid), thread_id=thread.pk),
                                  thread, restrict))
         if row is None:
@@ -216,6 +224,7 @@ def link_delete(
                    "target_id": stored_id(thread.project_id, target_record_id), "target_type": target_record_type,
                    "relation_type": relation_type}
     with transaction.atomic():
+        _thread_lock(thread)
         row = lock_first(visible(RecordLink.objects.filter(thread_id=thread.pk, **filters), thread, restrict))
         if row is None:
             return 0
@@ -293,7 +302,9 @@ class PendingLink:
                 owner if thread_id is NOTSET else thread_id)
 
     def __call__(self, memory: Memory) -> str:
-        """Insert the relation from the just-saved ``memory`` to the target (inside the caller's transaction)."""
+        """Insert the relation from the just-saved ``memory`` to the target (inside the caller's transaction;
+        the new memory is invisible to others, so the thread comes first among the locks that count)."""
+        _thread_lock(self.thread)
         target = lock_first(Memory.objects.filter(memory_live_q(timezone.now()),
                                                   pk=stored_id(self.thread.project_id, self.target_id),
                                                   thread_id=self.thread.pk))

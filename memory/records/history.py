@@ -50,6 +50,7 @@ from django.utils.dateparse import parse_datetime
 
 from memory.core.errors import NotFound
 from memory.core.ids import public_id, stored_id
+from memory.core.locking import lock_rows
 from memory.models import Memory, MemoryVersion
 from memory.records.validators import check_bounded_int, check_id
 
@@ -138,7 +139,16 @@ def snapshot_expiry(state: dict[str, Any]) -> datetime | None:
 
 
 def _next_versions(keys: Iterable[str]) -> dict[str, int]:
+    """The next version number of each memory (stored ids): MAX + 1, read under the memories' row locks.
+
+    MAX + 1 is right only while one writer numbers a memory at a time: two concurrent writers would both
+    read N and one would fail on the unique constraint ``oam_memver_uq`` (memory_id, version). Locking the
+    memory rows first (``lock_rows``, primary-key order: step 2 of ``memory.core.locking``'s order; a no-op for
+    a writer that holds them) queues the second writer until the first commits, and its MAX then reads N + 1
+    (READ COMMITTED: each statement sees what committed before it). ``tests/concurrency`` shows the race.
+    """
     keys = list(set(keys))
+    lock_rows(Memory.objects.filter(pk__in=keys))
     top = dict(MemoryVersion.objects.filter(memory_id__in=keys).values("memory_id")
                .annotate(top=Max("version")).values_list("memory_id", "top"))
     return {key: (top.get(key) or 0) + 1 for key in keys}

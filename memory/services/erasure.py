@@ -54,6 +54,7 @@ from django.utils import timezone
 from memory.core import progress
 from memory.core.errors import InvalidArgument, NotFound, OutOfScope
 from memory.core.ids import project_of, public_ids, stored_id
+from memory.core.locking import lock_rows
 from memory.index.writer import refresh_message_contexts, unindex
 from memory.links.rules import links_detach, set_memory_status
 from memory.models import (
@@ -86,6 +87,15 @@ RECEIPT_COUNTS = ("threads", "messages", "memories", "images", "relations", "chu
 # --- rows and what is derived from them --------------------------------------------------------
 
 
+def records_lock(model, keys: list[str]) -> None:
+    """Steps 1 and 2 of the lock order (``memory.core.locking``) for a delete by stored ids: the threads that
+    hold the ``model`` rows ``keys``, then the rows, each in primary-key order. Free for the locks the caller
+    took already (``erase_fenced`` holds the thread and the row). Call inside the delete's transaction."""
+    held = model.objects.filter(pk__in=keys).exclude(thread_id=None).values("thread_id")
+    lock_rows(Thread.objects.filter(pk__in=held))
+    lock_rows(model.objects.filter(pk__in=keys))
+
+
 def images_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Counter:
     """Delete images (stored ids), their chunks and admin history (``admin_log_erase``). Call inside a
     transaction. ``erased``: a set that gets the stored ids of the records deleted (here and in the functions
@@ -95,6 +105,7 @@ def images_erase(keys: Iterable[str], *, erased: set[str] | None = None) -> Coun
     if erased is not None:
         erased.update(keys)
     if keys:
+        records_lock(Image, keys)
         counts["chunks"] += unindex(SearchChunk.objects.filter(source_kind="image", record_id__in=keys))
         counts["images"] += Image.objects.filter(pk__in=keys).delete()[0]
         counts["admin_log_entries"] += admin_log_erase(Image, keys)
@@ -109,6 +120,7 @@ def messages_erase(keys: Iterable[str], *, keep_history: bool = True) -> Counter
     counts: Counter = Counter()
     if not keys:
         return counts
+    records_lock(Message, keys)
     spans = list(Message.objects.filter(pk__in=keys).values("thread_id").annotate(lo=Min("seq"), hi=Max("seq")))
     derived_follow(keys, keep_history=keep_history, counts=counts)
     counts += images_erase(Image.objects.filter(message_id__in=keys).values_list("pk", flat=True))
@@ -179,6 +191,7 @@ def memories_erase(keys: Iterable[str], *, erased: set[str] | None = None, keep_
     if erased is not None:
         erased.update(keys)
     if keys:
+        records_lock(Memory, keys)  # before their chunks, relations and history (memory.core.locking)
         relations: set[str] = set()
         if keep_history:
             history.record_many(((row, history.snapshot(row), None) for row in Memory.objects.filter(pk__in=keys)),
@@ -312,6 +325,23 @@ def subject_threads(tenant: Tenant, subject: str, value: str) -> list[str]:
                 .values_list("pk", flat=True))
 
 
+def subjects_lock(tenant: Tenant, field_name: str, value: str) -> list[str]:
+    """Lock, in one statement and primary-key order, every thread an erasure of ``value`` touches: the
+    subject's own threads and those holding a memory or image scoped to it (step 1 of ``memory.core.locking``'s
+    order, all at once, before any record); return the stored ids of the subject's own threads.
+
+    A writer already inside one of them (``messages_add`` holds its thread row) commits first and the
+    erasure then reads and erases what it wrote; a writer that comes later waits, then finds its thread
+    gone (``NotFound``). Without this the erasure deleted a thread under a writer's committed messages,
+    or deadlocked with it (``tests/concurrency``).
+    """
+    scoped = {"project": tenant.project, field_name: value}
+    holding = (Q(project=tenant.project, **{field_name: value})
+               | Q(pk__in=Memory.objects.filter(**scoped).exclude(thread_id=None).values("thread_id"))
+               | Q(pk__in=Image.objects.filter(**scoped).exclude(thread_id=None).values("thread_id")))
+    return [row.pk for row in lock_rows(Thread.objects.filter(holding)) if getattr(row, field_name) == value]
+
+
 def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = True,
                   requested_by: str = "") -> Erasure:
     """Erase everything ``tenant``'s project holds about one user (``subject="user"``) or agent; return the receipt.
@@ -364,7 +394,7 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
     if cascade:
         with transaction.atomic():
             scoped = {"project": tenant.project, field_name: value}
-            threads = subject_threads(tenant, subject, value)
+            threads = subjects_lock(tenant, field_name, value)
             erased: set[str] = set()
             counts += threads_erase(threads, erased=erased, spare={field_name: value})
             counts += memories_erase(Memory.objects.filter(**scoped).values_list("pk", flat=True), erased=erased,

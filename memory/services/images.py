@@ -268,6 +268,7 @@ def image_update(
         chunks = index.image_chunk_texts(text)
         vectors = _image_embeddings(chunks, row.timestamp if new_stamp is NOTSET else new_stamp)
     with transaction.atomic():
+        lock_thread(thread.pk, required=False)  # memory.core.locking: the thread, then the image
         row = _visible_image(thread, image_id, lock=True)
         if row is None:
             raise NotFound("image_id", image_id)
@@ -304,6 +305,7 @@ def image_delete(*, thread: Thread, image_id: Any) -> int:
     for an image attached to a message: delete or update the message instead.
     """
     with transaction.atomic():
+        lock_thread(thread.pk, required=False)  # memory.core.locking: the thread, then the image
         row = _visible_image(thread, image_id, lock=True)
         if row is None:
             return 0

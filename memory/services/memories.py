@@ -35,7 +35,7 @@ from memory.records.validators import (
     check_scope_id,
     check_status,
 )
-from memory.services.common import erase_fenced, refresh_expiry
+from memory.services.common import erase_fenced, lock_memory, lock_thread, refresh_expiry
 from memory.services.erasure import memories_erase
 
 
@@ -238,7 +238,12 @@ def memory_update(
         stamp = stored.timestamp if new_stamp is NOTSET else new_stamp
         vectors = get_embedder().embed([index.embedding_text(c, stamp) for c in chunks])
     with transaction.atomic():
-        memory = lock_first(Memory.objects.filter(memory_live_q(timezone.now()), pk=key, **owned))
+        rows = Memory.objects.filter(memory_live_q(timezone.now()), pk=key, **owned)
+        if thread is not None:  # the lock order (memory.core.locking): the thread, then the memory
+            lock_thread(thread.pk, required=False)
+            memory = lock_first(rows)
+        else:
+            memory = lock_memory(rows)
         if memory is None or not allows(memory):
             raise NotFound("memory_id", memory_id)
         before = history.snapshot(memory)
@@ -292,7 +297,7 @@ def memory_state_update(*, project: Project, memory_id: Any, status: RecordStatu
         fields["expires_at"] = expires_at
     key = stored_id(project.pk, check_id(memory_id, "memory_id"))
     with transaction.atomic():
-        row = lock_first(Memory.objects.filter(pk=key))
+        row = lock_memory(Memory.objects.filter(pk=key))
         if row is None:
             return 0
         if fields:
@@ -320,10 +325,10 @@ def memory_delete_by_id(*, project: Project, memory_id: Any, allows: Callable[[M
     """
     key = stored_id(project.pk, check_id(memory_id, "memory_id"))
     with transaction.atomic():
-        row = lock_first(Memory.objects.filter(pk=key))
+        row = lock_memory(Memory.objects.filter(pk=key))  # its thread first (memory.core.locking)
         if row is None or not allows(row):
             return 0
-        if row.thread_id and lock_first(Thread.objects.filter(pk=row.thread_id)) is not None:
+        if row.thread_id:
             jobs_fence(thread_id=row.thread_id, reason=f"memory {memory_id} deleted")
         memories_erase([key])
     return 1
@@ -358,6 +363,7 @@ def memory_restore(*, thread: Thread, memory_id: Any, version: Any, restrict: di
     chunks = chunk_text(content)
     vectors = get_embedder().embed([index.embedding_text(c, state.get("timestamp")) for c in chunks])
     with transaction.atomic():
+        lock_thread(thread.pk, required=False)  # memory.core.locking: the thread, then the memory
         memory = lock_first(rows)
         if memory is None:
             raise NotFound("memory_id", memory_id)

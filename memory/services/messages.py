@@ -262,6 +262,7 @@ def message_update(
                  for p, texts in zip(reindexed, image_chunks) for c in texts]
         vectors = get_embedder().embed(flat)
     with transaction.atomic():
+        lock_thread(thread.pk, required=False)  # memory.core.locking: the thread, then the message
         msg = _visible_message(thread, message_id)
         fields = ["updated_at"]
         if content is not NOTSET:
@@ -328,6 +329,7 @@ def message_state_update(*, thread: Thread, message_id: Any, status: RecordStatu
         fields["expires_at"] = expires_at
     key = stored_id(thread.project_id, check_id(message_id, "message_id"))
     with transaction.atomic():
+        lock_thread(thread.pk, required=False)  # memory.core.locking: the thread, then the message
         msg = lock_first(Message.objects.filter(pk=key, thread_id=thread.pk))
         if msg is None:
             return 0

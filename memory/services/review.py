@@ -27,7 +27,6 @@ from django.db import transaction
 from memory.core.chunking import chunk_text
 from memory.core.errors import InvalidArgument, InvalidType, NotFound, NotPending, check_text
 from memory.core.ids import stored_id
-from memory.core.locking import lock_first
 from memory.core.types import NOTSET, NotSet
 from memory.embedders import get_embedder
 from memory.index import writer as index
@@ -36,6 +35,7 @@ from memory.models import Memory, Project, RecordLink, Thread
 from memory.records import history
 from memory.records import review_rules as review
 from memory.records.validators import check_content, check_id, check_memory_type
+from memory.services.common import lock_memory
 from memory.services.erasure import memories_erase
 
 logger = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ def _reason(what: str, note: str) -> str:
 
 
 def _locked_pending(project: Project, memory_id: str, allows: Callable[[Memory], bool]) -> Memory:
-    row = lock_first(Memory.objects.filter(pk=stored_id(project.pk, memory_id)))
+    row = lock_memory(Memory.objects.filter(pk=stored_id(project.pk, memory_id)))  # its thread first
     if row is None or not allows(row):
         raise NotFound("memory_id", memory_id)
     if not row.pending:
