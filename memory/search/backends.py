@@ -78,6 +78,9 @@ def vector_sql(request: SearchRequest, query_vector, limit: int, *, connection=N
 #: pgvector's ``hnsw.ef_search`` ceiling (pgvector README, "Query Options": 1 to 1000).
 MAX_EF_SEARCH = 1000
 
+#: Chunks of the project PostgreSQL's HYBRID keyword arm reads to tell a common term (in half of them) from evidence.
+EVIDENCE_SAMPLE = 5_000
+
 #: Most filtered chunks a PostgreSQL search ranks exactly instead of through the HNSW index (384-d cosine over
 #: 10,000 rows is a few milliseconds of a sequential pass; above it the index wins: ``bench/pg_scale.py``).
 EXACT_ROWS = 10_000
@@ -210,9 +213,11 @@ def keyword_sql(request: SearchRequest, column: str, terms: list[str], limit: in
     where_sql, where_params = filter_sql(request, now, connection)
     quote = connection.ops.quote_name
     table = quote(SearchChunk._meta.db_table)
-    sql, match = backend_for(connection).keyword_sql(column=column, terms=terms, limit=int(limit), quote=quote,
-                                                      table=table, where_sql=where_sql, vendor=connection.vendor)
-    return sql, [match, *where_params]
+    backend = backend_for(connection)
+    sql, match = backend.keyword_sql(column=column, terms=terms, limit=int(limit), quote=quote, table=table,
+                                     where_sql=where_sql, vendor=connection.vendor,
+                                     evidence=request.mode == "HYBRID", project_id=request.project_id)
+    return sql, backend.keyword_params(match, where_params)
 
 
 #: Smallest BM25 score (its magnitude; FTS5's ``bm25()`` is negative) that counts as keyword evidence on
@@ -235,9 +240,15 @@ class SearchBackend:
         return list(chunk_queryset(request, query_vector, now, limit=limit))
 
     def keyword_sql(self, *, column: str, terms: list[str], limit: int, quote, table: str, where_sql: str,
-                    vendor: str) -> tuple[str, str]:
-        """(SQL with two placeholders groups: the match, then ``where_sql``'s params; the match string)."""
+                    vendor: str, evidence: bool = False, project_id: int | None = None) -> tuple[str, str]:
+        """(SQL with two placeholders groups: the match, then ``where_sql``'s params; the match string).
+        ``evidence``: HYBRID's rule that a term found in half the indexed texts or more is no evidence (SQLite
+        applies it after the query, ``keyword_evidence``; PostgreSQL inside it, over ``project_id``'s chunks)."""
         raise NotImplementedError(f"keyword search is not available on {vendor}")
+
+    def keyword_params(self, match, where_params: list) -> list:
+        """The parameters of ``keyword_sql``'s statement: the match, then the WHERE clause's."""
+        return [match, *where_params]
 
     def keyword_evidence(self, request: SearchRequest, rows: list[tuple]) -> list[tuple]:
         """The keyword rows that count as evidence (all of them here)."""
@@ -260,7 +271,7 @@ class SqliteBackend(SearchBackend):
                 return rows
         return super().vector_rows(request, query_vector, now, limit, connection)
 
-    def keyword_sql(self, *, column, terms, limit, quote, table, where_sql, vendor):
+    def keyword_sql(self, *, column, terms, limit, quote, table, where_sql, vendor, evidence=False, project_id=None):
         """``<fts> MATCH '<column> : ("t1" OR "t2")'`` cross-joined on rowid (FTS first), ranked by ``bm25()``
         (smaller is better)."""
         fts = KEYWORD_INDEX
@@ -297,7 +308,7 @@ class OracleBackend(SearchBackend):
             cursor.execute(sql, params)
             return [(k, r, float(d)) for k, r, d in cursor.fetchall()]
 
-    def keyword_sql(self, *, column, terms, limit, quote, table, where_sql, vendor):
+    def keyword_sql(self, *, column, terms, limit, quote, table, where_sql, vendor, evidence=False, project_id=None):
         """``CONTAINS(<column>, '{t1} ACCUM {t2}', 1) > 0`` ranked by ``SCORE(1)`` descending, ``FETCH FIRST n
         ROWS ONLY``. Terms are word characters only and wrapped in braces, Oracle Text's escape for reserved
         words, so a query cannot inject operators."""
@@ -345,19 +356,39 @@ class PostgresBackend(SearchBackend):
                 rows = cursor.fetchall()
         return [(k, r, None if d is None or math.isnan(d) else float(d)) for k, r, d in rows]
 
-    def keyword_sql(self, *, column, terms, limit, quote, table, where_sql, vendor):
-        """``<column>_tsv @@ to_tsquery('english', 't1' | 't2')`` ranked by ``ts_rank_cd`` descending (then chunk
-        id). Terms are word characters only (``memory.search.request``), each quoted as a tsquery lexeme, so a
-        query cannot inject operators; a stop word becomes an empty lexeme and matches nothing."""
-        kind, rid, pk = (f"{table}.{quote(name)}" for name in ("source_kind", "record_id", "id"))
+    def keyword_sql(self, *, column, terms, limit, quote, table, where_sql, vendor, evidence=False, project_id=None):
+        """``<column>_tsv @@ to_tsquery('english', 't1' | 't2')`` ranked by ``ts_rank_cd(..., 1)`` descending (cover
+        density divided by 1 + log of the text's length, as BM25 weighs long texts down), then by record id and
+        chunk: ``ts_rank_cd`` ties often (no IDF), and a record id breaks them the same way in every copy of a
+        store (an export imported elsewhere gets new row ids). Terms are word characters only
+        (``memory.search.request``), each quoted as a lexeme (``quote_literal``), so a query cannot inject
+        operators; a stop word becomes an empty lexeme and matches nothing.
+
+        With ``evidence`` (HYBRID), a term found in half or more of the project's chunks is left out of the
+        query, as FTS5 clamps such a term's IDF to nothing on SQLite (``MIN_BM25_EVIDENCE``; FTS5 counts over
+        its whole table, here one tenant's rows count, so one project's words never weigh another's search):
+        "bicycle" in every chunk of a store is no reason to rank a chunk. ``ts_rank_cd`` has no IDF of its own.
+        The shares are counted on at most ``EVIDENCE_SAMPLE`` chunks of the project (bounded work per search).
+        The match is (project id, the terms as a text array), bound before the WHERE clause's parameters."""
+        kind, rid, part = (f"{table}.{quote(name)}" for name in ("source_kind", "record_id", "chunk_index"))
         vector = f"{table}.{quote(tsvector_column(column))}"
-        match = " | ".join("'" + t.replace("'", "''") + "'" for t in terms)
+        config = f"'{TEXT_SEARCH_CONFIG}'"
+        common = (f"(SELECT count(*) FILTER (WHERE _s.v @@ to_tsquery({config}, quote_literal(_t.term))) * 2 "
+                  f">= greatest(count(*), 1) FROM _sample AS _s)") if evidence else "false"
         sql = (
-            f"SELECT {kind}, {rid}, ts_rank_cd({vector}, _q) AS {quote('rank')} "
-            f"FROM {table} CROSS JOIN to_tsquery('{TEXT_SEARCH_CONFIG}', %s) AS _q "
-            f"WHERE {vector} @@ _q AND ({where_sql}) ORDER BY {quote('rank')} DESC, {pk} LIMIT {limit}"
+            f"WITH _sample AS (SELECT {vector} AS v FROM {table} WHERE {table}.{quote('project_id')} = %s "
+            f"LIMIT {EVIDENCE_SAMPLE}), "
+            f"_query AS (SELECT to_tsquery({config}, string_agg(quote_literal(_t.term), ' | ')) AS q "
+            f"FROM unnest(%s::text[]) AS _t(term) WHERE NOT {common}) "
+            f"SELECT {kind}, {rid}, ts_rank_cd({vector}, _query.q, 1) AS {quote('rank')} "
+            f"FROM {table} CROSS JOIN _query "
+            f"WHERE {vector} @@ _query.q AND ({where_sql}) ORDER BY {quote('rank')} DESC, {rid}, {part} LIMIT {limit}"
         )
-        return sql, match
+        return sql, (project_id, list(terms))
+
+    def keyword_params(self, match, where_params):
+        project_id, terms = match
+        return [project_id, terms, *where_params]
 
 
 #: The backend of each vendor; ``backend_for`` is the one place a vendor is chosen.

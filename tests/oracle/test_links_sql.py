@@ -119,6 +119,7 @@ def test_graph_query_reaches_the_driver_with_named_binds(oracle, oracle_driver, 
     assert binds[":arg0"] == "t-main" and {"m-1", "m-2", 3, 7} <= set(binds.values())
 
 
+@pytest.mark.backend("sqlite")
 def test_sqlite_spelling_differs_only_in_the_opening_separator_and_path_type(oracle, db):
     arguments = dict(thread_ids=["t-main"], num_hops=2, limit=5, node_filter=Q(status="valid"))
     oracle_sql, oracle_params = linked_sql(["m-1"], connection=oracle, **arguments)

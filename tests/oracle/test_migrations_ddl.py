@@ -190,6 +190,7 @@ def test_vector_index_reaches_the_driver_with_its_semicolon(oracle, oracle_drive
     assert [(e[0], e[1]) for e in oracle_driver.executed()] == [("execute", 'DROP INDEX "OAM_CHUNK_VEC_IX"')]
 
 
+@pytest.mark.backend("sqlite")
 @pytest.mark.django_db(transaction=True)  # SQLite's schema editor refuses to run inside atomic()
 def test_vector_index_is_a_no_op_on_sqlite():
     from django.db import connection
