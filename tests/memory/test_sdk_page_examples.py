@@ -241,9 +241,12 @@ def namespace(transactional_db):
     """What the page's examples expect to exist: ``db_pool``, ``embedder``, ``llm``, and a ``thread``."""
     memory = AgentMemory(llm=None)
     thread = memory.create_thread(thread_id="docs", user_id="docs-user", agent_id="docs-agent")
-    return {"db_pool": object(), "embedder": "sentence-transformers/all-MiniLM-L6-v2",
-            "llm": ScriptedLlm(['{"memories": []}'] * 4), "thread": thread,
-            "OracleContextCard": OracleContextCard, "OracleSummary": OracleSummary}
+    yield {"db_pool": object(), "embedder": "sentence-transformers/all-MiniLM-L6-v2",
+           "llm": ScriptedLlm(['{"memories": []}'] * 4), "thread": thread,
+           "OracleContextCard": OracleContextCard, "OracleSummary": OracleSummary}
+    # an example's background extraction (create_thread's) ends before the tables are emptied: on PostgreSQL
+    # the flush's TRUNCATE and the job's row locks would otherwise deadlock (SQLite's flush just waits)
+    memory.wait_for_memory_extraction(timeout=120)
 
 
 def _setup(name: str, thread) -> None:
