@@ -116,7 +116,6 @@ def copy_rows(conn, project_id: int, matrix, users, agents, threads, words, voca
     fixed = {"project": _field(struct.pack(">q", project_id)), "message": _field(b"message"),
              "zero": _field(struct.pack(">i", 0)), "valid": _field(b"valid"), "meta": _field(b"\x01{}"),
              "created": _field(created), "head": struct.pack(">hh", DIMENSIONS, 0)}
-    big = matrix.astype(">f4")
     columns = ("project_id, source_kind, record_id, record_type, chunk_index, user_id, agent_id, thread_id, status, "
                "metadata, text, context, embedding, created_at")
     with conn.cursor() as cursor, cursor.copy(f"COPY oam_search_chunks ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
@@ -129,7 +128,8 @@ def copy_rows(conn, project_id: int, matrix, users, agents, threads, words, voca
                 b"\x00\x0e", fixed["project"], fixed["message"], _field(stored_id(project_id, f"m{i}").encode()),
                 fixed["message"], fixed["zero"], _field(user.encode()), _field(f"a{agents[i]}".encode()),
                 _field(stored_id(project_id, f"t{users[i]}-{threads[i]}").encode()), fixed["valid"], fixed["meta"],
-                _field(text), _field(text), _field(fixed["head"] + big[i].tobytes()), fixed["created"])))
+                _field(text), _field(text), _field(fixed["head"] + matrix[i].astype(">f4").tobytes()),
+                fixed["created"])))
             if len(buffer) == 5000:
                 copy.write(b"".join(buffer))
                 buffer.clear()
