@@ -16,7 +16,8 @@ def use_sqlite(path: Path, *, fresh: bool = True, **env: str) -> None:
 
     ``fresh``: remove the file and its ``-wal``/``-shm``/``-journal`` companions first (a new, empty
     database); otherwise it must exist (SystemExit naming it). Sets ``OAM_SQLITE_PATH``, clears
-    ``OAM_ORACLE_DSN`` (SQLite even when the shell or .env names an Oracle database), sets each of ``env``
+    ``OAM_ORACLE_DSN`` and ``OAM_DATABASE_URL`` (SQLite even when the shell or .env names an Oracle or a
+    PostgreSQL database: settings prefer either to the SQLite file), sets each of ``env``
     (e.g. ``OAM_LLM_BASE_URL=""``: no LLM) and defaults ``DJANGO_SETTINGS_MODULE``.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -27,6 +28,7 @@ def use_sqlite(path: Path, *, fresh: bool = True, **env: str) -> None:
         raise SystemExit(f"--reuse: {path} does not exist; run once without --reuse")
     os.environ["OAM_SQLITE_PATH"] = str(path)
     os.environ["OAM_ORACLE_DSN"] = ""
+    os.environ["OAM_DATABASE_URL"] = ""
     os.environ.update(env)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oam_site.settings")
 
