@@ -40,6 +40,8 @@ of 10,000, 0.01 %), over ``--queries`` query vectors:
 * ``hnsw_only``: the index query alone (same SQL and settings, no fallback):
   how many of the queries got fewer rows than asked (``short``), i.e. took the
   exact fallback in ``engine``.
+* ``ef_search``: the index query again with a larger ``hnsw.ef_search`` than the engine sets
+  (``--ef-search``, default 200 and 400): what recall a wider graph walk buys, and its latency.
 * ``exact``: ``postgres_vector_sql(exact=True)``, every filtered row ranked
   (``--exact-queries`` of the queries; a sequential or index scan of the filter).
 
@@ -211,10 +213,24 @@ def index_plan(request, q, now) -> list[str]:
     return nodes
 
 
-def measure(data: dict, queries, *, exact_queries: int) -> dict:
+def index_rows(request, q, now, ef_search: int) -> list[tuple]:
+    """The engine's index query (``postgres_vector_sql``) with its ``SET LOCAL`` settings and ``ef_search``."""
+    from django.db import connection, transaction
+
+    from memory.search.backends import postgres_vector_sql
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+        cursor.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
+        sql, params = postgres_vector_sql(request, q, ARM_LIMIT, connection=connection, now=now)
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def measure(data: dict, queries, *, exact_queries: int, ef_search: list[int]) -> dict:
     """Every filter case over ``queries``: numpy, engine, hnsw_only and exact, with recall@10 against numpy."""
     import numpy as np
-    from django.db import connection, transaction
+    from django.db import connection
     from django.utils import timezone
 
     from memory.core.ids import stored_id
@@ -234,8 +250,8 @@ def measure(data: dict, queries, *, exact_queries: int) -> dict:
     out["warm_up_seconds"] = round(time.perf_counter() - t, 1)
     for case in CASES:
         log(f"  case {case}")
-        times = {k: [] for k in ("numpy", "engine", "hnsw_only", "exact")}
-        recall = {k: [] for k in ("engine", "hnsw_only", "exact")}
+        times = {k: [] for k in ("numpy", "engine", "hnsw_only", "exact", *(f"ef_search={e}" for e in ef_search))}
+        recall = {k: [] for k in ("engine", "hnsw_only", "exact", *(f"ef_search={e}" for e in ef_search))}
         short = missed = 0
         rows_passing = []
         plan = None
@@ -275,18 +291,18 @@ def measure(data: dict, queries, *, exact_queries: int) -> dict:
             times["engine"].append((time.perf_counter() - t) * 1000)
             recall["engine"].append(found(rows))
             t = time.perf_counter()
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-                cursor.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(ARM_LIMIT, MAX_EF_SEARCH))}")
-                sql, params = postgres_vector_sql(request, q, ARM_LIMIT, connection=connection, now=now)
-                cursor.execute(sql, params)
-                hnsw_rows = cursor.fetchall()
+            hnsw_rows = index_rows(request, q, now, max(40, min(ARM_LIMIT, MAX_EF_SEARCH)))  # the engine's value
             times["hnsw_only"].append((time.perf_counter() - t) * 1000)
             recall["hnsw_only"].append(found(hnsw_rows))
             short += len(hnsw_rows) < ARM_LIMIT  # what PostgresBackend.vector_rows checks before its exact query
             missed += len(hnsw_rows) < min(ARM_LIMIT, ids.size)  # the index lost rows the filter passes
             if plan is None:
                 plan = index_plan(request, q, now)
+            for ef in ef_search:
+                t = time.perf_counter()
+                wide = index_rows(request, q, now, ef)
+                times[f"ef_search={ef}"].append((time.perf_counter() - t) * 1000)
+                recall[f"ef_search={ef}"].append(found(wide))
             if qi < exact_queries:
                 t = time.perf_counter()
                 with connection.cursor() as cursor:
@@ -335,6 +351,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--sizes", nargs="+", type=int, default=[100_000, 1_000_000])
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--exact-queries", type=int, default=20, help="queries also run exactly in SQL")
+    parser.add_argument("--ef-search", type=int, nargs="*", default=[200, 400],
+                        help="also run the index query with these hnsw.ef_search values (the engine sets the limit)")
     parser.add_argument("--topics", type=int, default=500, help="topic centres of the mixture")
     parser.add_argument("--m", type=int, nargs="+", default=[16], help="HNSW m: one for all sizes or one per size")
     parser.add_argument("--ef-construction", type=int, nargs="+", default=[64],
@@ -385,7 +403,8 @@ def main(argv=None) -> dict:
             data = load(n, rng, centres, m=m, ef_construction=ef, maintenance_work_mem=args.maintenance_work_mem)
             log(f"size {n}: loaded in {time.perf_counter() - t:.0f} s {data['timings']}")
             results["sizes"][str(n)] = {"index": data["index"], "build": data["timings"],
-                                        "cases": measure(data, queries, exact_queries=args.exact_queries)}
+                                        "cases": measure(data, queries, exact_queries=args.exact_queries,
+                                                                 ef_search=args.ef_search)}
             del data
         connection.close()
     results["total_seconds"] = round(time.monotonic() - started, 1)
