@@ -25,6 +25,10 @@ in the window). Each round measures every (processes, database) cell, the two
 databases back to back for the same P, the order flipped every round, so a
 drift in the machine's load (shared by other work) hits both alike.
 
+``--embedder hash`` swaps the model for ``bench.hash_embedder.HashEmbedder`` (feature hashing, next to no
+CPU): the same requests then measure the write path (HTTP, services, database) without the forward pass,
+which is where the single writer and the connection per request show.
+
 Prints one JSON object: per cell, messages/s (median of the rounds, and each
 round's), p50/p95 latency over all rounds, non-2xx count; per P, the
 PostgreSQL/SQLite ratio of messages/s. Progress goes to stderr.
@@ -58,7 +62,10 @@ def log(*args) -> None:
     print(*args, file=sys.stderr, flush=True)
 
 
-def server_env(database: str, url: str) -> dict[str, str]:
+EMBEDDERS = {"minilm": "memory.embedders.MiniLMEmbedder", "hash": "bench.hash_embedder.HashEmbedder"}
+
+
+def server_env(database: str, url: str, embedder: str = "minilm") -> dict[str, str]:
     """The environment of every server and manage.py run on ``database``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OAM_", "DJANGO_"))}
     env.update({
@@ -71,6 +78,7 @@ def server_env(database: str, url: str) -> dict[str, str]:
         "OAM_LLM_BASE_URL": "",
         "OAM_API_RATE_LIMIT": "0",
         "OAM_EMBEDDED_WORKER": "false",
+        "OAM_EMBEDDER": EMBEDDERS[embedder],
         "PYTHONUNBUFFERED": "1",
     })
     return env
@@ -181,6 +189,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rounds", type=int, default=2, help="each round measures every cell; the order flips")
     parser.add_argument("--pgdata", type=Path, default=ROOT / "var" / "pgbench",
                         help="the embedded PostgreSQL's data folder (the benchmark's own)")
+    parser.add_argument("--embedder", choices=sorted(EMBEDDERS), default="minilm",
+                        help="hash: bench.hash_embedder.HashEmbedder, no model (the write path alone)")
     args = parser.parse_args(argv)
     from memory.dev.postgres_server import embedded_postgres
 
@@ -193,7 +203,7 @@ def main(argv: list[str] | None = None) -> dict:
     servers: dict[tuple[str, int], Server] = {}
     with embedded_postgres(args.pgdata, database="throughput") as url:
         recreate_postgres_database(url)
-        envs = {database: server_env(database, url) for database in DATABASES}
+        envs = {database: server_env(database, url, args.embedder) for database in DATABASES}
         keys, threads = {}, {}
         try:
             for database in DATABASES:
@@ -228,7 +238,8 @@ def main(argv: list[str] | None = None) -> dict:
         "databases": {"sqlite": "var/bench-add-messages/oam.sqlite3 (WAL, one writer)",
                       "postgresql": "embedded PostgreSQL 18.3 + pgvector 0.8.2, Unix socket, CONN_MAX_AGE 0"},
         "request": "POST /api/threads/{id}/messages, one LoCoMo turn, one client per thread",
-        "embedder": "memory.embedders.MiniLMEmbedder (all-MiniLM-L6-v2, the default), in every server process",
+        "embedder": EMBEDDERS[args.embedder] + " in every server process" + (
+            " (all-MiniLM-L6-v2, the default)" if args.embedder == "minilm" else " (no model: the write path alone)"),
         "processes": "daphne processes on their own ports, clients split evenly (no SO_REUSEPORT)",
         "clients": args.clients, "seconds_per_cell": args.seconds, "warmup_seconds": args.warmup,
         "rounds": args.rounds, "cpu_count": os.cpu_count(), "load_average_at_start": load_at_start,
