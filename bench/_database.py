@@ -1,4 +1,5 @@
-"""What the benchmarks share: pointing Django at a benchmark's own SQLite file, and a nearest-rank percentile.
+"""What the benchmarks share: pointing Django at a benchmark's own SQLite file or PostgreSQL database, and a
+nearest-rank percentile.
 
 Imported as ``bench._database`` (each script puts the repository root on ``sys.path`` first), so it works
 whether a script runs as ``python bench/<name>.py`` or is imported as ``bench.<name>`` (tests, bench/locomo_qa.py).
@@ -15,7 +16,8 @@ def use_sqlite(path: Path, *, fresh: bool = True, **env: str) -> None:
 
     ``fresh``: remove the file and its ``-wal``/``-shm``/``-journal`` companions first (a new, empty
     database); otherwise it must exist (SystemExit naming it). Sets ``OAM_SQLITE_PATH``, clears
-    ``OAM_ORACLE_DSN`` (SQLite even when the shell or .env names an Oracle database), sets each of ``env``
+    ``OAM_ORACLE_DSN`` and ``OAM_DATABASE_URL`` (SQLite even when the shell or .env names an Oracle or a
+    PostgreSQL database: settings prefer either to the SQLite file), sets each of ``env``
     (e.g. ``OAM_LLM_BASE_URL=""``: no LLM) and defaults ``DJANGO_SETTINGS_MODULE``.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -26,8 +28,51 @@ def use_sqlite(path: Path, *, fresh: bool = True, **env: str) -> None:
         raise SystemExit(f"--reuse: {path} does not exist; run once without --reuse")
     os.environ["OAM_SQLITE_PATH"] = str(path)
     os.environ["OAM_ORACLE_DSN"] = ""
+    os.environ["OAM_DATABASE_URL"] = ""
     os.environ.update(env)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oam_site.settings")
+
+
+def use_postgres(url: str, *, fresh: bool = True, **env: str) -> None:
+    """Point Django at the PostgreSQL database of ``url`` (``postgres://...``); must run before ``django.setup()``.
+
+    ``fresh``: drop and create that database first (through the server's ``postgres`` database, with
+    ``DROP DATABASE ... WITH (FORCE)``), so a benchmark starts empty; the role must be allowed to. Use it on a
+    server of the benchmark's own (``memory.dev.postgres_server.embedded_postgres``), never a shared one. Sets
+    ``OAM_DATABASE_URL``, clears ``OAM_ORACLE_DSN``, sets each of ``env`` and defaults ``DJANGO_SETTINGS_MODULE``.
+    """
+    if fresh:
+        recreate_postgres_database(url)
+    os.environ["OAM_DATABASE_URL"] = url
+    os.environ["OAM_ORACLE_DSN"] = ""
+    os.environ.update(env)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oam_site.settings")
+
+
+def postgres_connect_kwargs(url: str, **overrides) -> dict:
+    """psycopg ``connect()`` arguments for ``url``, decoded as ``oam_site.settings`` decodes it."""
+    from urllib.parse import unquote
+
+    import environ
+
+    config = environ.Env.db_url_config(url)
+    kwargs = {"dbname": config["NAME"], "user": config.get("USER") or None,
+              "password": config.get("PASSWORD") or None, "host": unquote(str(config.get("HOST") or "")) or None,
+              "port": config.get("PORT") or None}
+    kwargs.update(overrides)
+    return {k: v for k, v in kwargs.items() if v not in (None, "")}
+
+
+def recreate_postgres_database(url: str) -> None:
+    """Drop (forcing out its sessions) and create the database ``url`` names, connected to ``postgres``."""
+    import psycopg
+
+    kwargs = postgres_connect_kwargs(url)
+    name = kwargs.pop("dbname")
+    with psycopg.connect(dbname="postgres", autocommit=True, **kwargs) as conn:
+        quoted = '"' + name.replace('"', '""') + '"'
+        conn.execute(f"DROP DATABASE IF EXISTS {quoted} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {quoted}")
 
 
 def percentile(values: list[float], q: float) -> float:

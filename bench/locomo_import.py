@@ -36,6 +36,11 @@ conversations already stored in ``var/bench-locomo.sqlite3`` by an earlier
 run (same data, so a ranking change can be measured without re-importing).
 ``--modes`` runs only the given search modes (default: all three).
 
+``--database postgres`` runs the same import and questions on the PostgreSQL database of
+``OAM_DATABASE_URL`` (dropped and recreated first, so never point it at a shared one; ``--reuse`` keeps it):
+pgvector's HNSW index for the vector arm and ``tsvector``/``ts_rank_cd`` for the keyword arm instead of
+FTS5's BM25. bench/locomo_backends.py runs both backends side by side.
+
 ``--db FILE`` uses another SQLite file than ``var/bench-locomo.sqlite3`` (bench/embedders.py runs
 this benchmark once per embedder, ``OAM_EMBEDDER`` set, each in its own file).
 
@@ -73,7 +78,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-from bench._database import use_sqlite  # noqa: E402
+from bench._database import use_postgres, use_sqlite  # noqa: E402
 from memory.dev.locomo import CATEGORIES  # noqa: E402  (plain Python: no settings needed before Django is set up)
 
 DB_PATH = ROOT / "var" / "bench-locomo.sqlite3"
@@ -252,6 +257,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--reuse", action="store_true",
                         help="search the conversations an earlier run imported into the same file; no import")
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="search modes to run")
+    parser.add_argument("--database", choices=("sqlite", "postgres"), default="sqlite",
+                        help="postgres: the database of OAM_DATABASE_URL, dropped and recreated (default sqlite)")
     parser.add_argument("--db", metavar="FILE", type=Path, default=None,
                         help="the benchmark's SQLite file (default var/bench-locomo.sqlite3; "
                              "bench/embedders.py gives each embedder its own)")
@@ -280,7 +287,13 @@ def main(argv: list[str] | None = None) -> dict:
         DB_PATH = args.db.resolve()
 
     sys.path.insert(0, str(ROOT))
-    if args.observations is not None:
+    if args.database == "postgres":
+        if args.observations is not None or args.db is not None:
+            parser.error("--database postgres takes neither --db nor --observations (SQLite files)")
+        if not os.environ.get("OAM_DATABASE_URL"):
+            parser.error("--database postgres needs OAM_DATABASE_URL (python -m memory.dev.postgres_server -- ...)")
+        use_postgres(os.environ["OAM_DATABASE_URL"], fresh=not args.reuse)
+    elif args.observations is not None:
         _observation_database(args.observations)
     else:
         _fresh_database(reuse=args.reuse)
@@ -394,7 +407,10 @@ def main(argv: list[str] | None = None) -> dict:
         **({"variant": "fact keys from LoCoMo observations (LLM-written by the dataset's authors, standing in "
                        "for extraction): NOT the headline figure", "observations": observations}
            if observations is not None else {}),
-        "database": f"sqlite + sqlite-vec + FTS5, file {Path(os.environ['OAM_SQLITE_PATH']).name}",
+        "database": (f"sqlite + sqlite-vec + FTS5, file {Path(os.environ['OAM_SQLITE_PATH']).name}"
+                     if args.database == "sqlite" else "postgresql + pgvector HNSW + tsvector (OAM_DATABASE_URL)"),
+        "keyword_arm": ("FTS5 MATCH ranked by bm25()" if args.database == "sqlite"
+                        else "tsvector @@ to_tsquery('english') ranked by ts_rank_cd"),
         "embedder": settings.OAM_EMBEDDER,
         "reranker": ({"reranker": settings.OAM_RERANKER, "depth": settings.OAM_RERANK_DEPTH}
                      if settings.OAM_RERANK_DEPTH > 0 else None),

@@ -1,5 +1,10 @@
 """The supervised production recipe (``deploy/systemd``): units systemd accepts, restarting what dies.
 
+The scale-out units (N ``oam-daphne@PORT`` web servers, M ``oam-worker@N`` workers, ``oam-migrate`` once,
+on one PostgreSQL: docs/postgresql.md) are verified the same way, their commands are shown to name what
+exists (the module, the manage.py command), and ``env.postgresql.example`` is shown to select the
+PostgreSQL backend and the Redis broker when settings read it.
+
 systemd does not run inside the test machines, so the units are checked with
 ``systemd-analyze verify`` (with the repository and this virtualenv in place of
 ``/opt/oam-site``), and the worker unit's command is run for real on the Redis
@@ -10,7 +15,10 @@ restarts (``bench/extraction_soak.py`` does that restart loop under load).
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -53,13 +61,43 @@ def _service(unit: str) -> dict[str, str]:
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
 def test_the_units_verify(tmp_path):
     out = _rendered(tmp_path)
-    for name in ("oam-web.service", "oam-worker@1.service", "oam-workers.target"):
+    for name in ("oam-web.service", "oam-worker@1.service", "oam-workers.target", "oam-daphne@8001.service",
+                 "oam-daphnes.target", "oam-migrate.service"):
         proc = subprocess.run(["systemd-analyze", "verify", str(out / name)], capture_output=True, text=True,
                               cwd=out, timeout=60)
         complaints = [line for line in (proc.stdout + proc.stderr).splitlines() if str(out) in line]
         assert proc.returncode == 0 and complaints == [], proc.stdout + proc.stderr
-    for unit in ("oam-web.service", "oam-worker@.service"):
+    for unit in ("oam-web.service", "oam-worker@.service", "oam-daphne@.service"):
         assert _service(unit)["Restart"] == "always"
+
+
+def test_the_scale_out_units_run_commands_that_exist():
+    daphne = shlex.split(_service("oam-daphne@.service")["ExecStart"])
+    assert daphne[1:3] == ["-m", "oam_site.serve"] and daphne[daphne.index("-p") + 1] == "%i"  # instance = port
+    assert importlib.util.find_spec("oam_site.serve") is not None
+    migrate = shlex.split(_service("oam-migrate.service")["ExecStart"])
+    assert migrate[1:3] == ["manage.py", "migrate"] and _service("oam-migrate.service")["Type"] == "oneshot"
+    from django.core.management import get_commands
+
+    assert "migrate" in get_commands() and "rundramatiq" in get_commands()
+    assert "oam-migrate.service" in _service("oam-daphne@.service")["After"]
+    wanted = _service("oam-daphnes.target")["Wants"].split()
+    assert wanted and all(re.fullmatch(r"oam-daphne@\d+\.service", name) for name in wanted)
+
+
+def test_the_postgresql_environment_file_selects_postgresql_and_the_broker():
+    values = dict(line.split("=", 1) for line in (UNITS / "env.postgresql.example").read_text().splitlines()
+                  if line and not line.startswith("#"))
+    assert values["OAM_DATABASE_URL"].startswith("postgres://")
+    assert values["OAM_DRAMATIQ_BROKER_URL"].startswith("redis://")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OAM_", "DJANGO_"))}
+    env.update(values, DJANGO_SETTINGS_MODULE="oam_site.settings", OAM_VAR_DIR=str(ROOT / "var"))
+    probe = ("from django.conf import settings as s; import json; d = s.DATABASES['default']; "
+             "print(json.dumps([d['ENGINE'], d['NAME'], d['HOST'], d['PORT'], s.DRAMATIQ_BROKER['BROKER']]))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == ["memory.backends.postgresql", "oam", "db.example.org", 5432,
+                                                        "dramatiq.brokers.redis.RedisBroker"]
 
 
 def test_the_worker_unit_exits_when_its_worker_process_is_killed(tmp_path):
