@@ -148,7 +148,7 @@ def _observation_database(path: Path) -> None:
         source.close()
         target.close()
     os.environ["OAM_SQLITE_PATH"] = str(path)
-    os.environ["OAM_ORACLE_DSN"] = ""
+    os.environ["OAM_ORACLE_DSN"] = os.environ["OAM_DATABASE_URL"] = ""  # the SQLite copy, whatever the shell names
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oam_site.settings")
 
 

@@ -224,7 +224,7 @@ def _database(path: Path, fresh: bool) -> None:
         for suffix in ("", "-wal", "-shm", "-journal"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
     os.environ["OAM_SQLITE_PATH"] = str(path)
-    os.environ["OAM_ORACLE_DSN"] = ""  # SQLite even when the shell or .env names an Oracle database
+    os.environ["OAM_ORACLE_DSN"] = os.environ["OAM_DATABASE_URL"] = ""  # SQLite whatever the shell or .env names
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oam_site.settings")
 
 

@@ -195,11 +195,12 @@ def index_plan(request, q, now) -> list[str]:
     """The scan nodes (and their index) of ``EXPLAIN`` for the index query, as the engine runs it."""
     from django.db import connection, transaction
 
+    from memory.search.backends import ef_search as engine_ef_search
     from memory.search.backends import postgres_vector_sql
 
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-        cursor.execute(f"SET LOCAL hnsw.ef_search = {ARM_LIMIT}")
+        cursor.execute(f"SET LOCAL hnsw.ef_search = {engine_ef_search(ARM_LIMIT)}")
         sql, params = postgres_vector_sql(request, q, ARM_LIMIT, connection=connection, now=now)
         cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
         tree = cursor.fetchone()[0]
@@ -235,7 +236,8 @@ def measure(data: dict, queries, *, exact_queries: int, ef_search: list[int]) ->
 
     from memory.core.ids import stored_id
     from memory.core.types import MemorySearchConfig, SearchScope
-    from memory.search.backends import MAX_EF_SEARCH, PostgresBackend, postgres_vector_sql
+    from memory.search.backends import PostgresBackend, postgres_vector_sql
+    from memory.search.backends import ef_search as engine_ef_search
     from memory.search.request import build_request
 
     matrix, project_id = data["matrix"], data["project_id"]
@@ -291,7 +293,7 @@ def measure(data: dict, queries, *, exact_queries: int, ef_search: list[int]) ->
             times["engine"].append((time.perf_counter() - t) * 1000)
             recall["engine"].append(found(rows))
             t = time.perf_counter()
-            hnsw_rows = index_rows(request, q, now, max(40, min(ARM_LIMIT, MAX_EF_SEARCH)))  # the engine's value
+            hnsw_rows = index_rows(request, q, now, engine_ef_search(ARM_LIMIT))  # the engine's value
             times["hnsw_only"].append((time.perf_counter() - t) * 1000)
             recall["hnsw_only"].append(found(hnsw_rows))
             short += len(hnsw_rows) < ARM_LIMIT  # what PostgresBackend.vector_rows checks before its exact query
@@ -351,7 +353,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--sizes", nargs="+", type=int, default=[100_000, 1_000_000])
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--exact-queries", type=int, default=20, help="queries also run exactly in SQL")
-    parser.add_argument("--ef-search", type=int, nargs="*", default=[200, 400],
+    parser.add_argument("--ef-search", type=int, nargs="*", default=[100, 800],
                         help="also run the index query with these hnsw.ef_search values (the engine sets the limit)")
     parser.add_argument("--topics", type=int, default=500, help="topic centres of the mixture")
     parser.add_argument("--m", type=int, nargs="+", default=[16], help="HNSW m: one for all sizes or one per size")

@@ -108,7 +108,7 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oam_site.settings")
-    os.environ["OAM_ORACLE_DSN"] = ""
+    os.environ["OAM_ORACLE_DSN"] = os.environ["OAM_DATABASE_URL"] = ""  # SQLite: the vector cache is measured
     os.environ.setdefault("OAM_VECTOR_CACHE_MAX_ROWS", str(max(args.sizes) + 1))
     results = {"benchmark": "search_scale", "cpu_count": os.cpu_count(),
                "load_average_1_5_15_min_at_start": [round(x, 2) for x in os.getloadavg()], "sizes": {}}

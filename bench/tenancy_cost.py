@@ -602,7 +602,8 @@ def main(argv: list[str] | None = None) -> dict:
         "limit": f"current p50 <= {LIMIT_RATIO:.2f} x baseline p50",
     }
     # The same settings for both sides: SQLite, no LLM, no broker.
-    env = {"OAM_ORACLE_DSN": "", "OAM_REDIS_URL": "", "OAM_DRAMATIQ_BROKER_URL": "", "OAM_LLM_BASE_URL": "",
+    env = {"OAM_ORACLE_DSN": "", "OAM_DATABASE_URL": "", "OAM_REDIS_URL": "", "OAM_DRAMATIQ_BROKER_URL": "",
+           "OAM_LLM_BASE_URL": "",
            "OAM_LOCOMO_PATH": str(data_path), "DJANGO_SETTINGS_MODULE": "oam_site.settings",
            "PYTHONDONTWRITEBYTECODE": "1"}
     (ROOT / "var").mkdir(exist_ok=True)
