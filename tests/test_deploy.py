@@ -131,3 +131,17 @@ def test_the_worker_unit_exits_when_its_worker_process_is_killed(tmp_path):
         unit.wait(timeout=10)
         for key in redis.Redis(host="127.0.0.1", port=6379).scan_iter(f"{env['OAM_DRAMATIQ_NAMESPACE']}*"):
             redis.Redis(host="127.0.0.1", port=6379).delete(key)
+
+
+def test_every_long_running_unit_checks_the_database_before_it_starts(tmp_path):
+    """Bad database configuration stops a unit at start-up with the system check's message (memory.E004-E006),
+    and that command really fails on an unreachable server."""
+    for unit in ("oam-web.service", "oam-daphne@.service", "oam-worker@.service"):
+        assert _service(unit)["ExecStartPre"].endswith("manage.py check --database default"), unit
+    command = shlex.split(_service("oam-worker@.service")["ExecStartPre"])
+    command[0] = sys.executable
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OAM_")}
+    env.update({"DJANGO_SETTINGS_MODULE": "oam_site.settings", "OAM_VAR_DIR": str(tmp_path),
+                "OAM_DATABASE_URL": "postgres://oam:pw@127.0.0.1:1/oam"})
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "memory.E004" in done.stderr
