@@ -354,7 +354,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--exact-queries", type=int, default=20, help="queries also run exactly in SQL")
     parser.add_argument("--ef-search", type=int, nargs="*", default=[100, 800],
-                        help="also run the index query with these hnsw.ef_search values (the engine: backends.ef_search)")
+                        help="also run the index query with these hnsw.ef_search values (the engine's: ef_search)")
     parser.add_argument("--topics", type=int, default=500, help="topic centres of the mixture")
     parser.add_argument("--m", type=int, nargs="+", default=[16], help="HNSW m: one for all sizes or one per size")
     parser.add_argument("--ef-construction", type=int, nargs="+", default=[64],
