@@ -90,7 +90,7 @@ def ef_search(limit: int) -> int:
 
 
 #: Chunks of the project PostgreSQL's HYBRID keyword arm reads to tell a common term (in half of them) from evidence.
-EVIDENCE_SAMPLE = 5_000
+EVIDENCE_SAMPLE = 2_000
 
 #: Most filtered chunks a PostgreSQL search ranks exactly instead of through the HNSW index (384-d cosine over
 #: 10,000 rows is a few milliseconds of a sequential pass; above it the index wins: ``bench/pg_scale.py``).
@@ -379,18 +379,21 @@ class PostgresBackend(SearchBackend):
         query, as FTS5 clamps such a term's IDF to nothing on SQLite (``MIN_BM25_EVIDENCE``; FTS5 counts over
         its whole table, here one tenant's rows count, so one project's words never weigh another's search):
         "bicycle" in every chunk of a store is no reason to rank a chunk. ``ts_rank_cd`` has no IDF of its own.
-        The shares are counted on at most ``EVIDENCE_SAMPLE`` chunks of the project (bounded work per search).
+        The shares are counted on at most ``EVIDENCE_SAMPLE`` chunks of the project (bounded work per search),
+        each term's ``tsquery`` parsed once.
         The match is (project id, the terms as a text array), bound before the WHERE clause's parameters."""
         kind, rid, part = (f"{table}.{quote(name)}" for name in ("source_kind", "record_id", "chunk_index"))
         vector = f"{table}.{quote(tsvector_column(column))}"
         config = f"'{TEXT_SEARCH_CONFIG}'"
-        common = (f"(SELECT count(*) FILTER (WHERE _s.v @@ to_tsquery({config}, quote_literal(_t.term))) * 2 "
-                  f">= greatest(count(*), 1) FROM _sample AS _s)") if evidence else "false"
+        common = ("(SELECT count(*) FILTER (WHERE _s.v @@ _t.tq) * 2 >= greatest(count(*), 1) FROM _sample AS _s)"
+                  if evidence else "false")
         sql = (
             f"WITH _sample AS (SELECT {vector} AS v FROM {table} WHERE {table}.{quote('project_id')} = %s "
             f"LIMIT {EVIDENCE_SAMPLE}), "
+            f"_terms AS (SELECT term, to_tsquery({config}, quote_literal(term)) AS tq "
+            f"FROM unnest(%s::text[]) AS term), "
             f"_query AS (SELECT to_tsquery({config}, string_agg(quote_literal(_t.term), ' | ')) AS q "
-            f"FROM unnest(%s::text[]) AS _t(term) WHERE NOT {common}) "
+            f"FROM _terms AS _t WHERE NOT {common}) "
             f"SELECT {kind}, {rid}, ts_rank_cd({vector}, _query.q, 1) AS {quote('rank')} "
             f"FROM {table} CROSS JOIN _query "
             f"WHERE {vector} @@ _query.q AND ({where_sql}) ORDER BY {quote('rank')} DESC, {rid}, {part} LIMIT {limit}"
