@@ -92,9 +92,12 @@ def ef_search(limit: int) -> int:
 #: Chunks of the project PostgreSQL's HYBRID keyword arm reads to tell a common term (in half of them) from evidence.
 EVIDENCE_SAMPLE = 2_000
 
-#: Most filtered chunks a PostgreSQL search ranks exactly instead of through the HNSW index (384-d cosine over
-#: 10,000 rows is a few milliseconds of a sequential pass; above it the index wins: ``bench/pg_scale.py``).
-EXACT_ROWS = 10_000
+#: Most filtered chunks a PostgreSQL search ranks exactly instead of through the HNSW index. bench/pg_scale.py
+#: (2026-12-06, 2 cores): exact ranking of ~100 rows 1.5 ms, of 993 rows 10.6 ms, of 9,994 rows 102 ms, where the
+#: HNSW index answered the 9,994-row filter in 25 ms at recall@10 1.0 and counting up to 10,001 rows cost the
+#: check itself tens of milliseconds at 1M chunks; so 2,000 (a user's or a thread's store, LoCoMo's ~600-turn
+#: conversations) stays exact and a larger scope goes to the index.
+EXACT_ROWS = 2_000
 
 
 def postgres_vector_sql(request: SearchRequest, query_vector, limit: int, *, connection=None, now=None,
@@ -340,8 +343,8 @@ class PostgresBackend(SearchBackend):
         """Exact while the search's filtered chunks are few, the HNSW index beyond.
 
         At most ``EXACT_ROWS`` filtered chunks (counted with a bounded ``LIMIT``, through the scope's B-tree
-        index): every one is ranked exactly, as on SQLite (a few milliseconds; an export imported elsewhere
-        answers the same). More: the HNSW index, with ``hnsw.iterative_scan = strict_order`` (pgvector 0.8),
+        index): every one is ranked exactly, as on SQLite (about 10 ms at 1,000 rows; an export imported
+        elsewhere answers the same). More: the HNSW index, with ``hnsw.iterative_scan = strict_order`` (pgvector 0.8),
         which keeps scanning the graph while the WHERE clause rejects what it finds (up to
         ``hnsw.max_scan_tuples``), and ``hnsw.ef_search`` from ``ef_search(limit)``. An approximate index
         can still return fewer than ``limit`` rows (a filter that rejects nearly everything the scan meets):
