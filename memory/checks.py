@@ -99,8 +99,9 @@ def check_database(app_configs=None, databases=None, **kwargs) -> list[checks.Ch
 
     * ``memory.E004``: the server cannot be reached (the driver's first line, the setting that names it);
     * ``memory.E005`` (PostgreSQL): the ``vector`` extension is not installed on the server, or this
-      database's tables exist without it (``memory.backends.postgresql`` creates it before migrating, so a
-      new database passes when the server has pgvector);
+      database's tables exist without it, or it is not created yet and this role may not create it
+      (pgvector is not a trusted extension: only a superuser may, unless a later release marks it trusted;
+      ``memory.backends.postgresql`` creates it before migrating when the role may);
     * ``memory.E006`` (PostgreSQL): the embedding column has another size than ``OAM_EMBEDDING_DIMENSIONS``
       (``vector(768)`` made by another embedder, say): every insert would fail. SQLite and Oracle keep that
       rule in ``memory.E002`` (``oam_embedding_space``).
@@ -127,14 +128,21 @@ def _postgresql_problems(connection, alias: str) -> list[checks.CheckMessage]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT (SELECT extversion FROM pg_extension WHERE extname = 'vector'), "
                        "EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector'), "
-                       "to_regclass(%s) IS NOT NULL", [chunks])
-        installed, available, migrated = cursor.fetchone()
-        if installed is None and (not available or migrated):
-            where = "is not available on the server" if not available else "is not created in this database"
+                       "to_regclass(%s) IS NOT NULL, "
+                       "(SELECT rolsuper FROM pg_roles WHERE rolname = current_user) OR COALESCE((SELECT v.trusted "
+                       "FROM pg_available_extension_versions AS v JOIN pg_available_extensions AS a "
+                       "ON a.name = v.name AND a.default_version = v.version WHERE v.name = 'vector'), false) "
+                       "AND has_database_privilege(current_database(), 'CREATE')", [chunks])
+        installed, available, migrated, may_create = cursor.fetchone()
+        if installed is None and (not available or migrated or not may_create):
+            where = ("is not available on the server" if not available else "is not created in this database"
+                     if migrated else "is not created in this database, and this role may not create it "
+                     "(pgvector is not a trusted extension: a superuser must)")
             return [checks.Error(
                 f"PostgreSQL database {alias!r}: the pgvector extension 'vector' {where}",
-                hint="install pgvector on the server (packages postgresql-NN-pgvector), then run CREATE EXTENSION "
-                     "vector as a role that may (manage.py migrate does it when the role owns the database)",
+                hint="install pgvector on the server (packages postgresql-NN-pgvector), then have a superuser run "
+                     "CREATE EXTENSION vector in this database (manage.py migrate does it when the service's role "
+                     "is a superuser)",
                 obj="settings", id="memory.E005")]
         if not migrated:
             return []

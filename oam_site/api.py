@@ -44,12 +44,14 @@ inline (``memory.core.aio.run_inline``).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
 from asgiref.sync import iscoroutinefunction
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
+from django.db import DataError
 from django.http import HttpRequest, HttpResponse
 from django.http.multipartparser import MultiPartParserError
 from django.urls import URLPattern
@@ -214,6 +216,44 @@ def invalid_argument(request: HttpRequest, exc: InvalidArgument) -> HttpResponse
 def invalid_type(request: HttpRequest, exc: InvalidType) -> HttpResponse:
     """A value has the wrong type: 422, like a schema error."""
     return _invalid(request, exc, "type_error")
+
+
+def _nul_field(request: HttpRequest) -> tuple[str, str]:
+    """(source, field) of the first path parameter, query parameter or JSON body value holding U+0000."""
+    match = getattr(request, "resolver_match", None)
+    for name, value in (match.kwargs.items() if match is not None else ()):
+        if "\x00" in str(value):
+            return "path", name
+    for name, values in request.GET.lists():
+        if "\x00" in name or any("\x00" in value for value in values):
+            return "query", name
+    try:
+        stack = [("", json.loads(request.body or b"null"))]
+    except (ValueError, UnicodeDecodeError):
+        stack = []
+    while stack:
+        path, value = stack.pop()
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        for key, child in items:
+            where = f"{path}.{key}" if path and isinstance(key, str) else f"{path}[{key}]" if path else str(key)
+            if (isinstance(key, str) and "\x00" in key) or (isinstance(child, str) and "\x00" in child):
+                return "body", where
+            stack.append((where, child))
+    return "body", "body"
+
+
+@api.exception_handler(DataError)
+def data_error(request: HttpRequest, exc: DataError) -> HttpResponse:
+    """A lookup value holding U+0000 reached PostgreSQL, which refuses NUL in text ("text fields cannot contain
+    NUL (0x00) bytes"; no stored record can hold one: ``memory.core.errors.check_text``): 422 naming the field,
+    whichever door the value came through (an id in the path, a list filter, a search scope). Any other
+    ``DataError`` is a bug and stays a 500."""
+    if "NUL (0x00)" not in str(exc):
+        raise exc
+    source, field = _nul_field(request)
+    item = {"loc": [source, field], "msg": "must not hold U+0000 (NUL): no database here stores it in text",
+            "type": "value_error"}
+    return api.create_response(request, {"detail": [item]}, status=422)
 
 
 @api.exception_handler(OutOfScope)

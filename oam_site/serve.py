@@ -9,10 +9,18 @@ listening, prints::
 one line per TCP endpoint, with the port the OS gave for ``-p 0``. daphne's
 own "Listening on TCP address" line is an INFO log record, which the
 project's logging settings (``DJANGO_LOG_LEVEL``, default WARNING) hide.
+
+Before daphne starts it runs Django's system checks with the database ones
+(``manage.py check --database default``): a database that cannot be reached,
+has no pgvector, or holds vectors of another size (``memory.E002``,
+``memory.E004``-``E006``) stops the start with the check's message and exit
+status 1, instead of a server that answers 500 to every request.
 """
 
 from __future__ import annotations
 
+import io
+import os
 import sys
 
 from daphne.cli import CommandLineInterface
@@ -43,8 +51,23 @@ class ReadyCommandLine(CommandLineInterface):
     server_class = ReadyServer
 
 
+def check_database() -> None:
+    """Django's system checks, database ones included; ``SystemExit`` with their report when one fails."""
+    import django  # deferred: daphne's reactor (imported above) must come first; settings load here
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oam_site.settings")  # as oam_site.asgi does
+    django.setup()
+    try:
+        call_command("check", databases=["default"], stdout=io.StringIO())  # quiet unless a check fails
+    except SystemCheckError as exc:
+        raise SystemExit(str(exc)) from None
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Run daphne with ``argv`` (default: this process's arguments)."""
+    """Check the configuration, then run daphne with ``argv`` (default: this process's arguments)."""
+    check_database()
     ReadyCommandLine().run(sys.argv[1:] if argv is None else argv)
 
 

@@ -73,3 +73,39 @@ def test_tables_without_the_vector_extension_are_refused():
         del connections["noext"]
         with connection.cursor() as cursor:
             cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+@pytest.mark.backend("postgresql")
+@pytest.mark.django_db(transaction=True)
+def test_a_role_that_may_not_create_the_extension_is_refused_before_migrating():
+    """pgvector is not a trusted extension: a database owner who is not a superuser cannot create it, and
+    ``migrate`` would stop with a bare "permission denied" (found by an attack on the PostgreSQL backend)."""
+    name, role = "oam_checks_owned", "oam_checks_owner"
+    with connection.cursor() as cursor:
+        cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        cursor.execute(f'DROP ROLE IF EXISTS "{role}"')
+        cursor.execute(f'CREATE ROLE "{role}" LOGIN')
+        cursor.execute(f'CREATE DATABASE "{name}" OWNER "{role}"')
+    other = load_backend(settings.DATABASES["default"]["ENGINE"]).DatabaseWrapper(
+        {**connection.settings_dict, "NAME": name, "USER": role}, alias="owned")
+    connections["owned"] = other
+    try:
+        errors = check_database(databases=["owned"])
+        assert [e.id for e in errors] == ["memory.E005"]
+        assert "this role may not create it" in errors[0].msg and "superuser" in errors[0].hint
+    finally:
+        other.close()
+        del connections["owned"]
+        with connection.cursor() as cursor:
+            cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            cursor.execute(f'DROP ROLE IF EXISTS "{role}"')
+
+
+def test_the_serve_command_stops_before_serving_on_an_unreachable_server(tmp_path):
+    """``python -m oam_site.serve`` (make serve, the daphne units) runs the database checks first: no server that
+    answers 500 to every request (found by an attack on the PostgreSQL backend)."""
+    env = {**os.environ, "OAM_DATABASE_URL": UNREACHABLE, "OAM_ORACLE_DSN": "", "OAM_VAR_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "oam_site.serve", "-b", "127.0.0.1", "-p", "0",
+                           "oam_site.asgi:application"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1 and "memory.E004" in done.stderr and "OAM Site ready" not in done.stdout

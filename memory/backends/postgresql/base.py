@@ -3,11 +3,11 @@
 Django's own PostgreSQL backend (psycopg 3) with one addition, the PostGIS
 pattern (``django.contrib.gis.db.backends.postgis``): ``prepare_database``,
 which ``manage.py migrate`` and the test database's creation call before any
-migration, runs ``CREATE EXTENSION IF NOT EXISTS vector``. The role needs the
-right to create it once per database (a superuser, the database owner on
-PostgreSQL 13+ since pgvector is a trusted extension, or a DBA doing it
-beforehand); when it cannot, ``migrate`` stops there and
-``memory.checks.check_database`` names the problem.
+migration, runs ``CREATE EXTENSION IF NOT EXISTS vector`` when it is missing.
+pgvector is not a trusted extension, so only a superuser may create it: a
+service role that is not one needs a DBA to run it once per database
+beforehand; ``memory.checks.check_database`` (``memory.E005``, run by
+``migrate`` before this) names that case instead of a bare "permission denied".
 
 What the engine stores per column on this backend: ``memory.fields.VectorField``
 is ``vector(N)`` (pgvector), ``JSONField`` is ``jsonb``, the keyword index is a
