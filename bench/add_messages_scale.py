@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 from bench._database import percentile, recreate_postgres_database  # noqa: E402
-from bench.api_load import Connection, load_turns  # noqa: E402  (plain Python: no Django in this process)
+from bench.api_load import Connection, Server, load_turns  # noqa: E402  (plain Python: no Django here)
 
 VAR = ROOT / "var" / "bench-add-messages"
 DATABASES = ("sqlite", "postgresql")
@@ -87,39 +87,6 @@ def server_env(database: str, url: str, embedder: str = "minilm") -> dict[str, s
 def manage(env: dict[str, str], *args: str) -> str:
     return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           check=True, stdin=subprocess.DEVNULL).stdout
-
-
-class Server:
-    """One daphne process (``python -m oam_site.serve -p 0``); ``port`` once ``wait()`` returned."""
-
-    def __init__(self, name: str, env: dict[str, str]):
-        self.name = name
-        self.log_path = VAR / f"{name}.log"
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "oam_site.serve", "-b", "127.0.0.1", "-p", "0", "oam_site.asgi:application"],
-            cwd=ROOT, env=env, stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
-        )
-        self.port = 0
-
-    def wait(self, timeout: float = 300) -> None:
-        deadline = time.monotonic() + timeout
-        while not (
-            found := re.search(r"ready on http://127\.0\.0\.1:(\d+)", self.log_path.read_text(errors="replace"))
-        ):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name} did not start:\n{self.log_path.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.2)
-        self.port = int(found[1])
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
 
 
 async def make_threads(port: int, key: str, count: int) -> list[str]:
@@ -211,9 +178,9 @@ def main(argv: list[str] | None = None) -> dict:
                 manage(envs[database], "migrate", "--noinput", "-v0")
                 keys[database] = re.findall(r"\S{32,}", manage(envs[database], "create_api_key", "bench"))[-1]
                 for n in range(1, max(args.processes) + 1):
-                    servers[database, n] = Server(f"{database}-{n}", envs[database])
+                    servers[database, n] = Server(f"{database}-{n}", envs[database], log_dir=VAR)
             for server in servers.values():
-                server.wait()
+                server.wait(timeout=300)
             log("servers:", {f"{d}-{n}": s.port for (d, n), s in servers.items()})
             for database in DATABASES:
                 ports = [servers[database, n].port for n in range(1, max(args.processes) + 1)]

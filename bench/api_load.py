@@ -102,12 +102,12 @@ def manage(*args: str) -> str:
 class Server:
     """One daphne process (``python -m oam_site.serve -p 0``); ``port`` once ``wait()`` returned."""
 
-    def __init__(self, name: str, sync: bool):
+    def __init__(self, name: str, env: dict[str, str], *, log_dir: Path = VAR):
         self.name = name
-        self.log_path = VAR / f"{name}.log"
+        self.log_path = log_dir / f"{name}.log"
         self.process = subprocess.Popen(
             [sys.executable, "-m", "oam_site.serve", "-b", "127.0.0.1", "-p", "0", "oam_site.asgi:application"],
-            cwd=ROOT, env=server_env(sync), stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT,
+            cwd=ROOT, env=env, stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True,
         )
         self.port = 0
@@ -289,7 +289,8 @@ def main() -> None:
     key = re.findall(r"\S{32,}", manage("create_api_key", "bench-api-load"))[-1]
     *batches, spare = load_turns(args.threads, args.seed_messages)
 
-    servers = {(kind, n): Server(f"{kind}-{n}", kind == "sync") for kind in ("sync", "async") for n in (1, 2)}
+    servers = {(kind, n): Server(f"{kind}-{n}", server_env(kind == "sync")) for kind in ("sync", "async")
+               for n in (1, 2)}
     try:
         for server in servers.values():
             server.wait()
