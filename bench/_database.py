@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from memory.dev.postgres_server import recreate_database
+
 
 def use_sqlite(path: Path, *, fresh: bool = True, **env: str) -> None:
     """Point Django at the SQLite file ``path``; must run before ``django.setup()``.
@@ -42,37 +44,11 @@ def use_postgres(url: str, *, fresh: bool = True, **env: str) -> None:
     ``OAM_DATABASE_URL``, clears ``OAM_ORACLE_DSN``, sets each of ``env`` and defaults ``DJANGO_SETTINGS_MODULE``.
     """
     if fresh:
-        recreate_postgres_database(url)
+        recreate_database(url)
     os.environ["OAM_DATABASE_URL"] = url
     os.environ["OAM_ORACLE_DSN"] = ""
     os.environ.update(env)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oam_site.settings")
-
-
-def postgres_connect_kwargs(url: str, **overrides) -> dict:
-    """psycopg ``connect()`` arguments for ``url``, decoded as ``oam_site.settings`` decodes it."""
-    from urllib.parse import unquote
-
-    import environ
-
-    config = environ.Env.db_url_config(url)
-    kwargs = {"dbname": config["NAME"], "user": config.get("USER") or None,
-              "password": config.get("PASSWORD") or None, "host": unquote(str(config.get("HOST") or "")) or None,
-              "port": config.get("PORT") or None}
-    kwargs.update(overrides)
-    return {k: v for k, v in kwargs.items() if v not in (None, "")}
-
-
-def recreate_postgres_database(url: str) -> None:
-    """Drop (forcing out its sessions) and create the database ``url`` names, connected to ``postgres``."""
-    import psycopg
-
-    kwargs = postgres_connect_kwargs(url)
-    name = kwargs.pop("dbname")
-    with psycopg.connect(dbname="postgres", autocommit=True, **kwargs) as conn:
-        quoted = '"' + name.replace('"', '""') + '"'
-        conn.execute(f"DROP DATABASE IF EXISTS {quoted} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {quoted}")
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -51,8 +51,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-from bench._database import percentile, recreate_postgres_database  # noqa: E402
+from bench._database import percentile  # noqa: E402
 from bench.api_load import Connection, Server, load_turns  # noqa: E402  (plain Python: no Django here)
+from memory.dev.postgres_server import recreate_database  # noqa: E402
 
 VAR = ROOT / "var" / "bench-add-messages"
 DATABASES = ("sqlite", "postgresql")
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None) -> dict:
     cells: dict[tuple[str, int], list[dict]] = {}
     servers: dict[tuple[str, int], Server] = {}
     with embedded_postgres(args.pgdata, database="throughput") as url:
-        recreate_postgres_database(url)
+        recreate_database(url)
         envs = {database: server_env(database, url, args.embedder) for database in DATABASES}
         keys, threads = {}, {}
         try:

@@ -63,7 +63,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-from bench._database import percentile, postgres_connect_kwargs, use_postgres  # noqa: E402
+from bench._database import percentile, use_postgres  # noqa: E402
+from memory.dev.postgres_server import connect_kwargs  # noqa: E402
 
 DIMENSIONS = 384
 USERS, AGENTS, THREADS_PER_USER = 1000, 10, 10
@@ -340,7 +341,7 @@ def server(args):
     from memory.dev.postgres_server import embedded_postgres
 
     with embedded_postgres(args.pgdata, database="bench") as url:
-        with psycopg.connect(**postgres_connect_kwargs(url), autocommit=True) as conn:
+        with psycopg.connect(**connect_kwargs(url), autocommit=True) as conn:
             current = conn.execute("SHOW shared_buffers").fetchone()[0]
             if current != args.shared_buffers:
                 conn.execute(f"ALTER SYSTEM SET shared_buffers = '{args.shared_buffers}'")

@@ -66,21 +66,37 @@ def database_url(url: str, name: str) -> str:
     return base.rsplit("/", 1)[0] + "/" + name + (f"?{query}" if query else "")
 
 
+def connect_kwargs(url: str, **overrides) -> dict:
+    """psycopg ``connect()`` arguments for ``url``, decoded as ``oam_site.settings`` decodes it (a socket folder as
+    the percent-encoded host or as ``?host=``)."""
+    config = environ.Env.db_url_config(url)
+    kwargs = {"dbname": config["NAME"], "user": config.get("USER") or None,
+              "password": config.get("PASSWORD") or None, "port": config.get("PORT") or None,
+              "host": unquote(str(config.get("HOST") or "")) or config.get("OPTIONS", {}).get("host")}
+    kwargs.update(overrides)
+    return {k: v for k, v in kwargs.items() if v not in (None, "")}
+
+
+def recreate_database(url: str) -> None:
+    """Drop (forcing out its sessions: ``WITH (FORCE)``) and create the database ``url`` names, connected to the
+    server's ``postgres`` database in autocommit mode, as ``CREATE DATABASE`` requires. Only on a server of one's
+    own (tests, ``bench/``), never a shared one."""
+    kwargs = connect_kwargs(url)
+    quoted = '"' + kwargs.pop("dbname").replace('"', '""') + '"'
+    with psycopg.connect(dbname="postgres", autocommit=True, **kwargs) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {quoted} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {quoted}")
+
+
 def fresh_database(url: str, name: str) -> str:
     """Create the database ``name`` (dropped first if it exists) on ``url``'s server; return its URL.
 
     For a live server started by a test (``tests/browser/harness.server_env``): its own empty database, as the
-    SQLite pass gives it its own file. Connects with psycopg in autocommit mode, as ``CREATE DATABASE``
-    requires; ``WITH (FORCE)`` ends a connection a stopped server left behind.
+    SQLite pass gives it its own file (``recreate_database``).
     """
-    config = environ.Env.db_url_config(url)
-    params = {"dbname": config["NAME"], "user": config.get("USER") or None,
-              "password": config.get("PASSWORD") or None, "port": config.get("PORT") or None,
-              "host": unquote(str(config.get("HOST") or "")) or config.get("OPTIONS", {}).get("host")}
-    with psycopg.connect(**{k: v for k, v in params.items() if v}, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return database_url(url, name)
+    url = database_url(url, name)
+    recreate_database(url)
+    return url
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -377,8 +377,8 @@ def warm(alias: str = "default") -> int:
     """
     connection = connections[alias]
     try:
-        cache = get_vector_cache(alias)
-        if cache is None or connection.vendor != "sqlite":
+        cache = get_vector_cache(alias)  # None off SQLite
+        if cache is None:
             return 0
         snapshot = cache.snapshot(connection)
         return 0 if snapshot is None else snapshot.n
