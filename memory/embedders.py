@@ -23,7 +23,8 @@ import numpy as np
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from memory.core.batching import Embedder, MicroBatchingEmbedder, length_batches
+from memory.core.batching import Embedder, MicroBatchingEmbedder, embedding_cost, length_batches
+from memory.core.errors import MAX_EMBED_CHARS, InvalidArgument
 from memory.core.onnx import OnnxModel
 
 
@@ -225,6 +226,22 @@ class BgeSmallEmbedder:
         return self._encode([self.QUERY_INSTRUCTION + t for t in texts], one_core=True)
 
 
+def embed_records(texts: Sequence[str], *, field: str) -> np.ndarray:
+    """The process embedder's vectors of a request's record texts (chunks), shape ``(len(texts), dimensions)``,
+    once they fit the per-request embedding budget.
+
+    Raises ValueError (``InvalidArgument`` naming ``field``, a 422 over HTTP) when their
+    ``embedding_cost`` (characters, each text at most ``TEXT_CHARS``) is over ``MAX_EMBED_CHARS``,
+    before any of them is embedded. One request embeds once, here (messages, memories, images,
+    edits): what bounds its CPU (README "Limits"; issue #29).
+    """
+    cost = sum(map(embedding_cost, texts))
+    if cost > MAX_EMBED_CHARS:
+        raise InvalidArgument(field, f"needs {cost} characters embedded; the per-request embedding budget is "
+                                     f"{MAX_EMBED_CHARS} (MAX_EMBED_CHARS): send fewer or shorter texts per call")
+    return get_embedder().embed(texts)
+
+
 def embed_query(text: str) -> np.ndarray:
     """The vector a search query is compared with, shape ``(dimensions,)``: the process embedder's
     ``embed_query`` when it has one (an asymmetric model such as E5 embeds queries and records differently),
@@ -259,6 +276,7 @@ def get_embedder() -> Embedder:
                         f"VECTOR columns hold {settings.OAM_EMBEDDING_DIMENSIONS}"
                     )
                 if settings.OAM_EMBEDDING_MICROBATCH:
-                    embedder = MicroBatchingEmbedder(embedder, settings.OAM_EMBEDDING_MICROBATCH_MAX_TEXTS)
+                    embedder = MicroBatchingEmbedder(embedder, settings.OAM_EMBEDDING_MICROBATCH_MAX_TEXTS,
+                                                     pass_chars=settings.OAM_EMBEDDING_PASS_CHARS)
                 _embedder = embedder
     return _embedder

@@ -17,6 +17,7 @@ from django.http import JsonResponse
 from django.utils.cache import patch_cache_control
 from whitenoise.middleware import WhiteNoiseMiddleware
 
+from memory.core.batching import reset_embedding_flow, set_embedding_flow
 from memory.records import history
 from threads.middleware import ResponseMiddleware
 
@@ -93,7 +94,8 @@ class StaticFilesMiddleware(WhiteNoiseMiddleware):
 
 
 class HistoryActorMiddleware:
-    """Scope the actor of memory history (``memory.records.history``) to one request.
+    """Scope the actor of memory history (``memory.records.history``), and the embedding flow an API key
+    names (``memory.core.batching.set_embedding_flow``, set by ``threads.auth.ApiKeyAuth``), to one request.
 
     Each request starts with no actor and ends by restoring the one before it,
     so an API key named by ``threads.auth.ApiKeyAuth`` (or a staff user named
@@ -122,16 +124,18 @@ class HistoryActorMiddleware:
             return self.__acall__(request)
 
         user = getattr(request, "user", None) if request.path.startswith("/admin/") else None
-        token = history.set_actor(*self._actor(request, user))
+        token, flow = history.set_actor(*self._actor(request, user)), set_embedding_flow(None)
         try:
             return self.get_response(request)
         finally:
+            reset_embedding_flow(flow)
             history.reset_actor(token)
 
     async def __acall__(self, request):
         user = await request.auser() if request.path.startswith("/admin/") and hasattr(request, "auser") else None
-        token = history.set_actor(*self._actor(request, user))
+        token, flow = history.set_actor(*self._actor(request, user)), set_embedding_flow(None)
         try:
             return await self.get_response(request)
         finally:
+            reset_embedding_flow(flow)
             history.reset_actor(token)

@@ -28,6 +28,7 @@ from ninja.security import HttpBearer
 
 from memory.core import progress
 from memory.core.aio import in_worker
+from memory.core.batching import set_embedding_flow
 from memory.core.errors import InvalidArgument, InvalidType, NotFound, check_text
 from memory.models import Project
 from memory.records import history
@@ -263,6 +264,9 @@ class ApiKeyAuth(HttpBearer):
         # Memory history names the key (``memory.records.history``); ``oam_site.middleware.HistoryActorMiddleware``
         # scopes this to the request.
         history.set_actor("api_key", row.pk, f"{request.method} {request.path}")
+        # Embeddings of this request take their turn with the rest of its project's (fair across projects,
+        # ``memory.core.batching.MicroBatchingEmbedder``); the same middleware scopes it to the request.
+        set_embedding_flow(("project", row.project_id))
         return row
 
     async def __call__(self, request: HttpRequest):

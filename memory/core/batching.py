@@ -4,7 +4,8 @@
 * ``length_batches``: inputs split into forward-pass batches that waste the least padding (the embedders of
   ``memory.embedders`` and the reranker of ``memory.rerankers`` cut their calls with it).
 * ``MicroBatchingEmbedder``: concurrent ``embed`` calls share forward passes, run by long-lived worker threads
-  (``memory.embedders.get_embedder`` wraps the process's embedder in it, ``OAM_EMBEDDING_MICROBATCH``).
+  in fair turns across flows (``memory.embedders.get_embedder`` wraps the process's embedder in it,
+  ``OAM_EMBEDDING_MICROBATCH``); ``set_embedding_flow``/``embedding_flow`` name a call's flow (a project).
 * ``default_workers``: how many such threads, and how many threads an ONNX model runs on
   (``memory.core.onnx``).
 
@@ -13,8 +14,12 @@ Shapes: an embedder's ``embed(texts)`` returns ``(len(texts), dimensions)`` floa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+from collections import OrderedDict, deque
+from collections.abc import Hashable, Iterator
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
@@ -66,45 +71,83 @@ def length_batches(lengths: Sequence[int], *, max_batch: int, overhead: float) -
     return batches[::-1]
 
 
+#: A text counts at most this many characters toward a pass and toward a request's embedding budget
+#: (``memory.core.errors.MAX_EMBED_CHARS``): all-MiniLM-L6-v2 reads 256 word pieces and drops the rest.
+TEXT_CHARS = 2_000
+
+
+def embedding_cost(text: str) -> int:
+    """What embedding ``text`` costs, in characters: its length, at most ``TEXT_CHARS``, plus one."""
+    return min(len(text), TEXT_CHARS) + 1
+
+
+#: The flow an ``embed`` call is queued in (``embedding_flow``); None: the call is a flow of its own.
+_flow: ContextVar[Hashable | None] = ContextVar("oam_embedding_flow", default=None)
+
+
+def set_embedding_flow(key: Hashable | None) -> Token:
+    """Queue this context's ``MicroBatchingEmbedder.embed`` calls in flow ``key`` (a project: the API sets
+    ``("project", pk)`` once a request's key is known, ``threads.auth``) until ``reset_embedding_flow``."""
+    return _flow.set(key)
+
+
+def reset_embedding_flow(token: Token) -> None:
+    """Undo the ``set_embedding_flow`` that returned ``token``."""
+    _flow.reset(token)
+
+
+@contextlib.contextmanager
+def embedding_flow(key: Hashable | None) -> Iterator[None]:
+    """``with embedding_flow(("project", 3)):`` the embeddings asked for inside share that flow's turn."""
+    token = set_embedding_flow(key)
+    try:
+        yield
+    finally:
+        reset_embedding_flow(token)
+
+
 @dataclass(eq=False)
 class _Call:
-    """One caller's texts in ``MicroBatchingEmbedder``: its rows as parts arrive, its error, its wake-up."""
+    """One caller's texts in ``MicroBatchingEmbedder``: the next text to hand out, the texts still out in
+    passes, its rows as they arrive, its error, its wake-up."""
 
     texts: list[str]
     result: np.ndarray
-    parts_left: int = 0
+    bounds: list[int]  # where its parts end (see ``MicroBatchingEmbedder.embed``)
+    next: int = 0
+    out: int = 0
     error: BaseException | None = None
     wake: threading.Event = field(default_factory=threading.Event)
 
 
-@dataclass(eq=False)
-class _Part:
-    """Texts ``start:end`` of one call: what a worker takes from the queue."""
-
-    call: _Call
-    start: int
-    end: int
-
-    def __len__(self) -> int:
-        return self.end - self.start
-
-
 class MicroBatchingEmbedder:
-    """Concurrent ``embed`` calls share forward passes (group commit for embeddings), run by worker threads.
+    """Concurrent ``embed`` calls share forward passes (group commit for embeddings), taken in fair turns
+    by worker threads.
 
     Each request embeds its own few texts; one call per session reached 84
     turns/s where one call over all turns reached 132 (sentence-transformers
     sorts a call's texts by length into fewer, fuller batches). Here a call is
-    queued (cut into up to ``workers`` parts of at least ``MIN_PART`` texts,
-    so one large call still uses every worker) and its caller waits. Each of
-    ``workers`` long-lived threads (``oam-embedder-N``) takes what is queued,
-    whole parts in arrival order up to an even share of the queue (its texts
-    over ``workers``) and at most ``max_texts`` texts (a larger single part
-    alone), embeds it in one pass and hands each part its rows; a call
-    returns when all its parts are in. Parts that arrive while the workers
-    are busy go into the next passes, so nothing waits on a timer: an idle
-    service embeds at once, a busy one in larger batches. An error in a pass
-    is raised in each call it held a part of.
+    queued and its caller waits; each of ``workers`` long-lived threads
+    (``oam-embedder-N``) fills a pass from the queue, embeds it, and hands
+    each call its rows; a call returns when all its texts are in. Texts that
+    arrive while the workers are busy go into the next passes, so nothing
+    waits on a timer: an idle service embeds at once, a busy one in fuller
+    passes. An error in a pass is raised in each call it held texts of.
+
+    Fair turns (issue #29: one project's 1,000-message batch made another
+    project's searches wait 33.6 s, because the batch was queued as two
+    parts of 500+ texts and a search's one text waited behind them): calls
+    are queued in *flows*, a flow per project when the caller set one
+    (``set_embedding_flow``; the API does, per request) and per call
+    otherwise. A worker fills its pass round-robin: from each flow in turn,
+    from that flow's calls in turn, at most ``quantum`` characters, until the
+    pass holds ``pass_chars`` characters (``embedding_cost``: a text counts at
+    most ``TEXT_CHARS``, the model truncates longer ones) or ``max_texts`` texts.
+    So one pass runs at most about ``pass_chars`` of work, and a call queued
+    behind any amount of other flows' work is in the next pass a worker
+    starts: its wait is bounded by the passes running when it came, not by
+    the queue (``bench/fair_embedding.py`` measures it). A flow with much to
+    embed gets the passes nobody else wants.
 
     Workers: with an inner embedder that has ``embed_on_one_core`` (the
     MiniLM one), one worker per core (``OAM_EMBEDDING_WORKERS``, default the
@@ -119,12 +162,15 @@ class MicroBatchingEmbedder:
     ``dimensions`` and the output contract are ``inner``'s.
     """
 
-    #: A call is cut into parts of at least this many texts (one model batch; ``OAM_EMBEDDING_BATCH_SIZE``).
+    #: A call is cut into up to ``workers`` parts of at least this many texts (one model batch,
+    #: ``OAM_EMBEDDING_BATCH_SIZE``), so one large call still uses every worker.
     MIN_PART = 16
-
-    def __init__(self, inner: Embedder, max_texts: int = 512, workers: int | None = None):
+    def __init__(self, inner: Embedder, max_texts: int = 512, workers: int | None = None,
+                 pass_chars: int = 8_000, quantum: int | None = None):
         if max_texts < 1:
             raise ValueError("max_texts must be at least 1")
+        if pass_chars < 1:
+            raise ValueError("pass_chars must be at least 1")
         one_core = getattr(inner, "embed_on_one_core", None)
         if workers is None:
             workers = default_workers() if one_core else 1
@@ -134,6 +180,8 @@ class MicroBatchingEmbedder:
         self.dimensions = inner.dimensions
         self.max_texts = max_texts
         self.workers = workers
+        self.pass_chars = pass_chars
+        self.quantum = max(1, quantum if quantum is not None else pass_chars // 4)
         self._pass = one_core if (one_core and workers > 1) else inner.embed
         self._reset()
         #: forward passes run and texts embedded (for tests and benchmarks)
@@ -146,7 +194,9 @@ class MicroBatchingEmbedder:
         """Fresh lock, queue and no threads (at start, and in a forked child, where the threads are gone)."""
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
-        self._queue: list[_Part] = []
+        #: flow key -> its calls with texts not yet handed out, in turn order (the head flow goes next)
+        self._flows: OrderedDict[Hashable, deque[_Call]] = OrderedDict()
+        self._queued = 0  # characters (``_cost``) not yet handed out
         self._running = 0  # passes running now
         self._threads: list[threading.Thread] = []
 
@@ -156,64 +206,100 @@ class MicroBatchingEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """``inner``'s vectors of ``texts``, shape ``(len(texts), dimensions)``, computed in shared passes;
-        blocks until every part is in, and raises what a pass holding one of its parts raised."""
+        blocks until every text is in, and raises what a pass holding one of its texts raised (the call's
+        other passes still run first). The call is cut into up to ``workers`` parts of at least
+        ``MIN_PART`` texts; a part larger than a pass is embedded over several."""
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
-        call = _Call(texts, np.zeros((len(texts), self.dimensions), dtype=np.float32))
         pieces = max(1, min(self.workers, len(texts) // self.MIN_PART))
-        bounds = [round(i * len(texts) / pieces) for i in range(pieces + 1)]
-        parts = [_Part(call, a, b) for a, b in zip(bounds, bounds[1:])]
-        call.parts_left = len(parts)
+        call = _Call(texts, np.zeros((len(texts), self.dimensions), dtype=np.float32),
+                     bounds=[round(i * len(texts) / pieces) for i in range(1, pieces + 1)])
+        flow = _flow.get()
         with self._work:
-            self._queue.extend(parts)
+            self._flows.setdefault(call if flow is None else flow, deque()).append(call)
+            self._queued += sum(map(embedding_cost, texts))
             self._threads = [t for t in self._threads if t.is_alive()]
             for n in range(len(self._threads), self.workers):
                 thread = threading.Thread(target=self._run, name=f"oam-embedder-{n}", daemon=True)
                 thread.start()
                 self._threads.append(thread)
-            self._work.notify(len(parts))
+            self._work.notify(self.workers)
         call.wake.wait()
         if call.error is not None:
             raise call.error
         return call.result
 
+    def _take(self) -> list[tuple[_Call, int, int]]:
+        """A pass's slices ``(call, start, end)``, taken round-robin over flows and their calls (the lock held).
+
+        The pass stops at ``pass_chars`` (a first text always goes in), at ``max_texts``, and once it
+        holds its even share of what is queued (the queued characters over ``workers``), so that one
+        call's parts (see ``embed``) go to different workers; nor does it take a second part of a call.
+        A turn takes at most ``quantum`` characters and never runs past the end of a part.
+        """
+        share = min(self.pass_chars, -(-self._queued // self.workers))
+        batch: list[tuple[_Call, int, int]] = []
+        chars = count = 0
+        while self._flows and count < self.max_texts and chars < share:
+            key, calls = next(iter(self._flows.items()))
+            call = calls[0]
+            start = end = call.next
+            if start in call.bounds and any(c is call for c, _, _ in batch):
+                break  # the pass holds a part of this call already: its next part is another worker's
+            stop = next(b for b in call.bounds if b > start)
+            turn = 0
+            while end < stop and count < self.max_texts and turn < self.quantum:
+                cost = embedding_cost(call.texts[end])
+                if count and chars + cost > self.pass_chars:
+                    break
+                end += 1
+                turn += cost
+                chars += cost
+                count += 1
+            if end == start:  # the next text does not fit this pass: it leads the next one
+                break
+            self._queued -= turn
+            call.next = end
+            call.out += end - start
+            batch.append((call, start, end))
+            if call.next == len(call.texts):
+                calls.popleft()
+            else:
+                calls.rotate(-1)
+            if calls:
+                self._flows.move_to_end(key)
+            else:
+                del self._flows[key]
+        return batch
+
     def _run(self) -> None:
         while True:
             with self._work:
-                while not self._queue:
+                while not self._flows:
                     self._work.wait()
-                # at most an even share of what is queued, so the other workers get the rest
-                share = min(self.max_texts, -(-sum(map(len, self._queue)) // self.workers))
-                batch, size = [], 0
-                for part in list(self._queue):
-                    if size >= share:
-                        break
-                    if not batch or size + len(part) <= self.max_texts:
-                        batch.append(part)
-                        size += len(part)
-                        self._queue.remove(part)
+                batch = self._take()
                 self._running += 1
             error, vectors = None, None
             try:
-                vectors = self._pass([t for p in batch for t in p.call.texts[p.start:p.end]])
+                vectors = self._pass([t for call, a, b in batch for t in call.texts[a:b]])
             except BaseException as exc:  # every call of this pass sees the failure; the worker goes on
                 error = exc
             done = []
             with self._work:
                 self._running -= 1
                 self.passes += 1
-                self.texts_embedded += size
                 offset = 0
-                for p in batch:
+                for call, a, b in batch:
+                    self.texts_embedded += b - a
                     if error is None:
-                        p.call.result[p.start:p.end] = vectors[offset:offset + len(p)]
-                    elif p.call.error is None:
-                        p.call.error = error
-                    offset += len(p)
-                    p.call.parts_left -= 1
-                    if p.call.parts_left == 0:
-                        done.append(p.call)
+                        call.result[a:b] = vectors[offset:offset + b - a]
+                    elif call.error is None:
+                        call.error = error
+                    offset += b - a
+                    call.out -= b - a
+                    if call.out == 0 and call.next == len(call.texts):
+                        done.append(call)
             for call in done:
                 call.wake.set()
 

@@ -63,9 +63,17 @@ def check_sql_count(value: int, field: str, rule: str = "") -> int:
 #: of CPU; a 5 MB message made 5,826 chunks and ran 16 minutes.
 MAX_CONTENT_CHARS = 100_000
 #: Messages in one ``add_messages`` call, and characters of text in all of them: one call is one
-#: transaction embedded at once (10,000 messages in one POST took 1.8 GB).
+#: transaction embedded at once (10,000 messages in one POST took 1.8 GB). 200,000 characters: under
+#: ``MAX_EMBED_CHARS`` once chunked (chunk overlap and event times add about a fifth).
 MAX_BATCH_MESSAGES = 1_000
-MAX_BATCH_CHARS = 1_000_000
+MAX_BATCH_CHARS = 200_000
+#: The per-request embedding budget: characters one call may send to the embedder (its chunks, with
+#: their event times; a chunk counts at most ``memory.core.batching.TEXT_CHARS``, what the model
+#: reads). all-MiniLM-L6-v2 embeds about 19,000 characters a second on one core (1,000-character
+#: chunks), so 250,000 are about 13 CPU-seconds, 7 s on two idle cores; 1,000,000 (the old batch
+#: limit) were 73.5 CPU-s in an attack on issue #29. Holds one ``MAX_CONTENT_CHARS`` record (about
+#: 125,000 embedded characters) twice. Checked by ``memory.embedders.embed_records`` before any pass.
+MAX_EMBED_CHARS = 250_000
 #: Nesting levels of a metadata object (an object or list inside another is one level deeper).
 #: Deeper JSON hits Python's recursion limit in ``json`` and in the staff and admin pages
 #: that render it (depth 930 was stored, then those pages were a 500).

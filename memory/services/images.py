@@ -21,7 +21,7 @@ from memory.core.errors import Conflict, InvalidArgument, InvalidType, NotFound,
 from memory.core.ids import public_id, stored_id, stored_ids
 from memory.core.locking import lock_first
 from memory.core.types import NOTSET, ImageMimeType, MemoryRetentionConfig, NotSet, TimeToLiveAnchor
-from memory.embedders import get_embedder
+from memory.embedders import embed_records
 from memory.index import writer as index
 from memory.models import Image, Message, Thread
 from memory.records.image_rules import (
@@ -110,7 +110,7 @@ def _check_scope_assertion(value: Any, expected: str | None, field: str) -> None
 
 
 def _image_embeddings(texts: list[str], timestamp: str | None):
-    return get_embedder().embed([index.embedding_text(c, timestamp) for c in texts]) if texts else []
+    return embed_records([index.embedding_text(c, timestamp) for c in texts], field="description") if texts else []
 
 
 def image_add(

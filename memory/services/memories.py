@@ -18,7 +18,7 @@ from memory.core.errors import Conflict, InvalidArgument, InvalidType, NotFound
 from memory.core.ids import stored_id
 from memory.core.locking import lock_first
 from memory.core.types import NOTSET, MemoryRetentionConfig, NotSet, RecordStatus, TimeToLiveAnchor
-from memory.embedders import get_embedder
+from memory.embedders import embed_records
 from memory.extraction.jobs import jobs_fence
 from memory.index import writer as index
 from memory.links.rules import links_detach
@@ -101,7 +101,7 @@ def memory_prepare(
     if Memory.objects.filter(pk=key).exists():
         raise Conflict("memory_id", mid)
     chunks = chunk_text(content)
-    vectors = get_embedder().embed([index.embedding_text(c, stamp) for c in chunks])
+    vectors = embed_records([index.embedding_text(c, stamp) for c in chunks], field="content")
     row = Memory(
         id=key, project_id=thread.project_id, memory_type=mtype, content=content, timestamp=stamp,
         event_at=ttl_rules.parse_timestamp(stamp), metadata=meta, status=state, expires_at=expiry,
@@ -236,7 +236,7 @@ def memory_update(
             raise NotFound("memory_id", memory_id)
         chunks = chunk_text(stored.content if content is NOTSET else content)
         stamp = stored.timestamp if new_stamp is NOTSET else new_stamp
-        vectors = get_embedder().embed([index.embedding_text(c, stamp) for c in chunks])
+        vectors = embed_records([index.embedding_text(c, stamp) for c in chunks], field="content")
     with transaction.atomic():
         rows = Memory.objects.filter(memory_live_q(timezone.now()), pk=key, **owned)
         if thread is not None:  # the lock order (memory.core.locking): the thread, then the memory
@@ -361,7 +361,7 @@ def memory_restore(*, thread: Thread, memory_id: Any, version: Any, restrict: di
     state = target.after if target.after is not None else target.before
     content = state["content"]
     chunks = chunk_text(content)
-    vectors = get_embedder().embed([index.embedding_text(c, state.get("timestamp")) for c in chunks])
+    vectors = embed_records([index.embedding_text(c, state.get("timestamp")) for c in chunks], field="version")
     with transaction.atomic():
         lock_thread(thread.pk, required=False)  # memory.core.locking: the thread, then the memory
         memory = lock_first(rows)

@@ -33,7 +33,7 @@ from memory.core.types import (
     RecordStatus,
     TimeToLiveAnchor,
 )
-from memory.embedders import get_embedder
+from memory.embedders import embed_records
 from memory.index import writer as index
 from memory.index.bulk import rows_insert
 from memory.models import Image, Message, Thread
@@ -117,7 +117,7 @@ def messages_add(
     image_chunks = [index.image_chunk_texts(img.part["description"]) for m in parsed for img in m.images]
     stamps = [img.part["timestamp"] or m.timestamp for m in parsed for img in m.images]
     flat += [index.embedding_text(c, stamp) for texts, stamp in zip(image_chunks, stamps) for c in texts]
-    vectors = get_embedder().embed(flat)
+    vectors = embed_records(flat, field="messages")
 
     with transaction.atomic():
         locked = lock_thread(thread.pk)
@@ -260,7 +260,7 @@ def message_update(
         flat = [index.embedding_text(c, current[1]) for c in chunks]
         flat += [index.embedding_text(c, p.part["timestamp"] or current[1])
                  for p, texts in zip(reindexed, image_chunks) for c in texts]
-        vectors = get_embedder().embed(flat)
+        vectors = embed_records(flat, field="content")
     with transaction.atomic():
         lock_thread(thread.pk, required=False)  # memory.core.locking: the thread, then the message
         msg = _visible_message(thread, message_id)

@@ -28,7 +28,7 @@ from memory.core.chunking import chunk_text
 from memory.core.errors import InvalidArgument, InvalidType, NotFound, NotPending, check_text
 from memory.core.ids import stored_id
 from memory.core.types import NOTSET, NotSet
-from memory.embedders import get_embedder
+from memory.embedders import embed_records
 from memory.index import writer as index
 from memory.links.writes import link_create
 from memory.models import Memory, Project, RecordLink, Thread
@@ -162,7 +162,7 @@ def memory_edit_approve(*, project: Project, memory_id: Any, content: str | NotS
         if not stored.pending:
             raise NotPending("memory_id", mid)
         chunks = chunk_text(content)
-        vectors = get_embedder().embed([index.embedding_text(c, stored.timestamp) for c in chunks])
+        vectors = embed_records([index.embedding_text(c, stored.timestamp) for c in chunks], field="content")
     with transaction.atomic():
         row = _locked_pending(project, mid, allows)
         before = history.snapshot(row)

@@ -116,3 +116,16 @@ def test_metadata_over_its_size_limit_is_a_422_on_every_record(api, make_thread)
     fits = {"blob": "é" * ((MAX_METADATA_BYTES - 20) // 2)}  # two bytes a character: within the limit
     assert api.post("/api/threads/t1/memories", {"content": "note", "metadata": fits}).status_code == 201
     assert not Message.objects.exists()
+
+
+def test_the_per_request_embedding_budget_is_a_422_naming_the_field_and_the_budget(api, make_thread, monkeypatch):
+    from memory import embedders
+
+    make_thread(thread_id="t1")
+    monkeypatch.setattr(embedders, "MAX_EMBED_CHARS", 1_000)
+    resp = add_messages(api, "t1", [{"role": "user", "content": "garden words " * 50}] * 2)
+    assert field_of(resp) == ["body", "messages"]
+    assert "the per-request embedding budget is 1000 (MAX_EMBED_CHARS)" in resp.text
+    resp = api.post("/api/threads/t1/memories", {"content": "garden words " * 100})
+    assert field_of(resp) == ["body", "content"] and "embedding budget" in resp.text
+    assert not Message.objects.exists()

@@ -99,3 +99,37 @@ def test_metadata_filter_size_is_bounded_and_the_largest_allowed_runs_in_sql(thr
     with pytest.raises(ValueError, match="^metadata_filter: has 10001 keys and list values"):
         thread.search("tea", metadata_filter={"tags": list(range(10_000))})  # compared element by element
     assert thread.search("tea", metadata_filter={"tags": list(range(MAX_FILTER_TERMS - 1))}) == []
+
+
+def test_the_per_request_embedding_budget_refuses_before_anything_is_embedded_or_written(thread, monkeypatch):
+    """Issue #29: 1,000 messages of 1,000 characters cost 73.5 CPU-s in one request. A call whose chunks
+    (each counted up to ``TEXT_CHARS``) are over ``MAX_EMBED_CHARS`` is refused, naming the field and the
+    budget; at the budget it is embedded. The real constant holds a ``MAX_CONTENT_CHARS`` record."""
+    from memory import embedders
+    from memory.core.batching import embedding_cost
+    from memory.core.chunking import chunk_text
+    from memory.core.errors import MAX_EMBED_CHARS
+    from memory.index import writer as index
+
+    words = " ".join(f"w{i % 97}" for i in range(MAX_CONTENT_CHARS // 4))[:MAX_CONTENT_CHARS]
+    full = sum(embedding_cost(index.embedding_text(c, None))
+               for c in chunk_text(index.message_chunk_text("user", words)))
+    assert 2 * full <= MAX_EMBED_CHARS  # two records of the largest size fit in one call
+    assert full > MAX_CONTENT_CHARS  # overlap and prefixes: the budget counts what is embedded
+    calls = []
+    real = embedders.get_embedder()
+    monkeypatch.setattr(embedders, "get_embedder", lambda: calls.append(1) or real)
+    text = "a few words about the garden " * 20
+    cost = sum(embedding_cost(index.embedding_text(c, None))
+               for c in chunk_text(index.message_chunk_text("user", text)))
+    monkeypatch.setattr(embedders, "MAX_EMBED_CHARS", 2 * cost - 1)
+    with pytest.raises(ValueError, match=rf"messages: needs {2 * cost} characters embedded; the per-request "
+                                         rf"embedding budget is {2 * cost - 1} \(MAX_EMBED_CHARS\)"):
+        thread.add_messages([{"role": "user", "content": text}] * 2)
+    with pytest.raises(ValueError, match=r"content: needs \d+ characters embedded"):
+        thread.add_memory(text * 2)
+    assert not calls and not Message.objects.exists()
+    mid = thread.add_messages([{"role": "user", "content": text}])[0]  # one is within the budget
+    with pytest.raises(ValueError, match=r"content: needs \d+ characters embedded"):
+        thread.update_message(mid, content=text * 2)
+    assert Message.objects.get().content == text and len(calls) == 1
