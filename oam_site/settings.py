@@ -306,7 +306,7 @@ OAM_EMBEDDING_MICROBATCH = env.bool("OAM_EMBEDDING_MICROBATCH", default=True)
 OAM_EMBEDDING_MICROBATCH_MAX_TEXTS = env.int("OAM_EMBEDDING_MICROBATCH_MAX_TEXTS", default=512)
 # At most this many characters a pass (a text counts at most 2,000), taken round-robin across projects:
 # what bounds how long another project's search waits behind a large batch (bench/fair_embedding.py).
-OAM_EMBEDDING_PASS_CHARS = env.int("OAM_EMBEDDING_PASS_CHARS", default=8_000)
+OAM_EMBEDDING_PASS_CHARS = env.int("OAM_EMBEDDING_PASS_CHARS", default=4_000)
 # Its worker threads, each embedding on one core (empty: the CPUs this process may use, at most 8).
 OAM_EMBEDDING_WORKERS = (
     env.int("OAM_EMBEDDING_WORKERS", default=None) if env.str("OAM_EMBEDDING_WORKERS", default="") else None

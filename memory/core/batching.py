@@ -166,7 +166,7 @@ class MicroBatchingEmbedder:
     #: ``OAM_EMBEDDING_BATCH_SIZE``), so one large call still uses every worker.
     MIN_PART = 16
     def __init__(self, inner: Embedder, max_texts: int = 512, workers: int | None = None,
-                 pass_chars: int = 8_000, quantum: int | None = None):
+                 pass_chars: int = 4_000, quantum: int | None = None):
         if max_texts < 1:
             raise ValueError("max_texts must be at least 1")
         if pass_chars < 1:
@@ -236,13 +236,19 @@ class MicroBatchingEmbedder:
         The pass stops at ``pass_chars`` (a first text always goes in), at ``max_texts``, and once it
         holds its even share of what is queued (the queued characters over ``workers``), so that one
         call's parts (see ``embed``) go to different workers; nor does it take a second part of a call.
-        A turn takes at most ``quantum`` characters and never runs past the end of a part.
+        A turn takes at most ``quantum`` characters and never runs past the end of a part. With several
+        flows queued, a pass is one round, a turn of each: the calls that complete in it (a search's one
+        text) wait for a short pass, not for ``pass_chars`` of another flow's texts.
         """
         share = min(self.pass_chars, -(-self._queued // self.workers))
         batch: list[tuple[_Call, int, int]] = []
         chars = count = 0
+        several, served = len(self._flows) > 1, set()
         while self._flows and count < self.max_texts and chars < share:
             key, calls = next(iter(self._flows.items()))
+            if several and key in served:
+                break  # one round: a flow that waits is served in a short pass, not a full one
+            served.add(key)
             call = calls[0]
             start = end = call.next
             if start in call.bounds and any(c is call for c, _, _ in batch):

@@ -161,6 +161,7 @@ def test_a_search_queued_behind_a_large_batch_of_another_project_is_in_the_next_
     np.testing.assert_array_equal(results[2], FakeEmbedder.vector("what does the user like?")[None, :])
     np.testing.assert_array_equal(results[1], np.stack([FakeEmbedder.vector(t) for t in batch]))
     assert "what does the user like?" in inner.calls[1]  # the pass after the one running when it came
+    assert len(inner.calls[1]) == 4  # and a short one: a round of one turn each (3 of the batch's texts)
     assert all(sum(len(t) + 1 for t in call) <= 1_000 for call in inner.calls)
     assert len(inner.calls) >= 100
 
