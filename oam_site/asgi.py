@@ -4,8 +4,12 @@ With the embedded (in-process) Dramatiq broker, the first connection starts
 this server's worker threads (``oam_site.worker``), whose start-up sweep picks
 up extraction work left queued by an earlier run. Under daphne, request
 bodies that are too large, or sent to the API without a valid key, are
-refused before they are read (``oam_site.request_gate``), and a WebSocket peer has
-``oam_site.websocket_timeouts.CLOSE_HANDSHAKE_TIMEOUT`` seconds to answer a close.
+refused before they are read (``oam_site.request_gate``), a WebSocket peer has
+``oam_site.websocket_timeouts.CLOSE_HANDSHAKE_TIMEOUT`` seconds to answer a close,
+and a refused WebSocket handshake gets the application's HTTP answer
+(``oam_site.websocket_denial``: 401, 403, 404, 429 instead of daphne's 403).
+A WebSocket path no route matches is refused (404), not an error
+(``oam_site.routing.RefusingURLRouter``).
 """
 
 import os
@@ -17,11 +21,12 @@ django_asgi_app = get_asgi_application()
 
 from asgiref.sync import sync_to_async  # noqa: E402
 from channels.auth import AuthMiddlewareStack  # noqa: E402
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.routing import ProtocolTypeRouter  # noqa: E402
 
 from memory.index.vector_cache import warm_in_background  # noqa: E402
 from oam_site.request_gate import install as install_request_gate  # noqa: E402
-from oam_site.routing import websocket_urlpatterns  # noqa: E402
+from oam_site.routing import websocket_router  # noqa: E402
+from oam_site.websocket_denial import install as install_websocket_denial  # noqa: E402
 from oam_site.websocket_timeouts import install as install_websocket_timeouts  # noqa: E402
 from oam_site.worker import ensure_embedded_worker  # noqa: E402
 from threads.consumers import OriginValidatorUnlessApiKey  # noqa: E402
@@ -45,9 +50,10 @@ class StartEmbeddedWorker:
 
 install_request_gate()
 install_websocket_timeouts()
+install_websocket_denial()
 application = StartEmbeddedWorker(ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": OriginValidatorUnlessApiKey(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": OriginValidatorUnlessApiKey(AuthMiddlewareStack(websocket_router)),
     }
 ))

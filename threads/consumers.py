@@ -20,9 +20,22 @@ handshake would get once they may no longer see the project (4404 no longer a me
 the code of a
 close after ``accept`` (a refused handshake is 1006 to it); the staff page
 (``static/staff/extraction.js``) shows the reason and stops reconnecting. A
-client sending an API key is refused before ``accept`` as before (the
-handshake fails with HTTP 403). A cross-site Origin without an API key is
+client sending an API key is refused before ``accept``, with the HTTP status
+the code mirrors (``deny``: 401, 403, 404, and 429 below) and a JSON body
+``{"detail": ..., "field": null}``: daphne answers so through the ASGI
+``websocket.http.response`` extension (``oam_site.websocket_denial``); a
+server without it gets a close before ``accept`` with the code (daphne alone
+would answer HTTP 403 to that). A cross-site Origin without an API key is
 refused before ``accept`` by ``OriginValidatorUnlessApiKey``.
+
+Handshakes without valid credentials (4401) count against the client's
+address with the HTTP API's wrong keys (``threads.throttling``, one count,
+``client_address``): past ``OAM_API_AUTH_FAILURE_LIMIT`` a minute an API-key
+client gets 429 with ``Retry-After`` (close code 4429 without the extension),
+before its key is even looked up, a right key included; a browser still gets
+4401. Only the counted refusals within the limit are recorded as accesses
+(``threads.audit``), like the API's 401s; those past it are not, like its 429s
+(a flood of 620 wrong keys wrote 500 rows).
 
 Frames sent, all JSON:
 
@@ -38,7 +51,8 @@ Frames sent, all JSON:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -58,6 +72,7 @@ from memory.records.tenancy import Tenant, staff_project
 from threads.audit import record_access
 from threads.auth import api_key_lookup, api_key_tenant, key_group
 from threads.models import ApiKey
+from threads.throttling import client_address, count_failed_key, failed_keys_exhausted, seconds_to_next_window
 
 
 def scope_api_key(scope) -> str | None:
@@ -90,7 +105,34 @@ class OriginValidatorUnlessApiKey:
 
 
 #: Close codes of a refused connection: 4000 plus the HTTP status each mirrors.
-NOT_AUTHENTICATED, FORBIDDEN, NO_SUCH_THREAD = 4401, 4403, 4404
+NOT_AUTHENTICATED, FORBIDDEN, NO_SUCH_THREAD, TOO_MANY_WRONG_KEYS = 4401, 4403, 4404, 4429
+#: The ASGI extension that lets an application answer a handshake with an HTTP response instead of accepting it.
+DENIAL_EXTENSION = "websocket.http.response"
+#: What an API-key client's refused handshake is told, by close code (``deny``).
+DETAILS = {
+    NOT_AUTHENTICATED: "Unauthorized: the key is not an active API key",
+    FORBIDDEN: "Forbidden: a key listens in its own project only",
+    NO_SUCH_THREAD: "Not found: no such thread",
+    TOO_MANY_WRONG_KEYS: "Too many requests: too many wrong keys from this address",
+}
+
+
+async def deny(scope: Mapping[str, Any], send: Callable, code: int, detail: str) -> None:
+    """Refuse a WebSocket handshake before ``accept``: the HTTP status ``code`` mirrors (``code - 4000``) with
+    a JSON body ``{"detail": detail, "field": null}`` (and ``Retry-After`` for 429) where the server offers the
+    ASGI ``websocket.http.response`` extension; else a close with ``code``."""
+    if DENIAL_EXTENSION not in (scope.get("extensions") or {}):
+        await send({"type": "websocket.close", "code": code})
+        return
+    status = code - 4000
+    body = json.dumps({"detail": detail, "field": None}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 429:
+        headers.append((b"retry-after", str(seconds_to_next_window()).encode()))
+    await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
+    await send({"type": "websocket.http.response.body", "body": body})
+
+
 #: The status an accepted connection is recorded with (``threads.audit``): HTTP 101, Switching Protocols.
 ACCEPTED = 101
 ROUTE = "/ws/threads/{thread_id}/extraction/"
@@ -211,9 +253,15 @@ def _handshake(scope, thread_id: str) -> tuple[Listener | int, tuple[str, dict] 
     handshake that outlasts daphne's ``--websocket_connect_timeout`` (5 s) ends
     in an abnormal close, which a browser takes as a reason to reconnect (a
     browser test saw two attempts instead of one twice on a loaded machine).
+
+    A refusal for want of credentials (4401) counts against the client's address
+    (``threads.throttling.count_failed_key``); once that is over the limit it is
+    not recorded, and an API-key client is refused with 4429 (429) instead.
     """
     listener = _authorize(scope)
     found, refusal = None, listener if isinstance(listener, int) else None
+    if refusal == NOT_AUTHENTICATED and count_failed_key(client_address(scope)):
+        return listener, None, TOO_MANY_WRONG_KEYS if scope_api_key(scope) is not None else NOT_AUTHENTICATED
     if refusal is None:
         found = _state(listener, thread_id)
         if found is None:
@@ -227,6 +275,10 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self):
         thread_id = self.scope["url_route"]["kwargs"]["thread_id"]
+        if scope_api_key(self.scope) is not None and failed_keys_exhausted(client_address(self.scope)):
+            # on the event loop, like the API's throttle (the cache only): no worker thread, no key looked up
+            await self._refuse(TOO_MANY_WRONG_KEYS)
+            return
         listener, found, refusal = await database_sync_to_async(_handshake)(self.scope, thread_id)
         if refusal is not None:
             await self._refuse(refusal)
@@ -268,10 +320,13 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
                 return
 
     async def _refuse(self, code: int) -> None:
-        """Close with ``code``: after ``accept`` for a browser (so it sees the code), before for an API-key client."""
+        """Close with ``code`` after ``accept`` for a browser (so it sees the code); refuse an API-key client
+        before ``accept`` (``deny``: the HTTP status the code mirrors)."""
         if scope_api_key(self.scope) is None:
             await self.accept()
-        await self.close(code=code)
+            await self.close(code=code)
+            return
+        await deny(self.scope, self.base_send, code, DETAILS[code])
 
     async def disconnect(self, code):
         watch = getattr(self, "watch", None)

@@ -13,7 +13,8 @@ window, RFC 9110 section 10.2.3).
   requests with a missing or wrong key a minute per client address; past it,
   even a right key from that address is refused until the window ends, so
   guessing keys costs a minute per batch. Under daphne a body sent with a
-  wrong key is counted by ``oam_site.request_gate`` before it is read.
+  wrong key is counted by ``oam_site.request_gate`` before it is read, and a
+  WebSocket handshake without valid credentials by ``threads.consumers``.
 
 The API's operations are async (``threads.api``): ninja calls
 ``ApiKeyRateThrottle.allow_request`` on the event loop. It touches no database,
@@ -25,6 +26,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
@@ -58,9 +61,18 @@ def _peek(name: str) -> int:
     return cache.get(f"oam:rate:{name}:{window}", 0)
 
 
-def client_address(request: HttpRequest) -> str:
-    """The client's address as Django sees it (``REMOTE_ADDR``; a proxy in front must set it)."""
-    return request.META.get("REMOTE_ADDR") or "unknown"
+def client_address(source: HttpRequest | Mapping[str, Any]) -> str:
+    """The client's address: an HTTP request's ``REMOTE_ADDR``, or a WebSocket scope's ``client``.
+
+    Under ASGI, Django's ``REMOTE_ADDR`` is the scope's ``client`` host, so an
+    HTTP request and a WebSocket handshake from one client count as one
+    address; behind a proxy, daphne's ``--proxy-headers`` sets both from
+    ``X-Forwarded-For`` (README, "API keys").
+    """
+    if isinstance(source, HttpRequest):
+        return source.META.get("REMOTE_ADDR") or "unknown"
+    client = source.get("client")
+    return (client[0] if client else None) or "unknown"
 
 
 def failed_keys_exhausted(address: str) -> bool:

@@ -278,3 +278,53 @@ def test_the_websocket_refuses_another_tenant_and_another_user(settings, fresh_e
     assert asyncio.run(attempt(keys["foreign"])) == 4404
     assert asyncio.run(attempt(keys["foreign"], "&project=victim")) == 4403
     assert asyncio.run(attempt(keys["neighbour"])) == 4404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_wrong_keys_at_the_websocket_share_the_apis_address_cap(settings, fresh_extraction_tracker):
+    """Issue #29: 620 wrong-key handshakes were never refused for their number, did not count with the API's
+    wrong keys and each wrote an access record. Now they count against the address with the API's, past
+    the cap the handshake is refused (here, without daphne's denial response, closed with 4429) before the
+    key is looked up, a right key included, and refusals past the cap write no access record.
+    (``tests/api/test_websocket_refusals_live.py``: the same against daphne, 401 and 429 at the handshake.)"""
+    from threads.models import AccessRecord
+
+    settings.OAM_EMBEDDED_WORKER = False
+    settings.OAM_API_AUTH_FAILURE_LIMIT = 3
+    AgentMemory(llm=None).create_thread(thread_id="c4", user_id="u1")
+    raw = api_key_create(name="owner")[1]
+
+    async def attempt(key, origin=False):
+        from oam_site.asgi import application
+
+        communicator = WebsocketCommunicator(application, f"/ws/threads/c4/extraction/?api_key={key}" if key else
+                                             "/ws/threads/c4/extraction/",
+                                             headers=[(b"origin", b"http://testserver")] if origin else [])
+        communicator.scope["client"] = ["127.0.0.1", 40000]  # the test client's REMOTE_ADDR
+        connected, code = await communicator.connect(timeout=10)
+        if connected:
+            output = await communicator.receive_output(timeout=10)
+            code = output.get("code") if output["type"] == "websocket.close" else "open"
+        await communicator.disconnect()
+        return code
+
+    assert JsonClient(headers={"Authorization": "Bearer wrong"}).get("/api/threads").status_code == 401
+    assert [asyncio.run(attempt(f"wrong-{i}")) for i in range(4)] == [4401, 4401, 4429, 4429]
+    assert asyncio.run(attempt(raw)) == 4429  # the right key waits for the next minute too
+    assert JsonClient(headers={"Authorization": f"Bearer {raw}"}).get("/api/threads").status_code == 429
+    assert asyncio.run(attempt(None, origin=True)) == 4401  # a browser is still told why, with a code it shows
+    assert list(AccessRecord.objects.filter(channel="websocket").values_list("status", flat=True)) == [4401, 4401]
+
+
+@pytest.mark.parametrize("path", ["/ws/nothing/", "/ws/threads/a%2Fb/extraction/", "/api/threads", "/staff/"])
+def test_a_websocket_path_no_route_matches_is_refused_not_an_error(path):
+    """Issue #29: Channels' router raised ``ValueError: No route found`` (a 500 and a traceback under daphne)."""
+    async def attempt():
+        from oam_site.asgi import application
+
+        communicator = WebsocketCommunicator(application, f"{path}?api_key=any")
+        result = await communicator.connect(timeout=10)
+        await communicator.disconnect()
+        return result
+
+    assert asyncio.run(attempt()) == (False, 4404)
