@@ -7,7 +7,7 @@ Its packages are its floors, top to bottom; a module imports only the floors bel
 * ``admin``, ``management``, ``tasks``, ``checks``: the Django admin, ``manage.py`` commands, the Dramatiq
   actor, system checks;
 * ``client`` (the Python API, the SDK's names), ``reports`` (staff read models), ``dev`` (LoCoMo and the
-  local LLM server, for ``bench/`` and tests);
+  local LLM server, for ``bench/`` and tests), ``review`` (the injection scan as ``memory.review.scan``);
 * ``services``: every write, and running an extraction job;
 * ``extraction`` (jobs, candidates, dedup) and ``context`` (summaries, context cards);
 * ``search``; ``links`` (relations); ``index`` (the search index's writer);

@@ -5,6 +5,14 @@ The summary is the durable one or its transcript fallback (``memory.context.summ
 searches of the thread's default scope (``memory.search``). Of the thread settings in ``Thread.config``,
 ``context_card_type_search_concurrency`` (5) is accepted; the per-type searches run one after another
 (Django's ORM is synchronous).
+
+Flagged text is data, not an instruction (issue #29 part 6): the card shows a memory-like record (memory, fact,
+guideline, preference), the durable (LLM-written) summary or one of its topics whose text the injection scan flags
+with one of ``QUOTED_KINDS`` (override, secrecy, prompt markup, tool call, hidden text) as quoted data behind a
+marker, ``[flagged: override] "..."`` on one line (``memory.records.review_rules.quoted_if_flagged``), in the
+card's records (``relevant_results``) and so in its rendered ``content``; the stored memory and summary keep their
+text. Clean text is shown as it is, in the spec's format. Messages are the conversation itself and are shown as
+they are (their role says who wrote them), and so is the transcript fallback made of them.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from memory.core.errors import MAX_QUERY_CHARS, InvalidArgument, InvalidType
 from memory.core.types import (
     NOTSET,
     ContextCard,
+    MemoryRecord,
     MemorySearchConfig,
     NotSet,
     SearchResult,
@@ -35,6 +44,7 @@ from memory.core.types import (
 )
 from memory.llm.adapters import Llm, LlmError
 from memory.models import MEMORY_TYPES, Thread
+from memory.records.review_rules import quoted_if_flagged
 from memory.records.selectors import message_dto
 from memory.records.validators import reject_unknown
 from memory.search.ranking import search_records
@@ -105,6 +115,15 @@ def _query_text(thread: Thread, cut_seq: int, count: int, summary: str | None) -
     return "\n".join(parts)[:MAX_QUERY_CHARS]  # a search query's bound; the embedder reads less
 
 
+def _as_data(result: SearchResult) -> SearchResult:
+    """``result`` as the card shows it: a memory-like record whose text the scan flags gets a copy with its
+    content quoted and marked (``quoted_if_flagged``); any other result is itself."""
+    record = result.record
+    if isinstance(record, MemoryRecord) and (shown := quoted_if_flagged(record.content)) != record.content:
+        return dataclasses.replace(result, record=dataclasses.replace(record, content=shown))
+    return result
+
+
 def _result_key(result: SearchResult) -> tuple[str, str]:
     return ("message" if result.record_type == "message" else "memory", result.record_id)
 
@@ -145,6 +164,7 @@ def context_card_build(
       ``token_budget``/``soft_token_budget`` (omitted: ``search_config``'s)
       trim the formatted results in order (minimum picks first, then the fill).
     * Recent messages: the last ``max_recent_messages`` (0) live messages.
+    * Flagged memories, summary and topics are shown quoted and marked (this module's docstring).
 
     Raises TypeError for unknown keywords or wrong types; ValueError for
     negative counts, unknown record types, a non-dict ``metadata_filter``, or
@@ -219,5 +239,7 @@ def context_card_build(
         remaining = max_relevant - len(chosen)
         if remaining > 0:
             take(run(list(MEMORY_TYPES), remaining, scope), remaining)
-    chosen = apply_token_budgets(chosen, base.token_budget, base.soft_token_budget)
+    chosen = apply_token_budgets([_as_data(result) for result in chosen], base.token_budget, base.soft_token_budget)
+    if durable is not None:
+        summary, topics = quoted_if_flagged(summary), [quoted_if_flagged(topic) for topic in topics]
     return ContextCard(summary=summary, topics=topics, relevant_results=chosen, recent_messages=recent)

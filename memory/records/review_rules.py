@@ -26,7 +26,14 @@ a manual ``add_memory`` with a write key is trusted) stores such a memory *pendi
   ``/staff/projects/<slug>/review/``.
 
 This module holds the reads the queue needs (``pending_queryset``, ``similar_memories``, ``review_item``)
-and the injection scan (``scan``), a pure function of the text.
+and the injection scan (``scan``, also ``memory.review.scan``), a pure function of the text.
+
+What waits is decided by type, not by the scan; what the scan flags is shown to a reviewer. The other records an
+agent reads whose text trips the scan (issue #29 part 6: facts and memories go into context cards without review,
+and so does the LLM-written summary) follow one policy, in one place: a context card shows a memory-like record,
+the durable summary or a topic flagged with one of ``QUOTED_KINDS`` as quoted data behind a marker
+(``quoted_if_flagged``: ``[flagged: override] "..."``, one line, escaped), never as a bare instruction
+(``memory.context.cards``). The stored text is unchanged.
 """
 
 from __future__ import annotations
@@ -66,33 +73,135 @@ FLAG_KINDS = {
     "url": "contains a link or an address to send data to",
     "tool_call": "invokes a tool, a command or code",
     "secret": "contains a string that looks like a credential or card number",
-    "hidden_text": "contains invisible or direction-changing characters",
+    "hidden_text": "contains invisible or direction-changing characters, or look-alike letters in a word",
 }
+#: The kinds that make a text an instruction to the agent rather than data: a context card shows a memory or
+#: summary with one of them quoted and marked (``quoted_if_flagged``). ``url`` and ``secret`` are data:
+#: flagged for a reviewer, shown as they are.
+QUOTED_KINDS = ("override", "secrecy", "prompt_markup", "tool_call", "hidden_text")
+
+#: Look-alike letters folded to the Latin letter they imitate, for matching only (the text kept and shown is
+#: never changed): the Cyrillic, Greek, Armenian and Latin entries of Unicode TR39's confusables data
+#: (https://www.unicode.org/Public/security/latest/confusables.txt) that pass for a Latin letter. Full-width,
+#: mathematical and circled letters need no entry: NFKC folds them.
+CONFUSABLES = {
+    # Cyrillic
+    "\u0430": "a", "\u0441": "c", "\u0501": "d", "\u0435": "e", "\u04bb": "h", "\u0456": "i", "\u0458": "j",
+    "\u04cf": "l", "\u043e": "o", "\u0440": "p", "\u051b": "q", "\u0455": "s", "\u0475": "v", "\u051d": "w",
+    "\u0445": "x", "\u0443": "y",
+    "\u0410": "A", "\u0412": "B", "\u0421": "C", "\u0415": "E", "\u041d": "H", "\u0406": "I", "\u04c0": "I",
+    "\u0408": "J", "\u041a": "K", "\u041c": "M", "\u041e": "O", "\u0420": "P", "\u051a": "Q", "\u0405": "S",
+    "\u0422": "T", "\u051c": "W", "\u0425": "X", "\u0423": "Y",
+    # Greek
+    "\u03b1": "a", "\u03f2": "c", "\u03b9": "i", "\u03f3": "j", "\u03bd": "v", "\u03bf": "o", "\u03c1": "p",
+    "\u03b3": "y",
+    "\u0391": "A", "\u0392": "B", "\u0395": "E", "\u0396": "Z", "\u0397": "H", "\u0399": "I", "\u039a": "K",
+    "\u039c": "M", "\u039d": "N", "\u039f": "O", "\u03a1": "P", "\u03a4": "T", "\u03a5": "Y", "\u03a7": "X",
+    # Armenian
+    "\u0581": "g", "\u0570": "h", "\u0578": "n", "\u0585": "o", "\u0566": "q", "\u057d": "u",
+    # Latin letters outside ASCII
+    "\u0251": "a", "\u0261": "g", "\u0131": "i", "\u0237": "j", "\u01c0": "l",
+}
+_FOLD = str.maketrans(CONFUSABLES)
+#: Invisible characters that are not of the category Cf (format): the combining grapheme joiner, Hangul and
+#: Khmer fillers, Mongolian variation selectors, the variation selectors supplement (bytes hidden in "emoji
+#: smuggling"). Removed before matching and flagged as ``hidden_text``, as every Cf character is.
+_INVISIBLE = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u3164\uffa0"
+                       + "".join(map(chr, range(0xE0100, 0xE01F0))))
+#: Removed before matching but not flagged: emoji and text presentation selectors, common in ordinary text.
+_SELECTORS = frozenset(map(chr, range(0xFE00, 0xFE10)))
+#: A zero-width joiner between two emoji (a family, a flag): part of the picture, not hidden text.
+_EMOJI = "\u2600-\u27bf\U0001f000-\U0001faff"
+_EMOJI_JOINER = re.compile(f"(?<=[{_EMOJI}\ufe0f])\u200d(?=[{_EMOJI}])")
+#: Line breaks other than "\n" (``str.splitlines`` breaks on each; a model may too): "\n" before matching, so
+#: ``^system:`` sees the line they open.
+_BREAKS = frozenset("\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+#: A word mixing Latin letters with Cyrillic ones or Greek look-alikes ("іgnore" with a Cyrillic і).
+_WORD = re.compile(r"[^\W\d_]{2,}")
+_LATIN = re.compile(r"[A-Za-z\u00c0-\u024f]")
+_FOREIGN = re.compile("[\u0400-\u052f" + "".join(c for c in CONFUSABLES if "\u0370" <= c <= "\u03ff"
+                                                  or "\u0530" <= c <= "\u058f") + "]")
 
 _I = re.IGNORECASE
-# Each pattern is linear (no nested quantifiers over the same characters): the scan is bounded by the text's length.
+# Each pattern is linear: literal words joined by bounded gaps ({0,n}), no quantified group holding a quantifier,
+# so the scan is bounded by the text's length (tests/memory/test_review_scan.py checks the form). They match the
+# folded text (``_normalise``): NFKC, no invisible characters, "\n" for every line break, no combining marks
+# (accents: "précédentes" is "precedentes"), look-alikes folded to Latin.
+_GAP = r"[^.\n]{0,%d}?"
+# French, Spanish, Italian, Portuguese (accents dropped): a verb, then a qualifier before the noun ("toutes les
+# consignes") or after it ("les instructions précédentes").
+_ROMANCE_VERBS = (  # imperatives and infinitives ("ignorez", "olvida", "dimenticare"), not "ignorait", "oubliées"
+    r"ignor(?:e|ez|er|a|ad|an|en|ate|are|em|ar)|oubli(?:e|ez|er)|olvid(?:a|e|en|ad|ar|ate)|"
+    r"dimentic(?:a|ate|are|ati)|esquec(?:e|a|am|er)|neglig(?:e|ez|er)|outrepass(?:e|ez|er)|contourn(?:e|ez|er)|"
+    r"omit(?:e|a|an|id|ir|ete|ere)|descart(?:a|e|en|ad|ar)|desconsider(?:e|a|em|ar)|trascur(?:a|ate|are)|"
+    r"(?:tiens|tenez) pas compte|haz caso omiso|pasa por alto|non considerare|passe[rz]? outre")
+_ROMANCE_BEFORE = r"tod[ao]s|toutes|tous|tutt[ei]|tes|vos|tus|sus|tue|sue|tuas|suas"
+_ROMANCE_AFTER = (r"precedent\w{0,2}|anterior\w{0,2}|previ[ao]s|ci-dessus|plus haut|de arriba|sopra|acima|d'origine|"
+                  r"originales|originali|originais|initiales|iniciales|iniciais|iniziali|"
+                  r"(?:du|del|do) (?:systeme|sistema)")
+_ROMANCE_NOUNS = (r"instructions?|consignes?|regles?|directives?|ordres?|indications?|instrucciones|reglas|"
+                  r"indicaciones|ordenes|directrices|directivas|normas|consignas|istruzioni|regole|indicazioni|"
+                  r"direttive|ordini|comandi|instrucoes|regras|orientacoes|diretrizes|ordens|comandos")
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("override", re.compile(
-        r"\b(?:ignore|disregard|forget|override|bypass)\b[^.\n]{0,40}?\b(?:previous|prior|above|earlier|"
-        r"all|any|your|system|original|safety)\b[^.\n]{0,30}?\b(?:instructions?|prompts?|rules?|guidelines?|"
-        r"directives?|messages?|context|polic(?:y|ies))\b", _I)),
+        r"\b(?:ignore|disregard|forget|override|bypass|discard)\b" + _GAP % 40 + r"\b(?:previous|prior|above|"
+        r"earlier|preceding|all|any|your|system|original|initial|safety|developer)\b" + _GAP % 30
+        + r"\b(?:instructions?|prompts?|rules?|guidelines?|directives?|directions?|commands?|orders?|messages?|"
+        r"context|constraints?|restrictions?|guardrails?|programming|polic(?:y|ies))\b", _I)),
+    ("override", re.compile(
+        r"\b(?:ignore|disregard|forget)\s+(?:(?:all|everything)\s+(?:of\s+)?)?(?:the\s+|that\s+)?"
+        r"(?:above|foregoing|preceding)\b"
+        r"|\b(?:ignore|disregard|forget)\s+(?:everything|all)\s+(?:before|prior|previous(?:ly)?|earlier|so far|"
+        r"you (?:were|have been) told)\b", _I)),
     ("override", re.compile(
         r"\b(?:you are now|from now on,? you|new (?:system )?instructions?|developer mode|jailbr[eo]ak|"
-        r"act as (?:an? )?(?:unrestricted|unfiltered|different)|pretend (?:to be|you are)|"
-        r"(?:system|hidden) prompt)\b", _I)),
+        r"act as (?:an? )?(?:unrestricted|unfiltered|uncensored|jailbroken|different)|pretend (?:to be|you are|"
+        r"you're|that you are)|(?:system|hidden) prompt|do anything now|god mode|"
+        r"(?:act as|you are|roleplay as|enable|enter) (?-i:DAN)|(?-i:DAN) mode)\b", _I)),
+    # German (ä, ö, ü folded to a, o, u): a verb, a qualifier and a noun, in either order
+    ("override", re.compile(
+        r"\b(?:ignorier\w{0,3}|vergiss|vergessen|missacht\w{0,3}|uberschreib\w{0,3}|umgeh\w{0,3}|verwirf|verwerfen)\b"
+        + _GAP % 40 + r"\b(?:vorherig\w{0,3}|vorig\w{0,3}|bisherig\w{0,3}|obig\w{0,3}|fruher\w{0,3}|alle|allen|"
+        r"deine|ihre|ursprunglich\w{0,3}|system\w{0,4})\b" + _GAP % 30 + r"\b(?:anweisung(?:en)?|"
+        r"instruktion(?:en)?|regeln?|vorgaben?|befehle?|richtlinien?|anordnung(?:en)?|prompts?|systemprompt)\b"
+        r"|\b(?:vorherig\w{0,3}|bisherig\w{0,3}|obig\w{0,3}|alle)\b" + _GAP % 20 + r"\b(?:anweisung(?:en)?|"
+        r"instruktion(?:en)?|regeln|vorgaben)\b" + _GAP % 20 + r"\b(?:ignorier\w{0,3}|vergessen|missachten)\b"
+        r"|\bvergiss alles\b" + _GAP % 30 + r"\b(?:vorher|bisher|oben|zuvor)\b"
+        r"|\b(?:neue (?:system)?anweisungen|entwicklermodus|ab (?:sofort|jetzt) bist du)\b", _I)),
+    ("override", re.compile(
+        rf"\b(?:{_ROMANCE_VERBS})\b(?:{_GAP % 40}\b(?:{_ROMANCE_BEFORE}|{_ROMANCE_AFTER})\b"
+        rf"{_GAP % 30}\b(?:{_ROMANCE_NOUNS})\b"
+        rf"|{_GAP % 30}\b(?:{_ROMANCE_NOUNS})\b{_GAP % 25}\b(?:{_ROMANCE_AFTER})\b)"
+        r"|\b(?:a partir de maintenant,? tu (?:es|dois|vas)|mode developpeur|prompt (?:du )?systeme|"
+        r"nouvelles (?:instructions|consignes)|modo desarrollador|nuevas instrucciones|"
+        r"a partir de ahora,? (?:eres|debes))\b", _I)),
+    # Chinese, Japanese, Korean: a verb ("ignore", "forget") and a noun ("instructions", "rules") close together
+    ("override", re.compile(
+        r"(?:忽略|无视|無視|忽視|忘记|忘記|不要理会|不要理會|跳过|跳過)[^。！？\n]{0,12}?(?:指令|指示|说明|說明|规则|規則|"
+        r"提示词|提示詞|设定|設定)"
+        r"|(?:指示|命令|ルール|プロンプト|設定|指令)[^。！？\n]{0,8}?(?:無視|忘れ)"
+        r"|(?:지시|명령|규칙|지침|프롬프트)[^.!?\n]{0,8}?(?:무시|잊어)")),
     ("secrecy", re.compile(
         r"\b(?:do not|don't|never|without)\s+(?:tell(?:ing)?|inform(?:ing)?|mention(?:ing)?|reveal(?:ing)?|"
         r"notify(?:ing)?|show(?:ing)?|alert(?:ing)?)\b[^.\n]{0,20}?\b(?:the )?(?:user|customer|human|anyone)\b"
         r"|\bkeep (?:this|it) (?:a )?(?:secret|hidden|confidential)\b", _I)),
     ("prompt_markup", re.compile(
-        r"<\|(?:im_start|im_end|system|user|assistant|endoftext)\|>|\[/?INST\]|<</?SYS>>|</?(?:system|assistant)>"
-        r"|^\s*(?:#{1,3}\s*)?(?:system|assistant|developer)\s*:", _I | re.MULTILINE)),
+        r"<\|(?:im_start|im_end|system|user|assistant|endoftext|begin_of_text|start_header_id|end_header_id|"
+        r"eot_id|python_tag)\|>|<(?:start|end)_of_turn>|\[/?INST\]|<</?SYS>>|</?(?:system|assistant)>"
+        r"|^[ \t]*(?:#{1,3}[ \t]*)?(?:system|assistant|developer)[ \t]*:"
+        r"|^[ \t]*\[(?:system|assistant|developer)\]", _I | re.MULTILINE)),
     ("url", re.compile(r"\b(?:https?|ftp|file|data):[^\s<>\"']+|\bwww\.[^\s<>\"']+"
                        # an e-mail address: the local part bounded (RFC 5321: 64), so a long run of word
                        # characters and dots with no "@" costs each start at most 64 steps, not the rest of the text
                        r"|(?<![\w.+-])[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63}){1,8}\b", _I)),
     ("tool_call", re.compile(
-        r"```|<(?:tool_call|function_call|function|tool_use|invoke)\b|\"(?:function_call|tool_calls?|arguments)\"\s*:"
+        r"```|<(?:tool_call|function_call|function|tool_use|invoke)\b|\[TOOL_CALLS\]"
+        # tool-call JSON (or a Python dict): a key only tool calls use, a name with its arguments, a typed call
+        r"|[\"'](?:function_call|tool_calls?|tool|tool_name|tool_use|function|function_name|arguments|"
+        r"action_input|api_call|command|cmd)[\"']\s{0,5}:"
+        r"|[\"']name[\"']\s{0,5}:\s{0,5}[\"'][^\"'\n]{1,80}[\"']\s{0,5},\s{0,5}[\"'](?:parameters|params|args|"
+        r"input)[\"']\s{0,5}:"
+        r"|[\"']type[\"']\s{0,5}:\s{0,5}[\"'](?:function|tool_use|tool_call|function_call)[\"']"
         r"|\b(?:curl|wget|sudo|rm\s+-rf|chmod|powershell|bash\s+-c|sh\s+-c|nc\s+-e|python3?\s+-c)\b"
         r"|\b(?:eval|exec|system|subprocess\.\w+|os\.\w+|__import__)\s*\("
         r"|\b(?:call|invoke|run|execute|use)\s+the\s+[\w-]+\s+(?:tool|function|command)\b"
@@ -103,13 +212,22 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         r"|(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_]{5,}"  # a JWT's header segment: base64url of '{"' (no '-' in it)
         r"|\b(?:password|passwd|pwd|api[_ -]?key|secret|token|pin)\s*[:=]\s*\S{4,}", _I)),
 ]
+#: Override phrases in Cyrillic and Greek, matched before look-alikes are folded (folding would spoil them).
+_NATIVE_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("override", re.compile(
+        r"\b(?:игнорир\w{0,4}|проигнорир\w{0,4}|забуд\w{0,3}|забыть|отбрось\w{0,2}|отбросьте|пренебрег\w{0,3}|"
+        r"не обраща\w{0,3} внимани\w{0,2} на)\b" + _GAP % 40 + r"\b(?:предыдущ\w{0,3}|прежн\w{0,3}|все|"
+        r"вышеуказанн\w{0,3}|системн\w{0,3}|изначальн\w{0,3}|твои|ваши|свои)\b" + _GAP % 30
+        + r"\b(?:инструкци\w{0,3}|указани\w{0,3}|правил\w{0,2}|команд\w{0,2}|промпт\w{0,2}|директив\w{0,2})\b"
+        r"|\b(?:αγνοησ\w{0,4}|αγνοει\w{0,3}|ξεχασ\w{0,4}|παραβλεψ\w{0,4})\b" + _GAP % 40
+        + r"\b(?:προηγουμεν\w{0,3}|ολε[σς]|ολα|ολου[σς]|παραπανω|αρχικ\w{0,3}|συστηματο[σς])\b" + _GAP % 30
+        + r"\b(?:οδηγι\w{0,3}|εντολ\w{0,3}|κανον\w{0,3})\b", _I)),
+]
 #: Long tokens mixing letters and digits with much entropy (bits per character): keys, tokens, passwords.
 _TOKEN = re.compile(r"[A-Za-z0-9_\-+/=]{24,}")
 _TOKEN_ENTROPY = 3.5
 #: 13 to 19 digits, possibly grouped by spaces or dashes: card numbers when the Luhn check passes.
 _CARD = re.compile(r"\b\d(?:[ -]?\d){12,18}\b")
-#: Zero-width characters, bidirectional overrides and isolates, and the Unicode tag block (invisible ASCII).
-_HIDDEN = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\U000e0000-\U000e007f]")
 
 
 @dataclass(frozen=True)
@@ -145,52 +263,128 @@ def _clip(text: str) -> str:
     return text if len(text) <= EVIDENCE_CHARS else text[: EVIDENCE_CHARS - 1] + "…"
 
 
+def _hidden(char: str) -> bool:
+    """An invisible character: format (Cf: zero-width, soft hyphen, bidirectional controls, U+180E, the tag
+    block ...) or one of ``_INVISIBLE``."""
+    return unicodedata.category(char) == "Cf" or char in _INVISIBLE
+
+
+def _replacement(char: str) -> str | None:
+    """What ``_normalise`` puts for ``char``: a tag character's ASCII ("ASCII smuggling": a model reads them),
+    "\\n" for a line break, nothing for any other invisible or control character; None keeps it."""
+    if "\U000e0020" <= char <= "\U000e007e":
+        return chr(ord(char) - 0xE0000)
+    if char in _BREAKS:
+        return "\n"
+    if _hidden(char) or char in _SELECTORS or (unicodedata.category(char) == "Cc" and char not in "\t\n"):
+        return ""
+    return None
+
+
+def _normalise(text: str) -> tuple[str, str, list[str]]:
+    """``(plain, folded, hidden)``: the text as the patterns read it, linear in its length (translations over
+    the distinct characters, Unicode normalisations). ``plain``: invisible characters removed (tag characters
+    decoded), line breaks made "\\n", NFKC, combining marks dropped (NFKD, then NFC); ``folded``: ``plain``
+    with the ``CONFUSABLES`` folded to Latin. ``hidden``: the invisible characters, in order of appearance."""
+    table = {ord(c): r for c in set(text) if (r := _replacement(c)) is not None}
+    hidden = [c for c in dict.fromkeys(_EMOJI_JOINER.sub("", text)) if _hidden(c)] if table else []
+    plain = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text.translate(table)))
+    marks = {ord(c): None for c in set(plain) if unicodedata.combining(c)}
+    plain = unicodedata.normalize("NFC", plain.translate(marks)) if marks else unicodedata.normalize("NFC", plain)
+    return plain, plain.translate(_FOLD), hidden
+
+
+def _mixed_script(plain: str) -> list[str]:
+    """Words of ``plain`` mixing Latin letters with Cyrillic ones or Greek or Armenian look-alikes."""
+    return [w for m in _WORD.finditer(plain) if _LATIN.search(w := m.group(0)) and _FOREIGN.search(w)]
+
+
 def scan(text: Any) -> list[Flag]:
     """Flag what in ``text`` looks like an injection aimed at the agent; return the flags, one per kind, in the
     order of ``FLAG_KINDS``. Pure and bounded (linear regular expressions over the text); no flag means only
     that none of these patterns matched, not that the text is safe.
 
+    Matching reads the text normalised (``_normalise``), so evasions by spelling match as the plain words:
+    NFKC (full-width, mathematical letters), format and other invisible characters removed (soft hyphen,
+    zero-width, U+180E, bidirectional controls; Unicode tag characters decoded to the ASCII they hide), every
+    line break ("\\r", U+2028, U+2029, U+0085, "\\v", "\\f") made "\\n", accents and other combining marks
+    dropped, Cyrillic, Greek and Armenian look-alikes folded to Latin (``CONFUSABLES``, from Unicode TR39).
+
     * ``override``: imperatives that replace the agent's instructions ("ignore previous instructions",
-      "you are now", "developer mode", "system prompt");
+      "ignore all prior directions", "disregard the above", "you are now", "act as DAN", "pretend you are",
+      "developer mode", "system prompt"), also in German, French, Spanish, Italian, Portuguese, Russian,
+      Greek, Chinese, Japanese and Korean;
     * ``secrecy``: "do not tell the user", "keep this secret";
-    * ``prompt_markup``: chat-template tokens (``<|im_start|>``, ``[INST]``) and lines opening with
-      ``system:``/``assistant:``;
+    * ``prompt_markup``: chat-template tokens (``<|im_start|>``, ``[INST]``, ``<start_of_turn>``) and lines
+      opening with ``system:``/``assistant:``/``developer:`` or ``[system]``, after any line break;
     * ``url``: links (``http(s)``, ``ftp``, ``file``, ``data:``, ``www.``) and e-mail addresses;
-    * ``tool_call``: code fences, tool-call markup or JSON, shell commands (``curl``, ``rm -rf`` ...),
+    * ``tool_call``: code fences, tool-call markup (``<tool_call>``, ``[TOOL_CALLS]``) or JSON (keys
+      ``tool``, ``function_call``, ``arguments``, ``action_input`` ...; ``"name"`` followed by
+      ``"parameters"``; ``"type": "function"``), shell commands (``curl``, ``rm -rf`` ...),
       ``eval(``/``exec(``-style calls, "call the X tool";
     * ``secret``: private-key blocks, AWS/OpenAI/GitHub/Slack-style keys, JWTs, ``password: ...``
       assignments, long high-entropy tokens (24+ characters with letters and digits, > 3.5 bits a
       character) and card numbers (13-19 digits passing the Luhn check);
-    * ``hidden_text``: zero-width, bidirectional-override and Unicode tag characters.
+    * ``hidden_text``: invisible characters (every format character, Unicode category Cf, and the fillers
+      and variation selectors of ``_INVISIBLE``; not the emoji presentation selectors, nor a zero-width
+      joiner between two emoji) and words
+      mixing Latin letters with Cyrillic ones or Greek or Armenian look-alikes ("іgnore"). Text wholly in
+      Cyrillic or Greek is not flagged for its script.
 
-    The text is NFKC-normalised first, so full-width or ligature spellings match too. Raises TypeError
-    (``InvalidType``) for a non-string.
+    Raises TypeError (``InvalidType``) for a non-string.
     """
     if not isinstance(text, str):
         raise InvalidType("text", "must be a string")
     found: dict[str, str] = {}
-    hidden = _HIDDEN.search(text)
-    if hidden:
-        found["hidden_text"] = " ".join(
-            f"U+{ord(c):04X}" for c in dict.fromkeys(_HIDDEN.findall(text)))[:EVIDENCE_CHARS]
-    normal = _HIDDEN.sub("", unicodedata.normalize("NFKC", text))
+    plain, folded, hidden = _normalise(text)
+    signs = [f"U+{ord(c):04X}" for c in hidden] + _mixed_script(plain)
+    if signs:
+        found["hidden_text"] = _clip(" ".join(signs))
+    for kind, pattern in _NATIVE_PATTERNS:
+        if kind not in found and (match := pattern.search(plain)):
+            found[kind] = _clip(match.group(0))
     for kind, pattern in _PATTERNS:
-        if kind not in found and (match := pattern.search(normal)):
+        if kind not in found and (match := pattern.search(folded)):
             found[kind] = _clip(match.group(0))
     if "secret" not in found:
-        for match in _TOKEN.finditer(normal):
+        for match in _TOKEN.finditer(folded):
             token = match.group(0)
             if (any(c.isdigit() for c in token) and any(c.isalpha() for c in token)
                     and _entropy(token) > _TOKEN_ENTROPY):
                 found["secret"] = _clip(token)
                 break
     if "secret" not in found:
-        for match in _CARD.finditer(normal):
+        for match in _CARD.finditer(folded):
             digits = re.sub(r"\D", "", match.group(0))
             if 13 <= len(digits) <= 19 and _luhn(digits):
                 found["secret"] = _clip(match.group(0))
                 break
     return [Flag(kind, FLAG_KINDS[kind], found[kind]) for kind in FLAG_KINDS if kind in found]
+
+
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(char: str) -> str | None:
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    if (unicodedata.category(char) in ("Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp")
+            or char in _INVISIBLE or char in _SELECTORS):
+        return f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"
+    return None
+
+
+def quoted_if_flagged(text: str) -> str:
+    """``text`` as a context card shows a memory or a summary: as it is, unless the scan flags one of
+    ``QUOTED_KINDS`` in it; then as quoted data behind a marker, ``[flagged: override, hidden_text] "..."``:
+    one line in double quotes, with quotes, backslashes, line breaks (U+2028 and the like included), control,
+    format and other invisible characters escaped as in JSON (``\\n``, ``\\u00ad``), so it can open no line
+    of its own (``system: ...``) and hides nothing. The stored text is not changed."""
+    kinds = [flag.kind for flag in scan(text) if flag.kind in QUOTED_KINDS]
+    if not kinds:
+        return text
+    table = {ord(c): r for c in set(text) if (r := _escape(c)) is not None}
+    return f'[flagged: {", ".join(kinds)}] "{text.translate(table)}"'
 
 
 # --- the queue ------------------------------------------------------------------------------------
@@ -328,6 +522,6 @@ def pending_count(*, project: Project) -> int:
     return pending_queryset(project=project).count()
 
 
-__all__ = ["FLAG_KINDS", "Flag", "MAX_PAGE", "ReviewItem", "SimilarMemory", "pending_count",
-           "pending_queryset", "pending_row", "relation_on_approval", "review_item", "review_records", "scan",
-           "similar_memories", "similar_queryset"]
+__all__ = ["CONFUSABLES", "FLAG_KINDS", "Flag", "MAX_PAGE", "QUOTED_KINDS", "ReviewItem", "SimilarMemory",
+           "pending_count", "pending_queryset", "pending_row", "quoted_if_flagged", "relation_on_approval",
+           "review_item", "review_records", "scan", "similar_memories", "similar_queryset"]
