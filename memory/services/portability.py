@@ -333,6 +333,17 @@ def _review_types(thread: Thread | None) -> set[str]:
     return types
 
 
+#: Values bound in one ``IN (...)`` lookup of an import (SQLite binds at most 32,766 per statement).
+IN_BATCH = 900
+
+
+def _each_in(queryset, field: str, values) -> Iterator:
+    """The rows of ``queryset`` whose ``field`` is among ``values``, looked up ``IN_BATCH`` values at a time."""
+    values = list(values)
+    for start in range(0, len(values), IN_BATCH):
+        yield from queryset.filter(**{f"{field}__in": values[start:start + IN_BATCH]})
+
+
 #: A thread's state in an import: made by it, or one of the file user's threads the project holds already.
 NEW, EXISTING = "new", "existing"
 
@@ -629,8 +640,8 @@ class _Import:
             if state != EXISTING:
                 continue
             wanted = [seq for (pk, seq) in seqs if pk == thread.pk]
-            taken = (Message.objects.filter(thread_id=thread.pk, seq__in=wanted).order_by("seq")
-                     .values_list("seq", "id").first() if wanted else None)
+            taken = min(_each_in(Message.objects.filter(thread_id=thread.pk).values_list("seq", "id"), "seq", wanted),
+                        default=None)
             if taken is not None:
                 line = next(m for m in lines if m.get("_state") == "new" and m["_v"]["seq"] == taken[0]
                             and m["_v"]["thread_id"] == public)
@@ -642,7 +653,7 @@ class _Import:
     def _resolve_images(self) -> None:
         lines = self.by_kind["image"]
         keys = [self.key(line["_v"]["id"]) for line in lines]
-        have = {row.pk: row for row in Image.objects.with_bytes().filter(pk__in=keys)}
+        have = {row.pk: row for row in _each_in(Image.objects.with_bytes(), "pk", keys)}
         self.images: dict[str, dict] = {}
         self.new_images: list[Image] = []
         for line in lines:
@@ -693,7 +704,7 @@ class _Import:
         lines = self.by_kind["memory"]
         keys = [self.key(line["_v"]["id"]) for line in lines]
         have = Memory.objects.in_bulk(keys)
-        gone = set(MemoryVersion.objects.filter(memory_id__in=keys).values_list("memory_id", flat=True))
+        gone = set(_each_in(MemoryVersion.objects.values_list("memory_id", flat=True), "memory_id", keys))
         self.memories: dict[str, dict] = {}
         self.new_memories: list[Memory] = []
         self.forced: list[Memory] = []  # stored pending though the file said reviewed
@@ -749,9 +760,9 @@ class _Import:
         named = {mid for row in self.new_memories for mid in row.source_message_ids} - set(self.messages)
         own = set()
         if named and self.merge:
-            own = {public_id(pk) for pk in Message.objects.filter(
-                pk__in=[self.key(mid) for mid in named], thread__project=self.project,
-                thread__user_id=self.user).values_list("pk", flat=True)}
+            own = {public_id(pk) for pk in _each_in(Message.objects.filter(
+                thread__project=self.project, thread__user_id=self.user).values_list("pk", flat=True), "pk",
+                [self.key(mid) for mid in named])}
         for row in self.new_memories:
             kept = [mid for mid in row.source_message_ids if mid in self.messages or mid in own]
             self.adjusted["source message id dropped (not in the file)"] += len(row.source_message_ids) - len(kept)
@@ -845,8 +856,9 @@ class _Import:
             groups.setdefault(line["_v"]["memory_id"], []).append(line)
         keys = [self.key(public) for public in groups]
         here = {(memory_id, version): action for memory_id, version, action in
-                MemoryVersion.objects.filter(memory_id__in=keys).values_list("memory_id", "version", "action")}
-        live = set(Memory.objects.filter(pk__in=keys).values_list("pk", flat=True))
+                _each_in(MemoryVersion.objects.values_list("memory_id", "version", "action"), "memory_id", keys)}
+        live = set(_each_in(Memory.objects.values_list("pk", flat=True), "pk", keys))
+        with_history = {memory_id for memory_id, _ in here}
         self.new_versions: list[MemoryVersion] = []
         self.file_history: dict[str, dict | None] = {}  # a new memory's key -> the file's last ``after``
         for public, group in groups.items():
@@ -868,7 +880,7 @@ class _Import:
                                                      f"and type ({memory['_where']})")
                 scope = {"thread_id": row.thread_id, "user_id": row.user_id, "agent_id": row.agent_id}
                 self.file_history[row.pk] = after
-            elif memory is not None or any(k == key for k, _ in here):  # the project holds it, or its history
+            elif memory is not None or key in with_history:  # the project holds it, or its history
                 for line in group:
                     if here.get((key, line["_v"]["version"])) != line["_v"]["action"]:
                         raise self.refuse(line, "version", f"memory {public!r} exists here already: its history is "
