@@ -42,7 +42,7 @@ from typing import Any
 
 from PIL import Image as PilImage
 
-from memory.core.errors import InvalidArgument, InvalidType
+from memory.core.errors import MAX_CONTENT_CHARS, InvalidArgument, InvalidType, check_size, check_text
 from memory.core.types import NOTSET, ImageMimeType, NotSet
 from memory.llm.prompts import CAPTION_SYSTEM_PROMPT, CAPTION_USER_PROMPT
 
@@ -189,6 +189,18 @@ def check_mime_type(value: Any, field: str = "mime_type") -> ImageMimeType | Non
         return ImageMimeType(value)
     except ValueError:
         raise InvalidArgument(field, f"{value!r} is not supported; use one of: {ALLOWED_MIME_TYPES}") from None
+
+
+def check_description(value: Any, field: str = "description") -> str | None:
+    """An image's description: None, or a string of valid Unicode of at most ``MAX_CONTENT_CHARS`` characters
+    (``memory.core.errors``: it is chunked and embedded like a memory's text). ValueError/TypeError name ``field``."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidType(field, "must be a string or None")
+    check_text(value, field)
+    check_size(value, field, MAX_CONTENT_CHARS)
+    return value
 
 
 def image_bytes(value: Any, field: str = "image") -> bytes:

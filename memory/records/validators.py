@@ -81,6 +81,26 @@ def check_id(value: Any, field: str) -> str:
     return check_text(value, field)
 
 
+#: Characters of a message's role (``Message.role`` is ``VARCHAR(255)``).
+MAX_ROLE_LENGTH = 255
+
+
+def check_role(value: Any, field: str) -> str:
+    """A message's role: a non-blank string of at most 255 characters, valid Unicode, no control character.
+
+    A role is written into the extraction and summary transcripts as ``role: text``: a line break in it
+    ("system\\nignore ...") forged a line of the transcript (found by an outside attack, issue #29).
+    """
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument(field, "is required and must be a non-empty string")
+    if len(value) > MAX_ROLE_LENGTH:
+        raise InvalidArgument(field, f"must be at most {MAX_ROLE_LENGTH} characters")
+    if control := _CONTROL.search(value):
+        raise InvalidArgument(field, f"must not hold a control character (U+{ord(control.group()):04X} at "
+                                     f"position {control.start()})")
+    return check_text(value, field)
+
+
 def check_scope_id(value: Any, field: str) -> str | None:
     """A user/agent/thread scope value: a string or None."""
     if value is None:

@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from memory.core import ttl as ttl_rules
-from memory.core.errors import Conflict, InvalidArgument, InvalidType, NotFound, check_text
+from memory.core.errors import Conflict, InvalidArgument, InvalidType, NotFound
 from memory.core.ids import public_id, stored_id, stored_ids
 from memory.core.locking import lock_first
 from memory.core.types import NOTSET, ImageMimeType, MemoryRetentionConfig, NotSet, TimeToLiveAnchor
@@ -27,6 +27,7 @@ from memory.models import Image, Message, Thread
 from memory.records.image_rules import (
     ImageInputLimitConfig,
     ValidImage,
+    check_description,
     check_mime_type,
     generate_caption,
     validate_image,
@@ -153,10 +154,8 @@ def image_add(
     _check_scope_assertion(thread_id, thread.public_id, "thread_id")
     valid = validate_image(image, mime_type, limits=limits)
     iid = str(uuid.uuid4()) if image_id is NOTSET or image_id is None else check_id(image_id, "image_id")
-    if description is not NOTSET and description is not None and not isinstance(description, str):
-        raise InvalidType("description", "must be a string or None")
-    if isinstance(description, str):
-        check_text(description, "description")
+    if description is not NOTSET:
+        check_description(description)
     meta = check_metadata(metadata)
     stamp = ttl_rules.check_timestamp(timestamp)
     now = timezone.now()
@@ -244,10 +243,8 @@ def image_update(
         valid = validate_image(image, mime_type, limits=limits)
     elif mime_type is not NOTSET:
         raise InvalidArgument("mime_type", "can only be given together with new image bytes")
-    if description is not NOTSET and description is not None and not isinstance(description, str):
-        raise InvalidType("description", "must be a string or None")
-    if isinstance(description, str):
-        check_text(description, "description")
+    if description is not NOTSET:
+        check_description(description)
     new_meta = check_metadata(metadata) if metadata is not NOTSET else NOTSET
     new_stamp = ttl_rules.check_timestamp(timestamp) if timestamp is not NOTSET else NOTSET
     new_description = description

@@ -15,11 +15,12 @@ from memory.core.types import Message as MessageDTO
 from memory.records.image_rules import (
     ImageInputLimitConfig,
     ValidImage,
+    check_description,
     check_mime_type,
     decode_image_base64,
     validate_image,
 )
-from memory.records.validators import check_id, check_metadata
+from memory.records.validators import check_id, check_metadata, check_role
 
 
 @dataclass
@@ -76,11 +77,7 @@ def parse_image_part(part: Any, where: str, limits: ImageInputLimitConfig) -> Im
             data, declared = decode_image_base64(raw["data"], data_field, raw.get("mime_type"), f"{where}.mime_type")
             raw["mime_type"] = declared
     part_id = check_id(raw.get("id") or str(uuid.uuid4()), f"{where}.id")
-    description = raw.get("description")
-    if description is not None and not isinstance(description, str):
-        raise InvalidType(f"{where}.description", "must be a string or None")
-    if description is not None:
-        check_text(description, f"{where}.description")
+    description = check_description(raw.get("description"), f"{where}.description")
     stamp = ttl_rules.check_timestamp(raw.get("timestamp"), f"{where}.timestamp")
     stored = {"type": "image", "id": part_id, "mime_type": None, "description": description, "timestamp": stamp}
     if data is None:
@@ -136,9 +133,11 @@ def parse_parts(content: Sequence[Any], field: str, limits: ImageInputLimitConfi
     return "\n".join(p["text"] for p in parts if p["type"] == "text"), parts, images
 
 
-def parse_message(raw: Any, index: int, limits: ImageInputLimitConfig | None = None) -> NewMessage:
-    """Validate one input message (a ``Message`` or a mapping with role and content)."""
-    field = f"messages[{index}]"
+def parse_message(raw: Any, index: int, limits: ImageInputLimitConfig | None = None, *,
+                  field: str | None = None) -> NewMessage:
+    """Validate one input message (a ``Message`` or a mapping with role and content); errors name
+    ``messages[index]`` or the given ``field`` (an import names the file's line)."""
+    field = field or f"messages[{index}]"
     if isinstance(raw, MessageDTO):
         data = {"role": raw.role, "content": raw.content, "id": raw.id, "timestamp": raw.timestamp,
                 "metadata": raw.metadata}
@@ -149,12 +148,7 @@ def parse_message(raw: Any, index: int, limits: ImageInputLimitConfig | None = N
         data = dict(raw)
     else:
         raise InvalidType(field, f"must be a Message or a mapping, not {type(raw).__name__}")
-    role = data.get("role")
-    if not isinstance(role, str) or not role.strip():
-        raise InvalidArgument(f"{field}.role", "is required and must be a non-empty string")
-    if len(role) > 255:
-        raise InvalidArgument(f"{field}.role", "must be at most 255 characters")
-    check_text(role, f"{field}.role")
+    role = check_role(data.get("role"), f"{field}.role")
     content = data.get("content")
     parts, images = None, []
     if isinstance(content, str):

@@ -18,18 +18,75 @@ naming it, stays out: it is that user's); plus the memories and images
 scoped to the user in other threads or in none, and the history of all those memories and of the user's deleted
 ones.
 
-Import (``import_lines``) checks the whole file first, embeds what is new
-outside any transaction, then writes everything in one transaction: a bad
-line or a conflict writes nothing. It is idempotent: a record whose id the
-target project holds already is left as it is and counted as ``skipped``, so
-importing the same file twice changes nothing the second time. Extraction is
-not started (the threads keep their extraction watermark).
+Import (``import_lines``, ``manage.py import_memory``) is a door like the API: a file is untrusted input (it
+is how users move their memory between providers), so it is held to the API's rules and to one user, and
+refusals name the line, the field and the rule (``line 7 (message).role: must not hold a control character``).
+
+* **Every field through the API's own checks** (``memory.records.validators``, ``memory.services.parts``,
+  ``memory.records.image_rules``; no copy of a rule): ids; a message's role, text and metadata as
+  ``add_messages`` (``parse_message``) and its stored content parts (``parse_parts``: they must join to its
+  text, and each image part must be an image line of that message); a memory's content, type, status and
+  metadata as ``add_memory``; text and metadata limits (``MAX_CONTENT_CHARS``, ``MAX_METADATA_DEPTH``,
+  ``MAX_METADATA_BYTES``, no lone surrogate or NUL); image bytes as an upload (``validate_image`` under the
+  thread's ``ImageInputLimitConfig``: decoded and verified, the declared type must be what the bytes are,
+  size and pixel limits; width, height and size are the bytes', not the file's); a relation's labels and
+  endpoint types (``check_relation_type``, ``check_record_type``); a thread's ``config`` read back through
+  ``MemoryExtractionConfig``, ``ImageInputLimitConfig`` and ``MemorySearchConfig``; a summary's text and
+  topics (``MAX_CONTENT_CHARS``, ``MAX_TOPICS`` of ``MAX_TOPIC_CHARS``); a version's action, actor kind and
+  snapshots (``memory.records.history``); datetimes (``memory.core.ttl.parse_timestamp``). Each record's
+  text is within ``MAX_CONTENT_CHARS``, so the embedding work of a line is bounded as a request's is.
+* **One user, one project.** The header's ``user_id`` is the user imported; every thread must be that
+  user's, every memory that user's or no user's in a thread of the file (``user_id`` on any other line is
+  refused, naming the line). Everything is written into the ``project`` given, under its stored ids.
+  A line naming a thread must name one of the file (or, with ``merge``, one of the user's threads the project
+  holds); an image's user and agent are its thread's and its message a message line of the file. A memory
+  of the user filed in a thread that is not in the file (another user's thread, exported with it) is
+  imported in no thread (counted in ``adjusted``; with ``merge``, unless that thread is the user's here): it
+  never joins another user's thread of the target project.
+* **An import never changes a record the project holds.** A line whose id the project holds already is
+  skipped only when it is the same record of the same user (a thread of the user with the same agent; a
+  message in the same thread with the same seq, role and text; an image in the same thread and message with
+  the same bytes; a memory with the same user, agent, thread, type and text; a relation between the same
+  memories with the same label; history versions with the same numbers and actions); any other taken id is
+  refused. So importing the same file twice changes nothing the second time (its state there, edits,
+  reviews, wins). A memory deleted in the target (its history kept, e.g. rejected in review) is not made
+  again. Duplicate ids inside the file are refused (the second line never wins).
+* **New records only into the file's own threads**, unless ``merge`` (``--merge``): then new messages,
+  images, memories, relations and a summary (when the thread has none) may also be added to threads the
+  file's user has in the project (a thread line of the file must match its agent too), a relation may join
+  a new memory (not one awaiting review) to the user's existing live, approved memory of the thread (an
+  invalidating label then applies the lifecycle rule to it, ``memory.links.rules``), and a memory's
+  ``source_message_ids`` may name the user's existing messages. A merged message must take a free ``seq``
+  of the thread (a taken one is refused, never renumbered), and the thread's ``next_seq`` follows the
+  file's. Never another user's thread or memory, and never a change to an existing record, with or without
+  ``merge``.
+* **Relations**: both ends are memories of the import (or, with ``merge``, the user's), in the relation's
+  thread, of the types the line says; no self-relation, one relation per pair.
+* **Summaries** only for threads the file creates (or, with ``merge``, the user's thread without one),
+  ``through_seq`` below the thread's ``next_seq``.
+* **Source messages**: a memory's ``source_message_ids`` keep only messages of the file (with ``merge``, also
+  the user's messages here); others are dropped (``adjusted``): a memory lends its words to its sources'
+  search chunks (fact keys, ``memory.index.writer``), so it may never name another user's message.
+* **History is not forgeable.** ``memory_version`` lines are written only for memories the file creates
+  (their versions count from 1 without a gap and the last one holds the memory's content and type; their
+  scope copies are the memory's) and for memories deleted before the export (their history ends with the
+  delete: ``after`` null; the user's, or no user's in a thread of the file); never for a memory the project
+  holds.
+* **Review state is not the file's to decide.** An imported memory of a type that waits for review when
+  extracted (``MemoryExtractionConfig.review_types(extracted=True)``: ``review_memory_types``, guideline and
+  preference by default, and those the memory's thread's config adds) is stored pending, whatever the
+  file's ``pending`` says, and a version by the ``import`` actor records it; a memory the file says is
+  pending stays pending. ``trust_review_state`` (``--trust-review-state``, for an operator moving a database
+  it trusts) keeps the file's ``pending`` instead.
+* **All or nothing.** The whole file is checked and resolved against the project first, what is new is
+  embedded outside any transaction (``progress``), then everything is written in one transaction; a bad
+  line, a refused one or a conflict with a concurrent write writes nothing. Extraction is not started (the
+  threads keep their extraction watermark).
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -39,18 +96,42 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
+from memory.context.summaries import MAX_TOPIC_CHARS
 from memory.core import ttl as ttl_rules
-from memory.core.errors import InvalidArgument
+from memory.core.errors import MAX_CONTENT_CHARS, DomainError, InvalidArgument, InvalidType, check_size, check_text
 from memory.core.ids import public_id, stored_id
+from memory.core.types import MemorySearchConfig, RecordStatus
 from memory.embedders import get_embedder
+from memory.extraction.config import MemoryExtractionConfig
 from memory.index import rebuild
 from memory.index import writer as index
-from memory.links.rules import pair_key
+from memory.links.rules import INVALIDATING_RELATIONS, opposite_label, pair_key, set_memory_status
+from memory.llm.prompts import MAX_TOPICS
 from memory.models import Image, Memory, MemoryVersion, Message, Project, RecordLink, Thread, ThreadSummary
 from memory.records import history
-from memory.records.validators import check_id, check_memory_type, check_status
+from memory.records.image_rules import THREAD_CONFIG_KEY as IMAGE_LIMITS_KEY
+from memory.records.image_rules import (
+    ImageInputLimitConfig,
+    check_description,
+    check_mime_type,
+    decode_base64,
+    validate_image,
+)
+from memory.records.selectors import memory_live_q
+from memory.records.validators import (
+    check_bounded_int,
+    check_content,
+    check_id,
+    check_memory_type,
+    check_metadata,
+    check_record_type,
+    check_relation_type,
+    check_scope_id,
+    check_status,
+)
+from memory.services.common import lock_thread
+from memory.services.parts import parse_message, parse_parts
 
 FORMAT = "oam-memory-export"
 VERSION = 1
@@ -62,15 +143,6 @@ EMBED_BATCH = 256
 
 def _when(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
-
-
-def _parse_when(value: Any, field: str) -> datetime | None:
-    if value is None:
-        return None
-    parsed = parse_datetime(value) if isinstance(value, str) else None
-    if parsed is None:
-        raise InvalidArgument(field, f"must be an ISO 8601 datetime or null, not {value!r}")
-    return parsed
 
 
 # --- export ----------------------------------------------------------------------------------
@@ -163,7 +235,7 @@ def export_to(stream, *, project: Project, user_id: Any) -> Counter:
 
 def read_lines(stream) -> list[dict[str, Any]]:
     """Parse a JSON Lines text stream into objects; ValueError (``InvalidArgument``, field ``line N``) for a
-    line that is not a JSON object. Blank lines are ignored."""
+    line that is not a JSON object. Blank lines are ignored (line numbers still count them)."""
     lines = []
     for number, text in enumerate(stream, 1):
         if not text.strip():
@@ -172,201 +244,758 @@ def read_lines(stream) -> list[dict[str, Any]]:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InvalidArgument(f"line {number}", f"is not JSON: {exc.msg}") from None
+        except RecursionError:
+            raise InvalidArgument(f"line {number}", "nests too deep to read") from None
         if not isinstance(value, dict):
             raise InvalidArgument(f"line {number}", "must be a JSON object")
+        value["_line"] = number
         lines.append(value)
     return lines
 
 
-def _need(line: dict, name: str, types: type | tuple, where: str, *, optional: bool = False) -> Any:
-    value = line.get(name)
-    if value is None and optional:
+def _parse_when(value: Any, field: str) -> datetime | None:
+    """An ISO 8601 datetime of the file (``memory.core.ttl.parse_timestamp``: aware, UTC), or None."""
+    if value is None:
         return None
-    if not isinstance(value, types) or isinstance(value, bool) and types is int:
-        raise InvalidArgument(f"{where}.{name}", f"missing or of the wrong type ({type(value).__name__})")
+    parsed = ttl_rules.parse_timestamp(value) if isinstance(value, str) else None
+    if parsed is None:
+        raise InvalidArgument(field, f"must be an ISO 8601 datetime or null, not {value!r}")
+    return parsed
+
+
+def _count(line: dict, name: str, where: str, *, low: int, default: int | None = None) -> int | None:
+    value = line.get(name)
+    if value is None and default is not None:
+        return default
+    return check_bounded_int(value, f"{where}.{name}", low=low, sql_count=True)
+
+
+def _bounded_text(line: dict, name: str, where: str, limit: int) -> str:
+    """An optional string field of at most ``limit`` characters ("" when absent)."""
+    value = line.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidType(f"{where}.{name}", f"must be a string, not {type(value).__name__}")
+    check_text(value, f"{where}.{name}")
+    return check_size(value, f"{where}.{name}", limit)
+
+
+def _snapshot(value: Any, field: str) -> dict[str, Any] | None:
+    """A history snapshot (``memory.records.history.SNAPSHOT_FIELDS``), each field by its own rule; or None."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InvalidType(field, f"must be a snapshot object or null, not {type(value).__name__}")
+    unknown = sorted(set(value) - set(history.SNAPSHOT_FIELDS))
+    if unknown:
+        raise InvalidArgument(field, f"unknown field(s) {unknown}; a snapshot holds "
+                                     f"{', '.join(history.SNAPSHOT_FIELDS)}")
+    checks = {"content": check_content, "memory_type": check_memory_type, "metadata": check_metadata,
+              "status": check_status, "expires_at": _parse_when, "timestamp": ttl_rules.check_timestamp}
+    for name, check in checks.items():
+        if name in value:
+            check(value[name], f"{field}.{name}")
+    if not isinstance(value.get("pending", False), bool):
+        raise InvalidType(f"{field}.pending", "must be a bool")
     return value
 
 
-def _check(lines: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    if not lines or lines[0].get("kind") != "header":
-        raise InvalidArgument("line 1", "must be the export header")
-    header = lines[0]
-    if header.get("format") != FORMAT or header.get("version") != VERSION:
-        raise InvalidArgument("header", f"not a {FORMAT} file of version {VERSION}")
-    by_kind: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
-    for number, line in enumerate(lines[1:], 2):
-        kind = line.get("kind")
-        if kind not in by_kind:
-            raise InvalidArgument(f"line {number}", f"unknown kind {kind!r}")
-        where = f"line {number} ({kind})"
-        line["_where"] = where
-        if kind in ("thread", "message", "image", "memory", "relation"):
-            check_id(_need(line, "id", str, where), f"{where}.id")
-        if kind in ("message", "image", "relation", "summary"):
-            _need(line, "thread_id", str, where)
-        by_kind[kind].append(line)
-    for line in by_kind["message"]:
-        _need(line, "seq", int, line["_where"])
-        _need(line, "role", str, line["_where"])
-        _need(line, "content", str, line["_where"])
-    for line in by_kind["memory"]:
-        _need(line, "content", str, line["_where"])
-        _need(line, "memory_type", str, line["_where"])
-    for line in by_kind["image"]:
-        try:
-            line["_bytes"] = base64.b64decode(_need(line, "data", str, line["_where"]), validate=True)
-        except (binascii.Error, ValueError):
-            raise InvalidArgument(f"{line['_where']}.data", "is not base64") from None
-    for line in by_kind["memory_version"]:
-        _need(line, "memory_id", str, line["_where"])
-        _need(line, "version", int, line["_where"])
-    return by_kind
+#: ``Thread.config``'s key of the thread's search settings (``memory.client.common.SEARCH_CONFIG_KEY``).
+SEARCH_CONFIG_KEY = "search_config"
 
 
-def import_lines(lines: list[dict[str, Any]], *, project: Project,
-                 progress: Callable[[int, int], None] | None = None) -> dict[str, Counter]:
-    """Load an export into ``project``, all or nothing; return ``{"created": Counter, "skipped": Counter}`` by kind.
+def _config(value: Any, field: str) -> dict[str, Any]:
+    """A thread's ``config``: a JSON object within the metadata limits whose settings the engine reads back
+    (``MemoryExtractionConfig``, ``ImageInputLimitConfig``, ``MemorySearchConfig``) are valid."""
+    config = check_metadata(value, field)
+    for name in (IMAGE_LIMITS_KEY, SEARCH_CONFIG_KEY):
+        if config.get(name) is not None and not isinstance(config[name], dict):
+            raise InvalidType(f"{field}.{name}", "must be an object")
+    try:
+        MemoryExtractionConfig.from_thread_config(config)
+        ImageInputLimitConfig.from_thread_config(config)
+        if config.get(SEARCH_CONFIG_KEY):
+            MemorySearchConfig(**config[SEARCH_CONFIG_KEY])
+    except DomainError as exc:
+        raise InvalidArgument(f"{field}.{exc.field}", exc.message) from None
+    except (TypeError, ValueError) as exc:  # a constructor's own refusal of a name or value
+        raise InvalidArgument(field, str(exc)) from None
+    return config
 
-    Records whose id ``project`` holds already are skipped (idempotent).
-    New messages, memories and images are embedded with this database's
-    embedder before the transaction (``progress(done, total)`` after each
-    batch), then every row and its search chunks are written in one
-    transaction (``memory.index.rebuild.index_stored``), and each imported thread's
-    keyword contexts are rebuilt. Memory history is written as it was (the
-    import's own actor is not added). Raises ValueError (``InvalidArgument``)
-    naming the line for a bad file; a database conflict (e.g. a message seq
-    taken by another message) raises and writes nothing.
-    """
-    by_kind = _check(lines)
-    pid = project.pk
-    key = lambda public: stored_id(pid, public)  # noqa: E731
-    created: Counter = Counter()
-    skipped: Counter = Counter()
 
-    def new(kind: str, model, lines_of_kind: list[dict]) -> list[dict]:
-        existing = set(model.objects.filter(pk__in=[key(line["id"]) for line in lines_of_kind])
-                       .values_list("pk", flat=True))
-        fresh = [line for line in lines_of_kind if key(line["id"]) not in existing]
-        skipped[kind] += len(lines_of_kind) - len(fresh)
-        return fresh
+def _review_types(thread: Thread | None) -> set[str]:
+    """The memory types an import stores pending: those extraction reviews (``MemoryExtractionConfig.review_types``
+    with ``extracted=True``, ``memory.records.review_rules``) by default and in the memory's thread's config."""
+    types = set(MemoryExtractionConfig().review_types(extracted=True))
+    if thread is not None:
+        types |= set(MemoryExtractionConfig.from_thread_config(thread.config).review_types(extracted=True))
+    return types
 
-    threads = new("thread", Thread, by_kind["thread"])
-    messages = new("message", Message, by_kind["message"])
-    images = new("image", Image, by_kind["image"])
-    memories = new("memory", Memory, by_kind["memory"])
-    relations = new("relation", RecordLink, by_kind["relation"])
 
-    thread_rows = {key(line["id"]): Thread(
-        id=key(line["id"]), project=project, user_id=line.get("user_id"), agent_id=line.get("agent_id"),
-        metadata=line.get("metadata") or {}, config=line.get("config") or {}, next_seq=line.get("next_seq") or 1,
-        extracted_through_seq=line.get("extracted_through_seq") or 0,
-        created_at=_parse_when(line.get("created_at"), f"{line['_where']}.created_at") or timezone.now(),
-    ) for line in threads}
-    message_rows = [Message(
-        id=key(line["id"]), project=project, thread_id=key(line["thread_id"]), seq=line["seq"], role=line["role"],
-        content=line["content"], parts=line.get("parts"), timestamp=line.get("timestamp"),
-        event_at=_parse_when_stamp(line.get("timestamp")), metadata=line.get("metadata") or {},
-        status=line.get("status") or "valid", expires_at=_parse_when(line.get("expires_at"), line["_where"]),
-        created_at=_parse_when(line.get("created_at"), line["_where"]) or timezone.now(),
-    ) for line in messages]
-    image_rows = [Image(
-        id=key(line["id"]), project=project, thread_id=key(line["thread_id"]),
-        message_id=key(line["message_id"]) if line.get("message_id") else None, user_id=line.get("user_id"),
-        agent_id=line.get("agent_id"), mime_type=line.get("mime_type") or "", description=line.get("description"),
-        data=line["_bytes"], size_bytes=len(line["_bytes"]), width=line.get("width") or 0,
-        height=line.get("height") or 0, metadata=line.get("metadata") or {}, timestamp=line.get("timestamp"),
-        event_at=_parse_when_stamp(line.get("timestamp")),
-        expires_at=_parse_when(line.get("expires_at"), line["_where"]),
-        created_at=_parse_when(line.get("created_at"), line["_where"]) or timezone.now(),
-    ) for line in images]
-    memory_rows = [Memory(
-        id=key(line["id"]), project=project, memory_type=line["memory_type"], content=line["content"],
-        user_id=line.get("user_id"), agent_id=line.get("agent_id"),
-        thread_id=key(line["thread_id"]) if line.get("thread_id") else None, timestamp=line.get("timestamp"),
-        event_at=_parse_when_stamp(line.get("timestamp")), metadata=line.get("metadata") or {},
-        status=line.get("status") or "valid", expires_at=_parse_when(line.get("expires_at"), line["_where"]),
-        source_message_ids=list(line.get("source_message_ids") or []),
-        created_at=_parse_when(line.get("created_at"), line["_where"]) or timezone.now(),
-        pending=line.get("pending") is True,  # awaits review in the new project too (memory.records.review_rules)
-    ) for line in memories]
-    for row in [*memory_rows, *message_rows]:
-        check_status(row.status)
-    for row in memory_rows:
-        check_memory_type(row.memory_type)
+#: Values bound in one ``IN (...)`` lookup of an import (SQLite binds at most 32,766 per statement).
+IN_BATCH = 900
 
-    # Embed outside the transaction: the index is rebuilt from the rows (a file carries no vectors).
-    stamps = {line["id"]: line.get("timestamp") for line in by_kind["message"]}
-    work: list[tuple[str, Any, list[str], list[str]]] = []
-    for row in message_rows:
-        work.append(("message", row, *rebuild.stored_record_texts("message", row)))
-    for row in memory_rows:
-        work.append(("memory", row, *rebuild.stored_record_texts("memory", row)))
-    for row in image_rows:
-        fallback = stamps.get(public_id(row.message_id)) if row.message_id else None
-        work.append(("image", row, *rebuild.stored_record_texts("image", row, fallback_timestamp=fallback)))
-    texts = [text for _, _, _, embed in work for text in embed]
-    vectors: list = []
-    for start in range(0, len(texts), EMBED_BATCH):
-        vectors += list(get_embedder().embed(texts[start:start + EMBED_BATCH]))
-        if progress is not None:
-            progress(min(start + EMBED_BATCH, len(texts)), len(texts))
 
-    with transaction.atomic():
-        Thread.objects.bulk_create(list(thread_rows.values()))
-        created["thread"] += len(thread_rows)
-        Message.objects.bulk_create(message_rows, batch_size=500)
-        created["message"] += len(message_rows)
-        for row in image_rows:
-            row.save(force_insert=True)
-        created["image"] += len(image_rows)
-        Memory.objects.bulk_create(memory_rows, batch_size=500)
-        created["memory"] += len(memory_rows)
-        scopes = {t.pk: t for t in Thread.objects.filter(pk__in={m.thread_id for m in message_rows})}
+def _each_in(queryset, field: str, values) -> Iterator:
+    """The rows of ``queryset`` whose ``field`` is among ``values``, looked up ``IN_BATCH`` values at a time."""
+    values = list(values)
+    for start in range(0, len(values), IN_BATCH):
+        yield from queryset.filter(**{f"{field}__in": values[start:start + IN_BATCH]})
+
+
+#: A thread's state in an import: made by it, or one of the file user's threads the project holds already.
+NEW, EXISTING = "new", "existing"
+
+
+class _Import:
+    """One import: the file checked line by line (``_read``), resolved against the project (``_resolve``),
+    embedded (``_embed``) and written (``_write``). Every refusal is an ``InvalidArgument`` whose field names
+    the line (``line 7 (message).role``). See the module docstring for the rules."""
+
+    def __init__(self, lines: list[dict[str, Any]], *, project: Project, merge: bool, trust_review_state: bool):
+        self.project, self.merge, self.trust = project, merge, trust_review_state
+        self.created: Counter = Counter()
+        self.skipped: Counter = Counter()
+        self.adjusted: Counter = Counter()
+        self.threads: dict[str, tuple[str, Thread]] = {}  # public id -> (NEW | EXISTING, row)
+        self.by_kind = self._read(lines)
+
+    def key(self, public: str) -> str:
+        return stored_id(self.project.pk, public)
+
+    @staticmethod
+    def refuse(line: dict, name: str, message: str) -> InvalidArgument:
+        return InvalidArgument(f"{line['_where']}.{name}", message)
+
+    # --- the file alone -------------------------------------------------------------------------------
+
+    def _read(self, lines: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        if not lines or lines[0].get("kind") != "header":
+            raise InvalidArgument("line 1", "must be the export header")
+        header = lines[0]
+        if header.get("format") != FORMAT or header.get("version") != VERSION:
+            raise InvalidArgument("line 1 (header)", f"not a {FORMAT} file of version {VERSION}")
+        self.user = check_id(header.get("user_id"), "line 1 (header).user_id")
+        by_kind: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
+        seen: dict[tuple, int] = {}
+        for position, line in enumerate(lines[1:], 2):
+            number = line.get("_line", position)
+            for name in [name for name in line if name.startswith("_")]:
+                del line[name]  # the import's own notes on a line start with "_": none comes from the file
+            kind = line.get("kind")
+            if kind not in by_kind:
+                raise InvalidArgument(f"line {number}", f"unknown kind {kind!r}")
+            where = f"line {number} ({kind})"
+            line["_where"], line["_n"] = where, number
+            v = line["_v"] = getattr(self, f"_read_{kind}")(line, where)
+            # duplicates inside the file are refused (the second line never silently wins)
+            if kind == "memory_version":
+                field, name, shown = "version", (kind, v["memory_id"], v["version"]), f"version {v['version']}"
+            else:
+                field = "thread_id" if kind == "summary" else "id"
+                name, shown = (kind, v[field]), repr(v[field])
+            if name in seen:
+                raise self.refuse(line, field, f"{shown} is also on line {seen[name]}")
+            seen[name] = number
+            by_kind[kind].append(line)
+        return by_kind
+
+    def _owner(self, line: dict, where: str, *, optional: bool) -> str | None:
+        """The line's ``user_id``: the file's user (or, when ``optional``, no user); anything else is refused."""
+        value = line.get("user_id")
+        if value is None and optional:
+            return None
+        if value != self.user:
+            raise InvalidArgument(f"{where}.user_id", f"is {value!r}, not the file's user {self.user!r} (line 1): "
+                                                     "a file holds one user's records")
+        return value
+
+    def _read_thread(self, line: dict, where: str) -> dict[str, Any]:
+        self._owner(line, where, optional=False)
+        return {"id": check_id(line.get("id"), f"{where}.id"),
+                "agent_id": check_scope_id(line.get("agent_id"), f"{where}.agent_id"),
+                "metadata": check_metadata(line.get("metadata"), f"{where}.metadata"),
+                "config": _config(line.get("config"), f"{where}.config"),
+                "next_seq": _count(line, "next_seq", where, low=1) if line.get("next_seq") is not None else None,
+                "extracted_through_seq": _count(line, "extracted_through_seq", where, low=0, default=0),
+                "created_at": _parse_when(line.get("created_at"), f"{where}.created_at") or timezone.now()}
+
+    def _read_message(self, line: dict, where: str) -> dict[str, Any]:
+        content = line.get("content")
+        if not isinstance(content, str):
+            raise InvalidType(f"{where}.content", f"must be a string (the message's text), not "
+                                                  f"{type(content).__name__}")
+        parsed = parse_message({"role": line.get("role"), "content": content, "id": line.get("id"),
+                                "timestamp": line.get("timestamp"), "metadata": line.get("metadata")}, 0, field=where)
+        if parsed.id is None:
+            raise InvalidType(f"{where}.id", "must be a string, not NoneType")
+        parts, image_parts = line.get("parts"), []
+        if parts is not None:
+            if not isinstance(parts, list):
+                raise InvalidType(f"{where}.parts", "must be a list of content parts or null")
+            text, parts, images = parse_parts(parts, f"{where}.parts")
+            if any(image.image is not None for image in images):
+                raise InvalidArgument(f"{where}.parts", "an image part carries no bytes here: they are on the "
+                                                        "image's own line")
+            if text != content:
+                raise InvalidArgument(f"{where}.parts", "its text parts must join (one per line) to content")
+            image_parts = [image.part["id"] for image in images]
+        return {"id": parsed.id, "thread_id": check_id(line.get("thread_id"), f"{where}.thread_id"),
+                "seq": _count(line, "seq", where, low=1), "role": parsed.role, "content": content, "parts": parts,
+                "image_parts": image_parts, "timestamp": parsed.timestamp, "metadata": parsed.metadata,
+                "status": check_status(line.get("status") or "valid", f"{where}.status"),
+                "expires_at": _parse_when(line.get("expires_at"), f"{where}.expires_at"),
+                "created_at": _parse_when(line.get("created_at"), f"{where}.created_at") or timezone.now()}
+
+    def _read_image(self, line: dict, where: str) -> dict[str, Any]:
+        message = line.get("message_id")
+        return {"id": check_id(line.get("id"), f"{where}.id"),
+                "thread_id": check_id(line.get("thread_id"), f"{where}.thread_id"),
+                "message_id": None if message is None else check_id(message, f"{where}.message_id"),
+                "user_id": line.get("user_id"), "agent_id": line.get("agent_id"),
+                "data": decode_base64(line.get("data"), f"{where}.data"),
+                "mime_type": check_mime_type(line.get("mime_type"), f"{where}.mime_type"),
+                "description": check_description(line.get("description"), f"{where}.description"),
+                "metadata": check_metadata(line.get("metadata"), f"{where}.metadata"),
+                "timestamp": ttl_rules.check_timestamp(line.get("timestamp"), f"{where}.timestamp"),
+                "expires_at": _parse_when(line.get("expires_at"), f"{where}.expires_at"),
+                "created_at": _parse_when(line.get("created_at"), f"{where}.created_at") or timezone.now()}
+
+    def _read_memory(self, line: dict, where: str) -> dict[str, Any]:
+        sources = line.get("source_message_ids")
+        if sources is not None and not isinstance(sources, list):
+            raise InvalidType(f"{where}.source_message_ids", "must be a list of message ids or null")
+        pending = line.get("pending")
+        if pending is not None and not isinstance(pending, bool):
+            raise InvalidType(f"{where}.pending", "must be a bool or null")
+        thread = line.get("thread_id")
+        return {"id": check_id(line.get("id"), f"{where}.id"),
+                "memory_type": check_memory_type(line.get("memory_type"), f"{where}.memory_type"),
+                "content": check_content(line.get("content"), f"{where}.content"),
+                "user_id": self._owner(line, where, optional=True),
+                "agent_id": check_scope_id(line.get("agent_id"), f"{where}.agent_id"),
+                "thread_id": None if thread is None else check_id(thread, f"{where}.thread_id"),
+                "timestamp": ttl_rules.check_timestamp(line.get("timestamp"), f"{where}.timestamp"),
+                "metadata": check_metadata(line.get("metadata"), f"{where}.metadata"),
+                "status": check_status(line.get("status") or "valid", f"{where}.status"),
+                "expires_at": _parse_when(line.get("expires_at"), f"{where}.expires_at"),
+                "source_message_ids": [check_id(mid, f"{where}.source_message_ids[{i}]")
+                                       for i, mid in enumerate(sources or [])],
+                "pending": pending is True,
+                "created_at": _parse_when(line.get("created_at"), f"{where}.created_at") or timezone.now()}
+
+    def _read_relation(self, line: dict, where: str) -> dict[str, Any]:
+        relation_type = check_relation_type(line.get("relation_type"), f"{where}.relation_type")
+        opposite = line.get("opposite_relation_type")
+        return {"id": check_id(line.get("id"), f"{where}.id"),
+                "thread_id": check_id(line.get("thread_id"), f"{where}.thread_id"),
+                "source_id": check_id(line.get("source_id"), f"{where}.source_id"),
+                "source_type": check_record_type(line.get("source_type"), f"{where}.source_type"),
+                "target_id": check_id(line.get("target_id"), f"{where}.target_id"),
+                "target_type": check_record_type(line.get("target_type"), f"{where}.target_type"),
+                "relation_type": relation_type,
+                "opposite_relation_type": opposite_label(relation_type) if opposite is None
+                else check_relation_type(opposite, f"{where}.opposite_relation_type"),
+                "metadata": check_metadata(line.get("metadata"), f"{where}.metadata"),
+                "timestamp": ttl_rules.check_timestamp(line.get("timestamp"), f"{where}.timestamp"),
+                "created_at": _parse_when(line.get("created_at"), f"{where}.created_at") or timezone.now()}
+
+    def _read_summary(self, line: dict, where: str) -> dict[str, Any]:
+        topics = line.get("topics") or []
+        if not isinstance(topics, list) or len(topics) > MAX_TOPICS:
+            raise InvalidArgument(f"{where}.topics", f"must be a list of at most {MAX_TOPICS} strings")
+        for i, topic in enumerate(topics):
+            _bounded_text({"t": topic}, "t", f"{where}.topics[{i}]", MAX_TOPIC_CHARS)
+        return {"thread_id": check_id(line.get("thread_id"), f"{where}.thread_id"),
+                "content": _bounded_text(line, "content", where, MAX_CONTENT_CHARS), "topics": topics,
+                "through_seq": _count(line, "through_seq", where, low=0, default=0),
+                "revision": _count(line, "revision", where, low=0, default=0)}
+
+    def _read_memory_version(self, line: dict, where: str) -> dict[str, Any]:
+        action, kind = line.get("action"), line.get("actor_kind")
+        if action not in history.ACTIONS:
+            raise InvalidArgument(f"{where}.action", f"must be one of: {', '.join(history.ACTIONS)}")
+        if kind not in history.ACTOR_KINDS:
+            raise InvalidArgument(f"{where}.actor_kind", f"must be one of: {', '.join(history.ACTOR_KINDS)}")
+        relation, thread = line.get("relation_id"), line.get("thread_id")
+        return {"memory_id": check_id(line.get("memory_id"), f"{where}.memory_id"),
+                "version": _count(line, "version", where, low=1), "action": action, "actor_kind": kind,
+                "actor_id": _bounded_text(line, "actor_id", where, history.ACTOR_ID_LENGTH),
+                "reason": _bounded_text(line, "reason", where, history.REASON_LENGTH),
+                "relation_id": None if relation is None else check_id(relation, f"{where}.relation_id"),
+                "thread_id": None if thread is None else check_id(thread, f"{where}.thread_id"),
+                "user_id": check_scope_id(line.get("user_id"), f"{where}.user_id"),
+                "agent_id": check_scope_id(line.get("agent_id"), f"{where}.agent_id"),
+                "before": _snapshot(line.get("before"), f"{where}.before"),
+                "after": _snapshot(line.get("after"), f"{where}.after"),
+                "created_at": _parse_when(line.get("created_at"), f"{where}.created_at") or timezone.now()}
+
+    # --- the file against the project -----------------------------------------------------------------
+
+    def _thread(self, line: dict, public: str, name: str = "thread_id") -> tuple[str, Thread]:
+        """The thread a line names: one of the file (``NEW``, or ``EXISTING`` when the project holds it as the
+        same user's already) or, with ``--merge`` only, another thread of the file's user (``EXISTING``)."""
+        if public in self.threads:
+            return self.threads[public]
+        row = Thread.objects.filter(pk=self.key(public)).first()
+        if row is None:
+            raise self.refuse(line, name, f"no thread {public!r} in the file or in project {self.project.slug!r}")
+        if row.user_id != self.user:
+            raise self.refuse(line, name, f"thread {public!r} is another user's (the file holds the records of user "
+                                          f"{self.user!r})")
+        if not self.merge:
+            raise self.refuse(line, name, f"thread {public!r} exists already and is not in the file: adding to it "
+                                          "needs --merge")
+        self.threads[public] = (EXISTING, row)
+        return self.threads[public]
+
+    def _attach(self, line: dict, state: str, public: str, name: str = "thread_id") -> None:
+        """A new record into an existing thread (or onto an existing memory): only with ``--merge``."""
+        if state == EXISTING and not self.merge:
+            raise self.refuse(line, name, f"thread {public!r} exists already: adding new records to it needs --merge "
+                                          "(the same user's threads only)")
+
+    def _resolve(self) -> None:
+        self._resolve_threads()
+        self._resolve_messages()
+        self._resolve_images()
+        self._resolve_memories()
+        self._resolve_relations()
+        self._resolve_summaries()
+        self._resolve_versions()
+
+    def _resolve_threads(self) -> None:
+        lines = self.by_kind["thread"]
+        have = Thread.objects.in_bulk([self.key(line["_v"]["id"]) for line in lines])
+        self.new_threads: list[Thread] = []
+        for line in lines:
+            v = line["_v"]
+            row = have.get(self.key(v["id"]))
+            if row is not None:
+                if row.user_id != self.user:
+                    raise self.refuse(line, "id", f"thread {v['id']!r} exists already and is another user's")
+                if row.agent_id != v["agent_id"]:
+                    raise self.refuse(line, "agent_id", f"thread {v['id']!r} exists already with another agent")
+                self.threads[v["id"]] = (EXISTING, row)
+                self.skipped["thread"] += 1
+                continue
+            row = Thread(id=self.key(v["id"]), project=self.project, user_id=self.user, agent_id=v["agent_id"],
+                         metadata=v["metadata"], config=v["config"], next_seq=v["next_seq"] or 1,
+                         extracted_through_seq=v["extracted_through_seq"], created_at=v["created_at"])
+            line["_row"] = row
+            self.threads[v["id"]] = (NEW, row)
+            self.new_threads.append(row)
+
+    def _resolve_messages(self) -> None:
+        lines = self.by_kind["message"]
+        have = Message.objects.only("id", "thread_id", "seq", "role", "content").in_bulk(
+            [self.key(line["_v"]["id"]) for line in lines])
+        self.messages: dict[str, dict] = {}  # public id -> line, every message of the file
+        self.new_messages: list[Message] = []
+        seqs: dict[tuple[str, int], int] = {}
+        top: dict[str, tuple[int, dict]] = {}  # thread pk -> (highest seq, its line)
+        for line in lines:
+            v = line["_v"]
+            state, thread = self._thread(line, v["thread_id"])
+            self.messages[v["id"]] = line
+            row = have.get(self.key(v["id"]))
+            if row is not None:
+                if row.thread_id != thread.pk:
+                    raise self.refuse(line, "id", f"message {v['id']!r} exists already in another thread")
+                if (row.seq, row.role, row.content) != (v["seq"], v["role"], v["content"]):
+                    raise self.refuse(line, "id", f"message {v['id']!r} exists already with another seq, role or "
+                                                  "content: an import never changes a record")
+                line["_state"] = "skip"
+                self.skipped["message"] += 1
+                continue
+            self._attach(line, state, v["thread_id"])
+            if (thread.pk, v["seq"]) in seqs:
+                raise self.refuse(line, "seq", f"{v['seq']} is also the seq of line {seqs[thread.pk, v['seq']]} in "
+                                               f"thread {v['thread_id']!r}")
+            seqs[thread.pk, v["seq"]] = line["_n"]
+            if v["seq"] > top.get(thread.pk, (0, None))[0]:
+                top[thread.pk] = (v["seq"], line)
+            line["_state"] = "new"
+            line["_row"] = row = Message(
+                id=self.key(v["id"]), project=self.project, thread_id=thread.pk, seq=v["seq"], role=v["role"],
+                content=v["content"], parts=v["parts"], timestamp=v["timestamp"],
+                event_at=ttl_rules.parse_timestamp(v["timestamp"]), metadata=v["metadata"], status=v["status"],
+                expires_at=v["expires_at"], created_at=v["created_at"])
+            self.new_messages.append(row)
+        self.raise_seq: dict[str, int] = {}  # an existing thread's pk -> the next_seq the merge needs
+        for line in self.by_kind["thread"]:
+            row = line.get("_row")
+            if row is None:
+                continue
+            high, where = top.get(row.pk, (0, None))
+            if line["_v"]["next_seq"] is None:
+                row.next_seq = high + 1
+            elif row.next_seq <= high:
+                raise self.refuse(line, "next_seq", f"is {row.next_seq}; it must be greater than the seq of every "
+                                                    f"message of the thread ({where['_where']} has seq {high})")
+            if row.extracted_through_seq >= row.next_seq:
+                raise self.refuse(line, "extracted_through_seq", f"must be less than next_seq ({row.next_seq})")
+        for public, (state, thread) in self.threads.items():
+            if state != EXISTING:
+                continue
+            wanted = [seq for (pk, seq) in seqs if pk == thread.pk]
+            taken = min(_each_in(Message.objects.filter(thread_id=thread.pk).values_list("seq", "id"), "seq", wanted),
+                        default=None)
+            if taken is not None:
+                line = next(m for m in lines if m.get("_state") == "new" and m["_v"]["seq"] == taken[0]
+                            and m["_v"]["thread_id"] == public)
+                raise self.refuse(line, "seq", f"seq {taken[0]} of thread {public!r} is message "
+                                               f"{public_id(taken[1])!r}'s here")
+            if wanted:
+                self.raise_seq[thread.pk] = max(wanted) + 1
+
+    def _resolve_images(self) -> None:
+        lines = self.by_kind["image"]
+        keys = [self.key(line["_v"]["id"]) for line in lines]
+        have = {row.pk: row for row in _each_in(Image.objects.with_bytes(), "pk", keys)}
+        self.images: dict[str, dict] = {}
+        self.new_images: list[Image] = []
+        for line in lines:
+            v = line["_v"]
+            state, thread = self._thread(line, v["thread_id"])
+            self.images[v["id"]] = line
+            if (v["user_id"], v["agent_id"]) != (thread.user_id, thread.agent_id):
+                raise self.refuse(line, "user_id", f"an image has its thread's user and agent "
+                                                   f"({thread.user_id!r}, {thread.agent_id!r})")
+            message_key = None
+            if v["message_id"] is not None:
+                message = self.messages.get(v["message_id"])
+                if message is None or message["_v"]["thread_id"] != v["thread_id"]:
+                    raise self.refuse(line, "message_id", f"{v['message_id']!r} is not a message of thread "
+                                                          f"{v['thread_id']!r} in this file")
+                if v["id"] not in message["_v"]["image_parts"]:
+                    raise self.refuse(line, "message_id", f"message {v['message_id']!r} ({message['_where']}) has "
+                                                          f"no image part {v['id']!r}")
+                message_key = self.key(v["message_id"])
+            row = have.get(self.key(v["id"]))
+            if row is not None:
+                if (row.thread_id, row.message_id, bytes(row.data)) != (thread.pk, message_key, v["data"]):
+                    raise self.refuse(line, "id", f"image {v['id']!r} exists already with other bytes or in another "
+                                                  "thread or message: an import never changes a record")
+                line["_state"] = "skip"
+                self.skipped["image"] += 1
+                continue
+            self._attach(line, state, v["thread_id"])
+            valid = validate_image(v["data"], v["mime_type"], limits=ImageInputLimitConfig.from_thread_config(
+                thread.config), field=f"{line['_where']}.data", mime_field=f"{line['_where']}.mime_type")
+            line["_state"] = "new"
+            line["_row"] = row = Image(
+                id=self.key(v["id"]), project=self.project, thread_id=thread.pk, message_id=message_key,
+                user_id=thread.user_id, agent_id=thread.agent_id, mime_type=valid.mime_type.value,
+                description=v["description"], data=valid.data, size_bytes=valid.size_bytes, width=valid.width,
+                height=valid.height, metadata=v["metadata"], timestamp=v["timestamp"],
+                event_at=ttl_rules.parse_timestamp(v["timestamp"]), expires_at=v["expires_at"],
+                created_at=v["created_at"])
+            self.new_images.append(row)
+        for line in self.by_kind["message"]:
+            for part in line["_v"]["image_parts"]:
+                image = self.images.get(part)
+                if image is None or image["_v"]["message_id"] != line["_v"]["id"]:
+                    raise self.refuse(line, "parts", f"image part {part!r} has no image line of this message in "
+                                                     "the file")
+
+    def _resolve_memories(self) -> None:
+        lines = self.by_kind["memory"]
+        keys = [self.key(line["_v"]["id"]) for line in lines]
+        have = Memory.objects.in_bulk(keys)
+        gone = set(_each_in(MemoryVersion.objects.values_list("memory_id", flat=True), "memory_id", keys))
+        self.memories: dict[str, dict] = {}
+        self.new_memories: list[Memory] = []
+        self.forced: list[Memory] = []  # stored pending though the file said reviewed
+        for line in lines:
+            v = line["_v"]
+            self.memories[v["id"]] = line
+            state, thread = None, None
+            if v["thread_id"] is not None:
+                try:
+                    state, thread = self._thread(line, v["thread_id"])
+                except InvalidArgument:
+                    if v["user_id"] is None:
+                        raise
+                    self.adjusted["memory in no thread (its thread is not in the file)"] += 1
+            if v["user_id"] is None and thread is None:
+                raise self.refuse(line, "thread_id", "a memory of no user must be in a thread of the file")
+            thread_key = thread.pk if thread is not None else None
+            key = self.key(v["id"])
+            row = have.get(key)
+            if row is not None:
+                if row.user_id != v["user_id"]:
+                    raise self.refuse(line, "id", f"memory {v['id']!r} exists already and is another user's")
+                if (row.agent_id, row.thread_id, row.memory_type, row.content) != (
+                        v["agent_id"], thread_key, v["memory_type"], v["content"]):
+                    raise self.refuse(line, "id", f"memory {v['id']!r} exists already with another agent, thread, "
+                                                  "type or content: an import never changes a record")
+                line["_state"], line["_row"] = "skip", row
+                self.skipped["memory"] += 1
+                continue
+            if key in gone:  # deleted here (e.g. rejected in review): its history stays, the memory is not remade
+                if MemoryVersion.objects.filter(memory_id=key).exclude(user_id=v["user_id"]).exists():
+                    raise self.refuse(line, "id", f"memory {v['id']!r} has another user's history here")
+                line["_state"] = "gone"
+                self.skipped["memory"] += 1
+                continue
+            if thread is not None:
+                self._attach(line, state, v["thread_id"])
+            told = v["pending"]
+            pending = told if self.trust else told or v["memory_type"] in _review_types(thread)
+            line["_state"] = "new"
+            line["_row"] = row = Memory(
+                id=key, project=self.project, memory_type=v["memory_type"], content=v["content"],
+                user_id=v["user_id"], agent_id=v["agent_id"], thread_id=thread_key, timestamp=v["timestamp"],
+                event_at=ttl_rules.parse_timestamp(v["timestamp"]), metadata=v["metadata"], status=v["status"],
+                expires_at=v["expires_at"], source_message_ids=v["source_message_ids"], created_at=v["created_at"],
+                pending=pending)
+            if pending and not told:
+                self.forced.append(row)
+                self.adjusted["memory made pending (awaits review)"] += 1
+            self.new_memories.append(row)
+        # Source messages: those of this file; with --merge also the user's own messages here. Any other id is
+        # dropped: a memory lends its words to its sources' search chunks (fact keys, memory.index.writer).
+        named = {mid for row in self.new_memories for mid in row.source_message_ids} - set(self.messages)
+        own = set()
+        if named and self.merge:
+            own = {public_id(pk) for pk in _each_in(Message.objects.filter(
+                thread__project=self.project, thread__user_id=self.user).values_list("pk", flat=True), "pk",
+                [self.key(mid) for mid in named])}
+        for row in self.new_memories:
+            kept = [mid for mid in row.source_message_ids if mid in self.messages or mid in own]
+            self.adjusted["source message id dropped (not in the file)"] += len(row.source_message_ids) - len(kept)
+            row.source_message_ids = kept
+
+    def _endpoint(self, line: dict, end: str, thread: Thread) -> tuple[str, Memory]:
+        v = line["_v"]
+        public = v[f"{end}_id"]
+        memory = self.memories.get(public)
+        if memory is not None and memory["_state"] in ("new", "skip"):
+            state, row = (NEW if memory["_state"] == "new" else EXISTING), memory["_row"]
+        elif memory is None and self.merge:
+            state, row = EXISTING, Memory.objects.filter(  # live and approved, as link_records' ends
+                memory_live_q(timezone.now()), Q(user_id=self.user) | Q(user_id__isnull=True), pk=self.key(public),
+                project=self.project).first()
+        else:
+            row = None
+        if row is None:
+            also = f" nor one of user {self.user!r}'s memories here" if self.merge else ""
+            raise self.refuse(line, f"{end}_id", f"{public!r} is not a memory of this import{also}")
+        if row.thread_id != thread.pk:
+            raise self.refuse(line, f"{end}_id", f"memory {public!r} is not in thread {v['thread_id']!r}: a relation "
+                                                 "joins two memories of its thread")
+        if row.memory_type != v[f"{end}_type"]:
+            raise self.refuse(line, f"{end}_type", f"is {v[f'{end}_type']!r}, but memory {public!r} is a "
+                                                   f"{row.memory_type!r}")
+        return state, row
+
+    def _resolve_relations(self) -> None:
+        lines = self.by_kind["relation"]
+        have = RecordLink.objects.in_bulk([self.key(line["_v"]["id"]) for line in lines])
+        pairs: dict[str, str] = {}
+        self.new_relations: list[RecordLink] = []
+        self.invalidate: list[tuple[str, str]] = []  # (existing target, relation): the lifecycle rule applies
+        for line in lines:
+            v = line["_v"]
+            state, thread = self._thread(line, v["thread_id"])
+            (source_state, source), (target_state, target) = (self._endpoint(line, "source", thread),
+                                                              self._endpoint(line, "target", thread))
+            if source.pk == target.pk:
+                raise self.refuse(line, "target_id", "a record cannot be related to itself")
+            pair = pair_key(source.pk, target.pk)
+            if pair in pairs:
+                raise self.refuse(line, "target_id", f"the pair is related on {pairs[pair]} already")
+            pairs[pair] = line["_where"]
+            row = have.get(self.key(v["id"]))
+            if row is not None:
+                if (row.thread_id, row.source_id, row.target_id, row.relation_type) != (
+                        thread.pk, source.pk, target.pk, v["relation_type"]):
+                    raise self.refuse(line, "id", f"relation {v['id']!r} exists already between other records or "
+                                                  "of another type: an import never changes a record")
+                self.skipped["relation"] += 1
+                continue
+            taken = RecordLink.objects.filter(pair_key=pair).values_list("pk", flat=True).first()
+            if taken is not None:
+                raise self.refuse(line, "target_id", f"memories {v['source_id']!r} and {v['target_id']!r} are "
+                                                     f"related by relation {public_id(taken)!r} already")
+            self._attach(line, state, v["thread_id"])  # an endpoint is in the relation's thread: new in a new one
+            if EXISTING in (source_state, target_state) and (source.pending or target.pending):
+                raise self.refuse(line, "source_id" if source.pending else "target_id",
+                                  "a memory awaiting review cannot be related to a memory the project holds: it has "
+                                  "no effect on others before it is approved (memory.records.review_rules)")
+            row = RecordLink(
+                id=self.key(v["id"]), project=self.project, thread_id=thread.pk, source_id=source.pk,
+                source_type=source.memory_type, target_id=target.pk, target_type=target.memory_type,
+                relation_type=v["relation_type"], opposite_relation_type=v["opposite_relation_type"], pair_key=pair,
+                metadata=v["metadata"], timestamp=v["timestamp"], created_at=v["created_at"])
+            self.new_relations.append(row)
+            if target_state == EXISTING and v["relation_type"] in INVALIDATING_RELATIONS:
+                self.invalidate.append((target.pk, row.pk))
+
+    def _resolve_summaries(self) -> None:
+        self.new_summaries: list[ThreadSummary] = []
+        for line in self.by_kind["summary"]:
+            v = line["_v"]
+            state, thread = self._thread(line, v["thread_id"])
+            if state == EXISTING and ThreadSummary.objects.filter(thread_id=thread.pk).exists():
+                self.skipped["summary"] += 1
+                continue
+            self._attach(line, state, v["thread_id"])
+            next_seq = max(thread.next_seq, self.raise_seq.get(thread.pk, 0))
+            if v["through_seq"] >= next_seq:
+                raise self.refuse(line, "through_seq", f"must be less than its thread's next_seq ({next_seq})")
+            self.new_summaries.append(ThreadSummary(
+                thread_id=thread.pk, project=self.project, content=v["content"], topics=v["topics"],
+                through_seq=v["through_seq"], revision=v["revision"]))
+
+    def _resolve_versions(self) -> None:
+        groups: dict[str, list[dict]] = {}
+        for line in self.by_kind["memory_version"]:
+            groups.setdefault(line["_v"]["memory_id"], []).append(line)
+        keys = [self.key(public) for public in groups]
+        here = {(memory_id, version): action for memory_id, version, action in
+                _each_in(MemoryVersion.objects.values_list("memory_id", "version", "action"), "memory_id", keys)}
+        live = set(_each_in(Memory.objects.values_list("pk", flat=True), "pk", keys))
+        with_history = {memory_id for memory_id, _ in here}
+        self.new_versions: list[MemoryVersion] = []
+        self.file_history: dict[str, dict | None] = {}  # a new memory's key -> the file's last ``after``
+        for public, group in groups.items():
+            group.sort(key=lambda line: line["_v"]["version"])
+            for expected, line in enumerate(group, 1):
+                if line["_v"]["version"] != expected:
+                    raise self.refuse(line, "version", f"the history of memory {public!r} counts from 1 without a "
+                                                       f"gap: this is version {line['_v']['version']}, expected "
+                                                       f"{expected}")
+            key, memory, last = self.key(public), self.memories.get(public), group[-1]
+            if memory is None and key in live:
+                raise self.refuse(group[0], "memory_id", f"memory {public!r} exists here and is not in the file: a "
+                                                         "file carries the history of its own memories only")
+            if memory is not None and memory["_state"] == "new":
+                row, after = memory["_row"], last["_v"]["after"]
+                if not isinstance(after, dict) or after.get("content") != row.content or after.get(
+                        "memory_type", row.memory_type) != row.memory_type:
+                    raise self.refuse(last, "after", f"the last version of memory {public!r} must hold its content "
+                                                     f"and type ({memory['_where']})")
+                scope = {"thread_id": row.thread_id, "user_id": row.user_id, "agent_id": row.agent_id}
+                self.file_history[row.pk] = after
+            elif memory is not None or key in with_history:  # the project holds it, or its history
+                for line in group:
+                    if here.get((key, line["_v"]["version"])) != line["_v"]["action"]:
+                        raise self.refuse(line, "version", f"memory {public!r} exists here already: its history is "
+                                                           "not imported")
+                self.skipped["memory_version"] += len(group)
+                continue
+            else:  # the history of a memory deleted before the export
+                if last["_v"]["after"] is not None:
+                    raise self.refuse(last, "after", f"memory {public!r} is not in the file, so its history must "
+                                                     "end with its deletion (after: null)")
+                scope = None
+            for line in group:
+                v = line["_v"]
+                if scope is None:
+                    scope = self._version_scope(line)
+                self.new_versions.append(MemoryVersion(
+                    project=self.project, memory_id=key, version=v["version"], action=v["action"],
+                    actor_kind=v["actor_kind"], actor_id=v["actor_id"], reason=v["reason"],
+                    relation_id=self.key(v["relation_id"]) if v["relation_id"] else None, before=v["before"],
+                    after=v["after"], created_at=v["created_at"], **scope))
+
+    def _version_scope(self, line: dict) -> dict[str, Any]:
+        """The scope copies of a deleted memory's history: its user (the file's, or none in a thread of the
+        file) and its thread (one of the file's; a thread that is not is left out, as a detached memory's)."""
+        v = line["_v"]
+        if v["user_id"] not in (None, self.user):
+            raise self.refuse(line, "user_id", f"is {v['user_id']!r}, not the file's user {self.user!r} (line 1)")
+        state, thread = self.threads.get(v["thread_id"], (None, None)) if v["thread_id"] else (None, None)
+        if v["user_id"] is None and thread is None:
+            raise self.refuse(line, "thread_id", "a version of no user must name a thread of the file")
+        if thread is not None:
+            self._attach(line, state, v["thread_id"])
+        return {"thread_id": thread.pk if thread else None, "user_id": v["user_id"], "agent_id": v["agent_id"]}
+
+    # --- embedding and writing ------------------------------------------------------------------------
+
+    def _embed(self, progress: Callable[[int, int], None] | None) -> list[tuple[str, Any, list[str], list]]:
+        """Chunk and embed the new messages, memories and images outside any transaction (a file carries no
+        vectors). Each record's text is within ``MAX_CONTENT_CHARS`` (checked above), so is its work."""
+        stamps = {self.key(public): line["_v"]["timestamp"] for public, line in self.messages.items()}
+        work: list[tuple[str, Any, list[str], list[str]]] = []
+        for row in self.new_messages:
+            work.append(("message", row, *rebuild.stored_record_texts("message", row)))
+        for row in self.new_memories:
+            work.append(("memory", row, *rebuild.stored_record_texts("memory", row)))
+        for row in self.new_images:
+            fallback = stamps.get(row.message_id) if row.message_id else None
+            work.append(("image", row, *rebuild.stored_record_texts("image", row, fallback_timestamp=fallback)))
+        texts = [text for _, _, _, embed in work for text in embed]
+        vectors: list = []
+        for start in range(0, len(texts), EMBED_BATCH):
+            vectors += list(get_embedder().embed(texts[start:start + EMBED_BATCH]))
+            if progress is not None:
+                progress(min(start + EMBED_BATCH, len(texts)), len(texts))
         items, offset = [], 0
         for kind, row, chunks, embed in work:
-            items.append((kind, row, scopes.get(row.thread_id) if kind == "message" else None, chunks,
-                          vectors[offset:offset + len(embed)]))
+            items.append((kind, row, chunks, vectors[offset:offset + len(embed)]))
             offset += len(embed)
-        rebuild.index_stored(items)
-        for thread_id in {m.thread_id for m in message_rows}:
-            seqs = Message.objects.filter(thread_id=thread_id).values_list("seq", flat=True)
-            index.refresh_message_contexts(thread_id, min(seqs), max(seqs))
-        RecordLink.objects.bulk_create([RecordLink(
-            id=key(line["id"]), project=project, thread_id=key(line["thread_id"]),
-            source_id=key(line["source_id"]), source_type=line.get("source_type") or "memory",
-            target_id=key(line["target_id"]), target_type=line.get("target_type") or "memory",
-            relation_type=line.get("relation_type") or "", opposite_relation_type=line.get("opposite_relation_type")
-            or "", pair_key=pair_key(key(line["source_id"]), key(line["target_id"])),
-            metadata=line.get("metadata") or {}, timestamp=line.get("timestamp"),
-            created_at=_parse_when(line.get("created_at"), line["_where"]) or timezone.now(),
-        ) for line in relations])
-        created["relation"] += len(relations)
-        for line in by_kind["summary"]:
-            thread_key = key(line["thread_id"])
-            if ThreadSummary.objects.filter(thread_id=thread_key).exists():
-                skipped["summary"] += 1
-                continue
-            ThreadSummary.objects.create(thread_id=thread_key, project=project, content=line.get("content") or "",
-                                         topics=line.get("topics") or [], through_seq=line.get("through_seq") or 0,
-                                         revision=line.get("revision") or 0)
-            created["summary"] += 1
-        versions = by_kind["memory_version"]
-        have = set(MemoryVersion.objects.filter(memory_id__in={key(v["memory_id"]) for v in versions})
-                   .values_list("memory_id", "version"))
-        fresh = [v for v in versions if (key(v["memory_id"]), v["version"]) not in have]
-        skipped["memory_version"] += len(versions) - len(fresh)
-        MemoryVersion.objects.bulk_create([MemoryVersion(
-            project=project, memory_id=key(v["memory_id"]), version=v["version"],
-            action=v.get("action") if v.get("action") in history.ACTIONS else "update",
-            actor_kind=v.get("actor_kind") or "import", actor_id=(v.get("actor_id") or "")[:200],
-            reason=(v.get("reason") or "")[:500], relation_id=key(v["relation_id"]) if v.get("relation_id") else None,
-            thread_id=key(v["thread_id"]) if v.get("thread_id") else None, user_id=v.get("user_id"),
-            agent_id=v.get("agent_id"), before=v.get("before"), after=v.get("after"),
-            created_at=_parse_when(v.get("created_at"), v["_where"]) or timezone.now(),
-        ) for v in fresh], batch_size=500)
-        created["memory_version"] += len(fresh)
-    return {"created": created, "skipped": skipped}
+        return items
+
+    def _write(self, items: list[tuple[str, Any, list[str], list]]) -> None:
+        with transaction.atomic():
+            Thread.objects.bulk_create(self.new_threads)
+            for pk, next_seq in self.raise_seq.items():  # a merge: the thread's next message follows the file's
+                locked = lock_thread(pk)
+                if locked.next_seq < next_seq:
+                    locked.next_seq = next_seq
+                    locked.save(update_fields=["next_seq", "updated_at"])
+            Message.objects.bulk_create(self.new_messages, batch_size=500)
+            for row in self.new_images:
+                row.save(force_insert=True)
+            Memory.objects.bulk_create(self.new_memories, batch_size=500)
+            scopes = {row.pk: row for _, row in self.threads.values()}
+            rebuild.index_stored([(kind, row, scopes.get(row.thread_id) if kind == "message" else None, chunks,
+                                   vectors) for kind, row, chunks, vectors in items])
+            written: dict[str, list[int]] = {}
+            for row in self.new_messages:
+                written.setdefault(row.thread_id, []).append(row.seq)
+            for thread_id, seqs in written.items():
+                index.refresh_message_contexts(thread_id, min(seqs), max(seqs))
+            RecordLink.objects.bulk_create(self.new_relations)
+            ThreadSummary.objects.bulk_create(self.new_summaries)
+            MemoryVersion.objects.bulk_create(self.new_versions, batch_size=500)
+            with history.acting("import", "import_memory", "imported: a memory of a type that is reviewed waits "
+                                                           "for review (the file said it did not)"):
+                for row in self.forced:
+                    after = history.snapshot(row)
+                    if row.pk in self.file_history:
+                        history.record(row, "update", {k: v for k, v in after.items() if k != "pending"}, after)
+                    else:
+                        history.record(row, "create", None, after)
+            with history.acting("import", "import_memory", "imported relation"):
+                for target, relation in self.invalidate:
+                    set_memory_status([target], RecordStatus.INVALID.value, relation_id=relation)
+        for kind, rows in (("thread", self.new_threads), ("message", self.new_messages), ("image", self.new_images),
+                           ("memory", self.new_memories), ("relation", self.new_relations),
+                           ("summary", self.new_summaries), ("memory_version", self.new_versions)):
+            self.created[kind] += len(rows)
 
 
-def _parse_when_stamp(value: Any):
-    return ttl_rules.parse_timestamp(value) if isinstance(value, str) else None
+def import_lines(lines: list[dict[str, Any]], *, project: Project, merge: bool = False,
+                 trust_review_state: bool = False,
+                 progress: Callable[[int, int], None] | None = None) -> dict[str, Counter]:
+    """Load one user's export into ``project``, all or nothing, by the rules of the module docstring; return
+    ``{"created": Counter, "skipped": Counter, "adjusted": Counter}`` (lines per kind; ``adjusted``: what the
+    import changed on its way in, such as memories made pending).
+
+    ``merge``: new records may be added to threads (and relations to memories) the file's user has in
+    ``project`` already. ``trust_review_state``: a memory's ``pending`` is the file's, not the review rule's.
+    Every line is checked, then resolved against ``project``, before anything is embedded
+    (``progress(done, total)`` after each batch) or written (one transaction). Raises ``InvalidArgument`` (a
+    ``ValueError``) naming the line and the field for a bad or out-of-scope line; a database conflict (a
+    concurrent write) raises ``DatabaseError`` and writes nothing.
+    """
+    job = _Import(lines, project=project, merge=merge, trust_review_state=trust_review_state)
+    job._resolve()
+    job._write(job._embed(progress))
+    return {"created": job.created, "skipped": job.skipped, "adjusted": job.adjusted}

@@ -328,3 +328,36 @@ def test_a_websocket_path_no_route_matches_is_refused_not_an_error(path):
         return result
 
     assert asyncio.run(attempt()) == (False, 4404)
+
+
+def test_an_import_stays_in_its_project_and_its_user(victim, tmp_path):
+    """``manage.py import_memory`` is a door like the API (issue #29): u1's export imported into another project
+    leaves the victim project as it was; a file whose user is u2 but which names u1's thread, memories and
+    relation in the victim project is refused, with ``--merge`` too, and writes nothing."""
+    from django.core.management import CommandError, call_command
+
+    before = snapshot(victim["project"])
+    path = tmp_path / "u1.jsonl"
+    call_command("export_memory", user="u1", project="victim", output=str(path), verbosity=0)
+    elsewhere = Project.objects.create(slug="project-b")
+    call_command("import_memory", str(path), project="project-b", verbosity=0)
+    assert snapshot(victim["project"]) == before
+    copied = {row["id"].split(":", 1)[1] for row in Memory.objects.filter(project=elsewhere).values("id")}
+    assert copied == {"k1", "k2", "k3", "k-float", "k-pending"}
+    assert Image.objects.filter(project=elsewhere).count() == 2
+    assert RecordLink.objects.filter(project=elsewhere).count() == 1
+
+    lines = [json.loads(text) for text in path.read_text(encoding="utf-8").splitlines()]
+    for line in lines:  # the same records, now claimed by u2
+        if line.get("user_id") == "u1":
+            line["user_id"] = "u2"
+    forged = tmp_path / "u2.jsonl"
+    forged.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    for merge in (False, True):
+        with pytest.raises(CommandError, match=r"line 2 \(thread\)\.id: thread 'c4' exists already and is another"):
+            call_command("import_memory", str(forged), project="victim", merge=merge, verbosity=0)
+    lines = [line for line in lines if line["kind"] != "thread"]  # without the thread line: each record refused
+    forged.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    with pytest.raises(CommandError, match=r"line 2 \(message\)\.thread_id: thread 'c4' is another user's"):
+        call_command("import_memory", str(forged), project="victim", merge=True, verbosity=0)
+    assert snapshot(victim["project"]) == before

@@ -155,6 +155,21 @@ def test_wrong_argument_types(thread):
 # --- captions ------------------------------------------------------------------------------
 
 
+def test_a_description_is_bounded_like_a_memorys_text(thread):
+    """An image's description is chunked and embedded like a memory's content: the same limit (MAX_CONTENT_CHARS),
+    in ``add_image``, ``update_image`` and image parts (``image_rules.check_description``; import uses it too)."""
+    long = "word " * 20_001
+    with pytest.raises(ValueError, match="description: is 100005 characters; the limit is 100000"):
+        thread.add_image(samples.png(), description=long)
+    with pytest.raises(ValueError, match=r"messages\[0\]\.content\[0\]\.description: is 100005 characters"):
+        thread.add_messages([{"role": "user", "content": [{"type": "image", "bytes": samples.png(),
+                                                           "description": long}]}])
+    image_id = thread.add_image(samples.png(), description="short")
+    with pytest.raises(ValueError, match="description: is 100005 characters"):
+        thread.update_image(image_id, description=long)
+    assert Image.objects.get(pk=key(image_id)).description == "short"
+
+
 def test_without_an_llm_an_image_needs_a_description(thread):
     # SDK 26.8.0: with no LLM to caption it, an image without a description is refused.
     for description in ({}, {"description": None}):
