@@ -75,6 +75,12 @@ def check_id(value: Any, field: str) -> str:
         raise InvalidArgument(field, "must not be empty")
     if len(value) > MAX_ID_LENGTH:
         raise InvalidArgument(field, f"must be at most {MAX_ID_LENGTH} characters")
+    return _check_no_control(value, field)
+
+
+def _check_no_control(value: str, field: str) -> str:
+    """``value`` (valid Unicode, ``check_text``) when it holds no control character; ValueError naming ``field``
+    and where the first one is."""
     if control := _CONTROL.search(value):
         raise InvalidArgument(field, f"must not hold a control character (U+{ord(control.group()):04X} at "
                                      f"position {control.start()})")
@@ -95,10 +101,7 @@ def check_role(value: Any, field: str) -> str:
         raise InvalidArgument(field, "is required and must be a non-empty string")
     if len(value) > MAX_ROLE_LENGTH:
         raise InvalidArgument(field, f"must be at most {MAX_ROLE_LENGTH} characters")
-    if control := _CONTROL.search(value):
-        raise InvalidArgument(field, f"must not hold a control character (U+{ord(control.group()):04X} at "
-                                     f"position {control.start()})")
-    return check_text(value, field)
+    return _check_no_control(value, field)
 
 
 def check_scope_id(value: Any, field: str) -> str | None:

@@ -6,15 +6,12 @@ waits for the answer (README, "Limits"); a client retrying should first look for
 from __future__ import annotations
 
 import json
-import re
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
 
-from tests.browser.harness import ROOT, server_env, start_daphne, stop_process
+from tests.browser.harness import migrate_with_key, server_env, start_daphne, stop_process
 
 MESSAGES = 400
 
@@ -24,10 +21,7 @@ def live(tmp_path_factory):
     directory = tmp_path_factory.mktemp("disconnect")
     env = server_env(directory)
     env.update({"OAM_EMBEDDED_WORKER": "false"})
-    for args in (["migrate", "-v0"], ["create_api_key", "batch"]):
-        out = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
-                             text=True, check=True, timeout=300).stdout
-    key = re.search(r"[A-Za-z0-9_-]{40,}", out)[0]
+    key = migrate_with_key(env, "batch")
     process, url = start_daphne(env, directory / "daphne.log")
     try:
         yield int(url.rsplit(":", 1)[1]), key

@@ -11,13 +11,11 @@ from __future__ import annotations
 import json
 import re
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.browser.harness import ROOT, server_env, start_daphne, stop_process
+from tests.browser.harness import migrate_with_key, server_env, start_daphne, stop_process
 
 MB = 1024 * 1024
 #: "Does not grow the server by more than a few MB".
@@ -31,10 +29,7 @@ def live(tmp_path_factory):
     directory = tmp_path_factory.mktemp("gate")
     env = server_env(directory)
     env["OAM_EMBEDDED_WORKER"] = "false"
-    for args in (["migrate", "-v0"], ["create_api_key", "gate"]):
-        out = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
-                             text=True, check=True, timeout=300).stdout
-    key = re.search(r"[A-Za-z0-9_-]{40,}", out)[0]
+    key = migrate_with_key(env, "gate")
     process, url = start_daphne(env, Path(directory) / "daphne.log")
     try:
         yield process, int(url.rsplit(":", 1)[1]), key
@@ -138,10 +133,7 @@ def test_bodies_with_wrong_keys_count_against_the_address_and_end_in_429(tmp_pat
     before the key is even looked up, a right key included."""
     env = server_env(tmp_path)
     env.update({"OAM_EMBEDDED_WORKER": "false", "OAM_API_AUTH_FAILURE_LIMIT": "3"})
-    for args in (["migrate", "-v0"], ["create_api_key", "gate"]):
-        out = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
-                             text=True, check=True, timeout=300).stdout
-    key = re.search(r"[A-Za-z0-9_-]{40,}", out)[0]
+    key = migrate_with_key(env, "gate")
     process, url = start_daphne(env, tmp_path / "daphne.log")
     try:
         port = int(url.rsplit(":", 1)[1])

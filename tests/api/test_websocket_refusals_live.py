@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.harness import ROOT, server_env, start_daphne, stop_process
+from tests.browser.harness import ROOT, migrate_with_key, server_env, start_daphne, stop_process
 
 #: ``OAM_API_AUTH_FAILURE_LIMIT`` of the server: wrong keys a minute per address before 429.
 LIMIT = 3
@@ -32,10 +32,7 @@ def live(tmp_path_factory):
     directory = tmp_path_factory.mktemp("wsrefusals")
     env = server_env(directory)
     env.update({"OAM_EMBEDDED_WORKER": "false", "OAM_API_AUTH_FAILURE_LIMIT": str(LIMIT)})
-    for args in (["migrate", "-v0"], ["create_api_key", "ws"]):
-        out = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
-                             text=True, check=True, timeout=300).stdout
-    key = re.search(r"[A-Za-z0-9_-]{40,}", out)[0]
+    key = migrate_with_key(env, "ws")
     subprocess.run([sys.executable, "manage.py", "shell", "-c",
                     "from memory.client import AgentMemory; AgentMemory(llm=None).create_thread(thread_id='t1')"],
                    cwd=ROOT, env=env, capture_output=True, text=True, check=True, timeout=300)

@@ -349,6 +349,15 @@ def run_seed(env: dict[str, str], sample: str, timeout: float = 600) -> dict[str
 READY = re.compile(r"^OAM Site ready on http://127\.0\.0\.1:(\d+)$", re.MULTILINE)
 
 
+def migrate_with_key(env: dict[str, str], name: str) -> str:
+    """Migrate the live server's database (``env``) and make an API key named ``name`` in the default project;
+    return the key."""
+    for args in (["migrate", "-v0"], ["create_api_key", name]):
+        out = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
+                             text=True, check=True, timeout=300).stdout
+    return re.search(r"[A-Za-z0-9_-]{40,}", out)[0]
+
+
 def start_daphne(env: dict[str, str], log_path: Path, timeout: float = 120) -> tuple[subprocess.Popen, str]:
     """Start daphne as ``make serve`` does (``python -m oam_site.serve``) on 127.0.0.1, a free port, in its
     own process group; return (process, base URL).
