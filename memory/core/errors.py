@@ -74,6 +74,14 @@ MAX_BATCH_CHARS = 200_000
 #: limit) were 73.5 CPU-s in an attack on issue #29. Holds one ``MAX_CONTENT_CHARS`` record (about
 #: 125,000 embedded characters) twice. Checked by ``memory.embedders.embed_records`` before any pass.
 MAX_EMBED_CHARS = 250_000
+#: Image parts in one call (``add_messages``, ``update_message``) and the pixels of all of them: every image is
+#: verified and decoded before anything is stored, and a 2 KB lossless WEBP of 40 megapixels took 0.35 s of
+#: CPU to check; 3,000 such parts in one message were accepted (an outside attack, issue #29). 100 is the
+#: SDK's ``max_images_per_llm_request`` default; 120 megapixels are three images of the largest size a thread
+#: may allow (``ImageInputLimitConfig.max_image_pixels``), about a second of decoding at worst. Counted from
+#: each image's header, before it is decoded (``memory.records.image_rules.ImageBudget``).
+MAX_BATCH_IMAGES = 100
+MAX_BATCH_IMAGE_PIXELS = 120_000_000
 #: Nesting levels of a metadata object (an object or list inside another is one level deeper).
 #: Deeper JSON hits Python's recursion limit in ``json`` and in the staff and admin pages
 #: that render it (depth 930 was stored, then those pages were a 500).

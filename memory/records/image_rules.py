@@ -42,7 +42,15 @@ from typing import Any
 
 from PIL import Image as PilImage
 
-from memory.core.errors import MAX_CONTENT_CHARS, InvalidArgument, InvalidType, check_size, check_text
+from memory.core.errors import (
+    MAX_BATCH_IMAGE_PIXELS,
+    MAX_BATCH_IMAGES,
+    MAX_CONTENT_CHARS,
+    InvalidArgument,
+    InvalidType,
+    check_size,
+    check_text,
+)
 from memory.core.types import NOTSET, ImageMimeType, NotSet
 from memory.llm.prompts import CAPTION_SYSTEM_PROMPT, CAPTION_USER_PROMPT
 
@@ -255,15 +263,39 @@ def decode_image_base64(value: Any, field: str, mime_type: Any = None,
     return decode_base64(value, field), declared
 
 
+@dataclass
+class ImageBudget:
+    """What one call's images may cost before they are decoded: at most ``MAX_BATCH_IMAGES`` images and
+    ``MAX_BATCH_IMAGE_PIXELS`` pixels in all (``memory.core.errors``). ``validate_image`` charges each image
+    from its header, before verifying or decoding it; ``charge`` raises ValueError (``InvalidArgument``
+    naming the image's field and the limit) once the call is over either."""
+
+    images: int = 0
+    pixels: int = 0
+
+    def charge(self, width: int, height: int, field: str) -> None:
+        """Count one image of ``width`` x ``height`` pixels; ``InvalidArgument`` naming ``field`` past a limit."""
+        self.images += 1
+        self.pixels += width * height
+        if self.images > MAX_BATCH_IMAGES:
+            raise InvalidArgument(field, f"is image {self.images} of this call; the limit is {MAX_BATCH_IMAGES} "
+                                         "images per call (MAX_BATCH_IMAGES)")
+        if self.pixels > MAX_BATCH_IMAGE_PIXELS:
+            raise InvalidArgument(field, f"brings this call's images to {self.pixels} pixels; the limit is "
+                                         f"{MAX_BATCH_IMAGE_PIXELS} per call (MAX_BATCH_IMAGE_PIXELS)")
+
+
 def validate_image(data: Any, mime_type: Any = None, *, limits: ImageInputLimitConfig,
-                   field: str = "image", mime_field: str = "mime_type") -> ValidImage:
+                   field: str = "image", mime_field: str = "mime_type",
+                   budget: ImageBudget | None = None) -> ValidImage:
     """Check untrusted image bytes; return them with their detected type and size (module docstring).
 
     ``mime_type`` (an ``ImageMimeType``, its value, or None to detect) must
     match what the bytes are. Raises ``InvalidArgument`` naming ``field`` for
     empty, oversize, unreadable, truncated, animated or too large (pixels)
     images, naming ``mime_field`` for an unsupported or lying declared type;
-    ``InvalidType`` when ``data`` is not bytes.
+    ``InvalidType`` when ``data`` is not bytes. With a ``budget`` (one call's images), the image is
+    charged to it from its header, before it is verified or decoded.
     """
     data = image_bytes(data, field)
     declared = check_mime_type(mime_type, mime_field)
@@ -273,14 +305,16 @@ def validate_image(data: Any, mime_type: Any = None, *, limits: ImageInputLimitC
         raise InvalidArgument(
             field, f"is {len(data)} bytes; the limit is {limits.max_raw_image_bytes} bytes "
             "(ImageInputLimitConfig.max_raw_image_bytes)")
-    detected, width, height = _inspect(data, limits, field)
+    detected, width, height = _inspect(data, limits, field, budget)
     if declared is not None and declared is not detected:
         raise InvalidArgument(mime_field, f"declared {declared.value} but the bytes are {detected.value}")
     return ValidImage(data=data, mime_type=detected, width=width, height=height)
 
 
-def _inspect(data: bytes, limits: ImageInputLimitConfig, field: str) -> tuple[ImageMimeType, int, int]:
-    """Open, bound, verify and decode ``data`` with Pillow; (type, width, height) or ``InvalidArgument``."""
+def _inspect(data: bytes, limits: ImageInputLimitConfig, field: str,
+             budget: ImageBudget | None = None) -> tuple[ImageMimeType, int, int]:
+    """Open, bound, charge to ``budget``, verify and decode ``data`` with Pillow; (type, width, height) or
+    ``InvalidArgument``."""
     try:
         with PilImage.open(io.BytesIO(data), formats=_PLUGINS) as img:
             mime = FORMAT_MIME_TYPES.get(img.format or "")
@@ -291,6 +325,8 @@ def _inspect(data: bytes, limits: ImageInputLimitConfig, field: str) -> tuple[Im
                 raise InvalidArgument(field, f"has no pixels ({width}x{height})")
             if width * height > limits.max_image_pixels:
                 raise _bomb(field, width, height, limits)
+            if budget is not None:
+                budget.charge(width, height, field)
             if mime is not ImageMimeType.JPEG and getattr(img, "n_frames", 1) > 1:
                 raise InvalidArgument(
                     field, f"is an animated {img.format} ({img.n_frames} frames); animated images are not supported")

@@ -37,7 +37,7 @@ from memory.embedders import embed_records
 from memory.index import writer as index
 from memory.index.bulk import rows_insert
 from memory.models import Image, Message, Thread
-from memory.records.image_rules import ImageInputLimitConfig
+from memory.records.image_rules import ImageBudget, ImageInputLimitConfig
 from memory.records.selectors import live_q
 from memory.records.validators import check_id, check_metadata, check_status, per_item
 from memory.services.common import erase_fenced, lock_thread, refresh_expiry
@@ -80,7 +80,8 @@ def messages_add(
     if n > MAX_BATCH_MESSAGES:
         raise InvalidArgument("messages", f"holds {n} messages; the limit is {MAX_BATCH_MESSAGES} per call")
     limits = image_limits or ImageInputLimitConfig()
-    parsed = [parse_message(m, i, limits) for i, m in enumerate(messages)]
+    budget = ImageBudget()  # the whole batch's images count together (MAX_BATCH_IMAGES, MAX_BATCH_IMAGE_PIXELS)
+    parsed = [parse_message(m, i, limits, budget=budget) for i, m in enumerate(messages)]
     total = sum(len(m.content) for m in parsed)
     if total > MAX_BATCH_CHARS:
         raise InvalidArgument("messages", f"hold {total} characters of text; the limit is {MAX_BATCH_CHARS} per call")

@@ -13,6 +13,7 @@ from memory.core.errors import MAX_CONTENT_CHARS, InvalidArgument, InvalidType, 
 from memory.core.types import ImageContent, TextContent
 from memory.core.types import Message as MessageDTO
 from memory.records.image_rules import (
+    ImageBudget,
     ImageInputLimitConfig,
     ValidImage,
     check_description,
@@ -55,8 +56,10 @@ _MESSAGE_KEYS = {"role", "content", "id", "timestamp", "metadata"}
 _IMAGE_PART_KEYS = {"type", "id", "bytes", "data", "mime_type", "description", "timestamp"}
 
 
-def parse_image_part(part: Any, where: str, limits: ImageInputLimitConfig) -> ImagePart:
-    """Validate one image part: an ``ImageContent`` or ``{"type": "image", ...}`` (``_parse_parts``)."""
+def parse_image_part(part: Any, where: str, limits: ImageInputLimitConfig,
+                     budget: ImageBudget | None = None) -> ImagePart:
+    """Validate one image part: an ``ImageContent`` or ``{"type": "image", ...}`` (``_parse_parts``), charged
+    to the call's ``budget`` (``memory.records.image_rules.ImageBudget``)."""
     if isinstance(part, ImageContent):
         raw = {"id": part.id, "bytes": part.bytes, "mime_type": part.mime_type, "description": part.description,
                "timestamp": part.timestamp}
@@ -85,24 +88,26 @@ def parse_image_part(part: Any, where: str, limits: ImageInputLimitConfig) -> Im
         stored["mime_type"] = mime.value if mime else None
         return ImagePart(part=stored, image=None, generate=False, field=where)
     valid = validate_image(data, raw.get("mime_type"), limits=limits, field=data_field,
-                           mime_field=f"{where}.mime_type")
+                           mime_field=f"{where}.mime_type", budget=budget)
     stored["mime_type"] = valid.mime_type.value
     return ImagePart(part=stored, image=valid, generate=description is None, field=where)
 
 
-def parse_parts(content: Sequence[Any], field: str, limits: ImageInputLimitConfig | None = None
-                 ) -> tuple[str, list[dict[str, Any]], list[ImagePart]]:
+def parse_parts(content: Sequence[Any], field: str, limits: ImageInputLimitConfig | None = None,
+                budget: ImageBudget | None = None) -> tuple[str, list[dict[str, Any]], list[ImagePart]]:
     """Turn an ordered content sequence into (joined text, stored part dicts, image parts).
 
     Text parts: ``TextContent`` or ``{"type": "text", "text": ...}``. Image
     parts: ``ImageContent`` or ``{"type": "image", "bytes": b"..." | "data":
     "<base64>", "mime_type"?, "description"?, "id"?, "timestamp"?}``, validated
-    against ``limits`` (``memory.records.image_rules.validate_image``). The joined text is
+    against ``limits`` (``memory.records.image_rules.validate_image``) and charged to the call's
+    ``budget`` (a fresh one when omitted: ``MAX_BATCH_IMAGES`` and ``MAX_BATCH_IMAGE_PIXELS``). The joined text is
     the text parts only; an image is searchable through its own record.
     """
     if len(content) == 0:
         raise InvalidArgument(field, "a content sequence must not be empty")
     limits = limits or ImageInputLimitConfig()
+    budget = budget if budget is not None else ImageBudget()
     parts: list[dict[str, Any]] = []
     images: list[ImagePart] = []
     for j, part in enumerate(content):
@@ -121,7 +126,7 @@ def parse_parts(content: Sequence[Any], field: str, limits: ImageInputLimitConfi
                           "timestamp": ttl_rules.check_timestamp(part.get("timestamp"), f"{where}.timestamp")})
             continue
         if isinstance(part, ImageContent) or (isinstance(part, Mapping) and part.get("type") == "image"):
-            image = parse_image_part(part, where, limits)
+            image = parse_image_part(part, where, limits, budget)
             images.append(image)
             parts.append(image.part)
             continue
@@ -134,9 +139,10 @@ def parse_parts(content: Sequence[Any], field: str, limits: ImageInputLimitConfi
 
 
 def parse_message(raw: Any, index: int, limits: ImageInputLimitConfig | None = None, *,
-                  field: str | None = None) -> NewMessage:
+                  field: str | None = None, budget: ImageBudget | None = None) -> NewMessage:
     """Validate one input message (a ``Message`` or a mapping with role and content); errors name
-    ``messages[index]`` or the given ``field`` (an import names the file's line)."""
+    ``messages[index]`` or the given ``field`` (an import names the file's line). Its images are charged to
+    ``budget``: pass one per call, so that a batch's images count together."""
     field = field or f"messages[{index}]"
     if isinstance(raw, MessageDTO):
         data = {"role": raw.role, "content": raw.content, "id": raw.id, "timestamp": raw.timestamp,
@@ -154,7 +160,7 @@ def parse_message(raw: Any, index: int, limits: ImageInputLimitConfig | None = N
     if isinstance(content, str):
         text = check_text(content, f"{field}.content")
     elif isinstance(content, Sequence) and not isinstance(content, (bytes, bytearray)):
-        text, parts, images = parse_parts(content, f"{field}.content", limits)
+        text, parts, images = parse_parts(content, f"{field}.content", limits, budget)
         for image in images:
             if image.image is None:
                 raise InvalidArgument(f"{image.field}.bytes", "is required: a new image part needs its bytes")

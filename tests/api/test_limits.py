@@ -129,3 +129,15 @@ def test_the_per_request_embedding_budget_is_a_422_naming_the_field_and_the_budg
     resp = api.post("/api/threads/t1/memories", {"content": "garden words " * 100})
     assert field_of(resp) == ["body", "content"] and "embedding budget" in resp.text
     assert not Message.objects.exists()
+
+
+def test_more_images_than_a_call_may_hold_is_a_422_naming_the_part(api, make_thread):
+    import base64
+
+    from memory.core.errors import MAX_BATCH_IMAGES
+
+    make_thread(thread_id="t1")
+    part = {"type": "image", "data": base64.b64encode(samples.png()).decode(), "description": "a red square"}
+    resp = add_messages(api, "t1", [{"role": "user", "content": [part] * (MAX_BATCH_IMAGES + 1)}])
+    assert field_of(resp) == ["body", f"messages[0].content[{MAX_BATCH_IMAGES}].data"]
+    assert "(MAX_BATCH_IMAGES)" in resp.text and not Message.objects.exists() and not Image.objects.exists()

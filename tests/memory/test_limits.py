@@ -133,3 +133,34 @@ def test_the_per_request_embedding_budget_refuses_before_anything_is_embedded_or
     with pytest.raises(ValueError, match=r"content: needs \d+ characters embedded"):
         thread.update_message(mid, content=text * 2)
     assert Message.objects.get().content == text and len(calls) == 1
+
+
+def test_a_calls_images_are_bounded_in_number_and_pixels_before_they_are_decoded(thread, monkeypatch):
+    """Issue #29 (an outside attack): 3,000 image parts in one message were accepted, each fully decoded (a
+    2 KB lossless WEBP of 40 megapixels costs 0.35 CPU-s). A call holds at most ``MAX_BATCH_IMAGES`` images
+    and ``MAX_BATCH_IMAGE_PIXELS`` pixels, counted from the headers, across all its messages."""
+    from memory.core.errors import MAX_BATCH_IMAGE_PIXELS, MAX_BATCH_IMAGES
+    from memory.records import image_rules
+    from tests import image_samples as samples
+
+    assert MAX_BATCH_IMAGES == 100
+    assert MAX_BATCH_IMAGE_PIXELS == 3 * image_rules.IMAGE_LIMIT_MAXIMA["max_image_pixels"]
+    part = {"type": "image", "bytes": samples.png(), "description": "a red square"}
+    half = MAX_BATCH_IMAGES // 2
+    batch = [{"role": "user", "content": [part] * half}, {"role": "user", "content": [part] * (half + 1)}]
+    with pytest.raises(ValueError, match=rf"messages\[1\]\.content\[{half}\]\.bytes: is image "
+                                         rf"{MAX_BATCH_IMAGES + 1} of this call; the limit is {MAX_BATCH_IMAGES}"):
+        thread.add_messages(batch)
+    monkeypatch.setattr(image_rules, "MAX_BATCH_IMAGE_PIXELS", 2 * 48 * 32)  # two 48x32 samples
+    loads = []
+    real_load = image_rules.PilImage.Image.load
+    monkeypatch.setattr(image_rules.PilImage.Image, "load", lambda self: loads.append(1) or real_load(self))
+    mid = thread.add_messages([{"role": "user", "content": [part, part]}])[0]  # at the limit
+    two = len(loads)
+    with pytest.raises(ValueError, match=r"messages\[2\]\.content\[0\]\.bytes: brings this call's images to 4608 "
+                                         r"pixels; the limit is 3072 per call \(MAX_BATCH_IMAGE_PIXELS\)"):
+        thread.add_messages([{"role": "user", "content": [part]}] * 3)
+    assert len(loads) == 2 * two > 0  # the third image was refused from its header: it was never decoded
+    assert Message.objects.count() == 1
+    with pytest.raises(ValueError, match=r"content\[2\]\.bytes: brings this call's images"):
+        thread.update_message(mid, content=[part] * 3)
