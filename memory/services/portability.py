@@ -88,6 +88,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -246,6 +247,9 @@ def read_lines(stream) -> list[dict[str, Any]]:
             raise InvalidArgument(f"line {number}", f"is not JSON: {exc.msg}") from None
         except RecursionError:
             raise InvalidArgument(f"line {number}", "nests too deep to read") from None
+        except ValueError:  # Python's own limit on the digits of an int (sys.get_int_max_str_digits)
+            raise InvalidArgument(f"line {number}", f"holds a number of more than {sys.get_int_max_str_digits()} "
+                                                    "digits") from None
         if not isinstance(value, dict):
             raise InvalidArgument(f"line {number}", "must be a JSON object")
         value["_line"] = number
@@ -374,7 +378,8 @@ class _Import:
         if not lines or lines[0].get("kind") != "header":
             raise InvalidArgument("line 1", "must be the export header")
         header = lines[0]
-        if header.get("format") != FORMAT or header.get("version") != VERSION:
+        version = header.get("version")
+        if header.get("format") != FORMAT or type(version) is not int or version != VERSION:  # not True, not 1.0
             raise InvalidArgument("line 1 (header)", f"not a {FORMAT} file of version {VERSION}")
         self.user = check_id(header.get("user_id"), "line 1 (header).user_id")
         by_kind: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
@@ -384,8 +389,8 @@ class _Import:
             for name in [name for name in line if name.startswith("_")]:
                 del line[name]  # the import's own notes on a line start with "_": none comes from the file
             kind = line.get("kind")
-            if kind not in by_kind:
-                raise InvalidArgument(f"line {number}", f"unknown kind {kind!r}")
+            if not isinstance(kind, str) or kind not in by_kind:
+                raise InvalidArgument(f"line {number}.kind", f"must be one of: {', '.join(KINDS)}, not {kind!r}")
             where = f"line {number} ({kind})"
             line["_where"], line["_n"] = where, number
             v = line["_v"] = getattr(self, f"_read_{kind}")(line, where)

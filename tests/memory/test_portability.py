@@ -466,3 +466,35 @@ def test_merge_relates_new_memories_to_the_users_own_and_a_pending_one_to_none(d
         call_command("import_memory", str(_file(tmp_path, guideline, _relation(id="r2", source_id="g",
                      source_type="guideline", target_id="new", relation_type="supersedes"))), merge=True, verbosity=0)
     assert not Memory.objects.filter(pk=f"{project.pk}:g").exists()
+
+
+# --- the outside attack after #29: tracebacks, history that restores past review, malformed snapshots -------------
+
+
+#: Lines whose JSON types were not those of the format (raw text: a number JSON allows but Python will not read).
+BAD_TYPES = {
+    "a kind that is an object": ('{"kind": {"a": 1}}', r"line 2\.kind: must be one of: thread, "),
+    "a kind that is a list": ('{"kind": ["thread"]}', r"line 2\.kind: must be one of"),
+    "a number of 5,000 digits": (json.dumps(THREAD_X).replace('"next_seq": 1', '"next_seq": ' + "9" * 5000),
+                                 r"line 2: holds a number of more than \d+ digits"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_TYPES))
+def test_a_line_of_the_wrong_json_type_is_refused_naming_the_line(db, tmp_path, case):
+    text, message = BAD_TYPES[case]
+    path = _file(tmp_path)
+    path.write_text(path.read_text(encoding="utf-8") + text + "\n", encoding="utf-8")
+    with pytest.raises(CommandError, match=message):
+        call_command("import_memory", str(path), verbosity=0)
+
+
+@pytest.mark.parametrize("version", [True, 1.0, "1"])
+def test_the_header_version_is_the_int_1(db, tmp_path, version):
+    path = _file(tmp_path, THREAD_X)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    head = {**json.loads(lines[0]), "version": version}
+    path.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n", encoding="utf-8")
+    with pytest.raises(CommandError, match=r"line 1 \(header\): not a oam-memory-export file of version 1"):
+        call_command("import_memory", str(path), verbosity=0)
+    assert not Thread.objects.exists()
