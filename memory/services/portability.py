@@ -71,13 +71,22 @@ refusals name the line, the field and the rule (``line 7 (message).role: must no
   (their versions count from 1 without a gap and the last one holds the memory's content and type; their
   scope copies are the memory's) and for memories deleted before the export (their history ends with the
   delete: ``after`` null; the user's, or no user's in a thread of the file); never for a memory the project
-  holds.
+  holds. Each version holds the snapshot a restore (``memory.services.memories.memory_restore``) puts back:
+  ``after``, or a ``delete``'s or ``reject``'s ``before`` (its ``after`` null); a snapshot holds at least
+  ``SNAPSHOT_REQUIRED`` (content, type, status), each field by the API's rule. Every imported version names
+  the ``import`` actor (``actor_kind`` "import", id "import_memory"): the file's action, actor and reason are
+  kept only as text in ``reason`` (``imported; the file says approve by staff:alice; ...``, cut to
+  ``history.REASON_LENGTH``), so history never claims a review, staff's or admin's, done elsewhere.
 * **Review state is not the file's to decide.** An imported memory of a type that waits for review when
   extracted (``MemoryExtractionConfig.review_types(extracted=True)``: ``review_memory_types``, guideline and
   preference by default, and those the memory's thread's config adds) is stored pending, whatever the
-  file's ``pending`` says, and a version by the ``import`` actor records it; a memory the file says is
-  pending stays pending. ``trust_review_state`` (``--trust-review-state``, for an operator moving a database
-  it trusts) keeps the file's ``pending`` instead.
+  file's ``pending`` says, and a version by the ``import`` actor records it (the memory's last imported
+  version, when the file carries its history); a memory the file says is pending stays pending. The same
+  rule (``_Import._waits``) applies to every snapshot of the imported history (``before``, ``after``): one
+  of such a type is stored ``pending: true``, so restoring it puts the memory back in the review queue,
+  never live (a ``fact`` whose version 1 is an "approved" guideline). ``trust_review_state``
+  (``--trust-review-state``, for an operator moving a database it trusts) keeps the file's ``pending``, its
+  snapshots and its versions' actors instead.
 * **All or nothing.** The whole file is checked and resolved against the project first, what is new is
   embedded outside any transaction (``progress``), then everything is written in one transaction; a bad
   line, a refused one or a conflict with a concurrent write writes nothing. Extraction is not started (the
@@ -88,6 +97,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -246,6 +256,9 @@ def read_lines(stream) -> list[dict[str, Any]]:
             raise InvalidArgument(f"line {number}", f"is not JSON: {exc.msg}") from None
         except RecursionError:
             raise InvalidArgument(f"line {number}", "nests too deep to read") from None
+        except ValueError:  # Python's own limit on the digits of an int (sys.get_int_max_str_digits)
+            raise InvalidArgument(f"line {number}", f"holds a number of more than {sys.get_int_max_str_digits()} "
+                                                    "digits") from None
         if not isinstance(value, dict):
             raise InvalidArgument(f"line {number}", "must be a JSON object")
         value["_line"] = number
@@ -281,8 +294,14 @@ def _bounded_text(line: dict, name: str, where: str, limit: int) -> str:
     return check_size(value, f"{where}.{name}", limit)
 
 
+#: The fields a snapshot must hold: ``memory.services.memories.memory_restore`` puts them back.
+SNAPSHOT_REQUIRED = ("content", "memory_type", "status")
+
+
 def _snapshot(value: Any, field: str) -> dict[str, Any] | None:
-    """A history snapshot (``memory.records.history.SNAPSHOT_FIELDS``), each field by its own rule; or None."""
+    """A history snapshot (``memory.records.history.SNAPSHOT_FIELDS``), each field by the API's rule for it, with
+    the fields a restore puts back (``SNAPSHOT_REQUIRED``); ``expires_at`` as ``history.snapshot`` writes it.
+    None for null."""
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -291,11 +310,19 @@ def _snapshot(value: Any, field: str) -> dict[str, Any] | None:
     if unknown:
         raise InvalidArgument(field, f"unknown field(s) {unknown}; a snapshot holds "
                                      f"{', '.join(history.SNAPSHOT_FIELDS)}")
+    missing = [name for name in SNAPSHOT_REQUIRED if name not in value]
+    if missing:
+        raise InvalidArgument(f"{field}.{missing[0]}", f"is missing: a snapshot holds {', '.join(SNAPSHOT_REQUIRED)} "
+                                                       "(a restore puts them back)")
     checks = {"content": check_content, "memory_type": check_memory_type, "metadata": check_metadata,
-              "status": check_status, "expires_at": _parse_when, "timestamp": ttl_rules.check_timestamp}
+              "status": check_status, "timestamp": ttl_rules.check_timestamp}
     for name, check in checks.items():
         if name in value:
             check(value[name], f"{field}.{name}")
+    value = dict(value)
+    if "expires_at" in value:
+        expires = _parse_when(value["expires_at"], f"{field}.expires_at")
+        value["expires_at"] = _when(expires)
     if not isinstance(value.get("pending", False), bool):
         raise InvalidType(f"{field}.pending", "must be a bool")
     return value
@@ -368,13 +395,19 @@ class _Import:
     def refuse(line: dict, name: str, message: str) -> InvalidArgument:
         return InvalidArgument(f"{line['_where']}.{name}", message)
 
+    def _waits(self, memory_type: str, thread: Thread | None) -> bool:
+        """The import's review rule: a memory (or a history snapshot) of ``memory_type`` in ``thread`` is stored
+        pending whatever the file says (``_review_types``), unless the operator trusts the file."""
+        return not self.trust and memory_type in _review_types(thread)
+
     # --- the file alone -------------------------------------------------------------------------------
 
     def _read(self, lines: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         if not lines or lines[0].get("kind") != "header":
             raise InvalidArgument("line 1", "must be the export header")
         header = lines[0]
-        if header.get("format") != FORMAT or header.get("version") != VERSION:
+        version = header.get("version")
+        if header.get("format") != FORMAT or type(version) is not int or version != VERSION:  # not True, not 1.0
             raise InvalidArgument("line 1 (header)", f"not a {FORMAT} file of version {VERSION}")
         self.user = check_id(header.get("user_id"), "line 1 (header).user_id")
         by_kind: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
@@ -384,8 +417,8 @@ class _Import:
             for name in [name for name in line if name.startswith("_")]:
                 del line[name]  # the import's own notes on a line start with "_": none comes from the file
             kind = line.get("kind")
-            if kind not in by_kind:
-                raise InvalidArgument(f"line {number}", f"unknown kind {kind!r}")
+            if not isinstance(kind, str) or kind not in by_kind:
+                raise InvalidArgument(f"line {number}.kind", f"must be one of: {', '.join(KINDS)}, not {kind!r}")
             where = f"line {number} ({kind})"
             line["_where"], line["_n"] = where, number
             v = line["_v"] = getattr(self, f"_read_{kind}")(line, where)
@@ -743,8 +776,8 @@ class _Import:
             if thread is not None:
                 self._attach(line, state, v["thread_id"])
             told = v["pending"]
-            pending = told if self.trust else told or v["memory_type"] in _review_types(thread)
-            line["_state"] = "new"
+            pending = told or self._waits(v["memory_type"], thread)
+            line["_state"], line["_thread"] = "new", thread
             line["_row"] = row = Memory(
                 id=key, project=self.project, memory_type=v["memory_type"], content=v["content"],
                 user_id=v["user_id"], agent_id=v["agent_id"], thread_id=thread_key, timestamp=v["timestamp"],
@@ -860,7 +893,7 @@ class _Import:
         live = set(_each_in(Memory.objects.values_list("pk", flat=True), "pk", keys))
         with_history = {memory_id for memory_id, _ in here}
         self.new_versions: list[MemoryVersion] = []
-        self.file_history: dict[str, dict | None] = {}  # a new memory's key -> the file's last ``after``
+        self.file_history: set[str] = set()  # the new memories whose history the file carries
         for public, group in groups.items():
             group.sort(key=lambda line: line["_v"]["version"])
             for expected, line in enumerate(group, 1):
@@ -879,7 +912,8 @@ class _Import:
                     raise self.refuse(last, "after", f"the last version of memory {public!r} must hold its content "
                                                      f"and type ({memory['_where']})")
                 scope = {"thread_id": row.thread_id, "user_id": row.user_id, "agent_id": row.agent_id}
-                self.file_history[row.pk] = after
+                thread, pending = memory["_thread"], row.pending
+                self.file_history.add(row.pk)
             elif memory is not None or key in with_history:  # the project holds it, or its history
                 for line in group:
                     if here.get((key, line["_v"]["version"])) != line["_v"]["action"]:
@@ -891,18 +925,49 @@ class _Import:
                 if last["_v"]["after"] is not None:
                     raise self.refuse(last, "after", f"memory {public!r} is not in the file, so its history must "
                                                      "end with its deletion (after: null)")
-                scope = None
+                scope, thread = self._version_scope(group[0])
+                pending = False
             for line in group:
-                v = line["_v"]
-                if scope is None:
-                    scope = self._version_scope(line)
-                self.new_versions.append(MemoryVersion(
-                    project=self.project, memory_id=key, version=v["version"], action=v["action"],
-                    actor_kind=v["actor_kind"], actor_id=v["actor_id"], reason=v["reason"],
-                    relation_id=self.key(v["relation_id"]) if v["relation_id"] else None, before=v["before"],
-                    after=v["after"], created_at=v["created_at"], **scope))
+                self.new_versions.append(self._version(line, key, scope, thread,
+                                                       pending=pending and line is last))
 
-    def _version_scope(self, line: dict) -> dict[str, Any]:
+    def _version(self, line: dict, key: str, scope: dict[str, Any], thread: Thread | None, *,
+                 pending: bool) -> MemoryVersion:
+        """One imported version. A restore puts back its ``after`` (a delete's or reject's ``before``), so that
+        snapshot must be there. Unless the operator trusts the file, the import's review rule applies to each
+        snapshot (``_waits``: pending, as the memory would be; ``pending``: the new memory's last version says
+        it waits), and the import is the actor: what the file claims (action, actor, reason) is kept as text in
+        ``reason`` only, so no history claims a review done elsewhere."""
+        v = line["_v"]
+        gone = v["action"] in ("delete", "reject")
+        if v["before" if gone else "after"] is None:
+            raise self.refuse(line, "before" if gone else "after", f"a {v['action']} version must hold the snapshot a "
+                                                                   "restore of it puts back, not null")
+        if gone and v["after"] is not None:
+            raise self.refuse(line, "after", f"must be null: a {v['action']} leaves no memory")
+        before, after = v["before"], v["after"]
+        kind, actor_id, reason = v["actor_kind"], v["actor_id"], v["reason"]
+        if not self.trust:
+            made = []
+            for name, snap in (("before", before), ("after", after)):
+                if snap is not None and not snap.get("pending") and (
+                        self._waits(snap["memory_type"], thread) or (name == "after" and pending)):
+                    made.append(name)
+            before, after = ({**snap, "pending": True} if name in made else snap
+                             for name, snap in (("before", before), ("after", after)))
+            claimed = f"{v['action']} by {v['actor_kind']}" + (f":{v['actor_id']}" if v["actor_id"] else "")
+            reason = f"imported; the file says {claimed}"
+            if made:
+                reason += f"; made pending ({' and '.join(made)}: awaits review here)"
+            if v["reason"]:
+                reason += f"; its reason: {v['reason']}"
+            kind, actor_id, reason = "import", "import_memory", reason[:history.REASON_LENGTH]
+        return MemoryVersion(
+            project=self.project, memory_id=key, version=v["version"], action=v["action"], actor_kind=kind,
+            actor_id=actor_id, reason=reason, relation_id=self.key(v["relation_id"]) if v["relation_id"] else None,
+            before=before, after=after, created_at=v["created_at"], **scope)
+
+    def _version_scope(self, line: dict) -> tuple[dict[str, Any], Thread | None]:
         """The scope copies of a deleted memory's history: its user (the file's, or none in a thread of the
         file) and its thread (one of the file's; a thread that is not is left out, as a detached memory's)."""
         v = line["_v"]
@@ -913,7 +978,7 @@ class _Import:
             raise self.refuse(line, "thread_id", "a version of no user must name a thread of the file")
         if thread is not None:
             self._attach(line, state, v["thread_id"])
-        return {"thread_id": thread.pk if thread else None, "user_id": v["user_id"], "agent_id": v["agent_id"]}
+        return {"thread_id": thread.pk if thread else None, "user_id": v["user_id"], "agent_id": v["agent_id"]}, thread
 
     # --- embedding and writing ------------------------------------------------------------------------
 
@@ -966,12 +1031,9 @@ class _Import:
             MemoryVersion.objects.bulk_create(self.new_versions, batch_size=500)
             with history.acting("import", "import_memory", "imported: a memory of a type that is reviewed waits "
                                                            "for review (the file said it did not)"):
-                for row in self.forced:
-                    after = history.snapshot(row)
-                    if row.pk in self.file_history:
-                        history.record(row, "update", {k: v for k, v in after.items() if k != "pending"}, after)
-                    else:
-                        history.record(row, "create", None, after)
+                for row in self.forced:  # a memory with the file's history: its last imported version says so
+                    if row.pk not in self.file_history:
+                        history.record(row, "create", None, history.snapshot(row))
             with history.acting("import", "import_memory", "imported relation"):
                 for target, relation in self.invalidate:
                     set_memory_status([target], RecordStatus.INVALID.value, relation_id=relation)

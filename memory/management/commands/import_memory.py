@@ -4,8 +4,9 @@ file, all or nothing.
 Rules: ``memory.services.portability`` (the module docstring): a file is untrusted input, checked line by
 line with the API's validators and limits, held to its header's user, never changing a record the project
 holds; ``--merge`` adds to that user's existing threads, ``--trust-review-state`` keeps the file's
-``pending``. Any refusal is a ``CommandError`` naming the line, the field and the rule, and nothing is
-written. Embeddings are computed here, with a progress bar on stderr (tqdm); then one transaction.
+``pending`` and its history as it is (snapshots, actors). Any refusal is a ``CommandError`` naming the
+line, the field and the rule, and nothing is written. Embeddings are computed here, with a progress bar
+on stderr (tqdm); then one transaction.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ class Command(BaseCommand):
                             help="also add new records to threads (and relations to memories) that the file's user "
                                  "has in the project already; never another user's, never changing a record")
         parser.add_argument("--trust-review-state", action="store_true",
-                            help="keep the file's pending flags: by default every imported memory of a type that "
-                                 "waits for review (guideline, preference) is pending")
+                            help="keep the file's pending flags and history: by default every imported memory "
+                                 "and history snapshot of a type that waits for review (guideline, preference) is "
+                                 "pending, and every imported history entry names the import as its actor")
 
     def handle(self, *args, path: str, project: str | None, merge: bool = False, trust_review_state: bool = False,
                **options):
