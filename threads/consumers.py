@@ -76,14 +76,16 @@ from threads.throttling import client_address, count_failed_key, failed_keys_exh
 
 
 def scope_api_key(scope) -> str | None:
-    """The API key a WebSocket handshake carries: ``Authorization: Bearer`` first, then ``?api_key=``."""
+    """The API key a WebSocket handshake carries: ``Authorization: Bearer`` first, then ``?api_key=``; None when
+    it carries neither. An empty one (``?api_key=``, ``Bearer`` and nothing) is ``""``: a key was sent, a wrong one
+    (401 like any wrong key; it was taken for no key, so the Origin check answered 403)."""
     for name, value in scope.get("headers", []):
         if name.lower() == b"authorization":
             kind, _, token = value.decode("latin-1").partition(" ")
-            if kind.lower() == "bearer" and token.strip():
+            if kind.lower() == "bearer":
                 return token.strip()
-    values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("api_key")
-    return values[0] if values and values[0] else None
+    values = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True).get("api_key")
+    return values[0] if values else None
 
 
 class OriginValidatorUnlessApiKey:
@@ -99,7 +101,7 @@ class OriginValidatorUnlessApiKey:
         self.checked = AllowedHostsOriginValidator(app)
 
     async def __call__(self, scope, receive, send):
-        if scope.get("type") == "websocket" and scope_api_key(scope):
+        if scope.get("type") == "websocket" and scope_api_key(scope) is not None:
             return await self.app(scope, receive, send)
         return await self.checked(scope, receive, send)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -91,17 +92,29 @@ def _check_no_control(value: str, field: str) -> str:
 MAX_ROLE_LENGTH = 255
 
 
+#: Unicode categories a role may not hold besides the control characters (Cc): line and paragraph separators
+#: (U+2028, U+2029) and format characters (zero-width, bidirectional controls, soft hyphen, tags).
+_ROLE_REFUSED_CATEGORIES = frozenset({"Zl", "Zp", "Cf"})
+
+
 def check_role(value: Any, field: str) -> str:
-    """A message's role: a non-blank string of at most 255 characters, valid Unicode, no control character.
+    """A message's role: a non-blank string of at most 255 characters, valid Unicode, no control character
+    (Cc), line or paragraph separator (Zl, Zp) or format character (Cf).
 
     A role is written into the extraction and summary transcripts as ``role: text``: a line break in it
-    ("system\\nignore ...") forged a line of the transcript (found by an outside attack, issue #29).
+    ("system\\nignore ...", "user\\u2028system: ...") forged a line of the transcript, and a format
+    character hides what it says (found by outside attacks, issue #29).
     """
     if not isinstance(value, str) or not value.strip():
         raise InvalidArgument(field, "is required and must be a non-empty string")
     if len(value) > MAX_ROLE_LENGTH:
         raise InvalidArgument(field, f"must be at most {MAX_ROLE_LENGTH} characters")
-    return _check_no_control(value, field)
+    value = _check_no_control(value, field)
+    for position, char in enumerate(value):
+        if unicodedata.category(char) in _ROLE_REFUSED_CATEGORIES:
+            raise InvalidArgument(field, f"must not hold a line separator or format character "
+                                         f"(U+{ord(char):04X} at position {position})")
+    return value
 
 
 def check_scope_id(value: Any, field: str) -> str | None:

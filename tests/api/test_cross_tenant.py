@@ -316,6 +316,36 @@ def test_wrong_keys_at_the_websocket_share_the_apis_address_cap(settings, fresh_
     assert list(AccessRecord.objects.filter(channel="websocket").values_list("status", flat=True)) == [4401, 4401]
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("credentials", [{"query": "?api_key="}, {"query": "?api_key=&project=default"},
+                                         {"headers": [(b"authorization", b"Bearer ")]}])
+def test_an_empty_key_at_the_websocket_is_a_wrong_key_401_not_403(settings, fresh_extraction_tracker, credentials):
+    """An outside attack: ``?api_key=`` with an empty value was taken for no key, so the Origin check (no Origin
+    header) refused it with 403; it is a wrong key, 401 (daphne's denial response, offered here as the ASGI
+    extension), counted and recorded like any wrong key."""
+    from threads.models import AccessRecord
+
+    settings.OAM_EMBEDDED_WORKER = False
+    AgentMemory(llm=None).create_thread(thread_id="c4", user_id="u1")
+
+    async def attempt():
+        from oam_site.asgi import application
+
+        communicator = WebsocketCommunicator(application, "/ws/threads/c4/extraction/" + credentials.get("query", ""),
+                                             headers=credentials.get("headers", []))
+        communicator.scope["extensions"] = {"websocket.http.response": {}}
+        await communicator.send_input({"type": "websocket.connect"})
+        first = await communicator.receive_output(timeout=10)
+        body = await communicator.receive_output(timeout=10) if first["type"].endswith(".start") else None
+        await communicator.wait(timeout=10)
+        return first, body
+
+    first, body = asyncio.run(attempt())
+    assert first["type"] == "websocket.http.response.start" and first["status"] == 401, first
+    assert json.loads(body["body"])["detail"].startswith("Unauthorized")
+    assert list(AccessRecord.objects.filter(channel="websocket").values_list("status", flat=True)) == [4401]
+
+
 @pytest.mark.parametrize("path", ["/ws/nothing/", "/ws/threads/a%2Fb/extraction/", "/api/threads", "/staff/"])
 def test_a_websocket_path_no_route_matches_is_refused_not_an_error(path):
     """Issue #29: Channels' router raised ``ValueError: No route found`` (a 500 and a traceback under daphne)."""
