@@ -86,9 +86,9 @@ class MemoryLinkExtractionMode(_CaseInsensitiveEnum):
     the two other modes behave alike.
     """
 
-    DISABLED = "disabled"
-    DURING_EXTRACTION = "during_extraction"
-    POST_EXTRACTION = "post_extraction"
+    DISABLED = "DISABLED"
+    DURING_EXTRACTION = "DURING_EXTRACTION"
+    POST_EXTRACTION = "POST_EXTRACTION"
 
 
 class BackgroundExtractionQueueFullBehavior(_CaseInsensitiveEnum):

@@ -5,7 +5,7 @@ programmatically, the installed SDK's pure-Python parts with ours:
 
 * every public class of ``oracleagentmemory.core`` (and the record, message and result classes of
   ``oracleagentmemory.apis``) exists in ``memory.client`` under the same name;
-* every enum's member names and values, exactly (the one exception: ``ENUM_VALUE_CASE``);
+* every enum's member names and values, exactly (exceptions would be listed in ``ENUM_VALUE_CASE``: none);
 * every config field, in order, with its default and its resolved default (and the SDK's absolute maxima);
 * every method signature of ``OracleThread`` and ``OracleAgentMemory`` (sync and ``_async``): positional
   parameters by name, kind and default; keyword-only ones by name, default and relative order; ``**kwargs``;
@@ -92,16 +92,13 @@ def test_allowed_missing_names_are_really_missing():
 
 # --- enums ----------------------------------------------------------------------------------------
 
-#: Enums whose values are the SDK's in lower case, and why. Ours accept the SDK's spelling too
-#: (``MemoryLinkExtractionMode("POST_EXTRACTION")``). Every other shared enum has the SDK's values exactly.
-ENUM_VALUE_CASE = {
-    "MemoryLinkExtractionMode": "not yet switched: thread configs store it lower case (issue #30 covered "
-                                "MemoryExtractionMode and BackgroundExtractionQueueFullBehavior only)",
-}
+#: Enums whose values are the SDK's in another case, and why: none today (``MemoryLinkExtractionMode`` was the
+#: last). Every shared enum has the SDK's values exactly; input is accepted in any case.
+ENUM_VALUE_CASE: dict[str, str] = {}
 
 #: Shared enums whose values must equal the SDK's exactly (an SDK application compares or stores ``.value``).
-EXACT_VALUE_ENUMS = ("MemoryExtractionMode", "BackgroundExtractionQueueFullBehavior", "MemoryExtractionImageContext",
-                     "RecordStatus", "TimeToLiveAnchor", "ImageMimeType")
+EXACT_VALUE_ENUMS = ("MemoryExtractionMode", "BackgroundExtractionQueueFullBehavior", "MemoryLinkExtractionMode",
+                     "MemoryExtractionImageContext", "RecordStatus", "TimeToLiveAnchor", "ImageMimeType")
 
 
 def sdk_enums() -> dict[str, type[enum.Enum]]:

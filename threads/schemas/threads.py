@@ -47,7 +47,8 @@ class MemoryExtractionConfigIn(InSchema):
     extraction_mode: MemoryExtractionMode = Field(
         None, description="INLINE or BACKGROUND (default), the SDK's values; any case accepted.")
     memory_link_extraction_mode: MemoryLinkExtractionMode = Field(
-        None, description="disabled, during_extraction or post_extraction (default): relations from extraction.")
+        None, description="DISABLED, DURING_EXTRACTION or POST_EXTRACTION (default; any case accepted): relations "
+                    "from extraction.")
     memory_link_extraction_token_limit: StrictInt = Field(None, description="Linking prompt cap (default 100000).")
     background_extraction_queue_full_behavior: BackgroundExtractionQueueFullBehavior = Field(
         None, description="DROP (default), WAIT_THEN_DROP or WAIT_THEN_RAISE, the SDK's values; any case accepted."
