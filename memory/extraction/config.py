@@ -32,15 +32,16 @@ from memory.core.types import NOTSET, NotSet
 
 
 class _CaseInsensitiveEnum(str, enum.Enum):
-    """A str enum that also takes its members' names and values in any case (the SDK spells values
-    upper case, the HTTP API and stored configs lower case)."""
+    """A str enum that also takes its members' names and values in any case: values are the SDK's
+    (upper case for the extraction modes and queue-full behaviour), while API bodies, Python callers and
+    thread configs stored before 26.8 parity may spell them lower case."""
 
     @classmethod
     def _missing_(cls, value):
         if isinstance(value, str):
             wanted = value.lower()
             for name, member in cls.__members__.items():  # aliases included (earlier names)
-                if wanted in (member.value, name.lower()):
+                if wanted in (member.value.lower(), name.lower()):
                     return member
             return cls._LEGACY_VALUES().get(wanted)
         return None
@@ -51,14 +52,14 @@ class _CaseInsensitiveEnum(str, enum.Enum):
 
 
 class MemoryExtractionMode(_CaseInsensitiveEnum):
-    """When extraction runs (SDK: MemoryExtractionMode; values the SDK's in lower case).
+    """When extraction runs (SDK: MemoryExtractionMode; the SDK's values, taken in any case).
 
     ``INLINE``: before ``add_messages``/``update_message`` return.
     ``BACKGROUND``: a Dramatiq actor runs it after the call returns.
     """
 
-    INLINE = "inline"
-    BACKGROUND = "background"
+    INLINE = "INLINE"
+    BACKGROUND = "BACKGROUND"
 
 
 class MemoryExtractionImageContext(_CaseInsensitiveEnum):
@@ -85,9 +86,9 @@ class MemoryLinkExtractionMode(_CaseInsensitiveEnum):
     the two other modes behave alike.
     """
 
-    DISABLED = "disabled"
-    DURING_EXTRACTION = "during_extraction"
-    POST_EXTRACTION = "post_extraction"
+    DISABLED = "DISABLED"
+    DURING_EXTRACTION = "DURING_EXTRACTION"
+    POST_EXTRACTION = "POST_EXTRACTION"
 
 
 class BackgroundExtractionQueueFullBehavior(_CaseInsensitiveEnum):
@@ -96,16 +97,17 @@ class BackgroundExtractionQueueFullBehavior(_CaseInsensitiveEnum):
     ``DROP`` (the SDK's default): continue at once without queueing (the messages wait for the
     thread's next extraction). ``WAIT_THEN_DROP``: wait up to
     ``background_extraction_queue_put_timeout_seconds`` for room, then drop. ``WAIT_THEN_RAISE``: wait
-    as long, then raise ``TimeoutError``. In every case the raw messages are already stored.
+    as long, then raise ``TimeoutError``. In every case the raw messages are already stored. Values are
+    the SDK's (``"DROP"`` ...); any case is accepted.
     ``SKIP``/``WAIT_THEN_SKIP`` (and the values ``skip``/``wait_then_skip`` of configs stored before)
     are the earlier names of DROP/WAIT_THEN_DROP.
     """
 
-    DROP = "drop"
-    WAIT_THEN_DROP = "wait_then_drop"
-    WAIT_THEN_RAISE = "wait_then_raise"
-    SKIP = "drop"  # alias (earlier name)
-    WAIT_THEN_SKIP = "wait_then_drop"  # alias (earlier name)
+    DROP = "DROP"
+    WAIT_THEN_DROP = "WAIT_THEN_DROP"
+    WAIT_THEN_RAISE = "WAIT_THEN_RAISE"
+    SKIP = "DROP"  # alias (earlier name)
+    WAIT_THEN_SKIP = "WAIT_THEN_DROP"  # alias (earlier name)
 
     @classmethod
     def _LEGACY_VALUES(cls) -> dict[str, Any]:

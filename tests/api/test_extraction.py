@@ -16,7 +16,7 @@ def test_a_thread_is_created_with_its_extraction_config(api):
         "memory_extraction_inherit_message_metadata": ["tenant"], "memory_extraction_custom_instructions": "Food."}})
     assert resp.status_code == 201, resp.content
     config = Thread.objects.get(pk=key("t1")).config
-    assert (config["extraction_mode"], config["memory_extraction_frequency"]) == ("inline", 4)
+    assert (config["extraction_mode"], config["memory_extraction_frequency"]) == ("INLINE", 4)  # given "inline"
     assert config["memory_extraction_inherit_message_metadata"] == ["tenant"]
     assert "memory_extraction_window" not in config  # the rest: unset, resolved to defaults on read
     state = api.get("/api/threads/t1/extraction").json()
@@ -64,7 +64,7 @@ def test_a_bad_extraction_config_is_422_naming_the_field(api, config, field):
 def test_the_extraction_state_of_a_thread(api, make_thread, settings):
     make_thread(thread_id="t1", memory_extraction_config={"extraction_mode": "background"})
     state = api.get("/api/threads/t1/extraction").json()
-    assert state == {**state, "thread_id": "t1", "enabled": False, "mode": "background", "watermark": 0,
+    assert state == {**state, "thread_id": "t1", "enabled": False, "mode": "BACKGROUND", "watermark": 0,
                      "last_message_seq": 0, "pending_messages": 0, "queued_jobs": 0, "running_jobs": 0,
                      "last_job": None}
     settings.OAM_LLM_BASE_URL, settings.OAM_LLM_MODEL = "http://127.0.0.1:9/v1", "m"  # configured, not called

@@ -97,7 +97,7 @@ def test_a_bearer_api_key_is_accepted_without_an_origin(application, thread, api
     connected, state = run(scenario())
     assert connected
     assert state["event"] == "state" and state["thread_id"] == "t-ws" and state["watermark"] == 0
-    assert state["last_job"] is None and state["config"]["extraction_mode"] == "background"
+    assert state["last_job"] is None and state["config"]["extraction_mode"] == "BACKGROUND"
 
 
 def test_an_api_key_in_the_query_string_is_accepted(application, thread, api_key):

@@ -111,10 +111,46 @@ def test_config_is_stored_with_the_thread_and_kept_when_opened_later(db):
                                     memory_extraction_custom_instructions="Only food.")
     make_thread(None, config)
     stored = Thread.objects.get(pk=key("t-x")).config
-    assert stored["extraction_mode"] == "inline" and stored["memory_extraction_window"] == 4
+    assert stored["extraction_mode"] == "INLINE" and stored["memory_extraction_window"] == 4
     assert stored["memory_extraction_inherit_message_metadata"] == ["channel"]
     reopened = AgentMemory(llm=None).get_thread("t-x")
     assert reopened.memory_extraction_config == config
+
+
+def test_enum_values_are_the_sdks_and_any_case_is_accepted():
+    assert [m.value for m in MemoryExtractionMode] == ["INLINE", "BACKGROUND"]
+    assert [m.value for m in BackgroundExtractionQueueFullBehavior] == ["DROP", "WAIT_THEN_DROP", "WAIT_THEN_RAISE"]
+    for spelling in ("inline", "INLINE", "Inline"):
+        assert MemoryExtractionMode(spelling) is MemoryExtractionMode.INLINE
+    queue_full = BackgroundExtractionQueueFullBehavior
+    for spelling, member in [("drop", queue_full.DROP), ("skip", queue_full.DROP), ("SKIP", queue_full.DROP),
+                             ("wait_then_skip", queue_full.WAIT_THEN_DROP),
+                             ("WAIT_THEN_SKIP", queue_full.WAIT_THEN_DROP),
+                             ("wait_then_raise", queue_full.WAIT_THEN_RAISE)]:
+        assert queue_full(spelling) is member
+    assert queue_full.SKIP is queue_full.DROP and queue_full.WAIT_THEN_SKIP is queue_full.WAIT_THEN_DROP
+    assert MemoryExtractionConfig(extraction_mode="inline").to_thread_config()["extraction_mode"] == "INLINE"
+
+
+@pytest.mark.parametrize("stored_behaviour, behaviour", [
+    ("drop", BackgroundExtractionQueueFullBehavior.DROP), ("skip", BackgroundExtractionQueueFullBehavior.DROP),
+    ("wait_then_skip", BackgroundExtractionQueueFullBehavior.WAIT_THEN_DROP),
+    ("wait_then_raise", BackgroundExtractionQueueFullBehavior.WAIT_THEN_RAISE)])
+def test_a_config_stored_with_the_earlier_lower_case_values_still_loads_and_behaves(db, stored_behaviour, behaviour):
+    """Thread configs written before the values became the SDK's upper-case ones (JSON written to the row)."""
+    make_thread(None, MemoryExtractionConfig(enable_context_summary=False, review_memory_types=()))
+    row = Thread.objects.get(pk=key("t-x"))
+    Thread.objects.filter(pk=row.pk).update(config={
+        **row.config, "extraction_mode": "inline", "background_extraction_queue_full_behavior": stored_behaviour})
+    assert Thread.objects.get(pk=row.pk).config["extraction_mode"] == "inline"  # really stored lower case
+    llm = ScriptedLlm([memories(("preference", "Ann loves green tea.", ["m1"]))])
+    thread = AgentMemory(llm=llm).get_thread("t-x")
+    config = thread.memory_extraction_config
+    assert config.extraction_mode is MemoryExtractionMode.INLINE
+    assert config.background_extraction_queue_full_behavior is behaviour
+    thread.add_messages(CHAT)  # INLINE: extracted before add_messages returns
+    assert [m.content for m in Memory.objects.all()] == ["Ann loves green tea."]
+    assert extraction_state(thread=thread.row)["mode"] == "INLINE"
 
 
 def test_client_level_config_applies_to_threads_without_their_own(db):
@@ -641,7 +677,7 @@ def test_extraction_state(db):
     state = extraction_state(thread=thread.row)
     assert (state["watermark"], state["last_message_seq"], state["pending_messages"]) == (3, 3, 0)
     assert state["last_job"]["memories_created"] == 1 and state["last_job"]["status"] == "done"
-    assert state["mode"] == "inline" and state["enabled"] is True
+    assert state["mode"] == "INLINE" and state["enabled"] is True
     assert state["thread_id"] == "t-x"  # the public id
     AgentMemory().delete_thread("t-x")
     with pytest.raises(KeyError):

@@ -5,7 +5,7 @@ programmatically, the installed SDK's pure-Python parts with ours:
 
 * every public class of ``oracleagentmemory.core`` (and the record, message and result classes of
   ``oracleagentmemory.apis``) exists in ``memory.client`` under the same name;
-* every enum member name (values compared case-insensitively, see ``ENUM_VALUE_CASE``);
+* every enum's member names and values, exactly (exceptions would be listed in ``ENUM_VALUE_CASE``: none);
 * every config field, in order, with its default and its resolved default (and the SDK's absolute maxima);
 * every method signature of ``OracleThread`` and ``OracleAgentMemory`` (sync and ``_async``): positional
   parameters by name, kind and default; keyword-only ones by name, default and relative order; ``**kwargs``;
@@ -92,9 +92,13 @@ def test_allowed_missing_names_are_really_missing():
 
 # --- enums ----------------------------------------------------------------------------------------
 
-#: Enums whose values are the SDK's in lower case: the HTTP API and stored thread configs use lower case.
-#: Ours accept the SDK's spelling too (``MemoryExtractionMode("INLINE")``).
-ENUM_VALUE_CASE = {"MemoryExtractionMode", "MemoryLinkExtractionMode", "BackgroundExtractionQueueFullBehavior"}
+#: Enums whose values are the SDK's in another case, and why: none today (``MemoryLinkExtractionMode`` was the
+#: last). Every shared enum has the SDK's values exactly; input is accepted in any case.
+ENUM_VALUE_CASE: dict[str, str] = {}
+
+#: Shared enums whose values must equal the SDK's exactly (an SDK application compares or stores ``.value``).
+EXACT_VALUE_ENUMS = ("MemoryExtractionMode", "BackgroundExtractionQueueFullBehavior", "MemoryLinkExtractionMode",
+                     "MemoryExtractionImageContext", "RecordStatus", "TimeToLiveAnchor", "ImageMimeType")
 
 
 def sdk_enums() -> dict[str, type[enum.Enum]]:
@@ -111,6 +115,8 @@ def sdk_enums() -> dict[str, type[enum.Enum]]:
 def test_enum_members(name):
     theirs, mine = sdk_enums()[name], getattr(ours, name)
     assert sorted(m.name for m in mine) == sorted(m.name for m in theirs)
+    their_aliases = {n for n, m in theirs.__members__.items() if m.name != n}
+    assert their_aliases <= set(mine.__members__)  # the SDK's aliases exist here too (it has none in 26.8.0)
     for member in theirs:
         value = mine[member.name].value
         if name in ENUM_VALUE_CASE:
@@ -118,8 +124,21 @@ def test_enum_members(name):
             assert mine(member.value) is mine[member.name]  # the SDK's spelling is accepted
         else:
             assert value == member.value
+            assert mine(member.value) is mine[member.name]
     if issubclass(theirs, str):
         assert issubclass(mine, str)  # ours may be str enums where the SDK's are not (a superset)
+
+
+@pytest.mark.parametrize("name", EXACT_VALUE_ENUMS)
+def test_enum_names_and_values_are_exactly_the_sdks(name):
+    theirs, mine = sdk_enums()[name], getattr(ours, name)
+    assert {m.name: m.value for m in mine} == {m.name: m.value for m in theirs}
+    for member in theirs:
+        assert mine(member.value).value == member.value  # stored or compared .value round-trips
+
+
+def test_exact_value_list_covers_every_shared_enum_but_the_listed_exceptions():
+    assert set(EXACT_VALUE_ENUMS) == set(sdk_enums()) - set(ENUM_VALUE_CASE)
 
 
 def test_enum_value_case_list_is_needed():

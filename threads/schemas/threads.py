@@ -44,12 +44,14 @@ class MemoryExtractionConfigIn(InSchema):
     memory_extraction_inherit_message_metadata: Union[StrictBool, list[str]] = Field(
         None, description="Metadata memories inherit from their source messages: true (default), false, or keys."
     )
-    extraction_mode: MemoryExtractionMode = Field(None, description="inline or background (default).")
+    extraction_mode: MemoryExtractionMode = Field(
+        None, description="INLINE or BACKGROUND (default), the SDK's values; any case accepted.")
     memory_link_extraction_mode: MemoryLinkExtractionMode = Field(
-        None, description="disabled, during_extraction or post_extraction (default): relations from extraction.")
+        None, description="DISABLED, DURING_EXTRACTION or POST_EXTRACTION (default; any case accepted): relations "
+                    "from extraction.")
     memory_link_extraction_token_limit: StrictInt = Field(None, description="Linking prompt cap (default 100000).")
     background_extraction_queue_full_behavior: BackgroundExtractionQueueFullBehavior = Field(
-        None, description="drop (default), wait_then_drop or wait_then_raise."
+        None, description="DROP (default), WAIT_THEN_DROP or WAIT_THEN_RAISE, the SDK's values; any case accepted."
     )
     background_extraction_queue_put_timeout_seconds: float = Field(
         None, ge=0, description="Seconds to wait for room in a full queue (default 300)."
