@@ -341,9 +341,18 @@ class _Oracle:
 
 # --- PostgreSQL ------------------------------------------------------------------------------
 
+#: The mode every PostgreSQL path is evaluated in (``_Postgres``).
+STRICT = "strict "
+
 
 class _Postgres(_Oracle):
-    """The Oracle paths in ``jsonb_path_exists``, the path and the ``vars`` object bound."""
+    """The Oracle paths in ``jsonb_path_exists``, the path and the ``vars`` object bound, in ``strict`` mode.
+
+    Lax mode (PostgreSQL's default) unwraps arrays in a filter's comparisons, so ``{"k": [[true]]}`` matched
+    ``{"k": {"$array_contains": true}}`` (found by the property test against the reference matcher). Strict
+    mode compares what is there; a missing key is an error that ``silent`` (the last argument) turns into a
+    non-match, as on Oracle (``FALSE ON ERROR``).
+    """
 
     def test(self, keys: list[str], test) -> list[tuple[str, list]]:
         if isinstance(test, Equals) and not _is_scalar(test.value):  # a list: whole-value jsonb equality
@@ -351,7 +360,7 @@ class _Postgres(_Oracle):
             # coalesce: no value at the path is a plain non-match (so NOT of it matches), as on Oracle
             sql = (f"coalesce(jsonb_path_query_first({self.column}, %s::jsonpath, '{{}}'::jsonb, true) = %s::jsonb, "
                    "false)")
-            return [(sql, [*self.column_params, path, json.dumps(test.value)])]
+            return [(sql, [*self.column_params, STRICT + path, json.dumps(test.value)])]
         return super().test(keys, test)
 
     def scalar(self, target: str, value: Any, binds: list) -> str:
@@ -365,4 +374,4 @@ class _Postgres(_Oracle):
     def exists(self, path: str, binds: list) -> tuple[str, list]:
         variables = json.dumps({f"v{i}": value for i, value in enumerate(binds)})
         return (f"jsonb_path_exists({self.column}, %s::jsonpath, %s::jsonb, true)",
-                [*self.column_params, path, variables])
+                [*self.column_params, STRICT + path, variables])

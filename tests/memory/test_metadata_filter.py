@@ -258,6 +258,20 @@ def test_the_filter_runs_in_sql(rows):
     assert [p for p in params if isinstance(p, str)] == ["source", "chat", "tags", "trip", "tags", "archived"]
 
 
+@pytest.mark.django_db
+def test_an_array_inside_an_array_is_not_an_element_nor_an_equal_value():
+    """Found by the property test on PostgreSQL: lax jsonpath unwrapped ``[[true]]`` so that it matched
+    ``$array_contains: true`` (the paths now run in strict mode)."""
+    make_chunks({"r0": {"a": None}, "r1": {"a": None, "%s": [[True]]}, "r2": {"k": [True]}, "r3": {"k": [[5]]},
+                 "r4": {"k": 5}})
+    assert matching({"%s": {"$array_contains": True}}) == set()
+    assert matching({"k": {"$array_contains": True}}) == {"r2"}
+    assert matching({"k": {"$array_contains_any": [5, True]}}) == {"r2"}
+    assert matching({"k": 5}) == {"r4"}
+    assert matching({"k": [[5]]}) == {"r3"}
+    assert matching({"k": {"$not": {"$array_contains": True}}}) == {"r0", "r1", "r3", "r4"}
+
+
 @pytest.mark.backend("postgresql")
 def test_the_filter_runs_in_sql_paths_on_postgresql(rows):
     """Keys travel inside the bound jsonpath, values in the bound vars object: neither is in the SQL text."""
@@ -265,8 +279,8 @@ def test_the_filter_runs_in_sql_paths_on_postgresql(rows):
     sql, params = qs.query.sql_with_params()
     assert sql.count("jsonb_path_exists(") == 3
     assert not any(word in sql for word in ("trip", "archived", "chat", "'source'", '"source"'))
-    paths = [p for p in params if isinstance(p, str) and p.startswith("$")]
-    assert all('."source"' in p or '."tags"' in p for p in paths)
+    paths = [p for p in params if isinstance(p, str) and p.startswith("strict $")]
+    assert paths and all('."source"' in p or '."tags"' in p for p in paths)
     assert {"v0": "chat"} in [json.loads(p) for p in params if isinstance(p, str) and p.startswith("{")]
 
 
