@@ -395,6 +395,15 @@ class _Import:
     def refuse(line: dict, name: str, message: str) -> InvalidArgument:
         return InvalidArgument(f"{line['_where']}.{name}", message)
 
+    def _skip_same(self, line: dict, kind: str, stored: tuple, given: tuple, differs: str) -> None:
+        """A line whose record id is taken here: skipped (counted) when the stored record is the same
+        (``stored == given``), else refused naming ``differs``: an import never changes a record."""
+        if stored != given:
+            raise self.refuse(line, "id", f"{kind} {line['_v']['id']!r} exists already {differs}: an import never "
+                                          "changes a record")
+        line["_state"] = "skip"
+        self.skipped[kind] += 1
+
     def _waits(self, memory_type: str, thread: Thread | None) -> bool:
         """The import's review rule: a memory (or a history snapshot) of ``memory_type`` in ``thread`` is stored
         pending whatever the file says (``_review_types``), unless the operator trusts the file."""
@@ -636,11 +645,8 @@ class _Import:
             if row is not None:
                 if row.thread_id != thread.pk:
                     raise self.refuse(line, "id", f"message {v['id']!r} exists already in another thread")
-                if (row.seq, row.role, row.content) != (v["seq"], v["role"], v["content"]):
-                    raise self.refuse(line, "id", f"message {v['id']!r} exists already with another seq, role or "
-                                                  "content: an import never changes a record")
-                line["_state"] = "skip"
-                self.skipped["message"] += 1
+                self._skip_same(line, "message", (row.seq, row.role, row.content), (v["seq"], v["role"], v["content"]),
+                                "with another seq, role or content")
                 continue
             self._attach(line, state, v["thread_id"])
             if (thread.pk, v["seq"]) in seqs:
@@ -708,11 +714,8 @@ class _Import:
                 message_key = self.key(v["message_id"])
             row = have.get(self.key(v["id"]))
             if row is not None:
-                if (row.thread_id, row.message_id, bytes(row.data)) != (thread.pk, message_key, v["data"]):
-                    raise self.refuse(line, "id", f"image {v['id']!r} exists already with other bytes or in another "
-                                                  "thread or message: an import never changes a record")
-                line["_state"] = "skip"
-                self.skipped["image"] += 1
+                self._skip_same(line, "image", (row.thread_id, row.message_id, bytes(row.data)),
+                                (thread.pk, message_key, v["data"]), "with other bytes or in another thread or message")
                 continue
             self._attach(line, state, v["thread_id"])
             valid = validate_image(v["data"], v["mime_type"], limits=ImageInputLimitConfig.from_thread_config(
@@ -760,12 +763,10 @@ class _Import:
             if row is not None:
                 if row.user_id != v["user_id"]:
                     raise self.refuse(line, "id", f"memory {v['id']!r} exists already and is another user's")
-                if (row.agent_id, row.thread_id, row.memory_type, row.content) != (
-                        v["agent_id"], thread_key, v["memory_type"], v["content"]):
-                    raise self.refuse(line, "id", f"memory {v['id']!r} exists already with another agent, thread, "
-                                                  "type or content: an import never changes a record")
-                line["_state"], line["_row"] = "skip", row
-                self.skipped["memory"] += 1
+                self._skip_same(line, "memory", (row.agent_id, row.thread_id, row.memory_type, row.content),
+                                (v["agent_id"], thread_key, v["memory_type"], v["content"]),
+                                "with another agent, thread, type or content")
+                line["_row"] = row
                 continue
             if key in gone:  # deleted here (e.g. rejected in review): its history stays, the memory is not remade
                 if MemoryVersion.objects.filter(memory_id=key).exclude(user_id=v["user_id"]).exists():
@@ -843,11 +844,9 @@ class _Import:
             pairs[pair] = line["_where"]
             row = have.get(self.key(v["id"]))
             if row is not None:
-                if (row.thread_id, row.source_id, row.target_id, row.relation_type) != (
-                        thread.pk, source.pk, target.pk, v["relation_type"]):
-                    raise self.refuse(line, "id", f"relation {v['id']!r} exists already between other records or "
-                                                  "of another type: an import never changes a record")
-                self.skipped["relation"] += 1
+                self._skip_same(line, "relation", (row.thread_id, row.source_id, row.target_id, row.relation_type),
+                                (thread.pk, source.pk, target.pk, v["relation_type"]),
+                                "between other records or of another type")
                 continue
             taken = RecordLink.objects.filter(pair_key=pair).values_list("pk", flat=True).first()
             if taken is not None:
