@@ -165,6 +165,7 @@ class MicroBatchingEmbedder:
     #: A call is cut into up to ``workers`` parts of at least this many texts (one model batch,
     #: ``OAM_EMBEDDING_BATCH_SIZE``), so one large call still uses every worker.
     MIN_PART = 16
+
     def __init__(self, inner: Embedder, max_texts: int = 512, workers: int | None = None,
                  pass_chars: int = 4_000, quantum: int | None = None):
         if max_texts < 1:
@@ -196,7 +197,7 @@ class MicroBatchingEmbedder:
         self._work = threading.Condition(self._lock)
         #: flow key -> its calls with texts not yet handed out, in turn order (the head flow goes next)
         self._flows: OrderedDict[Hashable, deque[_Call]] = OrderedDict()
-        self._queued = 0  # characters (``_cost``) not yet handed out
+        self._queued = 0  # characters (``embedding_cost``) not yet handed out
         self._running = 0  # passes running now
         self._threads: list[threading.Thread] = []
 
