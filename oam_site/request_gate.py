@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import connection
 
+from oam_site.websocket_denial import response_bytes
 from threads.auth import api_key_lookup
 from threads.throttling import count_failed_key, failed_keys_exhausted, seconds_to_next_window
 
@@ -111,8 +112,6 @@ def _key_check(token: str, address: str) -> int | None:
     return 429 if count_failed_key(address) else 401
 
 
-_REASONS = {401: "Unauthorized", 413: "Content Too Large", 414: "URI Too Long", 429: "Too Many Requests",
-            431: "Request Header Fields Too Large"}
 _installed = False
 
 
@@ -133,10 +132,10 @@ def install() -> None:
     request_received = WebRequest.requestReceived
 
     def answer(transport, status: int, detail: str) -> None:
-        body = json.dumps({"detail": detail, "field": None}).encode()
-        retry = f"Retry-After: {seconds_to_next_window()}\r\n" if status == 429 else ""
-        transport.write(f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: application/json\r\n{retry}"
-                        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+        headers = [(b"Content-Type", b"application/json")]
+        if status == 429:
+            headers.append((b"Retry-After", str(seconds_to_next_window()).encode()))
+        transport.write(response_bytes(status, headers, json.dumps({"detail": detail, "field": None}).encode()))
         transport.loseConnection()
 
     def refuse(request, status: int, detail: str) -> None:

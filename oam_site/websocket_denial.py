@@ -25,9 +25,13 @@ from __future__ import annotations
 from http import HTTPStatus
 
 EXTENSION = "websocket.http.response"
+#: RFC 9110's reason phrases where Python 3.11's ``HTTPStatus`` still has the older ones.
+_PHRASES = {413: "Content Too Large", 414: "URI Too Long"}
 
 
 def _reason(status: int) -> str:
+    if status in _PHRASES:
+        return _PHRASES[status]
     try:
         return HTTPStatus(status).phrase
     except ValueError:
@@ -35,8 +39,9 @@ def _reason(status: int) -> str:
 
 
 def response_bytes(status: int, headers: list, body: bytes) -> bytes:
-    """The HTTP/1.1 response of a denial: status line, the application's headers (``Content-Length`` added
-    when it sent none) and ``Connection: close``, then the body."""
+    """The HTTP/1.1 response of a denial, and of ``oam_site.request_gate``'s refusals: status line (RFC 9110's
+    reason phrase), the given headers (``Content-Length`` added when none is given) and ``Connection: close``,
+    then the body."""
     lines = [f"HTTP/1.1 {status} {_reason(status)}"]
     names = set()
     for name, value in headers:
