@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 from bench._database import percentile  # noqa: E402
-from bench.api_load import Connection, Server, load_turns  # noqa: E402  (plain Python: no Django here)
+from bench.api_load import Connection, Server, bench_env, load_turns  # noqa: E402  (plain Python: no Django here)
 from memory.dev.postgres_server import recreate_database  # noqa: E402
 
 VAR = ROOT / "var" / "bench-add-messages"
@@ -68,21 +68,8 @@ EMBEDDERS = {"minilm": "memory.embedders.MiniLMEmbedder", "hash": "bench.hash_em
 
 def server_env(database: str, url: str, embedder: str = "minilm") -> dict[str, str]:
     """The environment of every server and manage.py run on ``database``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OAM_", "DJANGO_"))}
-    env.update({
-        "DJANGO_SETTINGS_MODULE": "oam_site.settings",
-        "DJANGO_SECRET_KEY": "bench-add-messages-not-a-secret",
-        "OAM_VAR_DIR": str(VAR),
-        "OAM_SQLITE_PATH": str(VAR / "oam.sqlite3"),
-        "OAM_DATABASE_URL": url if database == "postgresql" else "",
-        "OAM_ORACLE_DSN": "",
-        "OAM_LLM_BASE_URL": "",
-        "OAM_API_RATE_LIMIT": "0",
-        "OAM_EMBEDDED_WORKER": "false",
-        "OAM_EMBEDDER": EMBEDDERS[embedder],
-        "PYTHONUNBUFFERED": "1",
-    })
-    return env
+    return bench_env(VAR, "add-messages", OAM_DATABASE_URL=url if database == "postgresql" else "",
+                     OAM_EMBEDDER=EMBEDDERS[embedder])
 
 
 def manage(env: dict[str, str], *args: str) -> str:

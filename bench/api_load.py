@@ -79,19 +79,29 @@ def percentile(values: list[float], q: float) -> float:
 # --- the servers --------------------------------------------------------------------------------------
 
 
-def server_env(sync: bool) -> dict[str, str]:
+def bench_env(var: Path, name: str, **settings: str) -> dict[str, str]:
+    """The environment of a benchmark's servers and manage.py runs: this process's without any ``OAM_``/``DJANGO_``
+    variable, the SQLite file ``var/oam.sqlite3`` (no PostgreSQL, no Oracle, even when ``.env`` names one), no
+    LLM, no rate limit, the embedded worker off; then ``settings`` (e.g. ``OAM_DATABASE_URL``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OAM_", "DJANGO_"))}
     env.update({
         "DJANGO_SETTINGS_MODULE": "oam_site.settings",
-        "DJANGO_SECRET_KEY": "bench-api-load-not-a-secret",
-        "OAM_VAR_DIR": str(VAR),
-        "OAM_SQLITE_PATH": str(VAR / "oam.sqlite3"),
-        "OAM_API_SYNC": "true" if sync else "false",
+        "DJANGO_SECRET_KEY": f"bench-{name}-not-a-secret",
+        "OAM_VAR_DIR": str(var),
+        "OAM_SQLITE_PATH": str(var / "oam.sqlite3"),
+        "OAM_DATABASE_URL": "",
+        "OAM_ORACLE_DSN": "",
+        "OAM_LLM_BASE_URL": "",
         "OAM_API_RATE_LIMIT": "0",
         "OAM_EMBEDDED_WORKER": "false",
         "PYTHONUNBUFFERED": "1",
+        **settings,
     })
     return env
+
+
+def server_env(sync: bool) -> dict[str, str]:
+    return bench_env(VAR, "api-load", OAM_API_SYNC="true" if sync else "false")
 
 
 def manage(*args: str) -> str:

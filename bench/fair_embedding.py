@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench._database import percentile  # noqa: E402
-from bench.api_load import QUERIES, Connection, Server, load_turns  # noqa: E402  (plain Python: no Django here)
+from bench.api_load import QUERIES, Connection, Server, bench_env, load_turns  # noqa: E402  (plain Python: no Django here)
 
 VAR = ROOT / "var" / "bench-fair"
 #: ``memory.core.errors``' limits, read from the module's source so this process stays free of Django.
@@ -65,21 +65,7 @@ def log(*args) -> None:
 
 
 def server_env(pass_chars: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OAM_", "DJANGO_"))}
-    env.update({
-        "DJANGO_SETTINGS_MODULE": "oam_site.settings",
-        "DJANGO_SECRET_KEY": "bench-fair-not-a-secret",
-        "OAM_VAR_DIR": str(VAR),
-        "OAM_SQLITE_PATH": str(VAR / "oam.sqlite3"),
-        "OAM_DATABASE_URL": "",
-        "OAM_ORACLE_DSN": "",
-        "OAM_LLM_BASE_URL": "",
-        "OAM_API_RATE_LIMIT": "0",
-        "OAM_EMBEDDED_WORKER": "false",
-        "OAM_EMBEDDING_PASS_CHARS": str(pass_chars),
-        "PYTHONUNBUFFERED": "1",
-    })
-    return env
+    return bench_env(VAR, "fair", OAM_EMBEDDING_PASS_CHARS=str(pass_chars))
 
 
 def manage(*args: str) -> str:
