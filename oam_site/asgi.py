@@ -9,7 +9,8 @@ refused before they are read (``oam_site.request_gate``), a WebSocket peer has
 and a refused WebSocket handshake gets the application's HTTP answer
 (``oam_site.websocket_denial``: 401, 403, 404, 429 instead of daphne's 403).
 A WebSocket path no route matches is refused (404), not an error
-(``oam_site.routing.RefusingURLRouter``).
+(``oam_site.routing.RefusingURLRouter``). HTTP requests to ``/mcp`` and below go
+to the MCP server (``threads.mcp.http``), every other one to Django.
 """
 
 import os
@@ -30,6 +31,7 @@ from oam_site.websocket_denial import install as install_websocket_denial  # noq
 from oam_site.websocket_timeouts import install as install_websocket_timeouts  # noqa: E402
 from oam_site.worker import ensure_embedded_worker  # noqa: E402
 from threads.consumers import OriginValidatorUnlessApiKey  # noqa: E402
+from threads.mcp.http import McpHttpApp, mcp_path  # noqa: E402
 
 
 class StartEmbeddedWorker:
@@ -48,12 +50,23 @@ class StartEmbeddedWorker:
         return await self.app(scope, receive, send)
 
 
+class HttpRouter:
+    """HTTP by path: ``/mcp`` and below to the MCP server, the rest to Django."""
+
+    def __init__(self, django_app, mcp_app):
+        self.django_app, self.mcp_app = django_app, mcp_app
+
+    async def __call__(self, scope, receive, send):
+        app = self.mcp_app if mcp_path(scope.get("path", "")) else self.django_app
+        return await app(scope, receive, send)
+
+
 install_request_gate()
 install_websocket_timeouts()
 install_websocket_denial()
 application = StartEmbeddedWorker(ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": HttpRouter(django_asgi_app, McpHttpApp()),
         "websocket": OriginValidatorUnlessApiKey(AuthMiddlewareStack(websocket_router)),
     }
 ))

@@ -14,7 +14,7 @@ of the body, and answers there:
   limit (``HTTPChannel.MAX_LENGTH``, 16,384 bytes), ``431`` for a header line
   over it: Twisted itself drops such a connection without a word (a
   schemathesis run met it with an 18 KB query string);
-* ``401`` for a body sent to ``/api/`` without ``Authorization: Bearer <key>``;
+* ``401`` for a body sent to ``/api/`` or ``/mcp`` without ``Authorization: Bearer <key>``;
   with a key, reading stops (the socket is paused) while the key is looked up
   in a worker thread (``threads.auth.api_key_lookup``), and a key that is not
   active is a 401: the body is never read. Wrong keys count against the
@@ -45,6 +45,16 @@ from threads.throttling import count_failed_key, failed_keys_exhausted, seconds_
 logger = logging.getLogger(__name__)
 
 API_PREFIX = b"/api/"
+#: The MCP endpoint (``threads.mcp.http``): its bodies need a key too.
+MCP_PATH = b"/mcp"
+#: The challenge of a 401 here and at ``/mcp`` (``threads.mcp.http``).
+WWW_AUTHENTICATE = b'Bearer realm="oam-site"'
+
+
+def keyed_path(path: bytes) -> bool:
+    """Whether a body sent to ``path`` needs an API key: the JSON API and the MCP endpoint."""
+    path = path.split(b"?", 1)[0]
+    return path.startswith(API_PREFIX) or path == MCP_PATH or path.startswith(MCP_PATH + b"/")
 
 
 @dataclass
@@ -80,7 +90,7 @@ def decide(*, path: bytes, length: int | None, chunked: bool, authorization: byt
     if length is not None and length > limit:
         return Decision(413, f"the request body is {length} bytes; the limit is {limit} (OAM_MAX_REQUEST_BYTES)")
     has_body = chunked or bool(length)
-    if not has_body or not path.startswith(API_PREFIX):
+    if not has_body or not keyed_path(path):
         return Decision()
     token = bearer_token(authorization)
     if token is None:
@@ -135,6 +145,8 @@ def install() -> None:
         headers = [(b"Content-Type", b"application/json")]
         if status == 429:
             headers.append((b"Retry-After", str(seconds_to_next_window()).encode()))
+        if status == 401:  # RFC 9110 section 15.5.2: a 401 names its scheme (MCP clients look for it)
+            headers.append((b"WWW-Authenticate", WWW_AUTHENTICATE))
         transport.write(response_bytes(status, headers, json.dumps({"detail": detail, "field": None}).encode()))
         transport.loseConnection()
 
