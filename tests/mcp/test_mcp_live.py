@@ -10,6 +10,7 @@ key calling a write tool, an unknown tool, a bad argument, a foreign Host, an un
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -36,7 +37,7 @@ def _key(env: dict, *args: str) -> str:
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
-    """(base URL, write key, read key, environment) of a daphne extracting with the scripted LLM."""
+    """(base URL, write key, read key, environment, scripted LLM) of a daphne extracting with the scripted LLM."""
     directory = tmp_path_factory.mktemp("mcp-live")
     llm = ScriptedLlmServer().start()
     env = server_env(directory, llm_base_url=llm.base_url)
@@ -44,7 +45,7 @@ def live(tmp_path_factory):
     read_key = _key(env, "mcp-read", "--permission", "read")
     process, url = start_daphne(env, Path(directory) / "daphne.log")
     try:
-        yield url, key, read_key, env
+        yield url, key, read_key, env, llm
     finally:
         stop_process(process)
         llm.stop()
@@ -86,7 +87,7 @@ async def _conversation(client: Client, thread_id: str | None, *, progress: list
 
 
 def test_a_2026_client_lists_tools_adds_messages_follows_extraction_searches_and_renders_a_card(live):
-    url, key, _read, _env = live
+    url, key, _read, _env, _llm = live
 
     async def run():
         async with _client(url + "/mcp", key) as client:
@@ -105,21 +106,29 @@ def test_a_2026_client_lists_tools_adds_messages_follows_extraction_searches_and
     anyio.run(run)
 
 
-def test_a_legacy_initialize_client_is_answered_too(live):
-    url, key, _read, _env = live
+def test_a_legacy_initialize_client_is_answered_too_and_sees_extraction_progress(live):
+    url, key, _read, _env, llm = live
+    progress = []
 
     async def run():
         async with _client(url + "/mcp", key, mode="legacy") as client:
             assert client.protocol_version != "2026-07-28"
             assert {tool.name for tool in (await client.list_tools()).tools} == {tool.name for tool in TOOLS}
             _data(await client.call_tool("create_thread", {"thread_id": "mcp-2", "user_id": "u2", "agent_id": "a1"}))
-            return await _conversation(client, "mcp-2", progress=[])
+            return await _conversation(client, "mcp-2", progress=progress)
 
-    anyio.run(run)
+    llm.delay = 2.5  # each LLM answer takes a while: the extraction outlasts a few one-second polls
+    try:
+        anyio.run(run)
+    finally:
+        llm.delay = 0.0
+    assert len(progress) >= 2, progress
+    assert [done for done, _total, _message in progress] == sorted({done for done, _t, _m in progress})
+    assert all(total == 60 and "queued" in message for _done, total, message in progress), progress
 
 
 def test_a_thread_url_fixes_the_thread_so_tools_need_no_ids(live):
-    url, key, _read, _env = live
+    url, key, _read, _env, _llm = live
 
     async def run():
         async with _client(url + "/mcp", key) as client:
@@ -139,7 +148,7 @@ def test_a_thread_url_fixes_the_thread_so_tools_need_no_ids(live):
 
 
 def test_refusals_are_json_rpc_errors_or_tool_errors_naming_the_field_never_a_500(live):
-    url, key, read_key, _env = live
+    url, key, read_key, _env, _llm = live
 
     async def run():
         async with _client(url + "/mcp", read_key) as client:
@@ -179,7 +188,7 @@ def test_refusals_are_json_rpc_errors_or_tool_errors_naming_the_field_never_a_50
 
 
 def test_stdio_serves_the_same_tools_for_one_key(live):
-    _url, key, read_key, env = live
+    _url, key, read_key, env, _llm = live
     params = StdioServerParameters(command=sys.executable, args=["manage.py", "mcp_stdio"], cwd=str(ROOT),
                                    env={**env, "OAM_API_KEY": key})
 
@@ -195,3 +204,38 @@ def test_stdio_serves_the_same_tools_for_one_key(live):
     refused = subprocess.run([sys.executable, "manage.py", "mcp_stdio", "--key", "wrong"], cwd=ROOT, env=env,
                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert refused.returncode == 1 and "not an active API key" in refused.stderr and refused.stdout == ""
+
+
+#: The MCP Inspector's CLI (npm ``@modelcontextprotocol/inspector``), installed into the venv by ``make install``.
+INSPECTOR = Path(sys.prefix) / "inspector" / "node_modules" / ".bin" / "mcp-inspector"
+
+
+def _inspector(url: str, key: str, home: Path, *args: str) -> subprocess.CompletedProcess:
+    """Run the Inspector's CLI with ``home`` as its home (its catalog and state stay in the test's folder)."""
+    return subprocess.run([str(INSPECTOR), "--cli", url, "--transport", "http",
+                           "--header", f"Authorization: Bearer {key}", *args],
+                          capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL,
+                          env={**os.environ, "HOME": str(home), "MCP_CATALOG_PATH": str(home / "mcp.json")})
+
+
+def test_the_mcp_inspector_cli_lists_and_calls_tools(live, tmp_path):
+    """A client we did not write: the MCP Inspector's CLI lists the tools (checking their schemas' portability
+    with ``--strict``) and calls two of them against the live server."""
+    url, key, _read, _env, _llm = live
+    assert INSPECTOR.exists(), "run make install (it installs the MCP Inspector CLI into the venv)"
+    catalog = tmp_path
+    listed = _inspector(url + "/mcp", key, catalog, "--method", "tools/list", "--strict")
+    assert listed.returncode == 0, listed.stdout[-2000:] + listed.stderr[-2000:]
+    names = {tool["name"] for tool in json.loads(listed.stdout)["tools"]}
+    assert names == {tool.name for tool in TOOLS}
+    made = _inspector(url + "/mcp", key, catalog, "--method", "tools/call", "--tool-name", "create_thread",
+                      "--tool-arg", "thread_id=mcp-insp", "user_id=u9", "agent_id=a9")
+    assert made.returncode == 0, made.stdout[-2000:] + made.stderr[-2000:]
+    assert json.loads(made.stdout)["structuredContent"]["thread_id"] == "mcp-insp"
+    added = _inspector(url + "/mcp/threads/mcp-insp", key, catalog, "--method", "tools/call",
+                       "--tool-name", "add_memory", "--tool-arg", "content=Ingrid keeps Carniolan bees")
+    assert added.returncode == 0, added.stdout[-2000:] + added.stderr[-2000:]
+    assert json.loads(added.stdout)["structuredContent"]["content"] == "Ingrid keeps Carniolan bees"
+    found = _inspector(url + "/mcp/threads/mcp-insp", key, catalog, "--method", "tools/call",
+                       "--tool-name", "search", "--tool-arg", "query=Carniolan")
+    assert found.returncode == 0 and "Carniolan" in found.stdout, found.stdout[-2000:] + found.stderr[-2000:]
