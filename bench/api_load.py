@@ -152,12 +152,14 @@ class Connection:
         self.port, self.key = port, key
         self.reader = self.writer = None
 
-    async def request(self, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
+    async def request(self, method: str, path: str, body: dict | None = None,
+                      headers: dict[str, str] | None = None) -> tuple[int, bytes]:
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
         data = b"" if body is None else json.dumps(body).encode()
+        extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
         head = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {self.key}\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n")
+                f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n{extra}\r\n")
         self.writer.write(head.encode() + data)
         status_line = await self.reader.readline()
         if not status_line:

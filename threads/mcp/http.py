@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from urllib.parse import unquote
 
 from asgiref.sync import ThreadSensitiveContext
@@ -35,7 +36,7 @@ from django.http.request import split_domain_port, validate_host
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from memory.core.aio import in_worker
-from threads.auth import api_key_lookup
+from threads.auth import api_key_lookup, hash_key
 from threads.mcp.server import CALLER, Caller, build_server
 from threads.throttling import count_failed_key, failed_keys_exhausted, seconds_to_next_window
 
@@ -56,14 +57,28 @@ async def _answer(send, status: int, detail: str, headers: list[tuple[bytes, byt
     await send({"type": "http.response.body", "body": body})
 
 
+#: Seconds a key found active here is taken as active without a lookup. Only the gate and the tool list use
+#: it: every tool call is a JSON API request that checks the key again, so a key revoked meanwhile lists tools
+#: for at most this long and calls none.
+KNOWN_KEY_SECONDS = 30.0
+_known: dict[str, tuple[str, float]] = {}
+
+
 def _key(token: str | None, address: str) -> tuple[int, str | None]:
     """(status, permission): 200 and the key's permission, or the refusal (401, 429); runs in a worker."""
+    digest = hash_key(token) if token else None
+    known = _known.get(digest) if digest else None
+    if known is not None and known[1] > time.monotonic():
+        return 200, known[0]
     try:
         if failed_keys_exhausted(address):
             return 429, None
         row = api_key_lookup(token) if token else None
         if row is None:
             return (429 if count_failed_key(address) else 401), None
+        if len(_known) > 10_000:
+            _known.clear()
+        _known[digest] = (row.permission, time.monotonic() + KNOWN_KEY_SECONDS)
         return 200, row.permission
     finally:
         close_old_connections()
