@@ -10,6 +10,7 @@ the per-result score events with ``OAM_OTEL_SEARCH_SCORES``; and the SDK set up 
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -147,6 +148,29 @@ def test_json_api_operations_each_make_one_span_with_the_same_attributes(api, sp
     assert search.attributes[telemetry.RECORD_COUNT] == 1
     assert card.attributes[telemetry.CONVERSATION_ID] == "t-api"
     assert delete.attributes["oam.memory.deleted"] == 1
+
+
+@pytest.mark.django_db(transaction=True)  # the MCP bridge's requests run in worker threads of their own
+def test_mcp_tool_calls_each_make_the_one_span_of_their_operation(spans):
+    from threads.mcp.server import Caller, call  # the MCP door: each tool call is the JSON API request it names
+
+    caller = Caller(token=api_key_create(name="mcp")[1], permission="write")
+
+    def tool(name, **arguments):
+        result = asyncio.run(call(caller, name, arguments))
+        assert not result.is_error, result
+        return result.structured_content
+
+    tool("create_thread", thread_id="t-mcp", user_id=USER, agent_id="a-mcp")
+    tool("add_memory", thread_id="t-mcp", content=CONTENT, memory_id="m-mcp")
+    tool("update_memory", thread_id="t-mcp", memory_id="m-mcp", content="Prefers an aisle seat")
+    assert [hit["record_id"] for hit in tool("search", thread_id="t-mcp", query="aisle seat")["items"]] == ["m-mcp"]
+    tool("get_context_card", thread_id="t-mcp")
+    tool("delete_memory", thread_id="t-mcp", memory_id="m-mcp")
+    assert [s.name for s in spans()] == ["create_memory", "update_memory", "search_memory", "get_context_card",
+                                         "delete_memory"]
+    assert all(s.attributes[telemetry.CONVERSATION_ID] == "t-mcp" for s in spans())
+    assert all(CONTENT not in everything_said(s) for s in spans())
 
 
 def test_spans_are_children_of_the_callers_span_through_both_doors(thread, api, spans, sdk):
