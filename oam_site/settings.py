@@ -366,6 +366,10 @@ OAM_DERIVED_MEMORY_POLICY = env.str("OAM_DERIVED_MEMORY_POLICY", default="invali
 # SQLite: a storage scrub (erasure, expiry purge) VACUUMs the file when it is at most this many MB (0: never).
 OAM_SCRUB_VACUUM_MAX_MB = env.float("OAM_SCRUB_VACUUM_MAX_MB", default=512)
 OAM_EXTRACTION_INLINE_WAIT = env.int("OAM_EXTRACTION_INLINE_WAIT", default=300)  # INLINE waits for earlier jobs
+# OpenTelemetry (memory.core.telemetry): spans are on when the standard OTEL_* variables ask for them
+# (OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT; README "Tracing"). With this on, each record a search
+# returns gets a span event with its rank, score, distance and per-arm scores ("why was this recalled").
+OAM_OTEL_SEARCH_SCORES = env.bool("OAM_OTEL_SEARCH_SCORES", default=False)
 
 LOGGING = {
     "version": 1,

@@ -38,6 +38,7 @@ from memory.context.summaries import (
     thread_setting,
     transcript,
 )
+from memory.core import telemetry
 from memory.core.errors import MAX_QUERY_CHARS, InvalidArgument, InvalidType
 from memory.core.types import (
     NOTSET,
@@ -177,76 +178,111 @@ def context_card_build(
     negative counts, unknown record types, a non-dict ``metadata_filter``, or
     a nonzero ``except_last_messages`` with ``max_recent_messages`` neither 0
     nor equal to it.
+
+    Traced as one ``get_context_card`` span (``memory.core.telemetry``: an operation of ours, the GenAI memory
+    conventions have none for a context card; ``_traced`` says what it carries); its searches make no span of
+    their own.
     """
-    reject_unknown(kwargs, "get_context_card")
-    fallback_count = check_count(fallback_message_count, "fallback_message_count", DEFAULT_FALLBACK_MESSAGE_COUNT)
-    recent_count = check_count(max_recent_messages, "max_recent_messages", DEFAULT_MAX_RECENT_MESSAGES)
-    except_last = check_count(except_last_messages, "except_last_messages", 0)
-    minimums = _check_minimums(min_relevant_results_by_type)
-    max_relevant = max(check_count(max_relevant_results, "max_relevant_results", DEFAULT_MAX_RELEVANT_RESULTS),
-                       sum(minimums.values()))
-    if except_last and recent_count not in (0, except_last):
-        raise InvalidArgument(
-            "max_recent_messages", "must be 0 or equal to except_last_messages when except_last_messages is nonzero"
+    with telemetry.memory_span(telemetry.GET_CONTEXT_CARD, store_id=lambda: thread.project.slug,
+                               attributes={telemetry.CONVERSATION_ID: thread.public_id,
+                                           telemetry.AGENT_ID: thread.agent_id}) as span:
+        explain: dict[tuple[str, str], dict[str, Any]] | None = (
+            {} if span.is_recording() and telemetry.search_scores() else None)
+        reject_unknown(kwargs, "get_context_card")
+        fallback_count = check_count(fallback_message_count, "fallback_message_count", DEFAULT_FALLBACK_MESSAGE_COUNT)
+        recent_count = check_count(max_recent_messages, "max_recent_messages", DEFAULT_MAX_RECENT_MESSAGES)
+        except_last = check_count(except_last_messages, "except_last_messages", 0)
+        minimums = _check_minimums(min_relevant_results_by_type)
+        max_relevant = max(check_count(max_relevant_results, "max_relevant_results", DEFAULT_MAX_RELEVANT_RESULTS),
+                           sum(minimums.values()))
+        if except_last and recent_count not in (0, except_last):
+            raise InvalidArgument(
+                "max_recent_messages", "must be 0 or equal to except_last_messages when except_last_messages is nonzero"
+            )
+        # Validates metadata_filter, include_invalid_results and the budgets the way search does.
+        base = build_request(
+            "", project_id=thread.project_id, scope=scope, config=search_config, token_budget=token_budget,
+            soft_token_budget=soft_token_budget, metadata_filter=metadata_filter,
+            include_invalid_results=include_invalid_results,
         )
-    # Validates metadata_filter, include_invalid_results and the budgets the way search does.
-    base = build_request(
-        "", project_id=thread.project_id, scope=scope, config=search_config, token_budget=token_budget,
-        soft_token_budget=soft_token_budget, metadata_filter=metadata_filter,
-        include_invalid_results=include_invalid_results,
-    )
 
-    tail, cut_seq = split_tail(thread, except_last)
-    durable = _card_summary(thread, cut_seq, llm)
-    if durable is not None:
-        summary, topics = durable
-    else:
-        summary = transcript(thread, through_seq=cut_seq, max_messages=fallback_count)
-        topics = []
-    recent = []
-    if recent_count:
-        rows = live_messages(thread).order_by("-seq")[:recent_count]
-        recent = [message_dto(row) for row in reversed(rows)]
+        tail, cut_seq = split_tail(thread, except_last)
+        durable = _card_summary(thread, cut_seq, llm)
+        if durable is not None:
+            summary, topics = durable
+        else:
+            summary = transcript(thread, through_seq=cut_seq, max_messages=fallback_count)
+            topics = []
+        recent = []
+        if recent_count:
+            rows = live_messages(thread).order_by("-seq")[:recent_count]
+            recent = [message_dto(row) for row in reversed(rows)]
 
-    query = _query_text(thread, cut_seq, fallback_count, summary if durable is not None else None)
-    hidden_messages = set(tail) | {m.id for m in recent}
-    tail_ids = set(tail)
-    chosen: list[SearchResult] = []
-    seen: set[tuple[str, str]] = set()
+        query = _query_text(thread, cut_seq, fallback_count, summary if durable is not None else None)
+        hidden_messages = set(tail) | {m.id for m in recent}
+        tail_ids = set(tail)
+        chosen: list[SearchResult] = []
+        seen: set[tuple[str, str]] = set()
 
-    def take(results: list[SearchResult], wanted: int) -> None:
-        added = 0
-        for result in results:
-            if added >= wanted:
-                break
-            key = _result_key(result)
-            if key in seen:
-                continue
-            if key[0] == "message" and result.record_id in hidden_messages:
-                continue
-            sources = getattr(result.record, "source_message_ids", None)
-            if key[0] == "memory" and sources and set(sources) <= tail_ids:
-                continue
-            seen.add(key)
-            chosen.append(result)
-            added += 1
+        def take(results: list[SearchResult], wanted: int) -> None:
+            added = 0
+            for result in results:
+                if added >= wanted:
+                    break
+                key = _result_key(result)
+                if key in seen:
+                    continue
+                if key[0] == "message" and result.record_id in hidden_messages:
+                    continue
+                sources = getattr(result.record, "source_message_ids", None)
+                if key[0] == "memory" and sources and set(sources) <= tail_ids:
+                    continue
+                seen.add(key)
+                chosen.append(result)
+                added += 1
 
-    def run(record_types: list[str], wanted: int, search_scope: SearchScope) -> list[SearchResult]:
-        request = dataclasses.replace(
-            base, query=query, scope=search_scope, record_types=record_types, token_budget=None,
-            soft_token_budget=None, max_results=wanted + len(seen) + len(hidden_messages) + SEARCH_MARGIN,
-        )
-        return search_records(request)
+        def run(record_types: list[str], wanted: int, search_scope: SearchScope) -> list[SearchResult]:
+            request = dataclasses.replace(
+                base, query=query, scope=search_scope, record_types=record_types, token_budget=None,
+                soft_token_budget=None, max_results=wanted + len(seen) + len(hidden_messages) + SEARCH_MARGIN,
+            )
+            return search_records(request, explain=explain)
 
-    if query.strip() and max_relevant:
-        for record_type, minimum in minimums.items():
-            if minimum:
-                type_scope = dataclasses.replace(scope, exact_thread_match=True) if record_type == "message" else scope
-                take(run([record_type], minimum, type_scope), minimum)
-        remaining = max_relevant - len(chosen)
-        if remaining > 0:
-            take(run(list(MEMORY_TYPES), remaining, scope), remaining)
-    chosen = apply_token_budgets([_as_data(result) for result in chosen], base.token_budget, base.soft_token_budget)
-    if durable is not None:
-        summary, topics = card_text(summary), [card_text(topic) for topic in topics]
-    return ContextCard(summary=summary, topics=topics, relevant_results=chosen, recent_messages=recent)
+        if query.strip() and max_relevant:
+            for record_type, minimum in minimums.items():
+                if minimum:
+                    type_scope = (dataclasses.replace(scope, exact_thread_match=True) if record_type == "message"
+                                  else scope)
+                    take(run([record_type], minimum, type_scope), minimum)
+            remaining = max_relevant - len(chosen)
+            if remaining > 0:
+                take(run(list(MEMORY_TYPES), remaining, scope), remaining)
+        chosen = apply_token_budgets([_as_data(result) for result in chosen], base.token_budget, base.soft_token_budget)
+        if durable is not None:
+            summary, topics = card_text(summary), [card_text(topic) for topic in topics]
+        card = ContextCard(summary=summary, topics=topics, relevant_results=chosen, recent_messages=recent)
+        if span.is_recording():
+            _traced(span, thread, card, query, durable is not None, explain)
+        return card
+
+
+def _traced(span, thread: Thread, card: ContextCard, query: str, durable: bool,
+            explain: dict[tuple[str, str], dict[str, Any]] | None) -> None:
+    """A context card's span attributes (``memory.core.telemetry``): ``gen_ai.memory.record.count`` (its relevant
+    results), ``oam.context_card.recent_messages`` (count), ``oam.context_card.summary`` (``durable`` or
+    ``transcript``), ``oam.context_card.topics`` (count); with content capture the thread's user (``user.id``), the
+    card's search query (``gen_ai.memory.query.text``: the latest messages, newest first, and the summary) and its
+    relevant results (``gen_ai.memory.records``); with ``OAM_OTEL_SEARCH_SCORES`` one ``oam.search.result`` event per
+    relevant result, ranked by its place in the card."""
+    telemetry.set_attributes(span, {
+        telemetry.RECORD_COUNT: len(card.relevant_results),
+        "oam.context_card.recent_messages": len(card.recent_messages),
+        "oam.context_card.summary": "durable" if durable else "transcript",
+        "oam.context_card.topics": len(card.topics),
+    })
+    telemetry.set_user(span, thread.user_id)
+    if telemetry.capture_content():
+        telemetry.set_content(span, query=query, records=telemetry.result_records(card.relevant_results))
+    if explain is not None:
+        telemetry.result_events(span, card.relevant_results, explain)
+

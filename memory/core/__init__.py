@@ -19,4 +19,7 @@ Modules:
 * ``batching``: the ``Embedder`` protocol, inputs cut into forward passes of like lengths (``length_batches``),
   concurrent embedding calls sharing passes (``MicroBatchingEmbedder``), the worker count.
 * ``onnx``: a model shipped inside an installed package, run by onnxruntime on the CPU (``OnnxModel``).
+* ``telemetry``: OpenTelemetry spans of the memory operations (search, memory writes and deletes, context cards,
+  extraction) by the GenAI memory conventions: the tracer, ``memory_span``, the content rule
+  (``capture_content``), the search score events, the SDK installed from the ``OTEL_*`` variables at start-up.
 """

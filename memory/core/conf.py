@@ -80,6 +80,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("OAM_VECTOR_CACHE", True, bool),
     Setting("OAM_VECTOR_CACHE_MAX_ROWS", 1_000_000, int, 0),
     Setting("OAM_VECTOR_TARGET_ACCURACY", 95, int, 1, 100, help="percent (Oracle's TARGET ACCURACY)"),
+    Setting("OAM_OTEL_SEARCH_SCORES", False, bool,
+            help="each record a search returns gets a span event with its rank, score, distance and per-arm "
+                 "scores (memory.core.telemetry; spans only when an OpenTelemetry SDK is configured)"),
 )}
 
 #: Each setting's default, by name.

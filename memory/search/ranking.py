@@ -18,7 +18,7 @@ import numpy as np
 from django.db import connection as default_connection
 from django.utils import timezone
 
-from memory.core import conf
+from memory.core import conf, telemetry
 from memory.core.errors import InvalidArgument
 from memory.core.types import MemorySearchConfig, SearchResult, SearchScope
 from memory.embedders import embed_query
@@ -67,14 +67,52 @@ def run_search(query: Any, *, tenant: Tenant, defaults: SearchScope, config: Mem
     A restricted tenant's user and agent fill what the search leaves unset first (``Tenant.fill_scope``: a
     user-restricted client need not name its user). Errors as those two raise them; ``Tenant.limit_scope``
     raises ``OutOfScope`` (ValueError) for a scope beyond a restricted tenant's user or agent.
+
+    Traced as one ``search_memory`` span (``memory.core.telemetry``; ``_traced`` says what it carries).
     """
-    if isinstance(query, str) and not query.strip():
-        raise InvalidArgument("query", "must not be empty")  # SDK 26.8.0: ValueError for an empty query
-    scope_arguments = {name: arguments.pop(name) for name in SCOPE_ARGUMENTS if name in arguments}
-    scope, scope_arguments = tenant.fill_scope(scope, scope_arguments)
-    resolved = tenant.limit_scope(resolve_scope(defaults, client=client, scope=scope, **scope_arguments))
-    return search_records(build_request(query, project_id=tenant.project.pk, scope=resolved, config=config,
-                                        **arguments))
+    with telemetry.memory_span(telemetry.SEARCH_MEMORY, store_id=tenant.project.slug) as span:
+        if isinstance(query, str) and not query.strip():
+            raise InvalidArgument("query", "must not be empty")  # SDK 26.8.0: ValueError for an empty query
+        scope_arguments = {name: arguments.pop(name) for name in SCOPE_ARGUMENTS if name in arguments}
+        scope, scope_arguments = tenant.fill_scope(scope, scope_arguments)
+        resolved = tenant.limit_scope(resolve_scope(defaults, client=client, scope=scope, **scope_arguments))
+        request = build_request(query, project_id=tenant.project.pk, scope=resolved, config=config, **arguments)
+        if not span.is_recording():
+            return search_records(request)
+        explain: dict[tuple[str, str], dict[str, Any]] | None = {} if telemetry.search_scores() else None
+        results = search_records(request, explain=explain)
+        _traced(span, request, results, explain)
+        return results
+
+
+def _traced(span, request: SearchRequest, results: list[SearchResult],
+            explain: dict[tuple[str, str], dict[str, Any]] | None) -> None:
+    """A search's span attributes (``memory.core.telemetry``): ``gen_ai.memory.record.count`` (results returned),
+    the request (``oam.search.mode``, ``max_results``, ``record_types``, ``num_hops``, ``include_invalid_results``,
+    ``exact_{user,agent,thread}_match``, ``filtered``: a metadata filter was given, not what it says), the scope's
+    agent (``gen_ai.agent.id``) and thread (``gen_ai.conversation.id``) when one is given; with content capture
+    the user (``user.id``), the query and the results (``gen_ai.memory.records``); with ``OAM_OTEL_SEARCH_SCORES``
+    one event per result (``telemetry.result_events``)."""
+    scope = request.scope
+    telemetry.set_attributes(span, {
+        telemetry.RECORD_COUNT: len(results),
+        "oam.search.mode": request.mode,
+        "oam.search.max_results": request.max_results,
+        "oam.search.record_types": list(request.record_types),
+        "oam.search.num_hops": request.num_hops,
+        "oam.search.include_invalid_results": request.include_invalid_results,
+        "oam.search.filtered": request.metadata_filter is not None,
+        "oam.search.exact_user_match": scope.exact_user_match,
+        "oam.search.exact_agent_match": scope.exact_agent_match,
+        "oam.search.exact_thread_match": scope.exact_thread_match,
+        telemetry.AGENT_ID: scope.agent_id if isinstance(scope.agent_id, str) else None,
+        telemetry.CONVERSATION_ID: scope.thread_id if isinstance(scope.thread_id, str) else None,
+    })
+    telemetry.set_user(span, scope.user_id)
+    if telemetry.capture_content():
+        telemetry.set_content(span, query=request.query, records=telemetry.result_records(results))
+    if explain is not None:
+        telemetry.result_events(span, results, explain)
 
 
 def vector_arm(request: SearchRequest, query_vector, now=None, limit: int | None = None) -> list[tuple]:
@@ -94,10 +132,6 @@ def _dedupe(rows) -> list[tuple[str, str]]:
     for row in rows:
         seen.setdefault((row[0], row[1]), None)
     return list(seen)
-
-
-def _keyword_arm(request: SearchRequest, column: str, terms: list[str], now) -> list[tuple[str, str]]:
-    return list(keyword_strengths(request, column, terms, now, ARM_DEPTH))
 
 
 def keyword_strengths(request: SearchRequest, column: str, terms: list[str], now,
@@ -241,7 +275,8 @@ def cross_encoded(ranked: list[tuple[tuple[str, str], float]], candidates: list[
     return second_stage.with_cross_encoder(ranked, [next(read) if t is not None else None for t in texts])
 
 
-def search_records(request: SearchRequest) -> list[SearchResult]:
+def search_records(request: SearchRequest,
+                   explain: dict[tuple[str, str], dict[str, Any]] | None = None) -> list[SearchResult]:
     """Run a validated search; results ordered by decreasing relevance.
 
     ``SearchResult.distance`` is always the cosine distance of the record's
@@ -250,11 +285,17 @@ def search_records(request: SearchRequest) -> list[SearchResult]:
     mode). With ``num_hops`` the
     direct memory results that survive the token budgets carry their
     ``linked`` memories.
+
+    ``explain`` (a dict, filled when given; the ranking is the same either way): what the arms said of each
+    ranked record, for the "why was this recalled" span events (``memory.core.telemetry.result_events``), by
+    ``(kind, public id)`` (kind: message, memory, image): ``_arm_scores``.
     """
     now = timezone.now()
     query_vector = embed_query(request.query)
     depth = max(ARM_DEPTH, request.max_results * CHUNK_OVERFETCH)
     distances: dict[tuple[str, str], float] = {}
+    candidates: list[Candidate] = []
+    strengths: dict[str, dict[tuple[str, str], float]] = {}
     if request.mode == "HYBRID":
         candidates, distances = candidate_pool(request, query_vector, now)
         ranked = cross_encoded(second_stage.rank(candidates, request.query, now), candidates, request.query)
@@ -264,9 +305,12 @@ def search_records(request: SearchRequest) -> list[SearchResult]:
         ranked = [(key, 1.0 - dist) for key, dist in distances.items()]
     else:
         terms = keyword_terms(request.query)
-        arms = {arm: _keyword_arm(request, arm, terms, now) for arm in ("text", "context")} if terms else {}
-        ranked = fuse(arms)
+        if terms:
+            strengths = {arm: keyword_strengths(request, arm, terms, now, ARM_DEPTH) for arm in ("text", "context")}
+        ranked = fuse({arm: list(found) for arm, found in strengths.items()})
     ranked = after_replacements(ranked)[: request.max_results]
+    if explain is not None:
+        arm_scores = _arm_scores(request.mode, ranked, candidates, distances, strengths)
     missing = [key for key, _ in ranked if key not in distances]
     if missing:
         distances.update(_distances(missing, query_vector))
@@ -291,8 +335,57 @@ def search_records(request: SearchRequest) -> list[SearchResult]:
         for key, score in ranked
         if key in records
     ]
+    if explain is not None:  # a record already explained (an earlier search of a context card) keeps its entry
+        for key, _ in ranked:
+            if key in records:
+                explain.setdefault((key[0], records[key].id), arm_scores[key])
     results = apply_token_budgets(results, request.token_budget, request.soft_token_budget)
     if request.num_hops and request.max_linked_results:
         attach_linked(results, node_filter=linked_filter(request, now), num_hops=request.num_hops,
                       max_linked_results=request.max_linked_results, project_id=request.project_id)
     return results
+
+
+def _arm_scores(mode: str, ranked: list[tuple[tuple[str, str], float]], candidates: list[Candidate],
+                distances: dict[tuple[str, str], float],
+                strengths: dict[str, dict[tuple[str, str], float]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """What the ranking kept per arm for each ranked record, by its key (kind, stored id); names as the span events
+    show them (after ``oam.search.``), a value only where the arm reached the record:
+
+    * HYBRID (from its ``Candidate``): ``rrf`` (the fused score), ``vector.rank``/``text.rank``/``context.rank``
+      (rank from 1 in each arm of the pool), ``vector.similarity`` (1 - cosine distance), ``text.bm25`` and
+      ``context.bm25`` (keyword strength, higher is better), ``signal.<name>`` (the second stage's signals,
+      each in [0, 1], before their weights: ``second_stage.WEIGHTS``);
+    * VECTOR: ``vector.rank``, ``vector.similarity``;
+    * KEYWORD: ``rrf``, ``text.rank``/``context.rank`` and ``text.bm25``/``context.bm25``.
+
+    The cross-encoder's own score (``OAM_RERANK_DEPTH``) is not kept by the ranking, so not here.
+    """
+    wanted = {key for key, _ in ranked}
+    scores: dict[tuple[str, str], dict[str, Any]] = {key: {} for key in wanted}
+    if mode == "HYBRID":
+        for c in candidates:
+            if c.key not in wanted:
+                continue
+            data = scores[c.key]
+            data["rrf"] = c.rrf
+            data.update((f"{arm}.rank", rank) for arm, rank in c.ranks.items())
+            data["vector.similarity"] = c.similarity
+            if "text" in c.ranks:
+                data["text.bm25"] = c.text_bm25
+            if "context" in c.ranks:
+                data["context.bm25"] = c.context_bm25
+            data.update((f"signal.{name}", value) for name, value in c.signals.items())
+        return scores
+    if mode == "VECTOR":
+        for rank, (key, distance) in enumerate(distances.items(), 1):
+            if key in wanted:
+                scores[key].update({"vector.rank": rank, "vector.similarity": 1.0 - distance})
+        return scores
+    for key, score in ranked:
+        scores[key]["rrf"] = score
+    for arm, found in strengths.items():
+        for rank, (key, strength) in enumerate(found.items(), 1):
+            if key in wanted:
+                scores[key].update({f"{arm}.rank": rank, f"{arm}.bm25": strength})
+    return scores

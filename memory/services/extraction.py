@@ -8,7 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory.context.summaries import summary_refresh_if_due
-from memory.core import conf, progress
+from memory.core import conf, progress, telemetry
 from memory.core.ids import stored_id
 from memory.core.types import MemoryRetentionConfig
 from memory.extraction.candidates import (
@@ -142,11 +142,67 @@ def job_run(*, job_id: int, llm: Llm | None = None, retention: MemoryRetentionCo
     Dramatiq's retry until ``max_attempts()`` claims; inline, any error fails
     the job at once. Permanent errors (no LLM, request rejected, every call
     invalid) fail it without raising. Raw messages are never touched.
+
+    Traced as one ``upsert_memory`` span (``memory.core.telemetry``: the GenAI memory conventions' operation
+    for "a public API that may create, update, or consolidate memory records without the caller choosing
+    which": the job decides per candidate, new, update, contradiction or duplicate): ``oam.extraction.job.id``,
+    ``.background``, ``.outcome`` (the result), and ``_traced_job``'s and ``_traced_result``'s attributes; a failed
+    job's span has ``error.type`` (the exception's class name) and the ERROR status.
     """
+    with telemetry.memory_span(telemetry.UPSERT_MEMORY, attributes={"oam.extraction.job.id": job_id,
+                                                                    "oam.extraction.background": background}) as span:
+        outcome = _job_run(job_id, llm, retention, background, span)
+        telemetry.set_attributes(span, {"oam.extraction.outcome": outcome})
+        return outcome
+
+
+def _traced_job(span, job: ExtractionJob, thread: Thread, attempt: int) -> None:
+    """A claimed job on its span: ``oam.extraction.trigger``, ``.attempt``, ``.from_seq``, ``.to_seq``, and its thread
+    (``gen_ai.memory.store.id``: the project's slug, ``gen_ai.conversation.id``, ``gen_ai.agent.id``; ``user.id``
+    with content capture)."""
+    if not span.is_recording():
+        return
+    telemetry.set_attributes(span, {
+        telemetry.STORE_ID: thread.project.slug, telemetry.CONVERSATION_ID: thread.public_id,
+        telemetry.AGENT_ID: thread.agent_id, "oam.extraction.trigger": job.trigger,
+        "oam.extraction.attempt": attempt, "oam.extraction.from_seq": job.from_seq,
+        "oam.extraction.to_seq": job.to_seq,
+    })
+    telemetry.set_user(span, thread.user_id)
+
+
+def _traced_result(span, result: JobResult, planned: list[tuple[Decision, PreparedMemory | None]] | None = None,
+                   error: Exception | None = None) -> None:
+    """What a job did, on its span: ``gen_ai.memory.record.count`` (memories stored),
+    ``oam.extraction.memories_linked``, ``.duplicates_skipped``, ``.rejected_candidates``, ``.messages_extracted``,
+    ``.llm_calls``, ``.failed_calls``, ``.llm_seconds`` (seconds); with ``planned`` (what it committed) and content
+    capture the stored memories as ``gen_ai.memory.records`` (id, content, type, decision); with ``error`` (a job
+    failed without raising), ``error.type`` (its class name) and the ERROR status, no message."""
+    if not span.is_recording():
+        return
+    telemetry.set_attributes(span, {
+        telemetry.RECORD_COUNT: result.memories_created, "oam.extraction.memories_linked": result.memories_linked,
+        "oam.extraction.duplicates_skipped": result.duplicates_skipped,
+        "oam.extraction.rejected_candidates": result.rejected_candidates,
+        "oam.extraction.messages_extracted": result.messages_extracted, "oam.extraction.llm_calls": result.llm_calls,
+        "oam.extraction.failed_calls": result.failed_calls, "oam.extraction.llm_seconds": result.llm_seconds,
+    })
+    if planned is not None and telemetry.capture_content():
+        telemetry.set_content(span, records=[
+            {"id": prepared.row.public_id, "content": prepared.row.content,
+             "metadata": {"memory_type": prepared.row.memory_type, "decision": decision.action}}
+            for decision, prepared in planned if prepared is not None])
+    if error is not None:
+        telemetry.failed(span, type(error).__qualname__)
+
+
+def _job_run(job_id: int, llm: Llm | None, retention: MemoryRetentionConfig | None, background: bool, span) -> str:
+    """``job_run``'s work, noting on ``span`` what the job is and did (``_traced_job``, ``_traced_result``)."""
     claimed = _claim(job_id)
     if claimed is None:
         return "skipped"
     job, thread, attempt = claimed
+    _traced_job(span, job, thread, attempt)
     started = time.perf_counter()
     result = JobResult()
     llm = llm or thread_llm(thread.pk)
@@ -163,15 +219,19 @@ def job_run(*, job_id: int, llm: Llm | None = None, retention: MemoryRetentionCo
     except (ExtractionRejected, LlmRequestRejected, LlmInvalidOutput) as exc:
         _finish_failed(job.pk, attempt, f"{type(exc).__name__}: {exc}", started=started,
                        llm_seconds=result.llm_seconds, chain=background)
+        _traced_result(span, result, error=exc)
         return "failed"
     except Exception as exc:
         reason = f"{type(exc).__name__}: {exc}"
+        _traced_result(span, result)
         if background and attempt < max_attempts():
             _release(job.pk, attempt, reason)
             raise
         logger.warning("extraction job %s failed: %s", job.pk, reason, exc_info=not isinstance(exc, LlmError))
         _finish_failed(job.pk, attempt, reason, started=started, llm_seconds=result.llm_seconds, chain=background)
+        _traced_result(span, result, error=exc)
         return "failed"
+    _traced_result(span, result, planned if committed else None)
     if committed and job.trigger == TRIGGER_ADD:
         _refresh_summary(thread.pk, llm)
     return "done" if committed else "skipped"

@@ -12,10 +12,11 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from memory.core import telemetry
 from memory.core import ttl as ttl_rules
 from memory.core.chunking import chunk_text
 from memory.core.errors import Conflict, InvalidArgument, InvalidType, NotFound
-from memory.core.ids import stored_id
+from memory.core.ids import public_id, stored_id
 from memory.core.locking import lock_first
 from memory.core.types import NOTSET, MemoryRetentionConfig, NotSet, RecordStatus, TimeToLiveAnchor
 from memory.embedders import embed_records
@@ -49,6 +50,25 @@ class PreparedMemory:
 
     row: Memory
     chunk_rows: list[index.SearchChunk]
+
+
+def _given_id(value: Any) -> str | None:
+    """A caller's record id for a span attribute before it is checked: the string, else None (left out)."""
+    return value if isinstance(value, str) else None
+
+
+def _traced(span, memory: Memory) -> None:
+    """A memory write's span attributes (``memory.core.telemetry``) from the row as written: its public id, type
+    (``oam.memory.type``), thread (``gen_ai.conversation.id``) and agent (``gen_ai.agent.id``); with content capture
+    its user (``user.id``) and ``gen_ai.memory.records`` (its id, content and metadata)."""
+    telemetry.set_attributes(span, {
+        telemetry.RECORD_ID: memory.public_id, "oam.memory.type": memory.memory_type,
+        telemetry.CONVERSATION_ID: public_id(memory.thread_id), telemetry.AGENT_ID: memory.agent_id,
+    })
+    telemetry.set_user(span, memory.user_id)
+    if telemetry.capture_content():
+        telemetry.set_content(span, records=[{"id": memory.public_id, "content": memory.content,
+                                              "metadata": memory.metadata or {}}])
 
 
 def memory_prepare(
@@ -166,23 +186,32 @@ def memory_add(
     ValueError for an unknown type or status, a taken ``memory_id``, an empty
     content or bad link arguments; TypeError for a non-string content. Embeds
     before the transaction (``memory_prepare``, then ``memory_insert``).
+
+    Traced as one ``create_memory`` span (``memory.core.telemetry``, ``_traced``).
     """
-    if link is None:
-        link = pending_link(thread=fields["thread"], memory_id_to_link=memory_id_to_link, link_type=link_type,
-                            link_id=link_id, link_timestamp=link_timestamp, link_metadata=link_metadata,
-                            restrict=link_restrict)
-        if link is not None:
-            scope = link.inherit_scope(*(fields.get(name, NOTSET) for name in ("user_id", "agent_id", "thread_id")))
-            fields.update((name, value) for name, value in zip(("user_id", "agent_id", "thread_id"), scope)
-                          if value is not NOTSET)
-    elif any(value is not NOTSET for value in (memory_id_to_link, link_type, link_id, link_timestamp, link_metadata)):
-        raise InvalidType("link", "give either a checked link or the link arguments, not both")
-    prepared = memory_prepare(**fields)
-    if link is not None and prepared.row.pending:
-        # A relation acts at once (a supersedes invalidates its target): not from a memory nobody approved.
-        raise InvalidArgument("memory_id_to_link", f"a {prepared.row.memory_type} memory waits for review "
-                                                   "here (review_added_memories): link it once it is approved")
-    return memory_insert(prepared, link=link)
+    with telemetry.memory_span(telemetry.CREATE_MEMORY, store_id=lambda: fields["thread"].project.slug,
+                               attributes={telemetry.RECORD_ID: _given_id(fields.get("memory_id")),
+                                           telemetry.RECORD_COUNT: 1}) as span:
+        if link is None:
+            link = pending_link(thread=fields["thread"], memory_id_to_link=memory_id_to_link, link_type=link_type,
+                                link_id=link_id, link_timestamp=link_timestamp, link_metadata=link_metadata,
+                                restrict=link_restrict)
+            if link is not None:
+                scope = link.inherit_scope(*(fields.get(name, NOTSET) for name in ("user_id", "agent_id", "thread_id")))
+                fields.update((name, value) for name, value in zip(("user_id", "agent_id", "thread_id"), scope)
+                              if value is not NOTSET)
+        elif any(value is not NOTSET
+                 for value in (memory_id_to_link, link_type, link_id, link_timestamp, link_metadata)):
+            raise InvalidType("link", "give either a checked link or the link arguments, not both")
+        prepared = memory_prepare(**fields)
+        if link is not None and prepared.row.pending:
+            # A relation acts at once (a supersedes invalidates its target): not from a memory nobody approved.
+            raise InvalidArgument("memory_id_to_link", f"a {prepared.row.memory_type} memory waits for review "
+                                                       "here (review_added_memories): link it once it is approved")
+        memory_id = memory_insert(prepared, link=link)
+        if span.is_recording():
+            _traced(span, prepared.row)
+        return memory_id
 
 
 def memory_update(
@@ -216,58 +245,66 @@ def memory_update(
     thread's, and for a memory awaiting review (``memory.records.review_rules``: it is
     changed through the review queue, ``memory.services.review``);
     ValueError for an unknown type or status.
+
+    Traced as one ``update_memory`` span (``memory.core.telemetry``, ``_traced``).
     """
-    if (thread is None) == (project is None):
-        raise TypeError("memory_update: give exactly one of thread and project")
-    key = stored_id(thread.project_id if thread is not None else project.pk, check_id(memory_id, "memory_id"))
-    owned = {"thread_id": thread.pk} if thread is not None else {}
-    new_type = check_memory_type(memory_type) if memory_type is not NOTSET else NOTSET
-    if content is not NOTSET:
-        check_content(content)
-    new_meta = check_metadata(metadata) if metadata is not NOTSET else NOTSET
-    new_stamp = ttl_rules.check_timestamp(timestamp) if timestamp is not NOTSET else NOTSET
-    new_status = check_status(status) if status is not NOTSET else NOTSET
-    chunks = vectors = None
-    if content is not NOTSET or new_stamp is not NOTSET:
-        # The embedding covers content and event time (``embedding_text``).
-        # Embedding is slow: refuse a missing record before paying for it.
-        stored = Memory.objects.filter(memory_live_q(timezone.now()), pk=key, **owned).first()
-        if stored is None or not allows(stored):
-            raise NotFound("memory_id", memory_id)
-        chunks = chunk_text(stored.content if content is NOTSET else content)
-        stamp = stored.timestamp if new_stamp is NOTSET else new_stamp
-        vectors = embed_records([index.embedding_text(c, stamp) for c in chunks], field="content")
-    with transaction.atomic():
-        rows = Memory.objects.filter(memory_live_q(timezone.now()), pk=key, **owned)
-        if thread is not None:  # the lock order (memory.core.locking): the thread, then the memory
-            lock_thread(thread.pk, required=False)
-            memory = lock_first(rows)
-        else:
-            memory = lock_memory(rows)
-        if memory is None or not allows(memory):
-            raise NotFound("memory_id", memory_id)
-        before = history.snapshot(memory)
+    store = (lambda: thread.project.slug) if thread is not None else getattr(project, "slug", None)
+    with telemetry.memory_span(telemetry.UPDATE_MEMORY, store_id=store,
+                               attributes={telemetry.RECORD_ID: _given_id(memory_id),
+                                           telemetry.RECORD_COUNT: 1}) as span:
+        if (thread is None) == (project is None):
+            raise TypeError("memory_update: give exactly one of thread and project")
+        key = stored_id(thread.project_id if thread is not None else project.pk, check_id(memory_id, "memory_id"))
+        owned = {"thread_id": thread.pk} if thread is not None else {}
+        new_type = check_memory_type(memory_type) if memory_type is not NOTSET else NOTSET
         if content is not NOTSET:
-            memory.content = content
-        if new_meta is not NOTSET:
-            memory.metadata = new_meta
-        if new_stamp is not NOTSET:
-            memory.timestamp = new_stamp
-            memory.event_at = ttl_rules.parse_timestamp(new_stamp)
-        if new_status is not NOTSET:
-            memory.status = new_status
-        if new_type is not NOTSET and new_type != memory.memory_type:
-            memory.memory_type = new_type
-            # Relations record their endpoints' types (link_records' tuple); keep them true.
-            RecordLink.objects.filter(source_id=memory.pk).update(source_type=new_type)
-            RecordLink.objects.filter(target_id=memory.pk).update(target_type=new_type)
-        refresh_expiry(memory, ttl_days, ttl_anchor, retention, memory.timestamp)
-        memory.save()
-        index.sync_record(memory, "memory", memory.memory_type, chunks, vectors)
-        after = history.snapshot(memory)
-        if after != before:
-            history.record(memory, "update", before, after)
-    return memory_id
+            check_content(content)
+        new_meta = check_metadata(metadata) if metadata is not NOTSET else NOTSET
+        new_stamp = ttl_rules.check_timestamp(timestamp) if timestamp is not NOTSET else NOTSET
+        new_status = check_status(status) if status is not NOTSET else NOTSET
+        chunks = vectors = None
+        if content is not NOTSET or new_stamp is not NOTSET:
+            # The embedding covers content and event time (``embedding_text``).
+            # Embedding is slow: refuse a missing record before paying for it.
+            stored = Memory.objects.filter(memory_live_q(timezone.now()), pk=key, **owned).first()
+            if stored is None or not allows(stored):
+                raise NotFound("memory_id", memory_id)
+            chunks = chunk_text(stored.content if content is NOTSET else content)
+            stamp = stored.timestamp if new_stamp is NOTSET else new_stamp
+            vectors = embed_records([index.embedding_text(c, stamp) for c in chunks], field="content")
+        with transaction.atomic():
+            rows = Memory.objects.filter(memory_live_q(timezone.now()), pk=key, **owned)
+            if thread is not None:  # the lock order (memory.core.locking): the thread, then the memory
+                lock_thread(thread.pk, required=False)
+                memory = lock_first(rows)
+            else:
+                memory = lock_memory(rows)
+            if memory is None or not allows(memory):
+                raise NotFound("memory_id", memory_id)
+            before = history.snapshot(memory)
+            if content is not NOTSET:
+                memory.content = content
+            if new_meta is not NOTSET:
+                memory.metadata = new_meta
+            if new_stamp is not NOTSET:
+                memory.timestamp = new_stamp
+                memory.event_at = ttl_rules.parse_timestamp(new_stamp)
+            if new_status is not NOTSET:
+                memory.status = new_status
+            if new_type is not NOTSET and new_type != memory.memory_type:
+                memory.memory_type = new_type
+                # Relations record their endpoints' types (link_records' tuple); keep them true.
+                RecordLink.objects.filter(source_id=memory.pk).update(source_type=new_type)
+                RecordLink.objects.filter(target_id=memory.pk).update(target_type=new_type)
+            refresh_expiry(memory, ttl_days, ttl_anchor, retention, memory.timestamp)
+            memory.save()
+            index.sync_record(memory, "memory", memory.memory_type, chunks, vectors)
+            after = history.snapshot(memory)
+            if after != before:
+                history.record(memory, "update", before, after)
+        if span.is_recording():
+            _traced(span, memory)
+        return memory_id
 
 
 def memory_delete(*, thread: Thread, memory_id: Any) -> int:
@@ -277,9 +314,17 @@ def memory_delete(*, thread: Thread, memory_id: Any) -> int:
     duplicated are valid again unless another such relation remains
     (``memory.services.erasure.memories_erase``). The thread's running extraction is
     fenced, not waited for (see ``message_delete``).
+
+    Traced as one ``delete_memory`` span (``memory.core.telemetry``): the record's id, count 1 (the records it
+    attempted to delete, as the convention counts), ``oam.memory.deleted`` (the result).
     """
-    key = stored_id(thread.project_id, check_id(memory_id, "memory_id"))
-    return erase_fenced(thread, Memory, key, memories_erase, f"memory {memory_id}")
+    with telemetry.memory_span(telemetry.DELETE_MEMORY, store_id=lambda: thread.project.slug,
+                               attributes={telemetry.RECORD_ID: _given_id(memory_id), telemetry.RECORD_COUNT: 1,
+                                           telemetry.CONVERSATION_ID: thread.public_id}) as span:
+        key = stored_id(thread.project_id, check_id(memory_id, "memory_id"))
+        deleted = erase_fenced(thread, Memory, key, memories_erase, f"memory {memory_id}")
+        telemetry.set_attributes(span, {"oam.memory.deleted": deleted})
+        return deleted
 
 
 def memory_state_update(*, project: Project, memory_id: Any, status: RecordStatus | str | NotSet = NOTSET,
@@ -322,16 +367,23 @@ def memory_delete_by_id(*, project: Project, memory_id: Any, allows: Callable[[M
     restricted client's ``Tenant.allows``) decides whether the caller may see
     the row; one it may not counts as absent. The owning thread's running
     extraction, if any, is fenced (see ``message_delete``).
+
+    Traced as one ``delete_memory`` span, as ``memory_delete``.
     """
-    key = stored_id(project.pk, check_id(memory_id, "memory_id"))
-    with transaction.atomic():
-        row = lock_memory(Memory.objects.filter(pk=key))  # its thread first (memory.core.locking)
-        if row is None or not allows(row):
-            return 0
-        if row.thread_id:
-            jobs_fence(thread_id=row.thread_id, reason=f"memory {memory_id} deleted")
-        memories_erase([key])
-    return 1
+    with telemetry.memory_span(telemetry.DELETE_MEMORY, store_id=project.slug,
+                               attributes={telemetry.RECORD_ID: _given_id(memory_id),
+                                           telemetry.RECORD_COUNT: 1}) as span:
+        key = stored_id(project.pk, check_id(memory_id, "memory_id"))
+        with transaction.atomic():
+            row = lock_memory(Memory.objects.filter(pk=key))  # its thread first (memory.core.locking)
+            if row is None or not allows(row):
+                telemetry.set_attributes(span, {"oam.memory.deleted": 0})
+                return 0
+            if row.thread_id:
+                jobs_fence(thread_id=row.thread_id, reason=f"memory {memory_id} deleted")
+            memories_erase([key])
+        telemetry.set_attributes(span, {"oam.memory.deleted": 1, telemetry.CONVERSATION_ID: public_id(row.thread_id)})
+        return 1
 
 
 def memory_restore(*, thread: Thread, memory_id: Any, version: Any, restrict: dict[str, str] | None = None) -> int:
