@@ -24,6 +24,7 @@ URL fixes (if any), and the client's address. The transport sets it (HTTP: on th
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,7 @@ from django.conf import settings
 from mcp.server import CacheHint, Server
 from mcp.shared.exceptions import MCPError
 
+from memory.extraction.waiting import MAX_EXTRACTION_WAIT_SECONDS
 from threads.auth import permits
 from threads.mcp import bridge
 from threads.mcp.tools import BY_NAME, TOOLS, Catalogue, Tool
@@ -206,7 +208,9 @@ async def _wait_with_progress(caller: Caller, path: str, query: dict[str, Any], 
     """The extraction long poll in slices of at most a second, with a progress notification after each."""
     try:
         total = float(query["wait"])
-    except (TypeError, ValueError):  # the API names the field and the rule
+    except (TypeError, ValueError):
+        total = math.nan
+    if not 0 <= total <= MAX_EXTRACTION_WAIT_SECONDS:  # the API names the field and the rule
         return await bridge.api_call("GET", path, token=caller.token, query=query, client=caller.client,
                                      host=caller.host)
     started = time.monotonic()
