@@ -42,11 +42,12 @@ both).
 
 **TTL.** LangGraph's ``ttl`` is in minutes; OAM keeps whole days counted from the memory's creation
 (``ttl_days`` with ``TimeToLiveAnchor.CREATED_AT``, ``memory.core.ttl``), so a put's TTL becomes
-``ceil((age + ttl minutes) / 1440)`` days from the creation: rounded up, an item never expires before its
-LangGraph TTL and may live up to a day longer; ``ttl=0`` expires at once; ``ttl=None`` is
-``ttl_days=None`` (no expiry, or the client's ``max_ttl_days``). ``refresh_ttl`` on ``get`` and ``search``
-extends the expiry the same way, writing only when the day count grows (at most one history version a day
-per item). An expired item is invisible at once; the engine's purge deletes it (``TTLConfig``'s
+``floor((age + ttl minutes) / 1440) + 1`` days from the creation (``ttl_days``): the first whole day after
+``ttl`` minutes from now, so an item never expires before its LangGraph TTL and lives at most a day longer
+(``ttl=60``: 1 day; ``ttl=7 * 1440``: 8 days); ``ttl=0`` expires at once; ``ttl=None`` is ``ttl_days=None``
+(no expiry, or the client's ``max_ttl_days``). ``refresh_ttl`` on ``get`` and ``search`` extends the expiry
+the same way, writing only when the day count grows: at most one write (and memory history version) a day
+per item read. An expired item is invisible at once; the engine's purge deletes it (``TTLConfig``'s
 ``sweep_interval_minutes`` is not used).
 
 **Errors.** ``InvalidNamespaceError`` (a ValueError) for namespaces LangGraph refuses and those the scope rule
@@ -228,15 +229,16 @@ def _check_ttl(ttl: Any) -> float | None:
 def ttl_days(ttl: float | None, created_at: datetime, now: datetime) -> int | None:
     """OAM's ``ttl_days``, counted from ``created_at``, for an item to live ``ttl`` minutes from ``now``.
 
-    ``ceil((now - created_at + ttl) / 1 day)``: rounded up to whole days. ``ttl`` None: None (no expiry);
-    0: 0 (expires at once).
+    ``floor((now - created_at + ttl) / 1 day) + 1``: the first whole day (from the creation) after ``ttl``
+    minutes from now, so that reads soon after (a refresh asks the same) need no new expiry until that day
+    count grows. ``ttl`` None: None (no expiry); 0: 0 (expires at once).
     """
     if ttl is None:
         return None
     if ttl == 0:
         return 0
     age = max(0.0, (now - created_at).total_seconds() / 60)
-    return math.ceil((age + ttl) / MINUTES_PER_DAY)
+    return math.floor((age + ttl) / MINUTES_PER_DAY) + 1
 
 
 def metadata_filter(filter: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from langgraph.store.base import BaseStore, GetOp, InvalidNamespaceError, PutOp
 
 from integrations.langgraph import OamStore, holding_thread_id, labelled_scope, positional_scope
 from memory.client import AgentMemory
-from memory.models import Memory, Project, Thread
+from memory.models import Memory, MemoryVersion, Project, Thread
 from memory.records.tenancy import Tenant
 from tests.ids import key
 
@@ -194,6 +194,8 @@ def test_ttl_minutes_become_days_and_reads_refresh_them(client):
         store.put(ns, "default", {"content": "an hour"})
         store.put(ns, "long", {"content": "three days and a minute"}, ttl=3 * 1440 + 1)
         store.put(ns, "forever", {"content": "no ttl"}, ttl=None)
+        store.put(ns, "week", {"content": "a week"}, ttl=7 * 1440)
+        store.search(ns)  # reads refresh the TTLs: nothing to write yet
         return {}
 
     one_node_graph(store, put).invoke({})
@@ -206,6 +208,8 @@ def test_ttl_minutes_become_days_and_reads_refresh_them(client):
     assert row("default").metadata["langgraph"]["ttl"] == 60
     assert row("long").expires_at == row("long").created_at + 4 * day
     assert row("forever").expires_at is None
+    assert row("week").expires_at == row("week").created_at + 8 * day  # past the week: the next whole day
+    assert MemoryVersion.objects.filter(memory_id=row("week").pk).count() == 1  # created; the read wrote nothing
 
     # 23.5 hours later (moved back in the table) the item has half an hour left; a read with refresh_ttl
     # extends the expiry to cover an hour from now, two days from the creation; a read without it does not.
@@ -228,7 +232,7 @@ def test_ttl_minutes_become_days_and_reads_refresh_them(client):
     def gone(state: State, *, store: BaseStore) -> State:
         return {"found": [store.get(ns, "long"), [i.key for i in store.search(ns)]]}
 
-    assert one_node_graph(store, gone).invoke({})["found"] == [None, ["default", "forever"]]
+    assert one_node_graph(store, gone).invoke({})["found"] == [None, ["default", "forever", "week"]]
     # a put over the expired item's key stores it again (the expired row still held the id)
     store.put(ns, "long", {"content": "back"}, ttl=0.5)
     assert store.get(ns, "long").value == {"content": "back"}
