@@ -86,6 +86,7 @@ from langgraph.store.base import (
 from memory.client import AgentMemory, MemoryRecord, Thread, TimeToLiveAnchor
 from memory.core.aio import in_worker
 from memory.core.errors import Conflict, NotFound
+from memory.core.ttl import parse_timestamp
 from memory.core.types import NOTSET
 from memory.models import MEMORY_TYPES
 from memory.records.validators import check_id
@@ -205,14 +206,6 @@ def holding_thread_id(user_id: str | None, agent_id: str | None) -> str:
 def _digest(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:40]
-
-
-def _when(value: str | None) -> datetime | None:
-    """An ISO-8601 string of a record as an aware datetime (UTC when it has no zone); None stays None."""
-    if value is None:
-        return None
-    parsed = datetime.fromisoformat(value)
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)
 
 
 def _check_ttl(ttl: Any) -> float | None:
@@ -341,12 +334,11 @@ class OamStore(BaseStore):
     # --- the ops -------------------------------------------------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ``ops`` in order (every namespace checked first, so a bad one runs none); one result per op."""
+        """Run ``ops`` in order; one result per op. Every op's namespace and key are checked first, so a batch
+        holding a bad one runs none (``InvalidNamespaceError``; TypeError/ValueError naming ``key``)."""
         ops = list(ops)
         for op in ops:
-            if not isinstance(op, (GetOp, PutOp, SearchOp, ListNamespacesOp)):
-                raise ValueError(f"Unknown operation type: {type(op)}")
-            validate_op_namespace(op)
+            self._check(op)
         threads: dict[str, Thread | None] = {}
         results: list[Result] = []
         for op in ops:
@@ -369,6 +361,22 @@ class OamStore(BaseStore):
         return self._memory_id(self._target(tuple(namespace)), tuple(namespace), key)
 
     # --- mapping -------------------------------------------------------------------------------------------
+
+    def _check(self, op: Op) -> None:
+        """LangGraph's namespace rules (a put's too), the scope rule's reading, and the key's OAM id rule."""
+        if not isinstance(op, (GetOp, PutOp, SearchOp, ListNamespacesOp)):
+            raise ValueError(f"Unknown operation type: {type(op)}")
+        validate_op_namespace(op)
+        if isinstance(op, SearchOp):
+            self.scope(tuple(op.namespace_prefix), True)
+        elif isinstance(op, (GetOp, PutOp)):
+            namespace = tuple(op.namespace)
+            if isinstance(op, PutOp) and not namespace:
+                raise InvalidNamespaceError("Namespace cannot be empty.")
+            if isinstance(op, PutOp) and namespace[0] == "langgraph":
+                raise InvalidNamespaceError(f'Root label for namespace cannot be "langgraph". Got: {namespace}')
+            self.scope(namespace, False)
+            check_id(op.key, "key")
 
     def _target(self, namespace: tuple[str, ...]) -> _Target:
         scope = self.scope(namespace, False)
@@ -422,8 +430,8 @@ class OamStore(BaseStore):
         meta = (record.metadata or {}).get(META_KEY)
         if not isinstance(meta, dict) or not {"namespace", "key", "value"} <= meta.keys():
             return None  # not a memory this store wrote
-        created = _when(record.created_at)
-        updated = _when(record.timestamp) or created
+        created = parse_timestamp(record.created_at)
+        updated = parse_timestamp(record.timestamp) or created
         fields = {"namespace": tuple(meta["namespace"]), "key": meta["key"], "value": meta["value"],
                   "created_at": created, "updated_at": updated}
         return SearchItem(**fields, score=score) if cls is SearchItem else Item(**fields)
@@ -433,12 +441,12 @@ class OamStore(BaseStore):
         ttl = ((record.metadata or {}).get(META_KEY) or {}).get("ttl")
         if ttl is None:
             return
-        created, now = _when(record.created_at), datetime.now(timezone.utc)
+        created, now = parse_timestamp(record.created_at), datetime.now(timezone.utc)
         days = ttl_days(ttl, created, now)
         ceiling = self.client.retention_config.max_ttl_days
         if ceiling is not None:
             days = min(days, ceiling)  # the engine clamps to it (with a warning); asking again each read helps nothing
-        current = _when(record.expires_at)
+        current = parse_timestamp(record.expires_at)
         if current is not None and current >= created + timedelta(days=days):
             return
         self.client.update_memory(record.id, ttl_days=days, ttl_anchor=TimeToLiveAnchor.CREATED_AT)
@@ -462,10 +470,6 @@ class OamStore(BaseStore):
 
     def _put(self, op: PutOp, threads: dict[str, Thread | None]) -> None:
         namespace = tuple(op.namespace)
-        if not namespace:
-            raise InvalidNamespaceError("Namespace cannot be empty.")
-        if namespace[0] == "langgraph":
-            raise InvalidNamespaceError(f'Root label for namespace cannot be "langgraph". Got: {namespace}')
         target = self._target(namespace)
         memory_id = self._memory_id(target, namespace, op.key)
         if op.value is None:
@@ -486,7 +490,7 @@ class OamStore(BaseStore):
             existing = None
         if existing is not None:
             self.client.update_memory(memory_id, content=content, metadata=metadata, timestamp=now.isoformat(),
-                                      ttl_days=ttl_days(ttl, _when(existing.created_at), now),
+                                      ttl_days=ttl_days(ttl, parse_timestamp(existing.created_at), now),
                                       ttl_anchor=TimeToLiveAnchor.CREATED_AT)
             return None
         arguments = dict(memory_type=self.memory_type, memory_id=memory_id, metadata=metadata,

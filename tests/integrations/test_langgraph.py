@@ -297,6 +297,10 @@ def test_bad_namespaces_and_keys_are_refused_before_anything_is_stored(client):
             store.put(namespace, "k", {"content": "x"})
     with pytest.raises(InvalidNamespaceError):
         store.batch([PutOp(("langgraph",), "k", {"content": "x"})])
+    with pytest.raises(InvalidNamespaceError):  # checked before the first op runs: a batch is refused whole
+        store.batch([PutOp(("notes",), "ok", {"content": "x"}), PutOp(("users",), "k", {"content": "x"})])
+    with pytest.raises(ValueError, match="key"):
+        store.batch([PutOp(("notes",), "ok", {"content": "x"}), GetOp(("notes",), "")])
     with pytest.raises(InvalidNamespaceError):
         store.get(("agents",), "k")
     with pytest.raises(InvalidNamespaceError):
