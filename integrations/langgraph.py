@@ -15,8 +15,9 @@ twin of the client). ``put/get/search/delete/list_namespaces`` and their ``a*`` 
 ``scope=positional_scope(user_id=1)``. A dimension the namespace leaves out is the restricted client's fixed
 user or agent (``Tenant``), else none. Items of a namespace naming a thread live in that OAM thread (created on
 first put with the namespace's user and agent); the others in one thread per user and agent that the store
-creates on first put, ``"langgraph"``, ``"langgraph/users/<user_id>"``, ``"langgraph/users/<user_id>/agents/
-<agent_id>"`` (``/`` and ``%`` in an id escaped as ``%2F``, ``%25``). A search prefix narrows the search to
+creates on first put, ``"langgraph"``, ``"langgraph:users:<user_id>"``, ``"langgraph:users:<user_id>:agents:
+<agent_id>"`` (``%``, ``:`` and ``/`` in an id escaped as ``%25``, ``%3A``, ``%2F``: one segment of an HTTP
+path, README "Another known limit"). A search prefix narrows the search to
 the scope it names, and the namespace prefix itself is matched exactly on the stored namespace.
 
 **Key -> memory id.** A key must be a valid OAM id (``memory.records.validators.check_id``: a non-empty string
@@ -97,7 +98,7 @@ META_KEY = "langgraph"
 TEXT_FIELDS = ("content", "text", "memory")
 #: Minutes in one day of ``ttl_days``.
 MINUTES_PER_DAY = 1440
-#: The OAM thread of items whose namespace names none, before its ``/users/...`` and ``/agents/...``.
+#: The OAM thread of items whose namespace names none, before its ``:users:...`` and ``:agents:...``.
 HOLDING_THREAD = "langgraph"
 _MAX_ID = 255
 _RANGE_OPERATORS = ("$gt", "$gte", "$lt", "$lte")
@@ -182,14 +183,14 @@ class _Target:
 
 
 def _escape(text: str) -> str:
-    """``text`` with ``%``, ``/`` and control characters percent-escaped (a segment of a holding thread's id)."""
-    return "".join(quote(c, safe="") if c in "%/" or ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F else c for c in text)
+    """``text`` with ``%``, ``:``, ``/`` and control characters percent-escaped (a part of a holding thread's id)."""
+    return "".join(quote(c, safe="") if c in "%:/" or ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F else c for c in text)
 
 
 def holding_thread_id(user_id: str | None, agent_id: str | None) -> str:
     """The id of the thread holding the items of a user and agent whose namespace names no thread.
 
-    ``"langgraph"``, then ``/users/<user_id>`` and ``/agents/<agent_id>`` for those given (escaped: ``_escape``);
+    ``"langgraph"``, then ``:users:<user_id>`` and ``:agents:<agent_id>`` for those given (escaped: ``_escape``);
     longer than an id may be (255 characters), ``"langgraph-"`` and the SHA-256 of the two ids.
     """
     parts = [HOLDING_THREAD]
@@ -197,7 +198,7 @@ def holding_thread_id(user_id: str | None, agent_id: str | None) -> str:
         parts += ["users", _escape(user_id)]
     if agent_id is not None:
         parts += ["agents", _escape(agent_id)]
-    thread_id = "/".join(parts)
+    thread_id = ":".join(parts)
     if len(thread_id) <= _MAX_ID:
         return thread_id
     return f"{HOLDING_THREAD}-{_digest([user_id, agent_id])}"

@@ -82,7 +82,7 @@ def test_a_graph_writes_memories_to_the_oam_tables_and_reads_them_back(client):
     result = memory_graph(store).invoke({"user_id": "u1", "notes": NOTES, "question": "what coffee do they drink?"})
 
     thread = Thread.objects.get(pk=key(holding_thread_id("u1", None)))
-    assert (thread.public_id, thread.user_id, thread.agent_id) == ("langgraph/users/u1", "u1", None)
+    assert (thread.public_id, thread.user_id, thread.agent_id) == ("langgraph:users:u1", "u1", None)
     rows = {row.metadata["langgraph"]["key"]: row for row in Memory.objects.filter(thread_id=thread.pk)}
     assert sorted(rows) == ["drink", "home", "pet"]
     drink = rows["drink"]
@@ -181,7 +181,7 @@ def test_namespaces_are_listed_and_delete_removes_the_memory(client):
     # each scope has its thread: user u1 with agent planner, and no user for ("shared", "docs")
     scoped = Memory.objects.get(pk=key(store.memory_id(("users", "u1", "agents", "planner", "notes"), "b")))
     assert (scoped.user_id, scoped.agent_id, scoped.thread_id) == (
-        "u1", "planner", key("langgraph/users/u1/agents/planner"))
+        "u1", "planner", key("langgraph:users:u1:agents:planner"))
     shared = Memory.objects.get(pk=key(store.memory_id(("shared", "docs"), "d")))
     assert (shared.user_id, shared.thread_id) == (None, key("langgraph"))
 
@@ -285,7 +285,7 @@ def test_another_tenant_sees_nothing_of_the_first(client):
     assert restricted.get(("shared",), "note").value == {"content": "mine"}
     assert store.get(("shared",), "note").value == {"content": "Prefers espresso coffee, says the team"}
     mine = Memory.objects.get(pk=key(restricted.memory_id(("shared",), "note")))
-    assert (mine.user_id, mine.thread_id) == ("u2", key("langgraph/users/u2"))
+    assert (mine.user_id, mine.thread_id) == ("u2", key("langgraph:users:u2"))
     assert Memory.objects.get(pk=key(store.memory_id(("users", "u1", "memories"), "drink"))).content \
         == NOTES[0]["value"]["content"]
 
@@ -330,7 +330,7 @@ def test_the_scope_rules():
         "user_id": "u", "agent_id": "a", "thread_id": None}
     with pytest.raises(ValueError):
         positional_scope(user_id=-1)
-    assert holding_thread_id("a/b%", "c") == "langgraph/users/a%2Fb%25/agents/c"
+    assert holding_thread_id("a/b%:", "c") == "langgraph:users:a%2Fb%25%3A:agents:c"
     assert holding_thread_id("u" * 250, None).startswith("langgraph-")
 
 
