@@ -43,10 +43,19 @@ def _floors() -> list[str]:
     return _layers("engine-floors")
 
 
+def _root_packages() -> list[str]:
+    """The top-level packages ``.importlinter`` analyses (``root_packages``)."""
+    import configparser
+
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / ".importlinter")
+    return parser["importlinter"]["root_packages"].split()
+
+
 def _fake_tree(tmp_path: Path, files: dict[str, str]) -> Path:
     """A tree with every package and module the contracts name, empty, plus ``files``."""
     named = [*_floors(), *_layers("api-resources"), *_layers("staff-resources")]
-    for module in ["oam_site", "threads", "staff", *named]:
+    for module in [*_root_packages(), *named]:
         parts = module.split(".")
         for depth in range(1, len(parts) + 1):  # the package and every one above it
             package = tmp_path.joinpath(*parts[:depth])
@@ -59,12 +68,15 @@ def _fake_tree(tmp_path: Path, files: dict[str, str]) -> Path:
 
 
 FLOORS = "The engine's floors, top to bottom (docs/architecture.md) BROKEN"
+LAYERS = "Delivery above the engine: oam_site -> threads | staff | integrations -> memory BROKEN"
 
 
 @pytest.mark.parametrize("files, contract", [
     ({"memory/engine.py": "import threads\n"}, "The memory engine never imports a delivery app BROKEN"),
-    ({"threads/views.py": "import oam_site\n"},
-     "Delivery above the engine: oam_site -> threads | staff -> memory BROKEN"),
+    ({"memory/engine.py": "import integrations\n"}, "The memory engine never imports a delivery app BROKEN"),
+    ({"threads/views.py": "import oam_site\n"}, LAYERS),
+    # the framework adapters import the engine only, not a delivery app beside them
+    ({"integrations/langgraph.py": "import threads.auth\n", "threads/auth.py": ""}, LAYERS),
     ({"memory/a.py": "from memory import b\n", "memory/b.py": "from memory import a\n"},
      "No import cycles between the engine's modules and packages BROKEN"),
     # an upward import between floors, from the bottom floor and from the middle
@@ -110,12 +122,13 @@ def test_every_package_docstring_names_its_modules_and_exports_nothing():
     holds nothing else (one import path per name); ``memory.client``, the SDK's face, is the one exception."""
     import ast
 
-    for package in [p for top in ("memory", "threads", "staff", "oam_site") for p in _packages(ROOT / top)]:
+    for package in [p for top in ("memory", "threads", "staff", "oam_site", "integrations")
+                    for p in _packages(ROOT / top)]:
         tree = ast.parse((package / "__init__.py").read_text())
         doc = ast.get_docstring(tree) or ""
         names = [p.stem for p in package.glob("*.py") if p.stem != "__init__"]
         names += [p.name for p in package.iterdir() if (p / "__init__.py").exists() and p.name != "migrations"]
-        if package.parent == ROOT and package.name != "memory":
+        if package.parent == ROOT and package.name in ("threads", "staff", "oam_site"):
             continue  # a Django app's own package (threads/, staff/, oam_site/): Django's module names
         assert doc, package
         assert [n for n in names if f"``{n}``" not in doc and f"`{n}`" not in doc] == [], package

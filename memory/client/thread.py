@@ -41,7 +41,7 @@ class Thread(ThreadMessages, ThreadMemories, ThreadImages, ThreadLinks, ThreadSe
     """
 
     _ASYNC = (
-        "add_messages", "get_message", "update_message", "delete_message",
+        "add_messages", "get_message", "get_recent_messages", "update_message", "delete_message",
         "add_memory", "update_memory", "delete_memory", "get_memory", "list_memories", "search",
         "get_summary", "get_context_card",
         "link_records", "update_record_link", "delete_record_link", "get_record_link",

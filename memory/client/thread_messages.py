@@ -1,5 +1,6 @@
 """``Thread``'s messages (spec: add_messages, get_messages, get_message, update_message, delete_message,
-wait_for_memory_extraction), as the mixin ``ThreadMessages``."""
+wait_for_memory_extraction; not in the spec: get_recent_messages, extract_pending_messages), as the mixin
+``ThreadMessages``."""
 
 from __future__ import annotations
 
@@ -68,6 +69,12 @@ class ThreadMessages:
         """Asynchronous twin of :meth:`get_messages` (positional ``start``/``end`` allowed, as the SDK's twin)."""
         return await in_worker(self.get_messages, start=start, end=end, include_image_bytes=include_image_bytes,
                                **kwargs)
+
+    def get_recent_messages(self, limit: int) -> list[Message]:
+        """The thread's ``limit`` most recent live messages, oldest first; only those rows are read. Not in the
+        spec (``get_messages`` counts from the start). TypeError/ValueError for a ``limit`` that is not an int
+        of at least 1 (``selectors.message_recent``)."""
+        return selectors.message_recent(thread=self._row, limit=limit)
 
     def get_message(self, message_id: str, *, included_image_ids: list[str] | None | NotSet = NOTSET,
                     **kwargs: Any) -> Message:

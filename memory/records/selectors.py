@@ -222,6 +222,22 @@ def message_list(*, thread: Thread, start: int | None | NotSet = NOTSET, end: in
                         include_image_bytes=include_image_bytes).items
 
 
+def message_recent(*, thread: Thread, limit: Any) -> list[MessageDTO]:
+    """The thread's ``limit`` most recent live messages, oldest first (one query that reads those rows only).
+
+    ``limit``: an int from 1 to ``MAX_SQL_COUNT`` (TypeError/ValueError naming ``limit``). Image parts carry
+    ``bytes=None``, as ``message_list``'s. Not in the spec: a bounded read of a conversation's tail (the
+    OpenAI Agents session of ``integrations.openai_agents``).
+    """
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        raise InvalidType("limit", "must be an int")
+    if limit < 1:
+        raise InvalidArgument("limit", "must be at least 1")
+    check_sql_count(limit, "limit")
+    rows = Message.objects.filter(live_q(timezone.now()), thread_id=thread.pk).order_by("-seq")[:limit]
+    return [message_dto(r) for r in reversed(list(rows))]
+
+
 def message_get(*, thread: Thread, message_id: Any, included_image_ids: Any = None) -> MessageDTO:
     """One live message of this exact thread; KeyError otherwise.
 

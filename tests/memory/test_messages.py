@@ -167,6 +167,20 @@ def test_get_messages_windows(thread, settings):
         thread.get_messages(start=-1)
 
 
+def test_get_recent_messages_reads_the_tail_only(thread, django_assert_num_queries):
+    """Not in the spec: the last ``limit`` live messages, oldest first, in one query (the OpenAI Agents session's
+    bounded ``get_items``); deleted and expired messages do not count."""
+    ids = thread.add_messages([{"role": "user", "content": f"m{i}"} for i in range(5)])
+    thread.add_messages([{"role": "user", "content": "gone"}], ttl_days=0)
+    thread.delete_message(ids[4])
+    with django_assert_num_queries(1):
+        assert [m.id for m in thread.get_recent_messages(2)] == ids[2:4]
+    assert [m.id for m in thread.get_recent_messages(50)] == ids[:4]
+    for bad, error in ((0, ValueError), (-1, ValueError), (None, TypeError), (True, TypeError)):
+        with pytest.raises(error, match="limit"):
+            thread.get_recent_messages(bad)
+
+
 def test_timestamp_anchor_error_names_the_message(thread):
     with pytest.raises(ValueError, match=r"messages\[1\]\.timestamp"):
         thread.add_messages([{"role": "u", "content": "a", "timestamp": "2024-01-01T00:00:00"},
