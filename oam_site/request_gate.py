@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from urllib.parse import unquote_to_bytes
 
 from django.conf import settings
 from django.db import connection
@@ -53,7 +54,7 @@ WWW_AUTHENTICATE = b'Bearer realm="oam-site"'
 
 def keyed_path(path: bytes) -> bool:
     """Whether a body sent to ``path`` needs an API key: the JSON API and the MCP endpoint."""
-    path = path.split(b"?", 1)[0]
+    path = unquote_to_bytes(path.split(b"?", 1)[0])  # as daphne decodes it before routing: /%61pi/ is /api/
     return path.startswith(API_PREFIX) or path == MCP_PATH or path.startswith(MCP_PATH + b"/")
 
 

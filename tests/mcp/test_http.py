@@ -7,6 +7,7 @@ from mcp.shared.exceptions import MCPError
 
 from memory.models import Project
 from oam_site.request_gate import decide
+from tests.ids import key
 from threads.auth import api_key_create
 from threads.mcp import bridge
 from threads.mcp.server import RATE_LIMITED, Caller, call
@@ -23,8 +24,10 @@ def test_a_body_to_mcp_without_a_key_is_refused_before_it_is_read(path, refused)
 
 
 def test_an_id_is_one_path_segment():
-    assert bridge.api_path("/threads/{thread_id}/memories/{memory_id}", {"thread_id": "../keys", "memory_id": "a/b"}) \
-        == "/api/threads/..%2Fkeys/memories/a%2Fb"
+    assert bridge.api_path("/threads/{thread_id}/memories/{memory_id}", {"thread_id": "..", "memory_id": "a b"}) \
+        == "/api/threads/../memories/a b"
+    with pytest.raises(ValueError):
+        bridge.api_path("/threads/{thread_id}", {"thread_id": "../keys"})
 
 
 @pytest.fixture
@@ -53,3 +56,93 @@ def test_an_extraction_wait_beyond_the_limit_is_the_apis_422_not_a_long_loop(wri
     result = asyncio.run(call(writer, "get_extraction_status", {"thread_id": "w1", "wait": wait}, progress=note))
     assert result.is_error and result.structured_content["status"] == 422 and "wait" in str(result.structured_content)
     assert progress == []
+
+
+@pytest.mark.parametrize("path", [b"/mc%70", b"/%6dcp/threads/x", b"/%61pi/threads", b"/mcp%2Fthreads"])
+def test_a_percent_encoded_path_is_gated_as_the_path_it_decodes_to(path):
+    assert decide(path=path, length=100, chunked=False, authorization=None).status == 401
+
+
+def test_ids_reach_the_record_they_name_whatever_their_characters(writer):
+    for thread_id, user in (("café", "u1"), ("caf%C3%A9", "u2"), ("a b+c@d:e?f#g", "u3")):
+        made = asyncio.run(call(writer, "create_thread", {"thread_id": thread_id, "user_id": user, "agent_id": "a"}))
+        assert not made.is_error, made.structured_content
+    asyncio.run(call(writer, "add_messages", {"thread_id": "café", "messages": [{"role": "user", "content": "u1's"}]}))
+    got = asyncio.run(call(writer, "get_thread", {"thread_id": "café"})).structured_content
+    assert (got["thread_id"], got["user_id"]) == ("café", "u1")
+    other = asyncio.run(call(writer, "get_messages", {"thread_id": "caf%C3%A9"})).structured_content
+    assert other["items"] == []
+    odd = asyncio.run(call(writer, "get_thread", {"thread_id": "a b+c@d:e?f#g"})).structured_content
+    assert odd["user_id"] == "u3"
+
+
+@pytest.mark.parametrize("args, field, rule", [
+    ({"thread_id": "x" * 256}, "thread_id", "at most 255"),
+    ({"thread_id": "a/b"}, "thread_id", "'/'"),
+    ({"thread_id": ""}, "thread_id", "empty"),
+    ({"thread_id": "\ud800"}, "thread_id", "surrogate"),
+    ({"thread_id": "t", "memory_id": "\udfff"}, "memory_id", "surrogate"),
+])
+def test_an_id_that_is_not_one_path_segment_is_a_tool_error_naming_it(writer, args, field, rule):
+    name = "get_memory" if "memory_id" in args else "get_thread"
+    result = asyncio.run(call(writer, name, args))
+    assert result.is_error and result.structured_content["field"] == field
+    assert rule in result.structured_content["detail"]
+
+
+def test_query_arguments_must_fit_a_request_line(writer):
+    asyncio.run(call(writer, "create_thread", {"thread_id": "q1", "user_id": "u", "agent_id": "a"}))
+    surrogate = asyncio.run(call(writer, "list_memories", {"user_id": "\ud800"}))
+    assert surrogate.is_error and surrogate.structured_content["field"] == "user_id"
+    huge = asyncio.run(call(writer, "list_memories", {"user_id": "u", "metadata_filter": "{" + " " * 20_000 + "}"}))
+    assert huge.is_error and huge.structured_content["field"] == "metadata_filter"
+
+
+def test_an_extraction_wait_is_one_request_unless_progress_is_asked_for(writer, monkeypatch):
+    from memory.models import ExtractionJob, Thread
+    asyncio.run(call(writer, "create_thread", {"thread_id": "w2", "user_id": "u", "agent_id": "a"}))
+    row = Thread.objects.get(pk=key("w2", "mcp-http"))
+    ExtractionJob.objects.create(thread=row, project=row.project, from_seq=1, to_seq=1, status="running")
+    calls = []
+    real = bridge.api_call
+
+    async def counted(*args, **kwargs):
+        calls.append(kwargs.get("query"))
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(bridge, "api_call", counted)
+    plain = asyncio.run(call(writer, "get_extraction_status", {"thread_id": "w2", "wait": 1}))
+    assert plain.structured_content["settled"] is False and len(calls) == 1
+    calls.clear()
+    notes = []
+
+    async def note(*args):
+        notes.append(args)
+
+    followed = asyncio.run(call(writer, "get_extraction_status", {"thread_id": "w2", "wait": 6}, progress=note))
+    assert followed.structured_content["settled"] is False
+    assert [query["wait"] for query in calls] == [5.0, pytest.approx(1.0, abs=0.2)] and len(notes) == 1
+    calls.clear()
+    typed = asyncio.run(call(writer, "get_extraction_status", {"thread_id": "w2", "wait": True}, progress=note))
+    assert typed.is_error and typed.structured_content["status"] == 422 and len(calls) == 1
+
+
+def test_tools_list_counts_against_the_keys_rate_limit(settings, writer):
+    from mcp import Client
+
+    from threads.mcp.server import build_server
+    from threads.models import ApiKey
+    settings.OAM_API_RATE_LIMIT = 2
+    row = ApiKey.objects.latest("pk")
+    fixed = Caller(token=writer.token, permission="write", key_id=row.pk)
+
+    async def run():
+        async with Client(build_server(fixed), cache=None) as client:
+            await client.list_tools()
+            await client.list_tools()
+            with pytest.raises(MCPError) as refused:
+                await client.list_tools()
+            return refused.value
+
+    refused = asyncio.run(run())
+    assert refused.code == RATE_LIMITED and refused.data["retry_after"] >= 1

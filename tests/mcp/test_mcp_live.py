@@ -117,12 +117,12 @@ def test_a_legacy_initialize_client_is_answered_too_and_sees_extraction_progress
             _data(await client.call_tool("create_thread", {"thread_id": "mcp-2", "user_id": "u2", "agent_id": "a1"}))
             return await _conversation(client, "mcp-2", progress=progress)
 
-    llm.delay = 2.5  # each LLM answer takes a while: the extraction outlasts a few one-second polls
+    llm.delay = 6.0  # each LLM answer takes a while: the extraction outlasts a five-second poll (PROGRESS_SECONDS)
     try:
         anyio.run(run)
     finally:
         llm.delay = 0.0
-    assert len(progress) >= 2, progress
+    assert len(progress) >= 1, progress
     assert [done for done, _total, _message in progress] == sorted({done for done, _t, _m in progress})
     assert all(total == 60 and "queued" in message for _done, total, message in progress), progress
 

@@ -54,26 +54,38 @@ class Answer:
 
 
 def api_path(template: str, values: dict[str, Any]) -> str:
-    """``template`` (``/threads/{thread_id}/search``) with each ``{name}`` replaced by its percent-encoded value
-    (``/`` included, so an id cannot reach another route), under ``API_ROOT``."""
+    """``template`` (``/threads/{thread_id}/search``) with each ``{name}`` replaced by its value, under
+    ``API_ROOT``: the decoded path, as an ASGI server hands it to Django (``api_call`` sends its percent-encoded
+    form as ``raw_path``). A value must be one path segment: ``ValueError`` for one holding ``/`` (the tools
+    refuse such an id first, ``threads.mcp.server``; over HTTP it cannot be reached either)."""
     path = template
     for name, value in values.items():
-        path = path.replace("{" + name + "}", quote(str(value), safe=""))
+        text = str(value)
+        if "/" in text:
+            raise ValueError(f"{name} holds '/': not one path segment")
+        path = path.replace("{" + name + "}", text)
     return API_ROOT + path
+
+
+def query_string(query: dict[str, Any] | None) -> bytes:
+    """``query`` as a URL query: a list value repeats its parameter (``?a=1&a=2``), None is left out, booleans
+    are ``true``/``false``, dicts and lists inside are JSON text. ``UnicodeEncodeError`` for a lone surrogate
+    (the tools refuse it first, naming the field)."""
+    pairs = [(name, item) for name, value in (query or {}).items() if value is not None
+             for item in (value if isinstance(value, list) else [value])]
+    return urlencode([(k, _query_text(v)) for k, v in pairs]).encode("ascii")
 
 
 async def api_call(method: str, path: str, *, token: str, query: dict[str, Any] | None = None,
                    body: Any = None, client: tuple[str, int] | None = None, host: str | None = None) -> Answer:
     """Make one JSON API request in this process and return its ``Answer``.
 
-    ``path`` is the full path (``api_path``); ``query`` values that are lists repeat the parameter
-    (``?a=1&a=2``), None values are left out; ``body`` is sent as JSON when not None. The handler runs the
+    ``path`` is the full decoded path (``api_path``); ``query`` as ``query_string`` takes it; ``body`` is sent
+    as JSON when not None. The handler runs the
     request as the ASGI server would (its own thread-sensitive context, middleware, the operation's worker
     thread); ``http.disconnect`` is reported only when this coroutine is cancelled, so a long-poll runs on.
     """
     payload = b"" if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
-    pairs = [(name, item) for name, value in (query or {}).items() if value is not None
-             for item in (value if isinstance(value, list) else [value])]
     headers = [(b"authorization", f"Bearer {token}".encode("latin-1", "replace")),
                (b"host", (host or "localhost").encode("latin-1", "replace")),
                (b"accept", b"application/json")]
@@ -81,8 +93,8 @@ async def api_call(method: str, path: str, *, token: str, query: dict[str, Any] 
         headers += [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
     scope = {
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method.upper(),
-        "scheme": "http", "path": path, "raw_path": path.encode("ascii"),
-        "query_string": urlencode([(k, _query_text(v)) for k, v in pairs]).encode("ascii"),
+        "scheme": "http", "path": path, "raw_path": quote(path, safe="/").encode("ascii"),
+        "query_string": query_string(query),
         "root_path": "", "headers": headers, "client": client or ("127.0.0.1", 0), "server": None,
     }
     sent = False

@@ -3,7 +3,8 @@
 ``oam_site.asgi`` sends every HTTP request whose path is ``/mcp`` or below it here. Paths:
 
 * ``/mcp``: the tools with ``thread_id`` as an argument;
-* ``/mcp/threads/{thread_id}``: the same server with that thread fixed (``threads.mcp.server.Caller``), so an
+* ``/mcp/threads/{thread_id}`` (the path as the ASGI server decoded it, once): the same server with that
+  thread fixed (``threads.mcp.server.Caller``), so an
   agent's tools need no ids; anything else under ``/mcp`` is a 404.
 
 Before the MCP SDK sees a request: the ``Host`` must be one of ``ALLOWED_HOSTS`` (400, as Django answers;
@@ -27,7 +28,7 @@ import asyncio
 import json
 import re
 import time
-from urllib.parse import unquote
+from dataclasses import dataclass
 
 from asgiref.sync import ThreadSensitiveContext
 from django.conf import settings
@@ -61,11 +62,20 @@ async def _answer(send, status: int, detail: str, headers: list[tuple[bytes, byt
 #: it: every tool call is a JSON API request that checks the key again, so a key revoked meanwhile lists tools
 #: for at most this long and calls none.
 KNOWN_KEY_SECONDS = 30.0
-_known: dict[str, tuple[str, float]] = {}
+_known: dict[str, tuple[KeyFacts, float]] = {}
 
 
-def _key(token: str | None, address: str) -> tuple[int, str | None]:
-    """(status, permission): 200 and the key's permission, or the refusal (401, 429); runs in a worker."""
+@dataclass(frozen=True)
+class KeyFacts:
+    """What ``/mcp`` keeps of an active key: its row id, permission and own rate limit."""
+
+    key_id: int
+    permission: str
+    rate_limit_per_minute: int | None
+
+
+def _key(token: str | None, address: str) -> tuple[int, KeyFacts | None]:
+    """(status, facts): 200 and the key's ``KeyFacts``, or the refusal (401, 429); runs in a worker."""
     digest = hash_key(token) if token else None
     known = _known.get(digest) if digest else None
     if known is not None and known[1] > time.monotonic():
@@ -76,10 +86,11 @@ def _key(token: str | None, address: str) -> tuple[int, str | None]:
         row = api_key_lookup(token) if token else None
         if row is None:
             return (429 if count_failed_key(address) else 401), None
+        facts = KeyFacts(row.pk, row.permission, getattr(row, "rate_limit_per_minute", None))
         if len(_known) > 10_000:
             _known.clear()
-        _known[digest] = (row.permission, time.monotonic() + KNOWN_KEY_SECONDS)
-        return 200, row.permission
+        _known[digest] = (facts, time.monotonic() + KNOWN_KEY_SECONDS)
+        return 200, facts
     finally:
         close_old_connections()
 
@@ -121,7 +132,7 @@ class McpHttpApp:
         token = token.strip() if scheme.lower() == "bearer" else None
         client = scope.get("client") or ("unknown", 0)
         async with ThreadSensitiveContext():
-            status, permission = await in_worker(_key, token, client[0] or "unknown")
+            status, facts = await in_worker(_key, token, client[0] or "unknown")
         if status == 429:
             await _answer(send, 429, "Too many requests: too many wrong keys from this address",
                           [(b"retry-after", str(seconds_to_next_window()).encode())])
@@ -130,8 +141,8 @@ class McpHttpApp:
             await _answer(send, 401, "Unauthorized: send Authorization: Bearer <API key>",
                           [(b"www-authenticate", b'Bearer realm="oam-site"')])
             return
-        thread_id = match.group("thread_id")
-        caller = Caller(token=token, permission=permission, thread_id=unquote(thread_id) if thread_id else None,
-                        client=(client[0] or "unknown", client[1] or 0), host=host)
+        caller = Caller(token=token, permission=facts.permission, thread_id=match.group("thread_id"),
+                        client=(client[0] or "unknown", client[1] or 0), host=host, key_id=facts.key_id,
+                        rate_limit_per_minute=facts.rate_limit_per_minute)
         await self._ensure_running()
         await self.manager.handle_request({**scope, CALLER: caller}, receive, send)

@@ -16,17 +16,20 @@ URL fixes (if any), and the client's address. The transport sets it (HTTP: on th
   argument of the wrong shape ``-32602`` (invalid params), a tool beyond the key's permission
   ``FORBIDDEN``, a key no longer usable ``UNAUTHORIZED``, the key's rate limit ``RATE_LIMITED`` (with
   ``retry_after`` seconds in ``data``).
-* ``get_extraction_status`` with ``wait`` and a progress token waits in one-second long polls and sends
-  ``notifications/progress`` after each (jobs queued and running, the last job's counts), so a client
-  follows an extraction to completion as the WebSocket shows it.
+* ``get_extraction_status`` with ``wait`` and a progress token waits in long polls of ``PROGRESS_SECONDS``
+  and sends ``notifications/progress`` after each (jobs queued and running, the last job's counts), so a
+  client follows an extraction to completion; without a token it is one long poll, as on REST.
+* Ids in paths must be one path segment of at most ``MAX_ID_LENGTH`` characters (no ``/``), and query
+  arguments fit an HTTP request line (``MAX_QUERY_BYTES``), as they must on REST: otherwise a tool error
+  naming the field. ``tools/list`` counts against the key's rate limit like a JSON API request.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import mcp_types as types
@@ -35,9 +38,11 @@ from mcp.server import CacheHint, Server
 from mcp.shared.exceptions import MCPError
 
 from memory.extraction.waiting import MAX_EXTRACTION_WAIT_SECONDS
+from memory.records.validators import MAX_ID_LENGTH
 from threads.auth import permits
 from threads.mcp import bridge
 from threads.mcp.tools import BY_NAME, TOOLS, Catalogue, Tool
+from threads.throttling import ApiKeyRateThrottle, seconds_to_next_window
 
 #: The ASGI scope key under which ``threads.mcp.http`` puts the request's ``Caller``.
 CALLER = "oam.mcp.caller"
@@ -49,19 +54,34 @@ RATE_LIMITED = -32029
 
 #: How long a client may cache tools/list (milliseconds): the tools change only when the service is deployed.
 TOOLS_TTL_MS = 5 * 60 * 1000
+#: Seconds of one slice of an extraction wait followed with progress notifications.
+PROGRESS_SECONDS = 5.0
+#: Bytes of a tool call's query arguments, URL-encoded: what an HTTP request line to ``/api/`` carries under
+#: daphne (Twisted's ``HTTPChannel.MAX_LENGTH``, 16,384 bytes, less room for the method and path).
+MAX_QUERY_BYTES = 15_000
 
 
 @dataclass(frozen=True)
 class Caller:
     """Who calls: the raw API key ``token``, its ``permission`` (read, write, admin), the thread the URL fixes
-    (``thread_id``, or None) and the client's address ``(host, port)`` and ``Host`` header for the JSON API
-    request."""
+    (``thread_id``, or None), the client's address ``(host, port)`` and ``Host`` header for the JSON API
+    request, and the key's row id and own rate limit (for counting requests that are not tool calls)."""
 
     token: str
     permission: str
     thread_id: str | None = None
     client: tuple[str, int] | None = None
     host: str | None = None
+    key_id: int | None = None
+    rate_limit_per_minute: int | None = None
+
+    def allow_request(self) -> bool:
+        """Count one request against the key's rate limit (``threads.throttling.ApiKeyRateThrottle``, as the
+        JSON API counts one); False once the key is over it. A tool call is counted by its JSON API request."""
+        if self.key_id is None:
+            return True
+        return ApiKeyRateThrottle().allow_request(SimpleNamespace(auth=SimpleNamespace(
+            pk=self.key_id, rate_limit_per_minute=self.rate_limit_per_minute)))
 
 
 _catalogue: Catalogue | None = None
@@ -100,6 +120,9 @@ def build_server(fixed: Caller | None = None) -> Server:
 
     async def list_tools(ctx, params) -> types.ListToolsResult:
         caller = _caller(ctx, fixed)
+        if not caller.allow_request():
+            raise MCPError(RATE_LIMITED, "Too many requests for this key; retry later",
+                           {"retry_after": seconds_to_next_window()})
         tools = await catalogue(caller)
         return types.ListToolsResult(tools=[
             types.Tool(name=tool.name, title=tool.title, description=tool.description,
@@ -111,7 +134,9 @@ def build_server(fixed: Caller | None = None) -> Server:
 
     async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         caller = _caller(ctx, fixed)
-        return await call(caller, params.name, params.arguments, progress=ctx.session.report_progress)
+        wants_progress = _progress_token(ctx.params) is not None
+        return await call(caller, params.name, params.arguments,
+                          progress=ctx.session.report_progress if wants_progress else None)
 
     return Server(
         "oam-site", version=_version(), title="OAM Site memory",
@@ -137,6 +162,54 @@ def _tool_error(status: int, body: Any) -> types.CallToolResult:
 
 def _refusal(field: str, rule: str) -> types.CallToolResult:
     return _tool_error(422, {"detail": f"{field}: {rule}", "field": field})
+
+
+def _progress_token(params: Any) -> str | int | None:
+    """The request's ``_meta.progressToken`` (MCP: a string or an integer, not a boolean), or None."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
+
+
+def _number(value: Any) -> bool:
+    """Whether ``value`` is a JSON number other than 0 (a wait to follow with progress)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value != 0
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _path_rule(value: Any) -> str | None:
+    """Why ``value`` cannot be an id in a JSON API path (one segment, as ``/api/`` takes it), or None."""
+    if not isinstance(value, str):
+        return "must be a string"
+    if not value:
+        return "must not be empty"
+    if len(value) > MAX_ID_LENGTH:
+        return f"must be at most {MAX_ID_LENGTH} characters"
+    if "/" in value:
+        return "must not contain '/' (an id with '/' cannot be reached through an HTTP path)"
+    if not _encodable(value):
+        return "must be valid Unicode (no lone surrogates)"
+    return None
+
+
+def _query_refusal(query: dict[str, Any]) -> types.CallToolResult | None:
+    """A refusal for query arguments an HTTP request line could not carry: lone surrogates, or more than
+    ``MAX_QUERY_BYTES`` in all (daphne's line limit for ``/api/``); None when they can go."""
+    for name, value in query.items():
+        if any(isinstance(item, str) and not _encodable(item)
+               for item in (value if isinstance(value, list) else [value])):
+            return _refusal(name, "must be valid Unicode (no lone surrogates)")
+    if len(bridge.query_string(query)) > MAX_QUERY_BYTES:
+        longest = max(query, key=lambda name: len(bridge.query_string({name: query[name]})))
+        return _refusal(longest, f"too long: the call's query arguments are over {MAX_QUERY_BYTES} bytes")
+    return None
 
 
 async def call(caller: Caller, name: str, arguments: dict[str, Any] | None, *, progress=None) -> types.CallToolResult:
@@ -172,17 +245,19 @@ async def call(caller: Caller, name: str, arguments: dict[str, Any] | None, *, p
         value = thread_id if param == "thread_id" else args.pop(param, None)
         if value is None:
             return _refusal(param, "required")
-        if not isinstance(value, (str, int)) or isinstance(value, bool):
-            return _refusal(param, "must be a string")
+        if rule := _path_rule(value):
+            return _refusal(param, rule)
         values[param] = value
     query = {param: args.pop(param) for param in taken.query if param in args}
+    if refused := _query_refusal(query):
+        return refused
     if taken.body is None and args:
         field = sorted(args)[0]
         return _refusal(field, "not an argument of this tool" + (" with thread_id" if tool.project and
                                                                    thread_id is not None else ""))
     body = args if taken.body is not None else None
     path = bridge.api_path(route.path, values)
-    if tool.name == "get_extraction_status" and progress is not None and query.get("wait"):
+    if tool.name == "get_extraction_status" and progress is not None and _number(query.get("wait")):
         answer = await _wait_with_progress(caller, path, query, progress)
     else:
         answer = await bridge.api_call(route.method, path, token=caller.token, query=query, body=body,
@@ -205,20 +280,23 @@ def _result(answer: bridge.Answer) -> types.CallToolResult:
 
 
 async def _wait_with_progress(caller: Caller, path: str, query: dict[str, Any], progress) -> bridge.Answer:
-    """The extraction long poll in slices of at most a second, with a progress notification after each."""
-    try:
-        total = float(query["wait"])
-    except (TypeError, ValueError):
-        total = math.nan
-    if not 0 <= total <= MAX_EXTRACTION_WAIT_SECONDS:  # the API names the field and the rule
+    """The extraction long poll in slices of ``PROGRESS_SECONDS``, with a progress notification after each.
+
+    Only for a client that asked for progress (a progress token): each slice is one JSON API request, so a
+    wait of ``w`` seconds counts ``ceil(w / PROGRESS_SECONDS)`` against the key's rate limit. A wait outside
+    0-60 seconds goes to the API as given, for its 422 naming ``wait``.
+    """
+    total = float(query["wait"])
+    if not 0 <= total <= MAX_EXTRACTION_WAIT_SECONDS:
         return await bridge.api_call("GET", path, token=caller.token, query=query, client=caller.client,
                                      host=caller.host)
     started = time.monotonic()
     while True:
         left = max(0.0, total - (time.monotonic() - started))
-        answer = await bridge.api_call("GET", path, token=caller.token, query={**query, "wait": min(1.0, left)},
+        answer = await bridge.api_call("GET", path, token=caller.token,
+                                       query={**query, "wait": min(PROGRESS_SECONDS, left)},
                                        client=caller.client, host=caller.host)
-        if not answer.ok or answer.body.get("settled") or left <= 1.0:
+        if not answer.ok or answer.body.get("settled") or left <= PROGRESS_SECONDS:
             return answer
         state = answer.body
         last = state.get("last_job") or {}
