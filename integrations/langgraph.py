@@ -246,8 +246,7 @@ def metadata_filter(filter: Mapping[str, Any] | None) -> dict[str, Any]:
     See the module docstring ("Filters"); the result goes under ``{"langgraph": {"value": ...}}``. Raises
     ValueError for a filter that is not a dict, an operator other than ``$eq``/``$ne``/``$gt``/``$gte``/``$lt``/
     ``$lte``, operators beside plain keys or ``$eq`` beside ``$ne`` in one dict, or an object given to
-    ``$eq``/``$ne``; the engine checks the rest
-    (keys, values, range bounds, depth) when it compiles the filter.
+    ``$eq``/``$ne``; the engine checks the rest (keys, values, range bounds, depth) when it compiles the filter.
     """
     if filter is None:
         return {}

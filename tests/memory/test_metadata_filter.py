@@ -549,6 +549,23 @@ def test_search_applies_the_spec_example(thread):
         thread.search("trip", metadata_filter={"tags": {"$array_contains_any": []}})
 
 
+def test_search_and_lists_apply_ranges(client, thread):
+    thread.add_memory("trip to the coast in March", metadata={"day": "2026-03-14", "stars": 5}, memory_id="m-march")
+    thread.add_memory("trip to the hills in May", metadata={"day": "2026-05-02", "stars": 3.5}, memory_id="m-may")
+    thread.add_memory("trip with no date", metadata={"stars": "5"}, memory_id="m-undated")
+
+    def ids(metadata_filter):
+        return {r.record_id for r in thread.search("trip", metadata_filter=metadata_filter)}
+
+    assert ids({"day": {"$gte": "2026-03-01", "$lt": "2026-04-01"}}) == {"m-march"}
+    assert ids({"stars": {"$gt": 3}}) == {"m-march", "m-may"}  # "5" is a string
+    assert ids({"stars": {"$not": {"$gte": 4}}}) == {"m-may", "m-undated"}
+    listed = client.list_memories(metadata_filter={"day": {"$gt": "2026-04"}})
+    assert [m.id for m in listed] == ["m-may"]
+    with pytest.raises(ValueError, match=r"metadata_filter\.stars\.\$gt"):
+        thread.search("trip", metadata_filter={"stars": {"$gt": None}})
+
+
 # --- property: the SQL agrees with the reference ----------------------------------------------------
 
 KEYS = ["a", "b", "0", "a.b", 'q"k', "x'y", "%s", "ü"]
