@@ -36,10 +36,14 @@ the record's; ``updated_at`` is its ``timestamp`` (the event time), which every 
 **Filters.** ``search(filter=...)`` is translated to the engine's metadata filter grammar
 (``memory.records.metadata_filter``) on the stored value and runs in SQL: a scalar or list is an exact match,
 ``{"$eq": v}`` the same, ``{"$ne": v}`` is ``{"$not": v}`` (true where the key is missing too, as in
-LangGraph), a plain object a nested filter. ``$gt``, ``$gte``, ``$lt`` and ``$lte`` are refused (ValueError):
-the grammar has no range comparison. Equality is type-exact JSON equality (``1`` does not match ``"1"`` or
-``True``) and ``None`` matches a stored ``null`` only, not a missing key (LangGraph's in-memory store matches
-both).
+LangGraph), ``$gt``, ``$gte``, ``$lt`` and ``$lte`` are the grammar's range operators, a plain object a nested
+filter. Operators in one dict are ANDed, as in LangGraph (``{"$gte": 1, "$lt": 5}``); it may hold the ranges
+and one of ``$eq``/``$ne`` (``$eq`` beside ranges becomes ``{"$not": {"$not": v}}``), not both. Equality is
+type-exact JSON equality (``1`` does not match ``"1"`` or ``True``) and ``None`` matches a stored ``null`` only,
+not a missing key (LangGraph's in-memory store matches both). Ranges are type-strict too: a number bound
+matches stored numbers only, a string bound stored strings only (by code point: ISO-8601 dates order as
+time); an item without the key, or with another type there, is no match and no error (LangGraph's in-memory
+store converts both sides with ``float()``, so ``{"$gt": "3"}`` matches ``5`` there and a missing key raises).
 
 **TTL.** LangGraph's ``ttl`` is in minutes; OAM keeps whole days counted from the memory's creation
 (``ttl_days`` with ``TimeToLiveAnchor.CREATED_AT``, ``memory.core.ttl``), so a put's TTL becomes
@@ -102,6 +106,7 @@ MINUTES_PER_DAY = 1440
 HOLDING_THREAD = "langgraph"
 _MAX_ID = 255
 _RANGE_OPERATORS = ("$gt", "$gte", "$lt", "$lte")
+_OPERATORS = ("$eq", "$ne", *_RANGE_OPERATORS)
 
 
 @dataclass(frozen=True)
@@ -239,9 +244,9 @@ def metadata_filter(filter: Mapping[str, Any] | None) -> dict[str, Any]:
     """A LangGraph ``filter`` on an item's value as the engine's ``metadata_filter`` on the stored value.
 
     See the module docstring ("Filters"); the result goes under ``{"langgraph": {"value": ...}}``. Raises
-    ValueError for a filter that is not a dict, an operator other than ``$eq``/``$ne`` (the range operators
-    name the grammar's limit), an operator dict of more than one operator, or an object given to ``$eq``/``$ne``;
-    the engine checks the rest (keys, values, depth) when it compiles the filter.
+    ValueError for a filter that is not a dict, an operator other than ``$eq``/``$ne``/``$gt``/``$gte``/``$lt``/
+    ``$lte``, operators beside plain keys or ``$eq`` beside ``$ne`` in one dict, or an object given to
+    ``$eq``/``$ne``; the engine checks the rest (keys, values, range bounds, depth) when it compiles the filter.
     """
     if filter is None:
         return {}
@@ -251,25 +256,32 @@ def metadata_filter(filter: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _expression(value: Any, where: str) -> Any:
-    if isinstance(value, Mapping):
-        operators = [k for k in value if isinstance(k, str) and k.startswith("$")]
-        if not operators:
-            return {key: _expression(item, f"{where}.{key}") for key, item in value.items()}
-        if len(value) != 1:
-            raise ValueError(f"{where}: give one operator ($eq or $ne) per field, not {list(value)}")
-        ((operator, operand),) = value.items()
-        if operator in _RANGE_OPERATORS:
-            raise ValueError(f"{where}: {operator} is not supported: OAM's metadata filter grammar "
-                             "(memory.records.metadata_filter) has equality, $ne and nested objects, no range "
-                             "comparison")
-        if operator not in ("$eq", "$ne"):
-            raise ValueError(f"{where}: unsupported operator: {operator}")
-        if isinstance(operand, Mapping):
-            raise ValueError(f"{where}.{operator}: compares a scalar or a list; match an object with a nested "
-                             "filter ({field: {key: value}})")
-        operand = list(operand) if isinstance(operand, tuple) else operand
-        return operand if operator == "$eq" else {"$not": operand}
-    return list(value) if isinstance(value, tuple) else value
+    if not isinstance(value, Mapping):
+        return list(value) if isinstance(value, tuple) else value
+    operators = [k for k in value if isinstance(k, str) and k.startswith("$")]
+    if not operators:
+        return {key: _expression(item, f"{where}.{key}") for key, item in value.items()}
+    if len(operators) < len(value):
+        plain = [k for k in value if k not in operators]
+        raise ValueError(f"{where}: cannot mix operators {operators} with plain keys {plain} in one dict")
+    unknown = [k for k in operators if k not in _OPERATORS]
+    if unknown:
+        raise ValueError(f"{where}: unsupported operator: {unknown[0]} (allowed: {', '.join(_OPERATORS)})")
+    ranges = {op: value[op] for op in operators if op in _RANGE_OPERATORS}  # their bounds: the engine checks them
+    equality = [op for op in operators if op in ("$eq", "$ne")]
+    if not equality:
+        return ranges
+    if len(equality) == 2:
+        raise ValueError(f"{where}: give $eq or $ne, not both, in one operator dict")
+    operator = equality[0]
+    operand = value[operator]
+    if isinstance(operand, Mapping):
+        raise ValueError(f"{where}.{operator}: compares a scalar or a list; match an object with a nested "
+                         "filter ({field: {key: value}})")
+    operand = list(operand) if isinstance(operand, tuple) else operand
+    if operator == "$ne":
+        return {**ranges, "$not": operand}
+    return {**ranges, "$not": {"$not": operand}} if ranges else operand  # beside operators, exact match is $not $not
 
 
 def _namespace_path(labels: Sequence[str]) -> dict[str, str]:

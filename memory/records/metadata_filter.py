@@ -1,16 +1,18 @@
 """Compile a spec ``metadata_filter`` mapping into a Django ``Q`` that runs in SQL.
 
 The whole filter becomes one SQL condition (a custom ``Lookup``) with an
-``as_sqlite`` and an ``as_oracle`` form; nothing is evaluated in Python after
+``as_sqlite``, an ``as_oracle`` and an ``as_postgresql`` form; nothing is evaluated in Python after
 fetching. Grammar (spec: search / get_context_card ``metadata_filter``)::
 
     filter      := {key: field_expr, ...}          entries are ANDed
     field_expr  := operator_dict | plain_dict | list | scalar
     operator_dict := {"$array_contains": scalar | [scalar, ...],
                       "$array_contains_any": [scalar, ...],
+                      "$gt" | "$gte" | "$lt" | "$lte": bound,
                       "$not": field_expr}            one or more operators, ANDed
     plain_dict  := {key: field_expr, ...}          a nested filter (may be empty)
     scalar      := str | int | float | bool | None
+    bound       := str | int | float               not bool
 
 Semantics chosen here (the pure-Python reference in
 tests/memory/test_metadata_filter.py checks the SQL against exactly these):
@@ -34,6 +36,28 @@ tests/memory/test_metadata_filter.py checks the SQL against exactly these):
   scalars, at least one of which must be an element. Both require the field to
   exist and be an array; element equality is the exact scalar equality above
   (a nested array element never "contains" its own elements).
+* **``$gt``, ``$gte``, ``$lt``, ``$lte``** compare the field with one bound
+  (greater than, greater or equal, less than, less or equal), type-strict
+  like exact match: a number bound matches only a stored JSON number,
+  compared by value (``true``/``false`` are not numbers; ``5`` and ``5.0``
+  are equal, so ``{"$gte": 5}`` matches ``5.0`` and ``{"$gt": 5}`` does not);
+  a string bound matches only a stored JSON string, compared by code point
+  (binary, case-sensitive: ``"B" < "a" < "é"``, and ISO-8601 dates and times
+  of one format order as time). A missing key, ``null``, an array, an object
+  or a value of the other type never matches (so ``$not`` of a range matches
+  them); an array is never searched for an element in range. Several in one
+  dict are ANDed (``{"$gte": 1, "$lt": 5}``: ``1 <= v < 5``), and they
+  combine with ``$not`` and nest at any depth like the other operators.
+  Precision: integers compare with integers exactly (the whole 64-bit
+  range), floats with floats exactly, and an integer with a float exactly
+  while the integer is within ``±2**53``. Beyond it an integer against a
+  float (a bound or a stored value) may differ by the float's last digit
+  between databases: SQLite (and the reference) use the float's binary
+  value, PostgreSQL and Oracle the shortest decimal Python writes for it
+  (its stored JSON text): against ``4.611686018427388e18`` (binary
+  ``4611686018427387904``), the integer ``4611686018427388000`` is greater
+  on SQLite and equal on PostgreSQL. Exact match compares numbers the same
+  way. SQLite reads a stored integer beyond 64 bits as a float.
 * **``$not``** negates the field expression it wraps at the same field (an
   operator dict, a nested filter, a list or a scalar). It matches whenever the
   positive expression fails, including when the key is missing or is not an
@@ -47,10 +71,11 @@ Errors are ``InvalidArgument`` (a ``ValueError``) naming the path, e.g.
 ``metadata_filter.tags.$array_contains_any``: a non-dict filter, an unknown
 operator, operators mixed with plain keys in one dict, an operator outside a
 field, an empty or non-list ``$array_contains_any``, an empty or non-scalar
-``$array_contains``, a value that is not JSON (tuple, set, NaN, infinity, an
+``$array_contains``, a range bound that is not a string or a number (a bool,
+``None``, a list, a dict; ``metadata_filter.price.$gt``), a value that is not JSON (tuple, set, NaN, infinity, an
 int outside 64 bits), or nesting deeper than ``MAX_DEPTH``.
 
-The SQL (SQLite and Oracle 23ai forms) is ``memory.records.metadata_sql``.
+The SQL (SQLite, Oracle 23ai and PostgreSQL forms) is ``memory.records.metadata_sql``.
 """
 
 from __future__ import annotations
@@ -62,12 +87,12 @@ from typing import Any
 from django.db.models import F, Q
 
 from memory.core.errors import InvalidArgument, check_json_text
-from memory.records.metadata_sql import Contains, Equals, Field, MetadataFilter, Not, Subset
+from memory.records.metadata_sql import COMPARISONS, Contains, Equals, Field, MetadataFilter, Not, Range, Subset
 
-OPERATORS = ("$array_contains", "$array_contains_any", "$not")
+OPERATORS = ("$array_contains", "$array_contains_any", *COMPARISONS, "$not")
 MAX_DEPTH = 16
 #: Values in one ``$array_contains``/``$array_contains_any`` list, and keys plus such values (and
-#: the elements of exact list/object values) in the whole filter. Each becomes a term of one SQL
+#: the elements of exact list/object values, and range bounds) in the whole filter. Each becomes a term of one SQL
 #: expression, work on every candidate row; terms are joined as balanced trees (``metadata_sql``), as
 #: SQLite refuses an expression tree deeper than 1,000 (a filter of ~1,000 keys, or 500
 #: ``$array_contains_any`` values, was a 500).
@@ -96,7 +121,8 @@ def compile_filter(metadata_filter: Any, field: str = "metadata") -> Q:
         return Q()
     terms = _terms(fields)
     if terms > MAX_FILTER_TERMS:
-        raise InvalidArgument("metadata_filter", f"has {terms} keys and list values; the limit is {MAX_FILTER_TERMS}")
+        raise InvalidArgument("metadata_filter",
+                              f"has {terms} keys, list values and range bounds; the limit is {MAX_FILTER_TERMS}")
     return Q(MetadataFilter(F(field), fields))
 
 
@@ -162,6 +188,12 @@ def _parse_operator(op: str, arg: Any, where: str, depth: int):
             raise InvalidArgument(where, "must be a non-empty list of JSON scalars")
         values = _check_scalar_list(arg, where)
         return Contains(values, True, _canonical(list(values)))
+    if op in COMPARISONS:
+        if isinstance(arg, bool) or not isinstance(arg, (str, int, float)):
+            raise InvalidArgument(where, f"must be a number or a string (the bound of {op}), got {_kind(arg)}")
+        if not isinstance(arg, str):
+            _check_number(arg, where)
+        return Range(op, arg, _canonical(arg))
     raise InvalidArgument(where, f"unknown operator {op!r}; allowed operators: {', '.join(OPERATORS)}")
 
 
@@ -179,6 +211,8 @@ def _terms(tests: tuple[Any, ...]) -> int:
             stack.extend(test.tests)
         elif isinstance(test, Contains):
             count += len(test.values)
+        elif isinstance(test, Range):
+            count += 1
         elif isinstance(test, Equals):
             count += _json_nodes(test.value) - 1  # a whole list or object is compared element by element
     return count
@@ -240,6 +274,19 @@ def _check_json(value: Any, where: str, depth: int) -> None:
     else:
         raise InvalidArgument(
             where, f"values must be JSON (str, int, float, bool, None, list, dict), got {type(value).__name__}")
+
+
+def _kind(value: Any) -> str:
+    """How an error names a value's type: JSON's names where it has one."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a dict"
+    return type(value).__name__
 
 
 def _canonical(value: Any) -> str:

@@ -2,13 +2,16 @@
 form.
 
 ``memory.records.metadata_filter`` validates a filter against its grammar (and documents its semantics) and
-parses it into the nodes below (``Field``, ``Subset``, ``Equals``, ``Contains``, ``Not``); ``MetadataFilter``
+parses it into the nodes below (``Field``, ``Subset``, ``Equals``, ``Contains``, ``Range``, ``Not``); ``MetadataFilter``
 turns them into SQL when Django compiles the query, so nothing is evaluated in Python after fetching.
 
 SQL, SQLite: every key is a bound parameter, never part of a JSON path. Each
 step is ``EXISTS (SELECT 1 FROM json_each(<parent if it is an object>) AS _mfN
 WHERE _mfN.key = %s AND ...)``; types come from json_each's ``type`` column
-('text', 'integer', 'real', 'true', 'false', 'null', 'array', 'object').
+('text', 'integer', 'real', 'true', 'false', 'null', 'array', 'object'). A range is
+``(type IN ('integer', 'real') AND value > %s)`` (or ``type = 'text'`` for a string bound): SQLite
+compares an INTEGER with a REAL by exact value, and TEXT with the BINARY collation (json_each's ``value``
+column has none of its own), which is code point order for UTF-8.
 
 SQL, Oracle (23ai; the column is NCLOB ``IS JSON``): one ``JSON_EXISTS`` per
 positive test, combined with SQL ``AND``/``NOT``. Oracle paths must be
@@ -25,7 +28,11 @@ mode keyword), and each test asserts JSON types
 with ``type()`` (which does not unwrap arrays) inside a filter on the root
 object: every ancestor must be an ``"object"``, an exact scalar must have its
 own type (so ``"x"`` never matches ``["x"]``), and membership first checks that
-the field is an ``"array"`` before iterating it with ``[*]``. Whole-array
+the field is an ``"array"`` before iterating it with ``[*]``. A range is
+``@."k".type() == "number" && @."k" > $v0`` (``"string"`` for a string bound), the
+bound passed like an exact value (so ``""`` is the fixed literal ``""``); that Oracle
+orders JSON strings in path filters by code point (binary UTF-8), whatever
+``NLS_SORT``/``NLS_COMP`` say, is assumed from the SQL/JSON standard, not checked here. Whole-array
 equality uses ``JSON_EQUAL`` on ``JSON_QUERY`` of the array and the bound JSON
 text (so inside lists Oracle's JSON_EQUAL decides number equality). Known
 Oracle-only divergence: lax mode unwraps a nested array inside the
@@ -34,14 +41,16 @@ Oracle (not on SQLite). This SQL is compiled and asserted offline
 (tests/oracle/test_metadata_filter_sql.py), not executed against Oracle here.
 
 SQL, PostgreSQL (the column is ``jsonb``): the Oracle form's SQL/JSON paths, which
-PostgreSQL's ``jsonpath`` reads the same way (lax mode, ``.type()`` names, filters
-on ``$``), each in ``jsonb_path_exists(column, %s::jsonpath, %s::jsonb, true)``:
+PostgreSQL's ``jsonpath`` reads the same way (``.type()`` names, filters on ``$``), run
+in ``strict`` mode (``_Postgres``), each in ``jsonb_path_exists(column, %s::jsonpath, %s::jsonb, true)``:
 the path is a bound parameter (keys JSON-escaped inside it, as on Oracle), the
 values are the bound ``vars`` object (``$v0``, ...), and ``silent`` true makes a
 path error a non-match, as Oracle's ``FALSE ON ERROR``. Whole-array equality is
 ``jsonb_path_query_first(...) = %s::jsonb`` (jsonb compares numbers by value, so
-``1`` equals ``1.0`` as on SQLite). Lax mode unwraps a nested array inside the
-membership filter here too (``{"tags": [["x"]]}`` contains ``"x"``, as on Oracle).
+``1`` equals ``1.0`` as on SQLite). Strict mode does not unwrap a nested array inside the
+membership filter (``{"tags": [["x"]]}`` does not contain ``"x"``, as on SQLite; unlike Oracle's lax
+mode). jsonpath's ``<``/``>`` compare strings by code point whatever the database's collation (PostgreSQL
+12+, the SQL standard's rule; ``==`` compares bytes) and numbers as ``numeric``, exactly.
 Run on a live PostgreSQL by ``make test``'s second pass (tests/memory/test_metadata_filter.py).
 """
 
@@ -80,6 +89,19 @@ class Contains:
 
     values: tuple[Any, ...] = dataclass_field(compare=False)
     any_: bool = False
+    canonical: str = ""
+
+
+#: The range operators and their comparison in SQL and in SQL/JSON paths (the same symbols).
+COMPARISONS = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+
+
+@dataclass(frozen=True)
+class Range:
+    """The value has the type of ``bound`` (a JSON number, or a string) and compares with it as ``op`` says."""
+
+    op: str  # a key of COMPARISONS
+    bound: Any = dataclass_field(compare=False)
     canonical: str = ""
 
 
@@ -213,6 +235,10 @@ class _SQLite:
             for group in groups:
                 parts.append(self.element(loc, group))
             return _join_and(parts)
+        if isinstance(test, Range):
+            kind = "= 'text'" if isinstance(test.bound, str) else "IN ('integer', 'real')"
+            return (f"({loc.type} {kind} AND {loc.value} {COMPARISONS[test.op]} %s)",
+                    [*loc.params, *loc.params, test.bound])
         raise TypeError(test)
 
     def element(self, array: _Loc, values: tuple) -> tuple[str, list]:
@@ -308,6 +334,13 @@ class _Oracle:
             binds = []
             pred = self.scalar("@" + _steps(keys), test.value, binds)
             return [self.exists("$?(" + " && ".join([*_type_guards(keys, None), pred]) + ")", binds)]
+        if isinstance(test, Range):
+            binds = []
+            target = "@" + _steps(keys)
+            kind = "string" if isinstance(test.bound, str) else "number"
+            pred = (f'{target}.type() == "{kind}" && {target} {COMPARISONS[test.op]} '
+                    f"{self.operand(test.bound, binds)}")
+            return [self.exists("$?(" + " && ".join([*_type_guards(keys, None), pred]) + ")", binds)]
         if isinstance(test, Equals):  # a list: whole-value JSON equality
             path = "$?(" + " && ".join(_type_guards(keys, "array")) + ")" + _steps(keys)
             sql = (f"(CASE WHEN JSON_EQUAL(JSON_QUERY({self.column}, {_literal(path)} RETURNING CLOB"
@@ -321,15 +354,17 @@ class _Oracle:
             return f'{target}.type() == "null"'
         if isinstance(value, bool):
             return f'{target}.type() == "boolean" && {target} == {"true" if value else "false"}'
+        kind = "string" if isinstance(value, str) else "number"
+        return f'{target}.type() == "{kind}" && {target} == {self.operand(value, binds)}'
+
+    def operand(self, value: str | int | float, binds: list) -> str:
+        """The path's token for a string or number ``value``: a ``PASSING`` variable appended to ``binds``."""
         if value == "":
             # Oracle binds '' as NULL; the empty string is a fixed literal, not data.
-            return f'{target}.type() == "string" && {target} == ""'
-        if isinstance(value, str):
-            binds.append(value)
-            return f'{target}.type() == "string" && {target} == $v{len(binds) - 1}'
+            return '""'
         # Numbers as NUMBER: Decimal keeps 0.1 exact (a float would bind as BINARY_DOUBLE).
-        binds.append(value if isinstance(value, int) else Decimal(repr(value)))
-        return f'{target}.type() == "number" && {target} == $v{len(binds) - 1}'
+        binds.append(value if isinstance(value, (str, int)) else Decimal(repr(value)))
+        return f"$v{len(binds) - 1}"
 
     def exists(self, path: str, binds: list) -> tuple[str, list]:
         passing = ""
@@ -363,13 +398,10 @@ class _Postgres(_Oracle):
             return [(sql, [*self.column_params, STRICT + path, json.dumps(test.value)])]
         return super().test(keys, test)
 
-    def scalar(self, target: str, value: Any, binds: list) -> str:
-        """As Oracle's, but every string (the empty one too) and number is a ``vars`` member."""
-        if isinstance(value, str) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
-            binds.append(value)
-            kind = "string" if isinstance(value, str) else "number"
-            return f'{target}.type() == "{kind}" && {target} == $v{len(binds) - 1}'
-        return super().scalar(target, value, binds)
+    def operand(self, value: str | int | float, binds: list) -> str:
+        """As Oracle's, but every string (the empty one too) and number is a ``vars`` member, as is."""
+        binds.append(value)
+        return f"$v{len(binds) - 1}"
 
     def exists(self, path: str, binds: list) -> tuple[str, list]:
         variables = json.dumps({f"v{i}": value for i, value in enumerate(binds)})

@@ -131,6 +131,14 @@ def test_search_without_a_query_lists_and_filters_go_to_the_metadata_filter(clie
             "typed": keys(filter={"stars": "5"}),  # type-exact: "5" is not 5
             "query_and_filter": keys(query="coffee", filter={"kind": "place"}),
             "other_prefix": [item.key for item in store.search(("users", "u2"))],
+            "gt": keys(filter={"stars": {"$gt": 3}}),
+            "between": keys(filter={"stars": {"$gte": 3, "$lt": 5}}),
+            "gte_float": keys(filter={"stars": {"$gte": 3.0}}),
+            "range_and_ne": keys(filter={"stars": {"$gte": 0, "$ne": 5}}),
+            "range_and_eq": keys(filter={"stars": {"$lte": 5, "$eq": 5}}),
+            "string_range": keys(filter={"kind": {"$lt": "food"}}),  # "animal" < "food" < "place"
+            "typed_range": keys(filter={"stars": {"$gt": "3"}}),  # a string bound matches strings only
+            "query_and_range": keys(query="coffee", filter={"stars": {"$lte": 4}, "kind": {"$gte": "a"}}),
         }}
 
     found = one_node_graph(store, filtered).invoke({})["found"]
@@ -143,12 +151,20 @@ def test_search_without_a_query_lists_and_filters_go_to_the_metadata_filter(clie
     assert found["typed"] == []
     assert found["query_and_filter"] == ["home"]
     assert found["other_prefix"] == []
+    assert found["gt"] == ["drink"]
+    assert found["between"] == ["home"]
+    assert found["gte_float"] == ["drink", "home"]  # "pet" has no stars: no match, no error
+    assert found["range_and_ne"] == ["home"]
+    assert found["range_and_eq"] == ["drink"]
+    assert found["string_range"] == ["pet"]
+    assert found["typed_range"] == []
+    assert found["query_and_range"] == ["home"]
 
-    def ranged(state: State, *, store: BaseStore) -> State:
-        return {"found": store.search(("users", "u1"), filter={"stars": {"$gt": 3}})}
+    def bad_bound(state: State, *, store: BaseStore) -> State:
+        return {"found": store.search(("users", "u1"), filter={"stars": {"$gt": True}})}
 
-    with pytest.raises(ValueError, match=r"filter\.stars: \$gt is not supported.*no range comparison"):
-        one_node_graph(store, ranged).invoke({})
+    with pytest.raises(ValueError, match=r"stars\.\$gt: must be a number or a string"):
+        one_node_graph(store, bad_bound).invoke({})
 
 
 def test_namespaces_are_listed_and_delete_removes_the_memory(client):
@@ -314,8 +330,12 @@ def test_bad_namespaces_and_keys_are_refused_before_anything_is_stored(client):
         store.batch([PutOp(("notes",), "k", ["not", "a", "dict"])])
     with pytest.raises(ValueError, match="metadata"):
         store.put(("notes",), "k", {"content": "x", "n": float("nan")})
-    with pytest.raises(ValueError, match="filter"):
+    with pytest.raises(ValueError, match=r"filter\.n: give \$eq or \$ne, not both"):
         store.search(("notes",), filter={"n": {"$eq": 1, "$ne": 2}})
+    with pytest.raises(ValueError, match=r"filter\.n: unsupported operator: \$in"):
+        store.search(("notes",), filter={"n": {"$in": [1, 2]}})
+    with pytest.raises(ValueError, match=r"filter\.n: cannot mix operators"):
+        store.search(("notes",), filter={"n": {"$gt": 1, "m": 2}})
     with pytest.raises(ValueError, match="limit"):
         store.search(("notes",), limit=-1)
     assert not Memory.objects.exists()

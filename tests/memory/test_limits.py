@@ -83,8 +83,8 @@ def test_metadata_depth_is_bounded_everywhere_it_enters(client, thread):
 def test_metadata_filter_size_is_bounded_and_the_largest_allowed_runs_in_sql(thread):
     thread.add_messages([{"role": "user", "content": "tea", "metadata": {"tags": ["a", "b"], "k0": 0}}])
     many_keys = {f"k{i}": i for i in range(1000)}
-    with pytest.raises(ValueError,
-                       match=rf"^metadata_filter: has 1000 keys and list values; the limit is {MAX_FILTER_TERMS}"):
+    with pytest.raises(ValueError, match=(r"^metadata_filter: has 1000 keys, list values and range bounds; "
+                                          rf"the limit is {MAX_FILTER_TERMS}")):
         thread.search("tea", metadata_filter=many_keys)
     with pytest.raises(ValueError, match=(rf"metadata_filter\.tags\.\$array_contains_any: holds 500 values; "
                                           rf"the limit is {MAX_FILTER_VALUES}")):
@@ -96,7 +96,7 @@ def test_metadata_filter_size_is_bounded_and_the_largest_allowed_runs_in_sql(thr
             **{f"n{i}": {"$not": i} for i in range(MAX_FILTER_TERMS - MAX_FILTER_VALUES - 1)}}
     assert [r.content for r in thread.search("tea", metadata_filter=wide)] == ["tea"]
     assert thread.search("tea", metadata_filter={"tags": {"$array_contains": values}}) == []
-    with pytest.raises(ValueError, match="^metadata_filter: has 10001 keys and list values"):
+    with pytest.raises(ValueError, match="^metadata_filter: has 10001 keys, list values and range bounds"):
         thread.search("tea", metadata_filter={"tags": list(range(10_000))})  # compared element by element
     assert thread.search("tea", metadata_filter={"tags": list(range(MAX_FILTER_TERMS - 1))}) == []
 

@@ -117,6 +117,52 @@ def test_membership_operators(oracle):
     assert params == ["a", 2, "x"]
 
 
+def test_ranges_are_type_guarded_comparisons_with_bound_values(oracle):
+    sql, params = where(oracle, {"price": {"$gte": 1, "$lt": 2.5}, "day": {"$gt": "2026-03-01", "$lte": "ünï"},
+                                 "name": {"$gt": ""}, "big": {"$lte": 2**63 - 1}})
+    number = '$?(@."price".type() == "number" && @."price" {} $v0)'
+    string = '$?(@."day".type() == "string" && @."day" {} $v0)'
+    assert sql == "(" + " AND ".join([
+        exists(number.format(">="), 1),
+        exists(number.format("<"), 1),
+        exists(string.format(">"), 1),
+        exists(string.format("<="), 1),
+        exists('$?(@."name".type() == "string" && @."name" > "")'),  # Oracle would bind '' as NULL
+        exists('$?(@."big".type() == "number" && @."big" <= $v0)', 1),
+    ]) + ")"
+    assert params == [1, Decimal("2.5"), "2026-03-01", "ünï", 2**63 - 1]
+    assert type(params[0]) is int and type(params[4]) is int  # exact NUMBERs, not BINARY_DOUBLE
+
+
+def test_ranges_nest_and_negate(oracle):
+    sql, params = where(oracle, {"a": {"b": {"$not": {"$gt": 5, "$lte": 9.75}}}})
+    a = '@."a".type() == "object"'
+    b = '@."a"."b"'
+    inner = " AND ".join([
+        exists(f'$?({a} && {b}.type() == "number" && {b} > $v0)', 1),
+        exists(f'$?({a} && {b}.type() == "number" && {b} <= $v0)', 1),
+    ])
+    assert sql == f"({exists(f'$?({a})')} AND NOT (({inner})))"
+    assert params == [5, Decimal("9.75")]
+
+
+def test_the_driver_gets_range_bounds_as_named_binds(oracle, oracle_driver):
+    qs = SearchChunk.objects.filter(compile_filter({"day": {"$gte": "2026-01-01", "$lt": "2026-04-01"},
+                                                    "price": {"$gt": 0.1}}))
+    assert list(qs.using("oracle_offline").values_list("id")) == []
+    (kind, statement, binds), = oracle_driver.executed()
+    assert kind == "execute"
+    outside, _ = split_literals(statement)
+    assert "%" not in outside
+    assert ("""'$?(@."day".type() == "string" && @."day" >= $v0)' PASSING :arg0 AS "v0" FALSE ON ERROR"""
+            in statement)
+    assert ("""'$?(@."day".type() == "string" && @."day" < $v0)' PASSING :arg1 AS "v0" FALSE ON ERROR"""
+            in statement)
+    assert ("""'$?(@."price".type() == "number" && @."price" > $v0)' PASSING :arg2 AS "v0" FALSE ON ERROR"""
+            in statement)
+    assert binds == {":arg0": "2026-01-01", ":arg1": "2026-04-01", ":arg2": Decimal("0.1")}
+
+
 def test_digit_and_dotted_keys_are_quoted_member_steps(oracle):
     sql, _ = where(oracle, {"0": {"a.b": 1}})
     assert '@."0"."a.b".type() == "number"' in sql
@@ -175,6 +221,7 @@ def test_the_driver_gets_named_binds_and_the_real_path(oracle, oracle_driver):
 @pytest.mark.parametrize("metadata_filter", [
     {"a": {"b": {"c": {"$not": {"$not": [[1, {"x": None}]]}}}}},
     {"k": {"$array_contains": 1.5, "$array_contains_any": ["", True]}},
+    {"k": {"$gt": "", "$lt": "z", "$not": {"$gte": 1.5, "$lte": -3}}, "j": {"x": {"$lt": 0}}},
 ])
 def test_every_placeholder_has_a_param(oracle, metadata_filter):
     sql, params = where(oracle, metadata_filter)
