@@ -23,7 +23,9 @@ the scope it names, and the namespace prefix itself is matched exactly on the st
 **Key -> memory id.** A key must be a valid OAM id (``memory.records.validators.check_id``: a non-empty string
 of at most 255 characters, no control character; TypeError/ValueError naming ``key``). The memory id is
 ``"langgraph-"`` and 40 hex digits of the SHA-256 of the item's thread, namespace and key (``memory_id``):
-deterministic, always a valid id, and distinct for two tenants' items of the same namespace and key.
+deterministic, always a valid id, and distinct for two tenants' items of the same namespace and key. Thread
+and memory ids starting with ``langgraph`` are reserved: the JSON API and MCP refuse to create them
+(``threads.api.common.RESERVED_ID_PREFIXES``), so another key of the project cannot take the store's ids first.
 
 **Value -> memory.** ``content`` (what search embeds and matches) is the text at the paths of the put's
 ``index`` list or of the store's ``fields`` (LangGraph's path syntax, ``langgraph.store.base.get_text_at_path``),
@@ -209,6 +211,14 @@ def holding_thread_id(user_id: str | None, agent_id: str | None) -> str:
     return f"{HOLDING_THREAD}-{_digest([user_id, agent_id])}"
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _digest(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:40]
@@ -220,7 +230,11 @@ def _check_ttl(ttl: Any) -> float | None:
         return None
     if not isinstance(ttl, (int, float)) or isinstance(ttl, bool):
         raise TypeError(f"ttl: must be a number of minutes or None, not {type(ttl).__name__}")
-    if not math.isfinite(ttl) or ttl < 0:
+    try:
+        finite = math.isfinite(ttl)
+    except OverflowError:  # an int too large for a float
+        finite = False
+    if not finite or ttl < 0:
         raise ValueError("ttl: must be a finite number of minutes, 0 or more")
     return ttl
 
@@ -252,6 +266,9 @@ def metadata_filter(filter: Mapping[str, Any] | None) -> dict[str, Any]:
         return {}
     if not isinstance(filter, Mapping):
         raise ValueError(f"filter: must be a dict or None, not {type(filter).__name__}")
+    operators = [key for key in filter if isinstance(key, str) and key.startswith("$")]
+    if operators:  # an operator applies to a field of the value, never to the value itself
+        raise ValueError(f"filter: {operators[0]} needs a field: {{field: {{{operators[0]}: ...}}}}")
     return {key: _expression(value, f"filter.{key}") for key, value in filter.items()}
 
 
@@ -380,6 +397,11 @@ class OamStore(BaseStore):
         if not isinstance(op, (GetOp, PutOp, SearchOp, ListNamespacesOp)):
             raise ValueError(f"Unknown operation type: {type(op)}")
         validate_op_namespace(op)
+        labels = op.namespace_prefix if isinstance(op, SearchOp) else getattr(op, "namespace", ())
+        for label in labels if isinstance(labels, tuple) else ():
+            if isinstance(label, str) and not _encodable(label):
+                raise InvalidNamespaceError(f"Namespace labels must be valid Unicode (no lone surrogates). Got: "
+                                            f"{ascii(tuple(labels))}")
         if isinstance(op, SearchOp):
             self.scope(tuple(op.namespace_prefix), True)
         elif isinstance(op, (GetOp, PutOp)):

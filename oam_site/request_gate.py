@@ -52,9 +52,17 @@ MCP_PATH = b"/mcp"
 WWW_AUTHENTICATE = b'Bearer realm="oam-site"'
 
 
-def keyed_path(path: bytes) -> bool:
-    """Whether a body sent to ``path`` needs an API key: the JSON API and the MCP endpoint."""
-    path = unquote_to_bytes(path.split(b"?", 1)[0])  # as daphne decodes it before routing: /%61pi/ is /api/
+def keyed_path(path: bytes, root_path: bytes = b"") -> bool:
+    """Whether a body sent to ``path`` needs an API key: the JSON API and the MCP endpoint.
+
+    ``path`` is decoded as daphne decodes it (``/%61pi/`` is ``/api/``), and ``root_path`` (a client's
+    ``Daphne-Root-Path`` header, which daphne honours) is taken off its front as Django does before routing,
+    so ``/x/api/`` with root path ``/x`` is the API too.
+    """
+    path = unquote_to_bytes(path.split(b"?", 1)[0])
+    root = unquote_to_bytes(root_path).rstrip(b"/")
+    if root and (path == root or path.startswith(root + b"/")):
+        path = path[len(root):]
     return path.startswith(API_PREFIX) or path == MCP_PATH or path.startswith(MCP_PATH + b"/")
 
 
@@ -80,7 +88,8 @@ def bearer_token(authorization: bytes | None) -> str | None:
     return token.strip() or None if scheme.lower() == "bearer" else None
 
 
-def decide(*, path: bytes, length: int | None, chunked: bool, authorization: bytes | None) -> Decision:
+def decide(*, path: bytes, length: int | None, chunked: bool, authorization: bytes | None,
+           root_path: bytes = b"") -> Decision:
     """The gate's rule for a request with these headers (``length``: Content-Length, None when absent).
 
     Returns a refusal (413 over ``max_body_bytes``; 401 for an API body
@@ -91,7 +100,7 @@ def decide(*, path: bytes, length: int | None, chunked: bool, authorization: byt
     if length is not None and length > limit:
         return Decision(413, f"the request body is {length} bytes; the limit is {limit} (OAM_MAX_REQUEST_BYTES)")
     has_body = chunked or bool(length)
-    if not has_body or not keyed_path(path):
+    if not has_body or not keyed_path(path, root_path):
         return Decision()
     token = bearer_token(authorization)
     if token is None:
@@ -168,8 +177,11 @@ def install() -> None:
     def gated_got_length(self, length):
         self._oam_refused, self._oam_pending, self._oam_received, self._oam_bytes = False, False, None, 0
         headers = self.requestHeaders
-        chunked = b"chunked" in (headers.getRawHeaders(b"transfer-encoding") or [b""])[0].lower()
+        # Every Transfer-Encoding header counts: Twisted decodes a body as chunked when any of them says so
+        # ("identity" then "chunked" is a chunked body).
+        chunked = any(b"chunked" in value.lower() for value in headers.getRawHeaders(b"transfer-encoding") or [])
         decision = decide(path=getattr(self.channel, "_path", b"") or b"", length=length, chunked=chunked,
+                          root_path=(headers.getRawHeaders(b"daphne-root-path") or [b""])[0],
                           authorization=(headers.getRawHeaders(b"authorization") or [None])[0])
         if decision.status is not None:
             got_length(self, 0)  # an empty in-memory body: nothing of it is kept

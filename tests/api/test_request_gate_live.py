@@ -166,3 +166,27 @@ def test_a_request_line_or_header_over_twisteds_line_limit_is_answered_not_dropp
     assert reply.startswith(b"HTTP/1.1 431 ")
     status, _ = api(port, "GET", "/api/threads", {}, key)  # the server is fine afterwards
     assert status == 200
+
+
+def _first_answer(port: int, head: list[str]) -> int:
+    """Send a request's head with ``Expect: 100-continue`` and no body; return the status of the first answer
+    (100 when the server would read the body)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(("\r\n".join([*head, "Host: 127.0.0.1", "Expect: 100-continue"]) + "\r\n\r\n").encode())
+        return int(sock.recv(65536).split()[1])
+
+
+@pytest.mark.parametrize("head", [
+    # Twisted decodes the body as chunked when any Transfer-Encoding says so (found by an outside attack)
+    ["POST /api/threads HTTP/1.1", "Transfer-Encoding: identity", "Transfer-Encoding: chunked"],
+    ["POST /mcp HTTP/1.1", "Transfer-Encoding: identity", "Transfer-Encoding: chunked"],
+    # daphne honours a client's Daphne-Root-Path and Django routes /x/api/... to the API
+    ["POST /x/api/threads HTTP/1.1", "Daphne-Root-Path: /x", "Content-Length: 4000000"],
+    ["POST /x/%61pi/threads HTTP/1.1", "Daphne-Root-Path: /x", "Content-Length: 4000000"],
+    # percent-encoded paths decode to /mcp and /api
+    ["POST /mc%70 HTTP/1.1", "Content-Length: 4000000"],
+    ["POST /%61pi/threads HTTP/1.1", "Content-Length: 4000000"],
+])
+def test_a_body_without_a_key_is_refused_however_its_path_and_length_are_spelled(live, head):
+    _, port, _ = live
+    assert _first_answer(port, head) == 401

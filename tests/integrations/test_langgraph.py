@@ -338,7 +338,41 @@ def test_bad_namespaces_and_keys_are_refused_before_anything_is_stored(client):
         store.search(("notes",), filter={"n": {"$gt": 1, "m": 2}})
     with pytest.raises(ValueError, match="limit"):
         store.search(("notes",), limit=-1)
+    # found by an outside attack: each was another exception, or a silent empty answer
+    with pytest.raises(ValueError, match=r"filter: \$gt needs a field"):
+        store.search(("notes",), filter={"$gt": 5})
+    with pytest.raises(ValueError, match="ttl"):
+        store.put(("notes",), "k", {"content": "x"}, ttl=10**400)
+    for namespace in [("users", "\ud800"), ("threads", "\udc00"), ("notes\ud800",)]:
+        with pytest.raises(InvalidNamespaceError, match="valid Unicode"):
+            store.put(namespace, "k", {"content": "x"})
     assert not Memory.objects.exists()
+
+
+def test_the_stores_ids_are_reserved_so_an_api_key_cannot_take_them_first(client):
+    """The store derives its threads' and memories' ids; the JSON API (and MCP through it) refuses to create
+    ids with the reserved prefix, so another key of the project cannot squat them (found by an outside attack:
+    a u2-only key made thread langgraph:users:u1, and u1's puts then failed)."""
+    from django.test import Client as HttpClient
+
+    from threads.api.common import RESERVED_ID_PREFIXES
+    from threads.auth import api_key_create
+
+    store = OamStore(client)
+    assert holding_thread_id("u1", None).startswith(RESERVED_ID_PREFIXES)
+    assert store.memory_id(("users", "u1", "notes"), "k").startswith(RESERVED_ID_PREFIXES)
+    raw = api_key_create(name="squatter", project=client.tenant.project, user_id="u2")[1]
+    http = HttpClient(headers={"Authorization": f"Bearer {raw}"})
+    made = http.post("/api/threads", {"thread_id": holding_thread_id("u1", None), "user_id": "u2"},
+                     content_type="application/json")
+    assert made.status_code == 422 and "reserved" in made.text and "thread_id" in made.text
+    assert http.post("/api/threads", {"thread_id": "t2", "user_id": "u2"}, content_type="application/json"
+                     ).status_code == 201
+    taken = http.post("/api/threads/t2/memories", {"content": "x", "memory_id": store.memory_id(
+        ("users", "u1", "notes"), "k")}, content_type="application/json")
+    assert taken.status_code == 422 and "memory_id" in taken.text
+    store.put(("users", "u1", "notes"), "k", {"content": "u1's note"})
+    assert store.get(("users", "u1", "notes"), "k").value == {"content": "u1's note"}
 
 
 def test_the_scope_rules():

@@ -33,7 +33,8 @@ def test_an_id_is_one_path_segment():
 @pytest.fixture
 def writer():
     project = Project.objects.create(slug="mcp-http")
-    return Caller(token=api_key_create(name="w", project=project, permission="write")[1], permission="write")
+    row, raw = api_key_create(name="w", project=project, permission="write")
+    return Caller(token=raw, permission="write", key_id=row.pk)
 
 
 def test_the_keys_rate_limit_counts_each_tool_call(settings, writer):
@@ -80,6 +81,7 @@ def test_ids_reach_the_record_they_name_whatever_their_characters(writer):
     ({"thread_id": "x" * 256}, "thread_id", "at most 255"),
     ({"thread_id": "a/b"}, "thread_id", "'/'"),
     ({"thread_id": ""}, "thread_id", "empty"),
+    ({"thread_id": ".."}, "thread_id", "'..'"),
     ({"thread_id": "\ud800"}, "thread_id", "surrogate"),
     ({"thread_id": "t", "memory_id": "\udfff"}, "memory_id", "surrogate"),
 ])
@@ -90,12 +92,27 @@ def test_an_id_that_is_not_one_path_segment_is_a_tool_error_naming_it(writer, ar
     assert rule in result.structured_content["detail"]
 
 
-def test_query_arguments_must_fit_a_request_line(writer):
-    asyncio.run(call(writer, "create_thread", {"thread_id": "q1", "user_id": "u", "agent_id": "a"}))
-    surrogate = asyncio.run(call(writer, "list_memories", {"user_id": "\ud800"}))
-    assert surrogate.is_error and surrogate.structured_content["field"] == "user_id"
-    huge = asyncio.run(call(writer, "list_memories", {"user_id": "u", "metadata_filter": "{" + " " * 20_000 + "}"}))
-    assert huge.is_error and huge.structured_content["field"] == "metadata_filter"
+@pytest.mark.parametrize("args, field, rule", [
+    ({"user_id": "\ud800"}, "user_id", "surrogate"),
+    ({"user_id": "u", "metadata_filter": "{" + " " * 20_000 + "}"}, "metadata_filter", "too long"),
+    ({"user_id": ["a"] * 600_000}, "user_id", "one value"),  # took 4 s on the event loop before
+    ({"user_id": ["u1", "u2"]}, "user_id", "one value"),  # was ?user_id=u1&user_id=u2, the last one winning
+    ({"metadata_filter": ['{"v": 5}', "{}"]}, "metadata_filter", "one value"),
+    ({"user_id": "u", "limit": [1, 2]}, "limit", "one value"),
+])
+def test_query_arguments_must_be_single_values_that_fit_a_request_line(writer, args, field, rule):
+    result = asyncio.run(call(writer, "list_memories", args))
+    assert result.is_error and result.structured_content["field"] == field
+    assert rule in result.structured_content["detail"]
+
+
+def test_refused_calls_count_against_the_keys_rate_limit(settings, writer):
+    settings.OAM_API_RATE_LIMIT = 3
+    for _ in range(3):
+        assert asyncio.run(call(writer, "get_thread", {"thread_id": "a/b"})).is_error
+    with pytest.raises(MCPError) as refused:
+        asyncio.run(call(writer, "drop_everything", {}))
+    assert refused.value.code == RATE_LIMITED
 
 
 def test_an_extraction_wait_is_one_request_unless_progress_is_asked_for(writer, monkeypatch):
@@ -131,10 +148,8 @@ def test_tools_list_counts_against_the_keys_rate_limit(settings, writer):
     from mcp import Client
 
     from threads.mcp.server import build_server
-    from threads.models import ApiKey
     settings.OAM_API_RATE_LIMIT = 2
-    row = ApiKey.objects.latest("pk")
-    fixed = Caller(token=writer.token, permission="write", key_id=row.pk)
+    fixed = writer
 
     async def run():
         async with Client(build_server(fixed), cache=None) as client:

@@ -116,3 +116,17 @@ def project_admin(request: HttpRequest):
     if manager.user_id is not None or manager.agent_id is not None:
         raise KeyForbidden("a key restricted to a user or an agent cannot manage keys or read erasure receipts")
     return manager
+
+
+#: Thread and memory ids the JSON API (and so MCP) refuses to create: the LangGraph store
+#: (``integrations.langgraph``) derives its holding threads' and memories' ids from the namespace and key, so
+#: a key of the same project could otherwise take them first (its store's puts then fail, or land in another
+#: user's thread). The Python client, which the store itself uses, is not a door for API keys.
+RESERVED_ID_PREFIXES = ("langgraph",)
+
+
+def refuse_reserved_id(value, field: str) -> None:
+    """InvalidArgument (422 naming ``field``) for an id starting with a ``RESERVED_ID_PREFIXES`` entry."""
+    if isinstance(value, str) and value.startswith(RESERVED_ID_PREFIXES):
+        raise InvalidArgument(field, f"ids starting with {RESERVED_ID_PREFIXES[0]!r} are reserved for the "
+                                     "LangGraph store (integrations.langgraph)")

@@ -7,7 +7,15 @@ from ninja.responses import Status
 
 from memory.core.aio import in_worker
 from memory.core.errors import NotFound
-from threads.api.common import INVALID, NOT_FOUND, READ, Pagination, thread_for, written_memory
+from threads.api.common import (
+    INVALID,
+    NOT_FOUND,
+    READ,
+    Pagination,
+    refuse_reserved_id,
+    thread_for,
+    written_memory,
+)
 from threads.schemas.common import ErrorOut
 from threads.schemas.memories import MemoryIn, MemoryListQuery, MemoryOut, MemoryPatchIn
 
@@ -19,6 +27,7 @@ async def memory_add(request: HttpRequest, thread_id: str, payload: MemoryIn):
     """Store a manual memory and index it; 409 when ``memory_id`` is taken."""
     thread = await thread_for(request, thread_id)
     data = payload.model_dump(exclude_unset=True)
+    refuse_reserved_id(data.get("memory_id"), "memory_id")
     memory_id = await thread.add_memory_async(data.pop("content"), **data)
     return Status(201, await in_worker(written_memory, thread, memory_id))
 

@@ -9,7 +9,7 @@ from memory.core.errors import NotFound
 from memory.extraction.config import MemoryExtractionConfig
 from memory.records import selectors
 from memory.records.image_rules import ImageInputLimitConfig
-from threads.api.common import INVALID, NOT_FOUND, READ, Pagination, client_for, thread_for
+from threads.api.common import INVALID, NOT_FOUND, READ, Pagination, client_for, refuse_reserved_id, thread_for
 from threads.schemas.common import ErrorOut
 from threads.schemas.threads import ThreadIn, ThreadOut, ThreadPatchIn
 
@@ -21,6 +21,7 @@ async def thread_create(request: HttpRequest, payload: ThreadIn):
     """Create a thread; 409 when ``thread_id`` is taken. ``memory_extraction_config`` and
     ``image_input_limit_config`` (each laid over the server's defaults field by field) are stored with it."""
     data = payload.model_dump(exclude_unset=True)
+    refuse_reserved_id(data.get("thread_id"), "thread_id")
     config = data.pop("memory_extraction_config", None)
     if config is not None:
         data["memory_extraction_config"] = MemoryExtractionConfig.from_dict(config)

@@ -119,7 +119,7 @@ class McpHttpApp:
 
     async def __call__(self, scope, receive, send) -> None:
         match = _PATH.match(scope["path"])
-        if match is None:
+        if match is None or match.group("thread_id") in (".", ".."):
             await _answer(send, 404, "Not Found: the MCP endpoint is /mcp or /mcp/threads/{thread_id}")
             return
         headers = {name.lower(): value for name, value in scope.get("headers", [])}

@@ -59,6 +59,8 @@ PROGRESS_SECONDS = 5.0
 #: Bytes of a tool call's query arguments, URL-encoded: what an HTTP request line to ``/api/`` carries under
 #: daphne (Twisted's ``HTTPChannel.MAX_LENGTH``, 16,384 bytes, less room for the method and path).
 MAX_QUERY_BYTES = 15_000
+#: Values of one query parameter that takes several (``?a=1&a=2``).
+MAX_QUERY_VALUES = 100
 
 
 @dataclass(frozen=True)
@@ -194,66 +196,107 @@ def _path_rule(value: Any) -> str | None:
         return f"must be at most {MAX_ID_LENGTH} characters"
     if "/" in value:
         return "must not contain '/' (an id with '/' cannot be reached through an HTTP path)"
+    if value in (".", ".."):
+        return "must not be '.' or '..' (HTTP clients drop such path segments)"
     if not _encodable(value):
         return "must be valid Unicode (no lone surrogates)"
     return None
 
 
-def _query_refusal(query: dict[str, Any]) -> types.CallToolResult | None:
-    """A refusal for query arguments an HTTP request line could not carry: lone surrogates, or more than
-    ``MAX_QUERY_BYTES`` in all (daphne's line limit for ``/api/``); None when they can go."""
+def _check_query(query: dict[str, Any], arrays: frozenset[str]) -> None:
+    """Raise ``_Local`` for query arguments an HTTP request line could not carry, naming the field: a list
+    where the parameter takes one value (``arrays``: those that take several, at most ``MAX_QUERY_VALUES``),
+    a lone surrogate, or more than ``MAX_QUERY_BYTES`` in all (daphne's line limit for ``/api/``). The size
+    is bounded by the characters first, so a huge argument is refused before it is encoded."""
+    chars = 0
     for name, value in query.items():
-        if any(isinstance(item, str) and not _encodable(item)
-               for item in (value if isinstance(value, list) else [value])):
-            return _refusal(name, "must be valid Unicode (no lone surrogates)")
+        items = value if isinstance(value, list) else [value]
+        if isinstance(value, list) and name not in arrays:
+            raise _Local.refusal(name, "must be one value, not a list")
+        if len(items) > MAX_QUERY_VALUES:
+            raise _Local.refusal(name, f"at most {MAX_QUERY_VALUES} values")
+        for item in items:
+            if isinstance(item, list) or (isinstance(item, dict) and name in arrays):
+                raise _Local.refusal(name, "must be a list of single values")
+            text = item if isinstance(item, str) else json.dumps(item) if isinstance(item, dict) else str(item)
+            if not _encodable(text):
+                raise _Local.refusal(name, "must be valid Unicode (no lone surrogates)")
+            chars += len(text)
+            if chars > MAX_QUERY_BYTES:
+                raise _Local.refusal(name, f"too long: the call's query arguments are over {MAX_QUERY_BYTES} bytes")
     if len(bridge.query_string(query)) > MAX_QUERY_BYTES:
-        longest = max(query, key=lambda name: len(bridge.query_string({name: query[name]})))
-        return _refusal(longest, f"too long: the call's query arguments are over {MAX_QUERY_BYTES} bytes")
-    return None
+        longest = max(query, key=lambda name: len(str(query[name])))
+        raise _Local.refusal(longest, f"too long: the call's query arguments are over {MAX_QUERY_BYTES} bytes")
+
+
+class _Local(Exception):
+    """A tool call refused before its JSON API request: a JSON-RPC ``error``, or a tool error ``result``."""
+
+    def __init__(self, error: MCPError | None = None, result: types.CallToolResult | None = None):
+        super().__init__(error or result)
+        self.error, self.result = error, result
+
+    @classmethod
+    def refusal(cls, field: str, rule: str) -> _Local:
+        return cls(result=_refusal(field, rule))
 
 
 async def call(caller: Caller, name: str, arguments: dict[str, Any] | None, *, progress=None) -> types.CallToolResult:
     """Call tool ``name`` with ``arguments`` for ``caller`` (see the module docstring for answers and errors).
 
     ``progress``: an ``async (progress, total, message)`` callable, for ``get_extraction_status``'s waits.
+    A call that reaches the JSON API is counted against the key's rate limit there; one refused before it is
+    counted here, so refusals cost a caller the same as calls (a refusal past the limit is ``RATE_LIMITED``).
     """
+    try:
+        return await _call(caller, name, arguments, progress)
+    except _Local as refused:
+        if not caller.allow_request():
+            raise MCPError(RATE_LIMITED, "Too many requests for this key; retry later",
+                           {"retry_after": seconds_to_next_window()}) from None
+        if refused.error is not None:
+            raise refused.error from None
+        return refused.result
+
+
+async def _call(caller: Caller, name: str, arguments: dict[str, Any] | None, progress) -> types.CallToolResult:
+    """``call``'s work; a refusal before the JSON API request raises ``_Local``."""
     tool = BY_NAME.get(name)
     if tool is None:
-        raise MCPError(types.INVALID_PARAMS, f"unknown tool {name!r}")
+        raise _Local(MCPError(types.INVALID_PARAMS, f"unknown tool {name!r}"))
     if not permits(caller.permission, tool.permission):
-        raise MCPError(FORBIDDEN, f"this key's permission is {caller.permission!r}; tool {name!r} needs "
-                                  f"{tool.permission!r}")
+        raise _Local(MCPError(FORBIDDEN, f"this key's permission is {caller.permission!r}; tool {name!r} "
+                                         f"needs {tool.permission!r}"))
     if not visible(tool, caller):
-        raise MCPError(types.INVALID_PARAMS, f"tool {name!r} is not served at a thread's URL; use /mcp")
+        raise _Local(MCPError(types.INVALID_PARAMS, f"tool {name!r} is not served at a thread's URL; use /mcp"))
     if arguments is not None and not isinstance(arguments, dict):
-        raise MCPError(types.INVALID_PARAMS, "arguments must be an object")
+        raise _Local(MCPError(types.INVALID_PARAMS, "arguments must be an object"))
     args = dict(arguments or {})
     thread_id = args.pop("thread_id", None) if tool.thread is not None else None
     if caller.thread_id is not None:
         if thread_id is not None and thread_id != caller.thread_id:
-            return _refusal("thread_id", f"this MCP URL is fixed to thread {caller.thread_id!r}")
+            raise _Local.refusal("thread_id", f"this MCP URL is fixed to thread {caller.thread_id!r}")
         thread_id = caller.thread_id
     if thread_id is not None and not isinstance(thread_id, str):
-        return _refusal("thread_id", "must be a string")
+        raise _Local.refusal("thread_id", "must be a string")
     route = tool.thread if thread_id is not None and tool.thread is not None else tool.project
     if route is None:
-        return _refusal("thread_id", "required")
+        raise _Local.refusal("thread_id", "required")
     tools = await catalogue(caller)
     taken = tools.parameters(route)
     values: dict[str, Any] = {}
     for param in taken.path:
         value = thread_id if param == "thread_id" else args.pop(param, None)
         if value is None:
-            return _refusal(param, "required")
+            raise _Local.refusal(param, "required")
         if rule := _path_rule(value):
-            return _refusal(param, rule)
+            raise _Local.refusal(param, rule)
         values[param] = value
     query = {param: args.pop(param) for param in taken.query if param in args}
-    if refused := _query_refusal(query):
-        return refused
+    _check_query(query, taken.arrays)
     if taken.body is None and args:
         field = sorted(args)[0]
-        return _refusal(field, "not an argument of this tool" + (" with thread_id" if tool.project and
+        raise _Local.refusal(field, "not an argument of this tool" + (" with thread_id" if tool.project and
                                                                    thread_id is not None else ""))
     body = args if taken.body is not None else None
     path = bridge.api_path(route.path, values)

@@ -120,12 +120,14 @@ THREAD_ID = {"type": "string", "description": "The thread; omit for the project-
 
 @dataclass(frozen=True)
 class Parameters:
-    """How one route takes a tool's arguments: ``path`` and ``query`` parameter names, and whether it has a
-    JSON ``body`` (whose ``properties`` are the remaining arguments)."""
+    """How one route takes a tool's arguments: ``path`` and ``query`` parameter names (``arrays``: the query
+    parameters that take several values), and whether it has a JSON ``body`` (whose ``properties`` are the
+    remaining arguments)."""
 
     path: tuple[str, ...]
     query: tuple[str, ...]
     body: dict[str, Any] | None
+    arrays: frozenset[str] = frozenset()
 
 
 class Catalogue:
@@ -155,7 +157,8 @@ class Catalogue:
         if body is not None:
             body = self._resolve(body)
         return Parameters(tuple(p["name"] for p in params if p["in"] == "path"),
-                          tuple(p["name"] for p in params if p["in"] == "query"), body)
+                          tuple(p["name"] for p in params if p["in"] == "query"), body,
+                          frozenset(p["name"] for p in params if p["in"] == "query" and _is_array(p.get("schema"))))
 
     def parameters(self, route: Route) -> Parameters:
         """How ``route`` takes a tool's arguments."""
@@ -209,6 +212,13 @@ class Catalogue:
             found[name] = _rewrite_refs(copy.deepcopy(self.components[name]))
             pending.extend(_refs(found[name]))
         return found
+
+
+def _is_array(schema: Any) -> bool:
+    """Whether a parameter's schema takes a list (``type: array``, or an ``anyOf`` holding one)."""
+    if not isinstance(schema, dict):
+        return False
+    return schema.get("type") == "array" or any(_is_array(option) for option in schema.get("anyOf", []))
 
 
 def _refs(value: Any):
