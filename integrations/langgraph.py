@@ -92,7 +92,7 @@ from langgraph.store.base import (
 
 from memory.client import AgentMemory, MemoryRecord, Thread, TimeToLiveAnchor
 from memory.core.aio import in_worker
-from memory.core.errors import Conflict, NotFound
+from memory.core.errors import Conflict, NotFound, lone_surrogate
 from memory.core.ttl import parse_timestamp
 from memory.core.types import NOTSET
 from memory.models import MEMORY_TYPES
@@ -209,14 +209,6 @@ def holding_thread_id(user_id: str | None, agent_id: str | None) -> str:
     if len(thread_id) <= _MAX_ID:
         return thread_id
     return f"{HOLDING_THREAD}-{_digest([user_id, agent_id])}"
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _digest(value: Any) -> str:
@@ -399,7 +391,7 @@ class OamStore(BaseStore):
         validate_op_namespace(op)
         labels = op.namespace_prefix if isinstance(op, SearchOp) else getattr(op, "namespace", ())
         for label in labels if isinstance(labels, tuple) else ():
-            if isinstance(label, str) and not _encodable(label):
+            if isinstance(label, str) and lone_surrogate(label) is not None:
                 raise InvalidNamespaceError(f"Namespace labels must be valid Unicode (no lone surrogates). Got: "
                                             f"{ascii(tuple(labels))}")
         if isinstance(op, SearchOp):

@@ -40,16 +40,13 @@ from django.conf import settings
 from django.db import connection
 
 from oam_site.websocket_denial import response_bytes
-from threads.auth import api_key_lookup
-from threads.throttling import count_failed_key, failed_keys_exhausted, seconds_to_next_window
+from threads.auth import WWW_AUTHENTICATE, api_key_check, bearer_token
+from threads.mcp.http import mcp_path
+from threads.throttling import seconds_to_next_window
 
 logger = logging.getLogger(__name__)
 
 API_PREFIX = b"/api/"
-#: The MCP endpoint (``threads.mcp.http``): its bodies need a key too.
-MCP_PATH = b"/mcp"
-#: The challenge of a 401 here and at ``/mcp`` (``threads.mcp.http``).
-WWW_AUTHENTICATE = b'Bearer realm="oam-site"'
 
 
 def keyed_path(path: bytes, root_path: bytes = b"") -> bool:
@@ -63,7 +60,7 @@ def keyed_path(path: bytes, root_path: bytes = b"") -> bool:
     root = unquote_to_bytes(root_path).rstrip(b"/")
     if root and (path == root or path.startswith(root + b"/")):
         path = path[len(root):]
-    return path.startswith(API_PREFIX) or path == MCP_PATH or path.startswith(MCP_PATH + b"/")
+    return path.startswith(API_PREFIX) or mcp_path(path.decode("latin-1"))
 
 
 @dataclass
@@ -78,14 +75,6 @@ class Decision:
 def max_body_bytes() -> int:
     """The largest request body read, in bytes (``OAM_MAX_REQUEST_BYTES``)."""
     return int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
-
-
-def bearer_token(authorization: bytes | None) -> str | None:
-    """The token of an ``Authorization: Bearer <token>`` header value, or None."""
-    if not authorization:
-        return None
-    scheme, _, token = authorization.decode("latin-1").strip().partition(" ")
-    return token.strip() or None if scheme.lower() == "bearer" else None
 
 
 def decide(*, path: bytes, length: int | None, chunked: bool, authorization: bytes | None,
@@ -109,27 +98,20 @@ def decide(*, path: bytes, length: int | None, chunked: bool, authorization: byt
 
 
 def _key_check(token: str, address: str) -> int | None:
-    """None when ``token`` is an active API key, else the status to refuse with; runs in Twisted's thread pool.
-
-    401 for a key that is not active (counted against ``address``: the API's
-    wrong-key cap, ``threads.throttling``), 429 when ``address`` is over that
-    cap already (the key is not even looked up). Each pool thread keeps its
+    """None when ``token`` is an active API key, else the status to refuse with (``threads.auth.api_key_check``:
+    401, or 429 past the wrong-key cap); runs in Twisted's thread pool. Each pool thread keeps its
     database connection open (closed only after an error): opening and closing
     SQLite connections in several threads at a high rate deadlocked SQLite
     3.51.1 (one thread in ``findReusableFd`` opening, another in
     ``unixIsSharingShmNode`` closing a WAL connection), which froze the whole
     server under a schemathesis run.
     """
-
-    if failed_keys_exhausted(address):
-        return 429
     try:
-        if api_key_lookup(token) is not None:
-            return None
+        status, _row = api_key_check(token, address)
     except Exception:
         connection.close()
         raise
-    return 429 if count_failed_key(address) else 401
+    return None if status == 200 else status
 
 
 _installed = False

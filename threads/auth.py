@@ -36,7 +36,7 @@ from memory.records.admin_log import admin_log_erase
 from memory.records.tenancy import Tenant, get_project
 from memory.records.validators import check_scope_id
 from threads.models import PERMISSIONS, ApiKey
-from threads.throttling import check_failed_keys, note_failed_key
+from threads.throttling import check_failed_keys, count_failed_key, failed_keys_exhausted, note_failed_key
 
 PREFIX_LENGTH = 8
 #: ``last_used_at`` is written at most this often per key (seconds): not one write per request.
@@ -127,6 +127,32 @@ def api_key_lookup(raw: str | None, *, now: dt.datetime | None = None) -> ApiKey
     if row is None or (row.expires_at is not None and row.expires_at <= (now or timezone.now())):
         return None
     return row
+
+
+#: The challenge of a 401 for a missing or wrong key (RFC 9110 section 15.5.2: a 401 names its scheme; MCP
+#: clients look for it): ``oam_site.request_gate`` and ``/mcp`` (``threads.mcp.http``).
+WWW_AUTHENTICATE = b'Bearer realm="oam-site"'
+
+
+def bearer_token(authorization: bytes | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header value, or None."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.decode("latin-1").strip().partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+def api_key_check(token: str | None, address: str) -> tuple[int, ApiKey | None]:
+    """(200, the active key) for ``token``, else the refusal: (401, None) for a missing or inactive key,
+    counted against ``address`` (the API's wrong-key cap, ``threads.throttling``), (429, None) when
+    ``address`` is over that cap (then the key is not even looked up). For the doors that check a key before
+    Django does: the request gate (``oam_site.request_gate``) and ``/mcp`` (``threads.mcp.http``)."""
+    if failed_keys_exhausted(address):
+        return 429, None
+    row = api_key_lookup(token)
+    if row is None:
+        return (429 if count_failed_key(address) else 401), None
+    return 200, row
 
 
 def api_key_touch(row: ApiKey, *, now: dt.datetime | None = None) -> None:

@@ -99,20 +99,27 @@ def note_failed_key(request: HttpRequest) -> None:
         raise Throttled(wait=seconds_to_next_window())
 
 
+def key_request_allowed(key: Any) -> bool:
+    """Count one request against API key ``key`` (a row, or anything with its ``pk``); False once the key is
+    over its limit for this minute (``OAM_API_RATE_LIMIT``, or the key's own ``rate_limit_per_minute``).
+    The JSON API (``ApiKeyRateThrottle``) and the MCP requests that are not tool calls (``threads.mcp``)
+    count here."""
+    if key is None or getattr(key, "pk", None) is None:
+        return True
+    limit = getattr(key, "rate_limit_per_minute", None)
+    if limit is None:
+        limit = settings.OAM_API_RATE_LIMIT
+    if not limit:
+        return True
+    return _count(f"key:{key.pk}") <= limit
+
+
 class ApiKeyRateThrottle(BaseThrottle):
-    """At most N requests a minute per API key (``OAM_API_RATE_LIMIT``, or the key's ``rate_limit_per_minute``)."""
+    """At most N requests a minute per API key (``key_request_allowed``)."""
 
     def allow_request(self, request: HttpRequest) -> bool:
         """Count this request against its key; False once the key is over its limit for this minute."""
-        key = getattr(request, "auth", None)
-        if key is None or getattr(key, "pk", None) is None:
-            return True
-        limit = getattr(key, "rate_limit_per_minute", None)
-        if limit is None:
-            limit = settings.OAM_API_RATE_LIMIT
-        if not limit:
-            return True
-        return _count(f"key:{key.pk}") <= limit
+        return key_request_allowed(getattr(request, "auth", None))
 
     def wait(self) -> float:
         """Seconds until the window ends (the same for every key: windows are aligned to the minute)."""

@@ -123,6 +123,16 @@ def check_depth(value: object, field: str, limit: int = MAX_METADATA_DEPTH) -> o
     return value
 
 
+def lone_surrogate(text: str) -> int | None:
+    """The position of the first lone UTF-16 surrogate in ``text`` (no UTF-8 form: see ``check_text``), or None
+    when ``text`` is valid Unicode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
 def check_text(value: str, field: str) -> str:
     """``value`` unchanged if it is valid Unicode text; else ``InvalidArgument`` naming ``field``.
 
@@ -133,10 +143,8 @@ def check_text(value: str, field: str) -> str:
     NUL (0x00) bytes"), and one rule on every database keeps a record portable
     between them (``manage.py export_memory`` / ``import_memory``).
     """
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidArgument(field, f"is not valid Unicode text (a lone surrogate at position {exc.start})") from None
+    if (position := lone_surrogate(value)) is not None:
+        raise InvalidArgument(field, f"is not valid Unicode text (a lone surrogate at position {position})")
     if (nul := value.find("\x00")) >= 0:
         raise InvalidArgument(field, f"must not hold U+0000 (NUL, at position {nul}): no database here stores it "
                                      "in text")

@@ -34,7 +34,7 @@ def test_an_id_is_one_path_segment():
 def writer():
     project = Project.objects.create(slug="mcp-http")
     row, raw = api_key_create(name="w", project=project, permission="write")
-    return Caller(token=raw, permission="write", key_id=row.pk)
+    return Caller(token=raw, permission="write", key=row)
 
 
 def test_the_keys_rate_limit_counts_each_tool_call(settings, writer):

@@ -28,7 +28,6 @@ import asyncio
 import json
 import re
 import time
-from dataclasses import dataclass
 
 from asgiref.sync import ThreadSensitiveContext
 from django.conf import settings
@@ -37,9 +36,10 @@ from django.http.request import split_domain_port, validate_host
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from memory.core.aio import in_worker
-from threads.auth import api_key_lookup, hash_key
+from threads.auth import WWW_AUTHENTICATE, api_key_check, bearer_token, hash_key
 from threads.mcp.server import CALLER, Caller, build_server
-from threads.throttling import count_failed_key, failed_keys_exhausted, seconds_to_next_window
+from threads.models import ApiKey
+from threads.throttling import seconds_to_next_window
 
 PREFIX = "/mcp"
 _PATH = re.compile(r"^/mcp(?:/threads/(?P<thread_id>[^/]+))?/?$")
@@ -62,37 +62,26 @@ async def _answer(send, status: int, detail: str, headers: list[tuple[bytes, byt
 #: it: every tool call is a JSON API request that checks the key again, so a key revoked meanwhile lists tools
 #: for at most this long and calls none.
 KNOWN_KEY_SECONDS = 30.0
-_known: dict[str, tuple[KeyFacts, float]] = {}
+_known: dict[str, tuple[ApiKey, float]] = {}
 
 
-@dataclass(frozen=True)
-class KeyFacts:
-    """What ``/mcp`` keeps of an active key: its row id, permission and own rate limit."""
-
-    key_id: int
-    permission: str
-    rate_limit_per_minute: int | None
+def _known_key(token: str | None) -> ApiKey | None:
+    """The key ``token`` was found active as, within ``KNOWN_KEY_SECONDS``; checked on the loop, no database."""
+    known = _known.get(hash_key(token)) if token else None
+    return known[0] if known is not None and known[1] > time.monotonic() else None
 
 
-def _key(token: str | None, address: str) -> tuple[int, KeyFacts | None]:
-    """(status, facts): 200 and the key's ``KeyFacts``, or the refusal (401, 429); runs in a worker."""
-    digest = hash_key(token) if token else None
-    known = _known.get(digest) if digest else None
-    if known is not None and known[1] > time.monotonic():
-        return 200, known[0]
+def _key(token: str | None, address: str) -> tuple[int, ApiKey | None]:
+    """``threads.auth.api_key_check`` in a worker, remembering an active key (``KNOWN_KEY_SECONDS``)."""
     try:
-        if failed_keys_exhausted(address):
-            return 429, None
-        row = api_key_lookup(token) if token else None
-        if row is None:
-            return (429 if count_failed_key(address) else 401), None
-        facts = KeyFacts(row.pk, row.permission, getattr(row, "rate_limit_per_minute", None))
-        if len(_known) > 10_000:
-            _known.clear()
-        _known[digest] = (facts, time.monotonic() + KNOWN_KEY_SECONDS)
-        return 200, facts
+        status, row = api_key_check(token, address)
     finally:
         close_old_connections()
+    if row is not None:
+        if len(_known) > 10_000:
+            _known.clear()
+        _known[hash_key(token)] = (row, time.monotonic() + KNOWN_KEY_SECONDS)
+    return status, row
 
 
 class McpHttpApp:
@@ -128,21 +117,21 @@ class McpHttpApp:
         if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
             await _answer(send, 400, f"Bad Request: Host {host!r} is not in ALLOWED_HOSTS")
             return
-        scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").strip().partition(" ")
-        token = token.strip() if scheme.lower() == "bearer" else None
+        token = bearer_token(headers.get(b"authorization"))
         client = scope.get("client") or ("unknown", 0)
-        async with ThreadSensitiveContext():
-            status, facts = await in_worker(_key, token, client[0] or "unknown")
+        status, key = 200, _known_key(token)
+        if key is None:
+            async with ThreadSensitiveContext():
+                status, key = await in_worker(_key, token, client[0] or "unknown")
         if status == 429:
             await _answer(send, 429, "Too many requests: too many wrong keys from this address",
                           [(b"retry-after", str(seconds_to_next_window()).encode())])
             return
         if status != 200:
             await _answer(send, 401, "Unauthorized: send Authorization: Bearer <API key>",
-                          [(b"www-authenticate", b'Bearer realm="oam-site"')])
+                          [(b"www-authenticate", WWW_AUTHENTICATE)])
             return
-        caller = Caller(token=token, permission=facts.permission, thread_id=match.group("thread_id"),
-                        client=(client[0] or "unknown", client[1] or 0), host=host, key_id=facts.key_id,
-                        rate_limit_per_minute=facts.rate_limit_per_minute)
+        caller = Caller(token=token, permission=key.permission, thread_id=match.group("thread_id"),
+                        client=(client[0] or "unknown", client[1] or 0), host=host, key=key)
         await self._ensure_running()
         await self.manager.handle_request({**scope, CALLER: caller}, receive, send)

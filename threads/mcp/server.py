@@ -29,20 +29,21 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
 import mcp_types as types
 from django.conf import settings
 from mcp.server import CacheHint, Server
 from mcp.shared.exceptions import MCPError
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 
+from memory.core.errors import lone_surrogate
 from memory.extraction.waiting import MAX_EXTRACTION_WAIT_SECONDS
 from memory.records.validators import MAX_ID_LENGTH
 from threads.auth import permits
 from threads.mcp import bridge
 from threads.mcp.tools import BY_NAME, TOOLS, Catalogue, Tool
-from threads.throttling import ApiKeyRateThrottle, seconds_to_next_window
+from threads.throttling import key_request_allowed, seconds_to_next_window
 
 #: The ASGI scope key under which ``threads.mcp.http`` puts the request's ``Caller``.
 CALLER = "oam.mcp.caller"
@@ -67,23 +68,19 @@ MAX_QUERY_VALUES = 100
 class Caller:
     """Who calls: the raw API key ``token``, its ``permission`` (read, write, admin), the thread the URL fixes
     (``thread_id``, or None), the client's address ``(host, port)`` and ``Host`` header for the JSON API
-    request, and the key's row id and own rate limit (for counting requests that are not tool calls)."""
+    request, and the key's row (``threads.models.ApiKey``: for counting requests that are not tool calls)."""
 
     token: str
     permission: str
     thread_id: str | None = None
     client: tuple[str, int] | None = None
     host: str | None = None
-    key_id: int | None = None
-    rate_limit_per_minute: int | None = None
+    key: Any = None
 
     def allow_request(self) -> bool:
-        """Count one request against the key's rate limit (``threads.throttling.ApiKeyRateThrottle``, as the
+        """Count one request against the key's rate limit (``threads.throttling.key_request_allowed``, as the
         JSON API counts one); False once the key is over it. A tool call is counted by its JSON API request."""
-        if self.key_id is None:
-            return True
-        return ApiKeyRateThrottle().allow_request(SimpleNamespace(auth=SimpleNamespace(
-            pk=self.key_id, rate_limit_per_minute=self.rate_limit_per_minute)))
+        return key_request_allowed(self.key)
 
 
 _catalogue: Catalogue | None = None
@@ -123,8 +120,7 @@ def build_server(fixed: Caller | None = None) -> Server:
     async def list_tools(ctx, params) -> types.ListToolsResult:
         caller = _caller(ctx, fixed)
         if not caller.allow_request():
-            raise MCPError(RATE_LIMITED, "Too many requests for this key; retry later",
-                           {"retry_after": seconds_to_next_window()})
+            raise _rate_limited(seconds_to_next_window())
         tools = await catalogue(caller)
         return types.ListToolsResult(tools=[
             types.Tool(name=tool.name, title=tool.title, description=tool.description,
@@ -136,7 +132,7 @@ def build_server(fixed: Caller | None = None) -> Server:
 
     async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         caller = _caller(ctx, fixed)
-        wants_progress = _progress_token(ctx.params) is not None
+        wants_progress = progress_token_from_params(ctx.params) is not None
         return await call(caller, params.name, params.arguments,
                           progress=ctx.session.report_progress if wants_progress else None)
 
@@ -162,28 +158,18 @@ def _tool_error(status: int, body: Any) -> types.CallToolResult:
                                 structured_content=data, is_error=True)
 
 
+def _rate_limited(retry_after: int) -> MCPError:
+    """The JSON-RPC error of a key over its rate limit, with ``retry_after`` seconds in ``data``."""
+    return MCPError(RATE_LIMITED, "Too many requests for this key; retry later", {"retry_after": retry_after})
+
+
 def _refusal(field: str, rule: str) -> types.CallToolResult:
     return _tool_error(422, {"detail": f"{field}: {rule}", "field": field})
-
-
-def _progress_token(params: Any) -> str | int | None:
-    """The request's ``_meta.progressToken`` (MCP: a string or an integer, not a boolean), or None."""
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    token = meta.get("progressToken") if isinstance(meta, dict) else None
-    return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
 
 
 def _number(value: Any) -> bool:
     """Whether ``value`` is a JSON number other than 0 (a wait to follow with progress)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value != 0
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _path_rule(value: Any) -> str | None:
@@ -198,7 +184,7 @@ def _path_rule(value: Any) -> str | None:
         return "must not contain '/' (an id with '/' cannot be reached through an HTTP path)"
     if value in (".", ".."):
         return "must not be '.' or '..' (HTTP clients drop such path segments)"
-    if not _encodable(value):
+    if lone_surrogate(value) is not None:
         return "must be valid Unicode (no lone surrogates)"
     return None
 
@@ -219,7 +205,7 @@ def _check_query(query: dict[str, Any], arrays: frozenset[str]) -> None:
             if isinstance(item, list) or (isinstance(item, dict) and name in arrays):
                 raise _Local.refusal(name, "must be a list of single values")
             text = item if isinstance(item, str) else json.dumps(item) if isinstance(item, dict) else str(item)
-            if not _encodable(text):
+            if lone_surrogate(text) is not None:
                 raise _Local.refusal(name, "must be valid Unicode (no lone surrogates)")
             chars += len(text)
             if chars > MAX_QUERY_BYTES:
@@ -252,8 +238,7 @@ async def call(caller: Caller, name: str, arguments: dict[str, Any] | None, *, p
         return await _call(caller, name, arguments, progress)
     except _Local as refused:
         if not caller.allow_request():
-            raise MCPError(RATE_LIMITED, "Too many requests for this key; retry later",
-                           {"retry_after": seconds_to_next_window()}) from None
+            raise _rate_limited(seconds_to_next_window()) from None
         if refused.error is not None:
             raise refused.error from None
         return refused.result
@@ -312,8 +297,7 @@ def _result(answer: bridge.Answer) -> types.CallToolResult:
     if answer.status == 401:
         raise MCPError(UNAUTHORIZED, "Unauthorized: the key is not an active API key")
     if answer.status == 429:
-        raise MCPError(RATE_LIMITED, "Too many requests for this key; retry later",
-                       {"retry_after": int(answer.retry_after or 60)})
+        raise _rate_limited(int(answer.retry_after or 60))
     if not answer.ok:
         return _tool_error(answer.status, answer.body)
     body = answer.body

@@ -39,8 +39,7 @@ class Command(BaseCommand):
         if row is None:
             raise CommandError("the key is not an active API key")
         server = build_server(Caller(token=token, permission=row.permission, thread_id=thread,
-                                     client=("stdio", 0), host="localhost", key_id=row.pk,
-                                     rate_limit_per_minute=getattr(row, "rate_limit_per_minute", None)))
+                                     client=("stdio", 0), host="localhost", key=row))
 
         async def serve() -> None:
             async with stdio_server() as (read_stream, write_stream):
