@@ -73,7 +73,7 @@ def query_string(query: dict[str, Any] | None) -> bytes:
     (the tools refuse it first, naming the field)."""
     pairs = [(name, item) for name, value in (query or {}).items() if value is not None
              for item in (value if isinstance(value, list) else [value])]
-    return urlencode([(k, _query_text(v)) for k, v in pairs]).encode("ascii")
+    return urlencode([(k, query_text(v)) for k, v in pairs]).encode("ascii")
 
 
 async def api_call(method: str, path: str, *, token: str, query: dict[str, Any] | None = None,
@@ -129,7 +129,8 @@ async def api_call(method: str, path: str, *, token: str, query: dict[str, Any] 
     return Answer(status, decoded, retry_after)
 
 
-def _query_text(value: Any) -> str:
+def query_text(value: Any) -> str:
+    """One query value as text: booleans ``true``/``false``, dicts and lists JSON, anything else ``str``."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (dict, list)):

@@ -77,6 +77,12 @@ class Caller:
     host: str | None = None
     key: Any = None
 
+    async def api(self, method: str, path: str, *, query: dict[str, Any] | None = None,
+                  body: Any = None) -> bridge.Answer:
+        """``threads.mcp.bridge.api_call`` of ``method path`` as this caller (its key, address and Host)."""
+        return await bridge.api_call(method, path, token=self.token, query=query, body=body, client=self.client,
+                                     host=self.host)
+
     def allow_request(self) -> bool:
         """Count one request against the key's rate limit (``threads.throttling.key_request_allowed``, as the
         JSON API counts one); False once the key is over it. A tool call is counted by its JSON API request."""
@@ -90,8 +96,7 @@ async def catalogue(caller: Caller) -> Catalogue:
     """The tools' schemas from this server's own OpenAPI document (read once per process)."""
     global _catalogue
     if _catalogue is None:
-        answer = await bridge.api_call("GET", bridge.API_ROOT + "/openapi.json", token=caller.token,
-                                       client=caller.client, host=caller.host)
+        answer = await caller.api("GET", bridge.API_ROOT + "/openapi.json")
         if not answer.ok:
             raise MCPError(types.INTERNAL_ERROR, f"the JSON API's schema answered {answer.status}")
         _catalogue = Catalogue(answer.body)
@@ -204,7 +209,7 @@ def _check_query(query: dict[str, Any], arrays: frozenset[str]) -> None:
         for item in items:
             if isinstance(item, list) or (isinstance(item, dict) and name in arrays):
                 raise _Local.refusal(name, "must be a list of single values")
-            text = item if isinstance(item, str) else json.dumps(item) if isinstance(item, dict) else str(item)
+            text = bridge.query_text(item)
             if lone_surrogate(text) is not None:
                 raise _Local.refusal(name, "must be valid Unicode (no lone surrogates)")
             chars += len(text)
@@ -288,8 +293,7 @@ async def _call(caller: Caller, name: str, arguments: dict[str, Any] | None, pro
     if tool.name == "get_extraction_status" and progress is not None and _number(query.get("wait")):
         answer = await _wait_with_progress(caller, path, query, progress)
     else:
-        answer = await bridge.api_call(route.method, path, token=caller.token, query=query, body=body,
-                                       client=caller.client, host=caller.host)
+        answer = await caller.api(route.method, path, query=query, body=body)
     return _result(answer)
 
 
@@ -315,14 +319,11 @@ async def _wait_with_progress(caller: Caller, path: str, query: dict[str, Any], 
     """
     total = float(query["wait"])
     if not 0 <= total <= MAX_EXTRACTION_WAIT_SECONDS:
-        return await bridge.api_call("GET", path, token=caller.token, query=query, client=caller.client,
-                                     host=caller.host)
+        return await caller.api("GET", path, query=query)
     started = time.monotonic()
     while True:
         left = max(0.0, total - (time.monotonic() - started))
-        answer = await bridge.api_call("GET", path, token=caller.token,
-                                       query={**query, "wait": min(PROGRESS_SECONDS, left)},
-                                       client=caller.client, host=caller.host)
+        answer = await caller.api("GET", path, query={**query, "wait": min(PROGRESS_SECONDS, left)})
         if not answer.ok or answer.body.get("settled") or left <= PROGRESS_SECONDS:
             return answer
         state = answer.body
