@@ -68,11 +68,14 @@ def default_data_path() -> Path:
 
 @dataclass(frozen=True)
 class Turn:
-    """One dialogue turn: ``dia_id`` ("D<session>:<k>"), speaker name, text with any photo caption."""
+    """One dialogue turn: ``dia_id`` ("D<session>:<k>"), speaker name, text with any photo caption, and its own
+    ISO-8601 timestamp when the corpus dates each turn (REALTALK, ``memory.dev.realtalk``); None when only the
+    session is dated (LoCoMo)."""
 
     dia_id: str
     speaker: str
     text: str
+    timestamp: str | None = None
 
 
 @dataclass(frozen=True)
@@ -167,14 +170,15 @@ def normalize_evidence(raw: Iterable[str]) -> list[str]:
     return out
 
 
-def turn_text(turn: dict[str, Any]) -> str:
-    """Return a turn's text, with a shared photo's caption kept as text.
+def turn_text(turn: dict[str, Any], key: str = "text") -> str:
+    """Return a turn's text (its ``key`` field: "text" in LoCoMo, "clean_text" in REALTALK), with a shared
+    photo's caption kept as text.
 
     ``{"text": "Look!", "blip_caption": "a photo of a dog"}`` ->
     ``"Look! [shares a photo: a photo of a dog]"``. The photo itself is not
     in the data, so its caption is all there is to remember of it.
     """
-    text = str(turn.get("text") or "").strip()
+    text = str(turn.get(key) or "").strip()
     caption = str(turn.get("blip_caption") or "").strip()
     if caption:
         text = f"{text} [shares a photo: {caption}]" if text else f"[shares a photo: {caption}]"
@@ -250,14 +254,14 @@ def session_messages(sample_id: str, session: Session) -> list[dict[str, Any]]:
     """Return a session's turns as ``Thread.add_messages`` input, in order.
 
     Each item: ``{"id": "conv-26:D1:3", "role": <speaker>, "content": <turn text>,
-    "timestamp": <session ISO date>, "metadata": {"dia_id", "sample_id", "session"}}``.
+    "timestamp": <the turn's ISO date, else the session's>, "metadata": {"dia_id", "sample_id", "session"}}``.
     """
     return [
         {
             "id": message_id(sample_id, turn.dia_id),
             "role": turn.speaker,
             "content": turn.text,
-            "timestamp": session.timestamp,
+            "timestamp": turn.timestamp or session.timestamp,
             "metadata": {"dia_id": turn.dia_id, "sample_id": sample_id, "session": session.number},
         }
         for turn in session.turns

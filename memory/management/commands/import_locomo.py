@@ -45,6 +45,13 @@ class _TqdmStream:
 
 
 class Command(BaseCommand):
+    """The importer; ``corpus`` is the module that reads the data (``memory.dev.locomo``; ``import_realtalk``
+    sets ``memory.dev.realtalk``, which yields the same ``Sample`` shapes)."""
+
+    corpus = locomo
+    corpus_name = "LoCoMo"
+    path_help = ("LoCoMo JSON file (default: $OAM_LOCOMO_PATH, else ../shared/data/locomo/locomo10.json "
+                 "next to the repository)")
     help = (
         "Import LoCoMo conversations (locomo10.json) as threads and messages: one user per sample, "
         "one thread per session. Reruns add only what is missing."
@@ -53,8 +60,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument(
             "path", nargs="?", default=None,
-            help="LoCoMo JSON file (default: $OAM_LOCOMO_PATH, else ../shared/data/locomo/locomo10.json "
-                 "next to the repository)",
+            help=self.path_help,
         )
         parser.add_argument(
             "--samples", nargs="+", metavar="SAMPLE_ID", default=None,
@@ -70,15 +76,16 @@ class Command(BaseCommand):
         verbosity = options["verbosity"]
         if sessions is not None and (isinstance(sessions, bool) or not isinstance(sessions, int) or sessions < 1):
             raise CommandError(f"--sessions must be a whole number >= 1, got {sessions!r}")
-        source = Path(path) if path else locomo.default_data_path()
-        if not source.is_file():
-            raise CommandError(f"LoCoMo file not found: {source} (pass a path or set OAM_LOCOMO_PATH)")
+        source = Path(path) if path else self.corpus.default_data_path()
+        if not source.exists():
+            raise CommandError(f"{self.corpus_name} data not found: {source} (pass a path or set "
+                               f"OAM_{self.corpus.AGENT_ID.upper()}_PATH)")
         try:
-            parsed = list(locomo.iter_samples(source))
+            parsed = list(self.corpus.iter_samples(source))
         except OSError as exc:
             raise CommandError(f"cannot read {source}: {exc}") from exc
         except (ValueError, KeyError, TypeError) as exc:
-            raise CommandError(f"{source}: not a LoCoMo file ({exc!r})") from exc
+            raise CommandError(f"{source}: not {self.corpus_name} data ({exc!r})") from exc
         if samples:
             known = {s.sample_id for s in parsed}
             unknown = sorted(set(samples) - known)
@@ -100,7 +107,7 @@ class Command(BaseCommand):
                   file=_TqdmStream(self.stderr), dynamic_ncols=False, ncols=100) as bar:
             for sample in parsed:
                 for session in sample.sessions:
-                    bar.set_description(locomo.thread_id(sample.sample_id, session.number))
+                    bar.set_description(self.corpus.thread_id(sample.sample_id, session.number))
                     new_thread, count = self._import_session(client, sample, session)
                     created += new_thread
                     up_to_date += not new_thread and count == 0
@@ -113,8 +120,8 @@ class Command(BaseCommand):
         if verbosity:
             rate = added / elapsed if elapsed > 0 else 0.0
             self.stdout.write(self.style.SUCCESS(
-                f"LoCoMo import: {len(parsed)} sample(s), {created} thread(s) created, {up_to_date} already "
-                f"complete, {added} message(s) added in {elapsed:.1f} s ({rate:.1f} turns/s)"
+                f"{self.corpus_name} import: {len(parsed)} sample(s), {created} thread(s) created, {up_to_date} "
+                f"already complete, {added} message(s) added in {elapsed:.1f} s ({rate:.1f} turns/s)"
             ))
 
     def _import_session(self, client: AgentMemory, sample: locomo.Sample,
@@ -125,16 +132,16 @@ class Command(BaseCommand):
         transactions, so a run stopped between them leaves an empty thread:
         the next run finds it and adds the batch. The batch itself is atomic.
         """
-        tid = locomo.thread_id(sample.sample_id, session.number)
-        messages = locomo.session_messages(sample.sample_id, session)
+        tid = self.corpus.thread_id(sample.sample_id, session.number)
+        messages = self.corpus.session_messages(sample.sample_id, session)
         try:
             thread, created = client.get_thread(tid), False
         except KeyError:
             thread, created = self._create_thread(client, sample, session, tid)
-        if thread.user_id != sample.sample_id or thread.agent_id != locomo.AGENT_ID:
+        if thread.user_id != sample.sample_id or thread.agent_id != self.corpus.AGENT_ID:
             raise CommandError(
                 f"thread {tid} exists with user_id={thread.user_id!r}, agent_id={thread.agent_id!r}; "
-                f"expected {sample.sample_id!r}, {locomo.AGENT_ID!r}"
+                f"expected {sample.sample_id!r}, {self.corpus.AGENT_ID!r}"
             )
         if not created:
             present = {m.id for m in thread.get_messages(start=0, end=None)}
@@ -146,14 +153,13 @@ class Command(BaseCommand):
                 raise CommandError(f"{tid}: {exc}") from exc
         return created, len(messages)
 
-    @staticmethod
-    def _create_thread(client: AgentMemory, sample: locomo.Sample, session: locomo.Session,
+    def _create_thread(self, client: AgentMemory, sample: locomo.Sample, session: locomo.Session,
                        tid: str) -> tuple[Thread, bool]:
         """Create the session's thread; return (thread, True), or (thread, False) if a concurrent run won."""
         try:
             thread = client.create_thread(
-                thread_id=tid, user_id=sample.sample_id, agent_id=locomo.AGENT_ID,
-                metadata={"source": "locomo", "sample_id": sample.sample_id, "session": session.number,
+                thread_id=tid, user_id=sample.sample_id, agent_id=self.corpus.AGENT_ID,
+                metadata={"source": self.corpus.AGENT_ID, "sample_id": sample.sample_id, "session": session.number,
                           "date_time": session.date_time, "speakers": list(sample.speakers)},
             )
         except ValueError:  # the id was taken between get_thread and create_thread
