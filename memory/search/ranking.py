@@ -12,6 +12,7 @@ measurements behind the constants.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -211,6 +212,23 @@ def candidate_pool(request: SearchRequest, query_vector, now) -> tuple[list[Cand
     return candidates, distances
 
 
+def aliased_pool(request: SearchRequest, query_vector, now) -> tuple[list[Candidate], dict, str]:
+    """``candidate_pool``, then again under the speakers' own names when the query calls one of them by
+    another name the pool shows they go by (``second_stage.speaker_aliases``: REALTALK's "Emi" is Kate to
+    the person she talks to, and its questions ask about Kate). Returns (candidates, distances, the query
+    the second stage ranks with). The second pass (a new embedding and the three arms again) runs only for
+    such a query: asked with "Kate", the keyword arm fills the pool with the turns that greet Kate, not the
+    ones where she speaks.
+    """
+    candidates, distances = candidate_pool(request, query_vector, now)
+    aliases = second_stage.speaker_aliases(request.query, candidates)
+    if not aliases:
+        return candidates, distances, request.query
+    query = second_stage.with_aliases(request.query, aliases)
+    candidates, distances = candidate_pool(dataclasses.replace(request, query=query), embed_query(query), now)
+    return candidates, distances, query
+
+
 def after_replacements(ranked: list[tuple[tuple[str, str], float]]) -> list[tuple[tuple[str, str], float]]:
     """Move each memory that a ranked memory replaces to just after its replacement.
 
@@ -297,8 +315,8 @@ def search_records(request: SearchRequest,
     candidates: list[Candidate] = []
     strengths: dict[str, dict[tuple[str, str], float]] = {}
     if request.mode == "HYBRID":
-        candidates, distances = candidate_pool(request, query_vector, now)
-        ranked = cross_encoded(second_stage.rank(candidates, request.query, now), candidates, request.query)
+        candidates, distances, query = aliased_pool(request, query_vector, now)
+        ranked = cross_encoded(second_stage.rank(candidates, query, now), candidates, query)
     elif request.mode == "VECTOR":
         for kind, record_id, distance in vector_arm(request, query_vector, now, limit=depth):
             distances.setdefault((kind, record_id), float(distance))

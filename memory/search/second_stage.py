@@ -284,6 +284,100 @@ def speaker_named(query_words: set[str], role: str | None) -> bool:
     return role in query_words and role not in GENERIC_ROLES
 
 
+# --- names a speaker goes by -----------------------------------------------------------------------------
+
+#: Words before a name that make it a form of address ("Hey Kate!", "Thank you Kate", "What about you Kate?").
+_ADDRESS_BEFORE = (r"(?:hey|hi|hii+|hello|hiya|yo|dear|thanks|thank\s+you|thx|bye|goodbye|night|morning|"
+                   r"congrats|congratulations|wow|omg|aw+|yay|haha+|lol|oh|yes|yeah|no|sure|ok|okay|true|right|"
+                   r"you|sorry|miss\s+you|love\s+you|see\s+you)")
+#: How a speaker names themselves ("I'm Kate", "my name is Vanessa", "call me Vee").
+_SELF_NAMING = r"(?:i'?m|i\s+am|my\s+name\s+is|my\s+name'?s|call\s+me|name'?s)"
+_ALIAS_PATTERNS: dict[str, tuple[re.Pattern, re.Pattern]] = {}
+
+#: Times another speaker must address someone by a name (or they name themselves) before the name is read as
+#: theirs, and the share of those votes the person must hold. Not tuned: the smallest count that is more than
+#: a one-off, and a clear majority.
+ALIAS_MIN_VOTES = 2
+ALIAS_MIN_SHARE = 0.75
+
+
+def _alias_patterns(name: str) -> tuple[re.Pattern, re.Pattern]:
+    if (found := _ALIAS_PATTERNS.get(name)) is None:
+        n = re.escape(name)
+        addressed = re.compile(
+            rf"(?:^|[.!?]\s+){n}\s*[,!]|\b{_ADDRESS_BEFORE}[,!.]*\s+{n}\b(?!\s*\w)|,\s*{n}\s*[!?.]*\s*$"
+            rf"|\b{_ADDRESS_BEFORE}[,!.]*\s+{n}\s*[!?.,]",
+            re.IGNORECASE)
+        self_named = re.compile(rf"\b{_SELF_NAMING}\s+{n}\b", re.IGNORECASE)
+        if len(_ALIAS_PATTERNS) < 256:
+            _ALIAS_PATTERNS[name] = found = (addressed, self_named)
+        else:
+            found = (addressed, self_named)
+    return found
+
+
+def query_names(query: str, roles: Iterable[str]) -> list[str]:
+    """The words of ``query`` that may name a person: capitalised, not a stopword, month or weekday, not a
+    speaker's role (case-insensitive) and not "I". ``"What are Kate's hobbies?"`` -> ``["Kate"]``."""
+    known = {r.lower() for r in roles if r}
+    out: list[str] = []
+    for match in _PLAIN_WORD.finditer(query):
+        word = match.group()
+        low = word.lower()
+        if (not word[0].isupper() or low in STOPWORDS or low in MONTHS or low in WEEKDAYS or low in known
+                or low == "i" or len(word) < 2 or word in out):
+            continue
+        out.append(word)
+    return out
+
+
+def speaker_aliases(query: str, candidates: Iterable[Candidate]) -> dict[str, str]:
+    """Names the query uses for a speaker whose role is another word: ``{name: role}``.
+
+    Real chats label a person one way and call them another: REALTALK's speaker "Emi" introduces herself as
+    Kate and is addressed as Kate throughout, and its questions ask about "Kate" (arXiv 2502.13270; 35 of
+    chat 1's 70 questions). A query name (``query_names``) belongs to a role when, among the messages of the
+    pool, the other speaker of a two-person thread addresses someone by it ("Hey Kate!", "Thank you Kate",
+    "..., Kate!"; a vote for the role they talk to) or the role names itself by it ("I'm Kate"): at least
+    ``ALIAS_MIN_VOTES`` votes, ``ALIAS_MIN_SHARE`` of them for that role. Case-insensitive. A name that is
+    only mentioned ("I went to Miami!") gets no vote. Pure: reads only the candidates' roles, threads and
+    texts (the keyword arm brings the messages that hold the name into the pool).
+    """
+    candidates = [c for c in candidates if c.key[0] == "message" and c.role]
+    names = query_names(query, {c.role for c in candidates})
+    if not names:
+        return {}
+    roles_of: dict[str, set[str]] = {}
+    for c in candidates:
+        if c.thread_id:
+            roles_of.setdefault(c.thread_id, set()).add(c.role)
+    out: dict[str, str] = {}
+    for name in names:
+        addressed, self_named = _alias_patterns(name)
+        votes: dict[str, int] = {}
+        for c in candidates:
+            if name.lower() not in c.content.lower():
+                continue
+            if self_named.search(c.content):
+                votes[c.role] = votes.get(c.role, 0) + 1
+            elif addressed.search(c.content) and len(others := roles_of.get(c.thread_id, set()) - {c.role}) == 1:
+                (other,) = others
+                votes[other] = votes.get(other, 0) + 1
+        if votes:
+            role, count = max(votes.items(), key=lambda item: item[1])
+            if count >= ALIAS_MIN_VOTES and count >= ALIAS_MIN_SHARE * sum(votes.values()):
+                out[name] = role
+    return out
+
+
+def with_aliases(query: str, aliases: dict[str, str]) -> str:
+    """``query`` with each alias replaced by its role (whole words, any case): ``"What are Kate's hobbies?"``
+    with ``{"Kate": "Emi"}`` -> ``"What are Emi's hobbies?"``."""
+    for name, role in aliases.items():
+        query = re.sub(rf"\b{re.escape(name)}\b", lambda _m, r=role: r, query, flags=re.IGNORECASE)
+    return query
+
+
 #: Words of a record beyond the query's (stems, less stopwords and speakers) that make ``novel`` 1: a turn
 #: that only repeats the question's words ("What pet do you have?") holds no answer. Split: TUNING half.
 NOVEL_WORDS = 10

@@ -395,3 +395,71 @@ def test_candidate_pool_reads_the_columns_by_name_whatever_their_order(thread, m
     for name in ("MESSAGE_COLUMNS", "MEMORY_COLUMNS"):
         monkeypatch.setattr(ranking, name, dict(reversed(list(getattr(ranking, name).items()))))
     assert pool() == expected
+
+
+# --- names a speaker goes by (REALTALK: the speaker "Emi" is Kate to the person she talks to) -------------
+
+
+def said(role: str, content: str, seq: int, thread_id: str = "t1") -> Candidate:
+    return Candidate(key=("message", f"{thread_id}:{seq}"), role=role, content=content, thread_id=thread_id, seq=seq)
+
+
+def test_a_name_another_speaker_addresses_someone_by_is_that_speakers():
+    pool = [said("elise", "Hey Kate! How was the class?", 1), said("Emi", "It was great, I made pasta.", 2),
+            said("elise", "That looks amazing Kate.", 3), said("elise", "What about you, Kate?", 4)]
+    assert st.speaker_aliases("What are Kate's hobbies?", pool) == {"Kate": "Emi"}
+    assert st.speaker_aliases("what are kate's hobbies?", pool) == {}  # a lower-case word names nobody
+    assert st.speaker_aliases("What did KATE cook?", pool) == {"KATE": "Emi"}  # the text matches in any case
+
+
+def test_a_speaker_naming_themselves_votes_for_their_own_role():
+    pool = [said("Paola", "Hello! My name is Vanessa, how may I help you?", 1), said("Kevin", "Hi Vanessa!", 2),
+            said("Kevin", "Where do you study?", 3)]
+    assert st.speaker_aliases("Where does Vanessa study?", pool) == {"Vanessa": "Paola"}
+
+
+def test_a_place_or_a_person_only_mentioned_is_no_alias():
+    pool = [said("elise", "I love Miami!", 1), said("Emi", "Miami is great.", 2),
+            said("elise", "We drove to Miami, it was fun.", 3), said("elise", "My friend Sarah came too.", 4),
+            said("elise", "Sarah and I went dancing.", 5)]
+    assert st.speaker_aliases("When did Elise go to Miami with Sarah?", pool) == {}
+
+
+def test_one_greeting_is_not_enough_and_a_split_vote_is_no_alias():
+    once = [said("elise", "Hey Kate!", 1), said("Emi", "Hi!", 2)]
+    assert st.speaker_aliases("What does Kate like?", once) == {}
+    # two threads where "Kate" greets a different person each time: no clear owner
+    split = [said("elise", "Hey Kate!", 1, "a"), said("Emi", "Hi!", 2, "a"), said("elise", "Thanks Kate!", 3, "a"),
+             said("Bob", "Hey Kate!", 1, "b"), said("Ann", "Hi", 2, "b"), said("Bob", "Bye Kate!", 3, "b")]
+    assert st.speaker_aliases("What does Kate like?", split) == {}
+
+
+def test_an_alias_is_replaced_by_the_role_in_the_query_as_a_whole_word():
+    assert st.with_aliases("What are Kate's hobbies? kate?", {"Kate": "Emi"}) == "What are Emi's hobbies? Emi?"
+    assert st.with_aliases("Did Katelyn come?", {"Kate": "Emi"}) == "Did Katelyn come?"
+
+
+def test_a_speaker_is_named_in_any_case():
+    """REALTALK writes one speaker "elise" and its questions "Elise": the speaker signal and the query's terms
+    treat both as one name."""
+    query_words = {"what", "does", "elise", "like"}
+    assert st.speaker_named(query_words, "elise") and st.speaker_named(query_words, "Elise")
+    assert st.query_entities("What does Elise like?", ["elise"]) == set()
+
+
+def test_search_finds_what_a_speaker_said_when_the_query_calls_them_by_the_name_they_are_addressed_by(client):
+    """The ranking fault REALTALK's chat 1 met: asked about "Kate", the keyword arm filled the pool with the turns
+    that greet Kate, and the turn where she (speaker "Emi") names her hobbies ranked below them."""
+    thread = client.create_thread(thread_id="t-names", user_id="user-names", agent_id="agent-1")
+    greetings = ["Hey Kate! How are you?", "Thanks Kate, talk soon!", "Hello Kate. How was your day?",
+                 "Good night Kate!", "Wow Kate, that looks amazing!", "See you Kate!"]
+    messages = []
+    for i, text in enumerate(greetings):
+        messages.append({"role": "elise", "content": text, "id": f"e{i}"})
+        messages.append({"role": "Emi", "content": "Doing well, thank you!", "id": f"k{i}"})
+    messages.append({"role": "Emi", "content": "In my free time I love cooking, skiing and hiking.", "id": "hobbies"})
+    messages.append({"role": "elise", "content": "I mostly read and play basketball.", "id": "elise-hobbies"})
+    thread.add_messages(messages)
+    results = client.search("What are Kate's hobbies?", user_id="user-names", record_types=["message"],
+                            max_results=5)
+    assert results[0].record.id == "hobbies"
