@@ -35,7 +35,7 @@ from memory.core.chunking import estimate_tokens
 from memory.core.errors import InvalidArgument, InvalidType, check_sql_count
 from memory.core.ids import public_id
 from memory.core.types import NOTSET, NotSet, Summary
-from memory.llm.adapters import Llm, LlmError, schema_instructions
+from memory.llm.adapters import MAX_CHARS_PER_TOKEN, Llm, LlmError, checked_text, schema_instructions
 from memory.llm.prompts import MAX_TOPICS, SUMMARY_SCHEMA, SUMMARY_SCHEMA_NAME, SUMMARY_SYSTEM_PROMPT
 from memory.models import Message, Thread, ThreadSummary
 from memory.records.selectors import live_q
@@ -210,12 +210,20 @@ def llm_summarize(llm: Llm, *, previous: str, topics: list[str], lines: list[str
     """Fold ``lines`` into ``previous`` with one LLM call; return (summary, topics).
 
     The reply must match ``SUMMARY_SCHEMA`` (the adapter validates and
-    retries); topics are whitespace-normalised, de-duplicated and capped at
-    ``MAX_TOPICS`` of ``MAX_TOPIC_CHARS`` characters. Raises ``LlmError``.
+    retries) and its summary must read as prose (``memory.llm.adapters.checked_text``: not empty, not control
+    characters, not an error body, not the instructions echoed, mostly words; ``LlmBadText`` otherwise); topics
+    are whitespace-normalised, de-duplicated and capped at ``MAX_TOPICS`` of ``MAX_TOPIC_CHARS`` characters.
+    Raises ``LlmError``.
     """
     reply = llm.complete_json(summary_prompt(previous, topics, lines, token_limit), SUMMARY_SCHEMA,
                               schema_name=SUMMARY_SCHEMA_NAME, max_tokens=SUMMARY_REPLY_TOKENS)
-    return reply["summary"].strip(), _clean_topics(reply["topics"])
+    # Checked before it is stored (issue #34): garbage is a failed refresh (LlmBadText), the old summary stays.
+    # The echo check reads the instructions only: a summary rightly repeats the messages' words.
+    # Longer than the context card it is written for is "too long" (a scripted or misbehaving model may ignore
+    # max_tokens; a longer summary is soft-truncated on read, so it is only refused past that).
+    summary = checked_text(reply["summary"], what="summary", prompts=(SUMMARY_SYSTEM_PROMPT,),
+                           max_chars=max(SUMMARY_REPLY_TOKENS, token_limit) * MAX_CHARS_PER_TOKEN)
+    return summary, _clean_topics(reply["topics"])
 
 
 def _new_lines(thread: Thread, after_seq: int, through_seq: int) -> list[str]:

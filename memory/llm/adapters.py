@@ -39,6 +39,7 @@ from memory.llm.replies import (
     Messages,
     Reply,
     excerpt,
+    generated_text_fault,
     parse_json_reply,
     rejects_response_format,
     status_text,
@@ -84,6 +85,31 @@ class LlmInvalidOutput(LlmError):
         self.raw = raw
         self.errors = errors
         self.attempts = attempts
+
+
+#: Characters per token a stored generated text may average before it is "too long" (``checked_text``): English
+#: averages about 4 per token; 8 leaves room for long words and other scripts while catching a model that
+#: ignored ``max_tokens``.
+MAX_CHARS_PER_TOKEN = 8
+
+
+class LlmBadText(LlmError):
+    """A reply meant to be stored as prose (a caption, a summary) failed ``replies.generated_text_fault``: it is a
+    failed attempt with its ``reason``, never stored data. ``what`` names the text ("caption", "summary")."""
+
+    def __init__(self, what: str, reason: str):
+        super().__init__(f"the model's {what} was refused: {reason}")
+        self.what = what
+        self.reason = reason
+
+
+def checked_text(text: str | None, *, what: str, max_chars: int, prompts: tuple[str, ...] = ()) -> str:
+    """``text`` stripped, when ``replies.generated_text_fault`` finds nothing wrong with it; ``LlmBadText``
+    (an ``LlmError``) naming ``what`` and the reason otherwise."""
+    text = text or ""
+    if (reason := generated_text_fault(text, max_chars=max_chars, prompts=prompts)) is not None:
+        raise LlmBadText(what, reason)
+    return text.strip()
 
 
 # --- Interface ------------------------------------------------------------------------

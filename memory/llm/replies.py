@@ -149,3 +149,73 @@ def rejects_response_format(exc) -> bool:
         return False
     text = f"{exc.message} {exc.body} {getattr(exc.response, 'text', '')}".lower()
     return any(word in text for word in _FORMAT_REJECTION_WORDS)
+
+
+# --- generated text: a caption or a summary ------------------------------------------------------------------
+
+#: Share of a generated text's words that must read as words (``_wordlike``: letters, digits, or one run of
+#: each, once punctuation is set aside): a caption of random symbols ("x#9@!kq0 ..."), base64 or a hex dump reads below
+#: it, any sentence of any script above it. Not tuned on data: a sentence with a few codes or names in it
+#: stays far above 0.6.
+MIN_WORD_SHARE = 0.6
+_ERROR_BODY = re.compile(r"^\s*(?:\{\s*\"(?:error|detail|message|errors)\"|<!doctype|<html|<\?xml)", re.IGNORECASE)
+#: Longest run of a generated text that may repeat its prompt word for word (characters): a model that echoes
+#: the instructions back repeats far more than this; a caption that happens to share a phrase with them does not.
+ECHO_CHARS = 40
+
+
+def generated_text_fault(text: str, *, max_chars: int, prompts: tuple[str, ...] = ()) -> str | None:
+    """Why ``text``, a model's reply meant to be stored as prose (an image's caption, a thread's summary), must not
+    be stored, or None when it may. Pure. The reasons, in the order checked:
+
+    * ``"empty"``: nothing but whitespace;
+    * ``"too long"``: over ``max_chars`` characters (a model ignoring ``max_tokens``);
+    * ``"not printable text"``: a control, unassigned, private-use or surrogate character (tab and newline aside)
+      or U+FFFD, the mark of undecodable bytes;
+    * ``"an error body"``: a JSON error object or an HTML/XML page (a proxy's or server's error passed on as text);
+    * ``"an echo of the prompt"``: ``ECHO_CHARS`` or more characters of one of ``prompts`` repeated;
+    * ``"not words"``: under ``MIN_WORD_SHARE`` of its whitespace-separated tokens read as words or numbers.
+
+    Issue #34: garbage completions became an image's stored description.
+    """
+    import unicodedata
+
+    stripped = text.strip()
+    if not stripped:
+        return "empty"
+    if len(stripped) > max_chars:
+        return "too long"
+    if any((unicodedata.category(ch)[0] == "C" and ch not in "\t\n\r") or ch == "\ufffd" for ch in stripped):
+        return "not printable text"
+    if _ERROR_BODY.match(stripped):
+        return "an error body"
+    folded = " ".join(stripped.lower().split())
+    for prompt in prompts:
+        prompt = " ".join(prompt.lower().split())
+        if len(prompt) >= ECHO_CHARS and any(prompt[i:i + ECHO_CHARS] in folded
+                                             for i in range(0, len(prompt) - ECHO_CHARS + 1, 8)):
+            return "an echo of the prompt"
+        if len(prompt) < ECHO_CHARS and folded.strip(" .!") == prompt.strip(" .!"):
+            return "an echo of the prompt"
+    tokens = stripped.split()
+    if sum(_wordlike(t, unicodedata) for t in tokens) < MIN_WORD_SHARE * len(tokens):
+        return "not words"
+    return None
+
+
+def _wordlike(token: str, unicodedata) -> bool:
+    """A whitespace-separated token reads as a word: without its punctuation (Unicode P*), letters and marks (any
+    script: "Kate's", "e-mail", "一只猫坐在窗台上，外面在下雨。"), digits ("9:30", "24/7"), or one run of each
+    ("topic12", "2nd", "COVID-19"); not symbols, and not letters and digits mixed back and forth ("x9kq0",
+    "0x7f3a", base64)."""
+    runs: list[str] = []
+    for ch in token:
+        kind = unicodedata.category(ch)[0]
+        if kind == "P":
+            continue
+        if kind not in "LMN":
+            return False
+        kind = "N" if kind == "N" else "L"
+        if not runs or runs[-1] != kind:
+            runs.append(kind)
+    return 0 < len(runs) <= 2

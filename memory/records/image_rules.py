@@ -52,6 +52,7 @@ from memory.core.errors import (
     check_text,
 )
 from memory.core.types import NOTSET, ImageMimeType, NotSet
+from memory.llm.adapters import MAX_CHARS_PER_TOKEN, checked_text
 from memory.llm.prompts import CAPTION_SYSTEM_PROMPT, CAPTION_USER_PROMPT
 
 logger = logging.getLogger(__name__)
@@ -406,14 +407,15 @@ def generate_caption(image: ValidImage, llm: Any, *, limits: ImageInputLimitConf
     just not found by search until ``update_image`` gives it a description.
     With one, one ``complete_text`` request carrying the image as an
     OpenAI-style ``image_url`` data-URI part; the reply, stripped, is the
-    description (None when it is blank). The request must fit ``limits``
-    (ValueError naming ``field`` otherwise). LLM errors (``memory.llm.adapters.LlmError``:
-    unreachable, timeout, rejected) propagate, and the caller stores nothing:
-    an image silently left without its caption could never be found.
+    description. The request must fit ``limits`` (ValueError naming ``field`` otherwise). LLM errors
+    (``memory.llm.adapters.LlmError``: unreachable, timeout, rejected, and ``LlmBadText`` for a reply that is
+    blank, not printable, an error body, the prompt echoed or not words: ``checked_text``, issue #34) propagate,
+    and the caller stores nothing: an image silently left without its caption, or with garbage for one, could
+    never be found.
     """
     if llm is None:
         return None
     check_llm_request([image], limits, field)
     reply = llm.complete_text(caption_messages(image), max_tokens=CAPTION_MAX_TOKENS)
-    text = (reply or "").strip()
-    return text or None
+    return checked_text(reply, what="caption", max_chars=CAPTION_MAX_TOKENS * MAX_CHARS_PER_TOKEN,
+                        prompts=(CAPTION_SYSTEM_PROMPT, CAPTION_USER_PROMPT))
