@@ -60,10 +60,11 @@ def _environment(redis_url: str, namespace: str, llm_url: str) -> dict[str, str]
         "OAM_EXTRACTION_STALE_SECONDS": "5",
         "OAM_EXTRACTION_RESEND_SECONDS": "3",
         "OAM_EXTRACTION_TIME_LIMIT": "60",
-        # every candidate is new (no duplicate or relation checks), so each message gets exactly one
-        # memory and a second one would show a double extraction
-        "OAM_EXTRACTION_DUPLICATE_DISTANCE": "-1",
-        "OAM_EXTRACTION_RELATED_DISTANCE": "-1",
+        # every candidate is new (no duplicate or relation checks: no distance is below 0), so each message
+        # gets exactly one memory and a second one would show a double extraction. 0 is the settings' floor
+        # (memory.core.conf); -1 was refused by the settings check, so the workers never started.
+        "OAM_EXTRACTION_DUPLICATE_DISTANCE": "0",
+        "OAM_EXTRACTION_RELATED_DISTANCE": "0",
         "PYTHONUNBUFFERED": "1",
     })
     return env
@@ -206,13 +207,19 @@ def main(argv: list[str] | None = None) -> dict:
                 kills.append({"unit": unit.index, "what": "worker process"})
             else:
                 unit = rng.choice(units)
-                os.killpg(unit.process.pid, signal.SIGKILL)
+                try:
+                    os.killpg(unit.process.pid, signal.SIGKILL)
+                except ProcessLookupError:  # the unit is down, between its exit and its restart: not a kill
+                    continue
                 kills.append({"unit": unit.index, "what": "process group"})
         loader.join()
         last_kill = time.monotonic()
         result["load_seconds"] = round(last_kill - started, 1)
 
-        expected = {t.thread_id: t._row.next_seq - 1 for t in handles}
+        # Stored thread keys (a thread's public id is not its primary key), and the last sequence number as the
+        # database has it now (a handle's row was read before the load).
+        expected = {pk: next_seq - 1 for pk, next_seq in Thread.objects.filter(
+            pk__in=[t.row.pk for t in handles]).values_list("pk", "next_seq")}
         deadline = last_kill + args.deadline
         while time.monotonic() < deadline:
             marks = dict(Thread.objects.filter(pk__in=expected).values_list("pk", "extracted_through_seq"))
