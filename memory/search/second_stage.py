@@ -339,8 +339,10 @@ def speaker_aliases(query: str, candidates: Iterable[Candidate]) -> dict[str, st
     chat 1's 70 questions). A query name (``query_names``) belongs to a role when, among the messages of the
     pool, the other speaker of a two-person thread addresses someone by it ("Hey Kate!", "Thank you Kate",
     "..., Kate!"; a vote for the role they talk to) or the role names itself by it ("I'm Kate"): at least
-    ``ALIAS_MIN_VOTES`` votes, ``ALIAS_MIN_SHARE`` of them for that role. Case-insensitive. A name that is
-    only mentioned ("I went to Miami!") gets no vote. Pure: reads only the candidates' roles, threads and
+    ``ALIAS_MIN_VOTES`` votes, ``ALIAS_MIN_SHARE`` of them for that role, and the role is a name, not a
+    generic one (a user thanking "Claude" leaves "Claude" in the query: "assistant" names no one).
+    Case-insensitive. A name that is only mentioned ("I went to Miami!") gets no vote. On LoCoMo it finds
+    the short names the speakers use for each other: "Mel" (Melanie), "Deb" (Deborah), "Jo" (Joanna). Pure: reads only the candidates' roles, threads and
     texts (the keyword arm brings the messages that hold the name into the pool).
     """
     candidates = [c for c in candidates if c.key[0] == "message" and c.role]
@@ -365,7 +367,8 @@ def speaker_aliases(query: str, candidates: Iterable[Candidate]) -> dict[str, st
                 votes[other] = votes.get(other, 0) + 1
         if votes:
             role, count = max(votes.items(), key=lambda item: item[1])
-            if count >= ALIAS_MIN_VOTES and count >= ALIAS_MIN_SHARE * sum(votes.values()):
+            if (count >= ALIAS_MIN_VOTES and count >= ALIAS_MIN_SHARE * sum(votes.values())
+                    and role.lower() not in GENERIC_ROLES):
                 out[name] = role
     return out
 

@@ -425,6 +425,12 @@ def test_a_place_or_a_person_only_mentioned_is_no_alias():
     assert st.speaker_aliases("When did Elise go to Miami with Sarah?", pool) == {}
 
 
+def test_a_generic_role_takes_no_alias():
+    pool = [said("user", "Thanks Claude!", 1), said("assistant", "You're welcome.", 2),
+            said("user", "Bye Claude!", 3)]
+    assert st.speaker_aliases("What did Claude recommend?", pool) == {}
+
+
 def test_one_greeting_is_not_enough_and_a_split_vote_is_no_alias():
     once = [said("elise", "Hey Kate!", 1), said("Emi", "Hi!", 2)]
     assert st.speaker_aliases("What does Kate like?", once) == {}
