@@ -1,7 +1,8 @@
 """Kill -9 soak of background extraction on the Redis broker; prints JSON.
 
 Everything runs on 127.0.0.1 and ends by itself: a fresh SQLite file
-``var/bench-soak.sqlite3``; Dramatiq on the Redis server at
+``var/bench-soak.sqlite3`` (``--database postgres``: a database of its own, ``oam_soak``, recreated on the
+server of ``OAM_DATABASE_URL``); Dramatiq on the Redis server at
 ``--redis`` (default ``redis://127.0.0.1:6379/0``) under a namespace of its own
 (its keys are deleted at the end); a scripted OpenAI-compatible LLM
 (``tests.browser.harness.ScriptedLlmServer``, one memory per message, each
@@ -46,11 +47,14 @@ DB_PATH = ROOT / "var" / "bench-soak.sqlite3"
 RESTART_SECONDS = 1.0
 
 
-def _environment(redis_url: str, namespace: str, llm_url: str) -> dict[str, str]:
+def _environment(redis_url: str, namespace: str, llm_url: str, database_url: str | None = None) -> dict[str, str]:
+    """The workers' and this process's settings: the soak's own database (``database_url``, a PostgreSQL
+    database of its own; else the SQLite file ``DB_PATH``), the Redis broker under ``namespace``, the scripted
+    LLM at ``llm_url``, and short sweep, stale and resend intervals."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OAM_", "DJANGO_"))}
     env.update({
         "DJANGO_SETTINGS_MODULE": "oam_site.settings",
-        "OAM_SQLITE_PATH": str(DB_PATH),
+        **({"OAM_DATABASE_URL": database_url} if database_url else {"OAM_SQLITE_PATH": str(DB_PATH)}),
         "OAM_DRAMATIQ_BROKER_URL": redis_url,
         "OAM_DRAMATIQ_NAMESPACE": namespace,
         "OAM_LLM_BASE_URL": llm_url,
@@ -137,7 +141,18 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--llm-delay", type=float, default=0.3, help="seconds before each LLM answer")
     parser.add_argument("--deadline", type=float, default=180.0, help="seconds to wait for the watermarks")
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--database", choices=("sqlite", "postgres"), default="sqlite",
+                        help="postgres: a database of its own, oam_soak, recreated on the server of "
+                             "OAM_DATABASE_URL (default: the SQLite file var/bench-soak.sqlite3)")
     args = parser.parse_args(argv)
+    database_url = None
+    if args.database == "postgres":
+        if not os.environ.get("OAM_DATABASE_URL"):
+            parser.error("--database postgres needs OAM_DATABASE_URL (python -m memory.dev.postgres_server -- ...)")
+        sys.path.insert(0, str(ROOT))
+        from memory.dev.postgres_server import fresh_database
+
+        database_url = fresh_database(os.environ["OAM_DATABASE_URL"], "oam_soak")
     if not args.redis.startswith("redis://127.0.0.1"):
         parser.error("--redis must be on 127.0.0.1")
 
@@ -147,7 +162,7 @@ def main(argv: list[str] | None = None) -> dict:
     rng = random.Random(args.seed)
     namespace = f"oam-soak-{os.getpid()}"
     llm = ScriptedLlmServer(delay=args.llm_delay).start()
-    env = _environment(args.redis, namespace, llm.base_url)
+    env = _environment(args.redis, namespace, llm.base_url, database_url)
     os.environ.update(env)
     DB_PATH.parent.mkdir(parents=True, exist_ok=True)
     for suffix in ("", "-wal", "-shm"):
@@ -172,7 +187,8 @@ def main(argv: list[str] | None = None) -> dict:
     units = [Unit(i, env, log_dir) for i in range(1, args.workers + 1)]
     stop = threading.Event()
     supervisor = threading.Thread(target=_supervise, args=(units, stop), daemon=True)
-    result: dict = {"threads": args.threads, "calls_per_thread": args.calls, "workers": args.workers,
+    result: dict = {"database": args.database, "threads": args.threads, "calls_per_thread": args.calls,
+                    "workers": args.workers,
                     "broker": "redis (127.0.0.1)", "llm_delay_s": args.llm_delay}
     try:
         for unit in units:
