@@ -343,7 +343,8 @@ def speaker_aliases(query: str, candidates: Iterable[Candidate]) -> dict[str, st
     generic one (a user thanking "Claude" leaves "Claude" in the query: "assistant" names no one).
     Case-insensitive. A name that is only mentioned ("I went to Miami!") gets no vote. On LoCoMo it finds
     the short names the speakers use for each other: "Mel" (Melanie), "Deb" (Deborah), "Jo" (Joanna).
-    Pure: reads only the candidates' roles, threads and texts (the keyword arm brings the messages that hold the name into the pool).
+    Pure: reads only the candidates' roles, threads and texts (the keyword arm brings the messages that hold
+    the name into the pool).
     """
     candidates = [c for c in candidates if c.key[0] == "message" and c.role]
     names = query_names(query, {c.role for c in candidates})
