@@ -109,6 +109,8 @@ OAM_API_AUTH_FAILURE_LIMIT = env.int("OAM_API_AUTH_FAILURE_LIMIT", default=30)
 # (README, "Production settings"); DJANGO_SECURE_PROXY_SSL_HEADER=true trusts X-Forwarded-Proto.
 if env.bool("DJANGO_SECURE", default=False):
     SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
+    # Health probes (oam_site.health) come over plain HTTP on loopback: no redirect for them.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=31_536_000)
@@ -234,7 +236,10 @@ WHITENOISE_USE_FINDERS = True
 CACHES = {
     "default": (
         {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-         "LOCATION": env.str("OAM_REDIS_URL", default=""), "KEY_PREFIX": "oam"}
+         "LOCATION": env.str("OAM_REDIS_URL", default=""), "KEY_PREFIX": "oam",
+         # A guard, not a dependency (memory.core.degraded): a Redis that is down or hung fails a call within
+         # a second, and the rate counters fall back to this process's own.
+         "OPTIONS": {"socket_connect_timeout": 1.0, "socket_timeout": 1.0}}
         if env.str("OAM_REDIS_URL", default="")
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )
