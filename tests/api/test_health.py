@@ -94,6 +94,16 @@ def test_with_the_cache_unreachable_reads_and_writes_answer_2xx(dead_cache, api,
     assert degraded.states()["cache"].reason == "unreachable"
 
 
+def test_with_the_cache_unreachable_an_erasure_still_scrubs_the_storage(dead_cache, db):
+    from threads.auth import api_key_create
+
+    admin = JsonClient(headers={"Authorization": f"Bearer {api_key_create(name='admin', permission='admin')[1]}"})
+    assert admin.post("/api/threads", {"user_id": "u9"}).status_code == 201
+    erased = admin.delete("/api/users/u9")
+    assert erased.status_code == 200, erased.content
+    assert degraded.states()["cache"].reason == "unreachable"
+
+
 def test_with_the_cache_unreachable_a_key_rate_still_applies_in_this_process(dead_cache, api, settings):
     settings.OAM_API_RATE_LIMIT = 3
     statuses = [api.get("/api/threads").status_code for _ in range(4)]
