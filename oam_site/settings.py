@@ -277,10 +277,22 @@ _DRAMATIQ_MIDDLEWARE = [
     "oam_site.worker.EmbeddedWorkerMiddleware",
     "oam_site.worker.ExtractionSweepMiddleware",
 ]
+
+
+def redis_url_with_timeouts(url: str, connect: float = 2.0, read: float = 5.0) -> str:
+    """``url`` with ``socket_connect_timeout`` and ``socket_timeout`` (seconds) in its query, unless it names
+    them: dramatiq's RedisBroker builds its pool from the URL alone, and without them a Redis that accepts and
+    never answers would hold a write's enqueue for ever (memory.core.degraded: the broker is a guard)."""
+    if "socket_timeout=" in url or "socket_connect_timeout=" in url:
+        return url
+    return f"{url}{'&' if '?' in url else '?'}socket_connect_timeout={connect:g}&socket_timeout={read:g}"
+
+
 if OAM_DRAMATIQ_BROKER_URL.startswith(("redis://", "rediss://", "unix://")):
     DRAMATIQ_BROKER = {
         "BROKER": "dramatiq.brokers.redis.RedisBroker",
-        "OPTIONS": {"url": OAM_DRAMATIQ_BROKER_URL, "namespace": env.str("OAM_DRAMATIQ_NAMESPACE", default="dramatiq")},
+        "OPTIONS": {"url": redis_url_with_timeouts(OAM_DRAMATIQ_BROKER_URL),
+                    "namespace": env.str("OAM_DRAMATIQ_NAMESPACE", default="dramatiq")},
         "MIDDLEWARE": _DRAMATIQ_MIDDLEWARE,
     }
 elif OAM_DRAMATIQ_BROKER_URL.startswith(("amqp://", "amqps://")):

@@ -205,6 +205,22 @@ def test_readyz_with_the_broker_down_is_200_degraded_and_a_write_still_succeeds(
     assert degraded.states()["broker"].reason == "unreachable"
 
 
+def test_a_broker_that_never_answers_costs_a_write_seconds_not_for_ever(db, monkeypatch):
+    from oam_site.settings import redis_url_with_timeouts
+
+    with socket.socket() as listener:  # a "Redis" that takes connections and never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        url = redis_url_with_timeouts(f"redis://127.0.0.1:{listener.getsockname()[1]}/0", connect=0.5, read=0.5)
+        monkeypatch.setattr(extract_job, "broker", RedisBroker(url=url, middleware=[]))
+        started = time.monotonic()
+        assert queue.enqueue_job(10**9) is False
+        assert time.monotonic() - started < 5.0
+    assert degraded.states()["broker"].reason == "timeout"
+    assert redis_url_with_timeouts("redis://h/0?socket_timeout=9") == "redis://h/0?socket_timeout=9"
+    assert redis_url_with_timeouts("redis://h/0?db=1").endswith("?db=1&socket_connect_timeout=2&socket_timeout=5")
+
+
 def test_readyz_with_a_real_redis_broker_up(db, monkeypatch):
     try:
         socket.create_connection(("127.0.0.1", 6379), timeout=0.5).close()
