@@ -72,7 +72,7 @@ def _database() -> None:
 
 
 def _cache() -> None:
-    if "redis" not in settings.CACHES["default"]["BACKEND"].lower():
+    if settings.CACHES["default"]["BACKEND"].endswith((".LocMemCache", ".DummyCache")):
         raise Unready("off", "local")  # the process's own memory: nothing to reach
     try:
         cache.get(PROBE_KEY)
