@@ -256,6 +256,11 @@ _embedder = None
 _embedder_lock = threading.Lock()
 
 
+def embedder_loaded() -> bool:
+    """Whether this process has built its embedder (``get_embedder``) yet; loads nothing (``/readyz``)."""
+    return _embedder is not None
+
+
 def get_embedder() -> Embedder:
     """Return the process-wide embedder named by ``settings.OAM_EMBEDDER``.
 

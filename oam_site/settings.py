@@ -109,6 +109,8 @@ OAM_API_AUTH_FAILURE_LIMIT = env.int("OAM_API_AUTH_FAILURE_LIMIT", default=30)
 # (README, "Production settings"); DJANGO_SECURE_PROXY_SSL_HEADER=true trusts X-Forwarded-Proto.
 if env.bool("DJANGO_SECURE", default=False):
     SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
+    # Health probes (oam_site.health) come over plain HTTP on loopback: no redirect for them.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=31_536_000)
@@ -234,7 +236,10 @@ WHITENOISE_USE_FINDERS = True
 CACHES = {
     "default": (
         {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-         "LOCATION": env.str("OAM_REDIS_URL", default=""), "KEY_PREFIX": "oam"}
+         "LOCATION": env.str("OAM_REDIS_URL", default=""), "KEY_PREFIX": "oam",
+         # A guard, not a dependency (memory.core.degraded): a Redis that is down or hung fails a call within
+         # a second, and the rate counters fall back to this process's own.
+         "OPTIONS": {"socket_connect_timeout": 1.0, "socket_timeout": 1.0}}
         if env.str("OAM_REDIS_URL", default="")
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )
@@ -272,10 +277,22 @@ _DRAMATIQ_MIDDLEWARE = [
     "oam_site.worker.EmbeddedWorkerMiddleware",
     "oam_site.worker.ExtractionSweepMiddleware",
 ]
+
+
+def redis_url_with_timeouts(url: str, connect: float = 2.0, read: float = 5.0) -> str:
+    """``url`` with ``socket_connect_timeout`` and ``socket_timeout`` (seconds) in its query, unless it names
+    them: dramatiq's RedisBroker builds its pool from the URL alone, and without them a Redis that accepts and
+    never answers would hold a write's enqueue for ever (memory.core.degraded: the broker is a guard)."""
+    if "socket_timeout=" in url or "socket_connect_timeout=" in url:
+        return url
+    return f"{url}{'&' if '?' in url else '?'}socket_connect_timeout={connect:g}&socket_timeout={read:g}"
+
+
 if OAM_DRAMATIQ_BROKER_URL.startswith(("redis://", "rediss://", "unix://")):
     DRAMATIQ_BROKER = {
         "BROKER": "dramatiq.brokers.redis.RedisBroker",
-        "OPTIONS": {"url": OAM_DRAMATIQ_BROKER_URL, "namespace": env.str("OAM_DRAMATIQ_NAMESPACE", default="dramatiq")},
+        "OPTIONS": {"url": redis_url_with_timeouts(OAM_DRAMATIQ_BROKER_URL),
+                    "namespace": env.str("OAM_DRAMATIQ_NAMESPACE", default="dramatiq")},
         "MIDDLEWARE": _DRAMATIQ_MIDDLEWARE,
     }
 elif OAM_DRAMATIQ_BROKER_URL.startswith(("amqp://", "amqps://")):

@@ -1,4 +1,5 @@
-"""URL configuration: the Django admin, the JSON API (docs at ``/api/docs``) and the staff pages (``/staff/``)."""
+"""URL configuration: the Django admin, the JSON API (docs at ``/api/docs``), the staff pages (``/staff/``) and
+the health probes (``/healthz``, ``/readyz``: ``oam_site.health``)."""
 
 from django.conf import settings
 from django.contrib import admin
@@ -6,10 +7,13 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from oam_site.api import api_urls
+from oam_site.health import healthz, readyz
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api_urls(sync=settings.OAM_API_SYNC)),
     path("staff/", include("staff.urls")),
+    path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
     path("", RedirectView.as_view(pattern_name="staff:home", permanent=False)),
 ]

@@ -86,6 +86,15 @@ def _fresh_rate_counters():
     cache.clear()
 
 
+@pytest.fixture(autouse=True)
+def _no_degraded_parts():
+    """Each test starts with no part degraded (``memory.core.degraded``): a channel layer or broker one test
+    failed would otherwise be skipped for a few seconds in the next."""
+    from memory.core import degraded
+
+    degraded.reset()
+
+
 @pytest.fixture
 def client(db):
     """An ``AgentMemory`` on the test database with default retention."""

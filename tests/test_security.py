@@ -65,6 +65,26 @@ def test_the_documented_production_settings_pass_check_deploy(tmp_path):
     assert plain.returncode != 0 and "SECURE_SSL_REDIRECT" in plain.stderr + plain.stdout  # the check is real
 
 
+def test_the_health_probes_answer_plain_http_without_a_key_under_the_production_settings(db, settings, tmp_path):
+    """``/healthz`` and ``/readyz`` (``oam_site.health``) are exempt from the HTTPS redirect (a probe comes
+    over loopback) and need no key; the API is still redirected."""
+    import json
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OAM_", "DJANGO_"))}
+    env.update(OAM_VAR_DIR=str(tmp_path), DJANGO_SECURE="true", DJANGO_ALLOWED_HOSTS="memory.example.org",
+               DJANGO_SETTINGS_MODULE="oam_site.settings")
+    probe = ("from django.conf import settings as s; import json; "
+             "print(json.dumps([s.SECURE_SSL_REDIRECT, s.SECURE_REDIRECT_EXEMPT]))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    settings.SECURE_SSL_REDIRECT, settings.SECURE_REDIRECT_EXEMPT = json.loads(out.strip().splitlines()[-1])
+    assert settings.SECURE_SSL_REDIRECT is True
+    assert Client().get("/healthz").status_code == 200
+    ready = Client().get("/readyz")
+    assert ready.status_code == 200 and set(ready.json()) == {"status", "parts"}
+    assert Client().get("/api/threads").status_code == 301
+
+
 # --- staff login throttling --------------------------------------------------------------------
 
 

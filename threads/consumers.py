@@ -64,7 +64,7 @@ from channels.security.websocket import AllowedHostsOriginValidator
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from memory.core import progress
+from memory.core import degraded, progress
 from memory.core.errors import NotFound
 from memory.extraction.recovery import extraction_state
 from memory.records import selectors
@@ -272,8 +272,35 @@ def _handshake(scope, thread_id: str) -> tuple[Listener | int, tuple[str, dict] 
     return listener, found, refusal
 
 
+async def layer_receive(receive: Callable[[], Any]) -> Any:
+    """The next message of this socket's channel (``receive()``: the layer's ``receive`` for it), waiting out
+    a channel layer that is down: each failure is reported (``memory.core.degraded``) and the layer asked
+    again after ``degraded.RETRY_SECONDS``, so the socket stays open without live events instead of failing.
+    """
+    while True:
+        if degraded.should_try("channels"):
+            try:
+                message = await receive()
+            except Exception as exc:  # noqa: BLE001 - the layer is a convenience: the socket goes on without it
+                degraded.report_failure("channels", exc)
+            else:
+                degraded.report_ok("channels")
+                return message
+        await asyncio.sleep(degraded.RETRY_SECONDS)
+
+
 class ExtractionConsumer(AsyncJsonWebsocketConsumer):
     """Relays one thread's extraction events to the client; the client sends nothing."""
+
+    @property
+    def channel_receive(self) -> Callable[[], Any]:
+        """What the consumer's loop awaits for channel-layer messages: the layer's ``receive`` for this
+        socket, guarded by ``layer_receive`` (channels' ``AsyncConsumer.__call__`` sets it unguarded)."""
+        return self._channel_receive
+
+    @channel_receive.setter
+    def channel_receive(self, receive: Callable[[], Any]) -> None:
+        self._channel_receive = partial(layer_receive, receive)
 
     async def connect(self):
         thread_id = self.scope["url_route"]["kwargs"]["thread_id"]
@@ -288,10 +315,10 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
         key, state = found
         progress.bind_event_loop(asyncio.get_running_loop())
         self.group = progress.group_name(key)
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self._group("add", self.group)
         if listener.key_id is not None:  # revoking or rotating the key closes this socket
             self.key_group = key_group(listener.key_id)
-            await self.channel_layer.group_add(self.key_group, self.channel_name)
+            await self._group("add", self.key_group)
             credentials = partial(_recheck_key, scope_api_key(self.scope))
         else:
             credentials = partial(_recheck_staff, self.scope["user"].pk, _named_project(self.scope))
@@ -336,7 +363,22 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
             watch.cancel()
         for group in (getattr(self, "group", None), getattr(self, "key_group", None)):
             if group:
-                await self.channel_layer.group_discard(group, self.channel_name)
+                await self._group("discard", group)
+
+    async def _group(self, action: str, group: str) -> None:
+        """``group_add`` or ``group_discard`` (``action``) this socket; a channel layer that fails (or failed
+        a moment ago) is reported degraded (``memory.core.degraded``, ``/readyz``) and skipped, not raised:
+        the socket still gets its state, and ``_watch`` still closes it for a revoked key or a deleted
+        thread, only without live events."""
+        if not degraded.should_try("channels"):
+            return
+        call = self.channel_layer.group_add if action == "add" else self.channel_layer.group_discard
+        try:
+            await call(group, self.channel_name)
+        except Exception as exc:  # noqa: BLE001 - the layer is a convenience: the socket goes on without it
+            degraded.report_failure("channels", exc)
+        else:
+            degraded.report_ok("channels")
 
     async def key_revoked(self, event):
         """The key this socket was opened with was revoked or rotated: close with 4401."""

@@ -3,7 +3,11 @@
 Counting is a fixed one-minute window in Django's cache (``cache.add`` +
 ``cache.incr``, atomic in Redis and in the local-memory cache), so every process
 that shares the cache shares the count: with ``OAM_REDIS_URL`` the cache is
-Redis (settings), otherwise each process counts for itself. A refused request is
+Redis (settings), otherwise each process counts for itself. A cache that is
+unreachable does not fail the request: the counters fail open to this process's
+own (``memory.core.degraded``: a bounded ``FallbackCounter``, one warning a
+minute, the cache shown ``degraded`` by ``/readyz``), so each process then
+enforces the limits for itself until the cache answers again. A refused request is
 HTTP 429 ``{"detail": ...}`` with ``Retry-After`` (whole seconds to the next
 window, RFC 9110 section 10.2.3).
 
@@ -35,7 +39,11 @@ from django.http import HttpRequest
 from ninja.errors import Throttled
 from ninja.throttling import BaseThrottle
 
+from memory.core import degraded
+
 WINDOW_SECONDS = 60
+#: This process's counters while the cache is unreachable (``memory.core.degraded.attempt``).
+fallback_counts = degraded.FallbackCounter()
 
 
 def seconds_to_next_window(now: float | None = None) -> int:
@@ -44,10 +52,11 @@ def seconds_to_next_window(now: float | None = None) -> int:
     return max(1, math.ceil(WINDOW_SECONDS - now % WINDOW_SECONDS))
 
 
-def _count(name: str, now: float | None = None) -> int:
-    """Add one to counter ``name`` of the current window and return the new count."""
-    window = int((time.time() if now is None else now) // WINDOW_SECONDS)
-    key = f"oam:rate:{name}:{window}"
+def _window(now: float | None = None) -> int:
+    return int((time.time() if now is None else now) // WINDOW_SECONDS)
+
+
+def _cache_count(key: str) -> int:
     cache.add(key, 0, timeout=2 * WINDOW_SECONDS)
     try:
         return cache.incr(key)
@@ -56,9 +65,18 @@ def _count(name: str, now: float | None = None) -> int:
         return 1
 
 
+def _count(name: str, now: float | None = None) -> int:
+    """Add one to counter ``name`` of the current window and return the new count (in the cache; in this
+    process while the cache is unreachable)."""
+    window = _window(now)
+    key = f"oam:rate:{name}:{window}"
+    return degraded.attempt("cache", lambda: _cache_count(key), lambda: fallback_counts.count(key, window))
+
+
 def _peek(name: str) -> int:
-    window = int(time.time() // WINDOW_SECONDS)
-    return cache.get(f"oam:rate:{name}:{window}", 0)
+    window = _window()
+    key = f"oam:rate:{name}:{window}"
+    return degraded.attempt("cache", lambda: cache.get(key, 0), lambda: fallback_counts.peek(key, window))
 
 
 def client_address(source: HttpRequest | Mapping[str, Any]) -> str:

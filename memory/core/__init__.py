@@ -15,6 +15,8 @@ Modules:
 * ``chunking``: long text split into overlapping chunks for embedding; token estimates.
 * ``locking``: row locks that work on SQLite and Oracle.
 * ``aio``: the synchronous engine run from async code (``in_worker``, ``run_inline``).
+* ``degraded``: guards that fail open (the cache, the channel layer, the broker): the registry of degraded
+  parts ``/readyz`` reads, one warning a minute, the bounded per-process fallback of the rate counters.
 * ``progress``: extraction progress events sent to a thread's channel-layer group after commit.
 * ``batching``: the ``Embedder`` protocol, inputs cut into forward passes of like lengths (``length_batches``),
   concurrent embedding calls sharing passes (``MicroBatchingEmbedder``), the worker count.

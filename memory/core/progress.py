@@ -11,7 +11,8 @@ WebSocket clients of ``/ws/threads/<thread_id>/extraction/``.
 
 Events are queued with ``transaction.on_commit``: one sent inside a
 transaction leaves only if it commits; outside one, at once. Sending never
-raises: a channel layer that is down costs the events, not the extraction.
+raises: a channel layer that is down costs the events, not the extraction (``memory.core.degraded``: the
+layer is reported ``degraded``, one warning a minute, and not tried again for a few seconds).
 
 Delivery across threads: channels-redis (production) is safe from any thread.
 ``InMemoryChannelLayer`` (the embedded default) keeps ``asyncio.Queue`` objects
@@ -36,6 +37,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 
+from memory.core import degraded
 from memory.core.ids import public_id
 
 logger = logging.getLogger(__name__)
@@ -88,9 +90,13 @@ def _deliver(group: str, message: dict[str, Any]) -> None:
             else:
                 asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop)
             return
+        if not degraded.should_try("channels"):
+            return  # the layer failed a moment ago: drop the event rather than wait on it again
         async_to_sync(layer.group_send)(group, message)
-    except Exception:  # noqa: BLE001 - progress must never break extraction
-        logger.warning("could not send %s to %s", message.get("type"), group, exc_info=True)
+    except Exception as exc:  # noqa: BLE001 - progress must never break extraction
+        degraded.report_failure("channels", exc)  # logged at most once a minute; /readyz shows it
+    else:
+        degraded.report_ok("channels")
 
 
 def publish(group: str, message: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from memory.core import degraded
 from memory.models import ExtractionJob
 
 logger = logging.getLogger(__name__)
@@ -36,9 +37,10 @@ def enqueue_job(job_id: int) -> bool:
             raise RuntimeError("no extraction queue installed (memory.tasks is not imported)")
         _send(job_id)
     except Exception as exc:  # noqa: BLE001 - the job row stays queued; the sweep re-sends it
-        logger.warning("could not queue extraction job %s; the sweep will retry", job_id, exc_info=True)
+        degraded.report_failure("broker", exc)  # logged at most once a minute; /readyz shows it
         note_not_queued(job_id, exc)
         return False
+    degraded.report_ok("broker")
     return True
 
 

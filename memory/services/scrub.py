@@ -34,7 +34,7 @@ from django.core.cache import cache
 from django.db import connection as default_connection
 from django.db import transaction
 
-from memory.core import conf
+from memory.core import conf, degraded
 from memory.models import MemoryVersion, SearchChunk
 from memory.search.backends import KEYWORD_INDEX
 
@@ -64,9 +64,11 @@ def chunk_deletes_total(connection=None) -> int | None:
 
 def chunk_deletes_since_scrub(connection=None) -> bool:
     """Whether a search chunk or history version was deleted since the last ``storage_scrub`` (by any path),
-    as far as the cache knows (a cold cache, e.g. a restarted worker without Redis, answers True once)."""
+    as far as the cache knows (a cold cache, e.g. a restarted worker without Redis, answers True once; an
+    unreachable one answers True: ``memory.core.degraded``)."""
     total = chunk_deletes_total(connection)
-    return total is not None and total != cache.get(SCRUBBED_DELETES_KEY)
+    return total is not None and total != degraded.attempt("cache", lambda: cache.get(SCRUBBED_DELETES_KEY),
+                                                           lambda: None)
 
 
 # --- the storage -----------------------------------------------------------------------------------
@@ -104,7 +106,8 @@ def postgres_vacuum(connection) -> bool:
 
 
 def _remember_scrubbed_deletes(connection) -> None:
-    cache.set(SCRUBBED_DELETES_KEY, chunk_deletes_total(connection), None)
+    total = chunk_deletes_total(connection)
+    degraded.attempt("cache", lambda: cache.set(SCRUBBED_DELETES_KEY, total, None), lambda: None)
 
 
 def storage_scrub(connection=None) -> dict[str, Any]:

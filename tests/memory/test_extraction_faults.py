@@ -197,6 +197,9 @@ def test_a_broker_that_cannot_be_reached_shows_in_the_state(db, unreachable_brok
     assert state["broker"]["kind"] == "redis" and state["broker"]["ok"] is False
     assert "Connection" in state["broker"]["error"]
     assert state["stalled"]["reason"] == "not_queued" and "broker refused it" in state["stalled"]["detail"]
+    from memory.core import degraded
+
+    assert degraded.states()["broker"].reason == "unreachable"  # /readyz shows it (tests/api/test_health.py)
 
 
 def test_a_reachable_redis_broker_is_ok(db):
