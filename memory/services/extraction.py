@@ -33,6 +33,7 @@ from memory.extraction.jobs import (
     _release,
     job_schedule,
     queue_has_room,
+    retry_later,
 )
 from memory.extraction.settings import (
     ACTIVE,
@@ -45,7 +46,7 @@ from memory.extraction.settings import (
 )
 from memory.extraction.tracker import attach, thread_config, thread_llm
 from memory.links.writes import link_create
-from memory.llm.adapters import Llm, LlmError, LlmInvalidOutput, LlmRequestRejected
+from memory.llm.adapters import Llm, LlmError, LlmInvalidOutput, LlmRequestRejected, LlmUnavailable
 from memory.llm.prompts import MAX_OUTPUT_TOKENS, SCHEMA_NAME, extraction_prompt, extraction_schema
 from memory.models import ExtractionJob, Memory, Message, Thread
 from memory.records import history
@@ -114,7 +115,8 @@ def run_inline(*, job_id: int, llm: Llm, retention: MemoryRetentionConfig | None
     An ``add_messages`` job waits for the jobs before it (running them here
     when they are queued, polling when another worker holds one) for up to
     ``timeout`` seconds (``OAM_EXTRACTION_INLINE_WAIT``, 300); after that it is
-    left queued for a worker and "queued" is returned.
+    left queued for a worker and "queued" is returned. "queued" too when the LLM
+    is unreachable: the job waits for its retry in the worker (``job_run``).
     """
     timeout = float(conf.get("OAM_EXTRACTION_INLINE_WAIT")) if timeout is None else timeout
     deadline = time.monotonic() + timeout
@@ -123,8 +125,11 @@ def run_inline(*, job_id: int, llm: Llm, retention: MemoryRetentionConfig | None
         if job is None or job.status not in ACTIVE:
             return job.status if job else "gone"
         runnable = job if job.trigger == TRIGGER_EDIT and job.status == "queued" else _next_in_line(job.thread_id)
+        if runnable is not None and runnable.retry_at is not None and runnable.retry_at > timezone.now():
+            return job.status  # backing off after an unreachable LLM: its delayed send to the worker retries it
         if runnable is not None:
-            job_run(job_id=runnable.pk, llm=llm, retention=retention, background=False)
+            if job_run(job_id=runnable.pk, llm=llm, retention=retention, background=False) == "retrying":
+                return "queued"
             continue
         if time.monotonic() >= deadline:
             logger.warning("inline extraction job %s left queued: earlier work of its thread is still running", job_id)
@@ -134,14 +139,17 @@ def run_inline(*, job_id: int, llm: Llm, retention: MemoryRetentionConfig | None
 
 def job_run(*, job_id: int, llm: Llm | None = None, retention: MemoryRetentionConfig | None = None,
             background: bool = True) -> str:
-    """Run one extraction job; return "done", "failed" or "skipped" (not claimed, or its claim was lost).
+    """Run one extraction job; return "done", "failed", "retrying" or "skipped" (not claimed, or its claim was lost).
 
     ``llm`` defaults to ``thread_llm`` (attached in this process, else the
-    settings'). ``background``: a Dramatiq delivery, where a transient error
-    (LLM unreachable, database busy) releases the job and is re-raised for
-    Dramatiq's retry until ``max_attempts()`` claims; inline, any error fails
-    the job at once. Permanent errors (no LLM, request rejected, every call
-    invalid) fail it without raising. Raw messages are never touched.
+    settings'). An unreachable LLM (``LlmUnavailable``: connection refused, timeout, 429, 5xx), inline or in the
+    background, puts the job back in the queue with a backoff (``memory.extraction.jobs.retry_later``) and
+    returns "retrying": its range stays pending until it succeeds, or fails (``failure="transient"``) when
+    ``OAM_EXTRACTION_RETRY_HORIZON_SECONDS`` have passed since its first such failure. ``background``: a Dramatiq
+    delivery, where another error (database busy) releases the job and is re-raised for Dramatiq's retry until
+    ``max_attempts()`` claims (claims a delete fenced do not count); inline, such an error fails the job at once.
+    Permanent errors (no LLM, request rejected, every call invalid) fail it (``failure="permanent"``) without
+    raising. Raw messages are never touched.
 
     Traced as one ``upsert_memory`` span (``memory.core.telemetry``: the GenAI memory conventions' operation
     for "a public API that may create, update, or consolidate memory records without the caller choosing
@@ -221,10 +229,21 @@ def _job_run(job_id: int, llm: Llm | None, retention: MemoryRetentionConfig | No
                        llm_seconds=result.llm_seconds, chain=background)
         _traced_result(span, result, error=exc)
         return "failed"
+    except LlmUnavailable as exc:  # unreachable, timed out, rate-limited, 5xx: wait for it, up to the horizon
+        reason = f"{type(exc).__name__}: {exc}"
+        _traced_result(span, result)
+        delay = retry_later(job.pk, attempt, reason)
+        if delay is not None:
+            logger.warning("extraction job %s: LLM unavailable (%s); retrying in %.0f s", job.pk, reason, delay)
+            return "retrying"
+        _finish_failed(job.pk, attempt, f"retry horizon ended: {reason}", started=started,
+                       llm_seconds=result.llm_seconds, chain=background, failure="transient")
+        _traced_result(span, result, error=exc)
+        return "failed"
     except Exception as exc:
         reason = f"{type(exc).__name__}: {exc}"
         _traced_result(span, result)
-        if background and attempt < max_attempts():
+        if background and attempt - job.fences < max_attempts():
             _release(job.pk, attempt, reason)
             raise
         logger.warning("extraction job %s failed: %s", job.pk, reason, exc_info=not isinstance(exc, LlmError))
