@@ -15,6 +15,15 @@ TRIGGER_ADD = "add_messages"
 TRIGGER_EDIT = "update_message"
 
 
+#: A failed range run again (``memory.services.extraction.extraction_rerun``) after the watermark passed it:
+#: like ``TRIGGER_EDIT`` it never moves the watermark.
+TRIGGER_RERUN = "rerun"
+
+
+#: Triggers of jobs outside the ``add_messages`` chain: claimed whenever they are queued, sent again by the sweep.
+SIDE_TRIGGERS = (TRIGGER_EDIT, TRIGGER_RERUN)
+
+
 ACTIVE = ("queued", "running")
 
 

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from memory.context.summaries import summary_refresh_if_due
 from memory.core import conf, progress, telemetry
+from memory.core.errors import NotFound
 from memory.core.ids import stored_id
 from memory.core.types import MemoryRetentionConfig
 from memory.extraction.candidates import (
@@ -27,6 +28,7 @@ from memory.extraction.jobs import (
     ExtractionRejected,
     _chain_next,
     _claim,
+    _enqueue_on_commit,
     _finish_failed,
     _locked,
     _next_in_line,
@@ -39,8 +41,10 @@ from memory.extraction.settings import (
     ACTIVE,
     LINK_TYPES,
     POLL_SECONDS,
+    SIDE_TRIGGERS,
     TRIGGER_ADD,
     TRIGGER_EDIT,
+    TRIGGER_RERUN,
     default_retention,
     max_attempts,
 )
@@ -50,6 +54,7 @@ from memory.llm.adapters import Llm, LlmError, LlmInvalidOutput, LlmRequestRejec
 from memory.llm.prompts import MAX_OUTPUT_TOKENS, SCHEMA_NAME, extraction_prompt, extraction_schema
 from memory.models import ExtractionJob, Memory, Message, Thread
 from memory.records import history
+from memory.services.common import lock_thread
 from memory.services.memories import PreparedMemory, memory_insert, memory_prepare
 
 logger = logging.getLogger(__name__)
@@ -108,6 +113,38 @@ def extraction_after_edit(*, thread: Thread, message_id: str, llm: Llm | None, c
     return job
 
 
+def extraction_rerun(*, thread: Thread, job_id: int | None = None, by: str) -> list[ExtractionJob]:
+    """Queue the thread's failed extraction ranges again (all, or the one of job ``job_id``); return the jobs.
+
+    ``thread`` is a row the caller may write (the API's ``thread_for`` under a write key, the staff view's
+    project check): the jobs are looked up in it only, so another tenant's job id is ``NotFound``
+    (``job_id``), as is a job that is not failed. Each failed job goes back to queued in place: its attempts
+    and retry horizon start again, ``error`` notes ``by`` (who asked: ``"api"``, ``"staff <user>"``) and the
+    failure it had. A job whose range the watermark passed (an ``add_messages`` failure counts as finished)
+    becomes a ``TRIGGER_RERUN`` job, which, like a re-extraction, never moves the watermark; one before it
+    keeps its trigger and its place in the chain. Sent to the worker after commit; emits ``extraction.rerun``
+    per job. Issue #34: "an API call and a staff button re-run them".
+    """
+    with transaction.atomic():
+        row = lock_thread(thread.pk)
+        failed = ExtractionJob.objects.filter(thread_id=row.pk, status="failed")
+        if job_id is not None:
+            failed = failed.filter(pk=job_id)
+        jobs = list(failed.order_by("from_seq", "id"))  # their updates below are compare-and-sets on status
+        if job_id is not None and not jobs:
+            raise NotFound("job_id", str(job_id))
+        for job in jobs:
+            passed = job.to_seq <= row.extracted_through_seq
+            trigger = TRIGGER_RERUN if job.trigger == TRIGGER_ADD and passed else job.trigger
+            note = f"rerun by {by} after a {job.failure or 'permanent'} failure: {job.error}"
+            ExtractionJob.objects.filter(pk=job.pk, status="failed").update(
+                status="queued", trigger=trigger, error=note[:2000], attempts=0, fences=0, failure="",
+                retry_since=None, retry_at=None, finished_at=None)
+            progress.send(row.pk, "rerun", job_id=job.pk, from_seq=job.from_seq, to_seq=job.to_seq, by=by)
+            _enqueue_on_commit(job)
+    return list(ExtractionJob.objects.filter(pk__in=[job.pk for job in jobs]).order_by("from_seq", "id"))
+
+
 def run_inline(*, job_id: int, llm: Llm, retention: MemoryRetentionConfig | None = None,
                timeout: float | None = None) -> str:
     """Run a job in the calling thread, first any earlier jobs of its thread; return its final status.
@@ -124,7 +161,7 @@ def run_inline(*, job_id: int, llm: Llm, retention: MemoryRetentionConfig | None
         job = ExtractionJob.objects.filter(pk=job_id).first()
         if job is None or job.status not in ACTIVE:
             return job.status if job else "gone"
-        runnable = job if job.trigger == TRIGGER_EDIT and job.status == "queued" else _next_in_line(job.thread_id)
+        runnable = job if job.trigger in SIDE_TRIGGERS and job.status == "queued" else _next_in_line(job.thread_id)
         if runnable is not None and runnable.retry_at is not None and runnable.retry_at > timezone.now():
             return job.status  # backing off after an unreachable LLM: its delayed send to the worker retries it
         if runnable is not None:
