@@ -14,7 +14,7 @@ import time
 import warnings
 
 import pytest
-from django.db import OperationalError, connection
+from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
 from memory.client import (
@@ -27,7 +27,7 @@ from memory.client import (
 from memory.extraction import tracker
 from memory.extraction.candidates import Candidate, Decision, JobResult
 from memory.extraction.config import DEPRECATED_INLINE_PARAMETERS
-from memory.extraction.jobs import _claim
+from memory.extraction.jobs import _claim, jobs_fence
 from memory.extraction.recovery import extraction_state, sweep
 from memory.extraction.settings import default_retention, retry_backoff
 from memory.llm.adapters import LlmTimeout, LlmUnavailable
@@ -492,6 +492,23 @@ def test_an_unreachable_llm_is_retried_with_backoff_until_the_horizon(db, settin
     assert job_run(job_id=job.pk, llm=ScriptedLlm([memories(("fact", "Ann drinks tea.", ["m1"]))])) == "done"
     assert Thread.objects.get(pk=key("t-x")).extracted_through_seq == 1
     assert Memory.objects.get().content == "Ann drinks tea."
+
+
+def test_a_fence_by_a_delete_is_not_an_attempt(db, settings):
+    """With one attempt allowed, a job fenced by a delete still gets its own attempt afterwards: an error in
+    it is retried by Dramatiq (released, re-raised), not the job's end (issue #34)."""
+    settings.OAM_EXTRACTION_MAX_ATTEMPTS = 2
+    make_thread(ScriptedLlm([]), BACKGROUND).add_messages(CHAT[:1])
+    job = ExtractionJob.objects.get()
+    assert _claim(job.pk) is not None
+    with transaction.atomic():
+        assert jobs_fence(thread_id=key("t-x"), reason="message deleted") == [job.pk]
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.fences) == ("queued", 1, 1)
+    with pytest.raises(OperationalError):  # claim 2, the first that counts: one attempt left
+        job_run(job_id=job.pk, llm=ScriptedLlm([OperationalError("database is locked")]))
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.fences) == ("queued", 2, 1)
 
 
 def test_the_backoff_doubles_up_to_its_cap(settings):
