@@ -261,8 +261,8 @@ RETRYING = "retrying"
 def retry_later(job_id: int, attempt: int, reason: str) -> float | None:
     """After a transient failure (LLM unreachable, timed out, rate-limited, 5xx): give the running job back
     to the queue, to be claimed again after a backoff, unless its retry horizon has ended. Returns the backoff
-    in seconds; None when the horizon has ended (the caller fails the job, ``failure="transient"``) or the
-    job lost its claim (nothing to do).
+    in seconds; None when the horizon has ended (the caller fails the job, ``failure="transient"``); 0.0 when
+    the job lost its claim (a delete fenced it: nothing is done).
 
     The horizon (``OAM_EXTRACTION_RETRY_HORIZON_SECONDS``) counts from the job's first transient failure
     (``retry_since``); the backoff is ``settings.retry_backoff`` of the seconds since then (doubling, at most
@@ -275,7 +275,7 @@ def retry_later(job_id: int, attempt: int, reason: str) -> float | None:
     with transaction.atomic():
         held = _locked(job_id, attempt)
         if held is None:
-            return None
+            return 0.0
         job, thread = held
         since = job.retry_since or now
         if (now - since).total_seconds() >= retry_horizon():
@@ -290,6 +290,3 @@ def retry_later(job_id: int, attempt: int, reason: str) -> float | None:
                       retry_until=(since + datetime.timedelta(seconds=retry_horizon())).isoformat())
         transaction.on_commit(lambda: enqueue_job(job_id, delay=delay))
     return delay
-
-
-

@@ -270,6 +270,8 @@ def _job_run(job_id: int, llm: Llm | None, retention: MemoryRetentionConfig | No
         reason = f"{type(exc).__name__}: {exc}"
         _traced_result(span, result)
         delay = retry_later(job.pk, attempt, reason)
+        if delay == 0.0:
+            return "skipped"  # its claim was taken back meanwhile
         if delay is not None:
             logger.warning("extraction job %s: LLM unavailable (%s); retrying in %.0f s", job.pk, reason, delay)
             return "retrying"
