@@ -438,9 +438,9 @@ class ThreadSummaryAdmin(ReadOnlyAdmin):
 class ExtractionJobAdmin(ReadOnlyAdmin):
     """Extraction jobs (memory.extraction): state, counts, timings and errors."""
 
-    list_display = ("id", "project", "thread", "trigger", "status", "from_seq", "to_seq", "attempts",
+    list_display = ("id", "project", "thread", "trigger", "status", "failure", "from_seq", "to_seq", "attempts",
                     "memories_created", "memories_linked", "seconds", "created_at")
-    list_filter = ("project", "status", "trigger", "created_at")
+    list_filter = ("project", "status", "failure", "trigger", "created_at")
     search_fields = ("thread__id", "error")
 
 

@@ -29,6 +29,10 @@ MEMORY_TYPES = ("memory", "fact", "guideline", "preference")
 RECORD_TYPES = ("message", *MEMORY_TYPES, "image")
 STATUSES = ("valid", "invalid")
 EXTRACTION_STATES = ("queued", "running", "done", "failed")
+#: Why an extraction job last failed (``ExtractionJob.failure``, ``memory.extraction.jobs``): ``transient`` (the
+#: LLM was unreachable, timed out, rate-limited or answered 5xx: retried until the horizon), ``permanent`` (the
+#: LLM refused the request, its output stayed invalid, no LLM: not retried).
+EXTRACTION_FAILURES = ("transient", "permanent")
 #: Length of the id columns: a stored id is a public id (at most 255 characters, ``check_id`` of
 #: ``memory.records.validators``) behind its project's pk and ``:`` (``memory.records.tenancy``).
 STORED_ID_LENGTH = 300
@@ -267,6 +271,11 @@ class ExtractionJob(models.Model):
     same job, ``memory.extraction.dedup``) and ``rejected_<reason>`` (candidates
     ``memory.extraction.candidates.parse_candidates`` refused, by ``REJECT_REASONS``). None on jobs that committed
     before migration 0011.
+
+    Catching up after an outage (``memory.extraction.jobs``): ``failure`` is the kind of the last failure
+    (``EXTRACTION_FAILURES``, "" when none), ``retry_since`` the first transient failure of the current run of
+    them (the retry horizon counts from it), ``retry_at`` the earliest next claim, ``fences`` the claims a delete
+    took back (``jobs_fence``), which ``OAM_EXTRACTION_MAX_ATTEMPTS`` does not count.
     """
 
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="extraction_jobs")
@@ -290,6 +299,10 @@ class ExtractionJob(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    failure = models.CharField(max_length=16, choices=_choices(EXTRACTION_FAILURES), blank=True, default="")
+    retry_since = models.DateTimeField(null=True, blank=True)
+    retry_at = models.DateTimeField(null=True, blank=True)
+    fences = models.IntegerField(default=0)
 
     class Meta:
         db_table = "oam_extraction_jobs"

@@ -4,7 +4,9 @@
 and a job may be sent more than once (creation, the chain after the previous
 job, the sweep): ``memory.services.extraction.job_run`` claims it with a
 compare-and-set, so extra deliveries do nothing. A transient error is
-re-raised for Dramatiq's retry with backoff; permanent ones are recorded on
+re-raised for Dramatiq's retry with backoff, except an unreachable LLM: its job
+goes back to the queue and is sent again with a delay of its own until the retry
+horizon (``memory.extraction.jobs.retry_later``); permanent ones are recorded on
 the job and not raised.
 
 Queue ``extraction``; the broker is ``settings.DRAMATIQ_BROKER``
@@ -44,9 +46,13 @@ def extract_job(job_id: int) -> None:
     job_run(job_id=job_id)
 
 
-def send_job(job_id: int) -> None:
-    """Send ``extract_job(job_id)`` to the actor's broker (raises when the broker refuses it)."""
-    extract_job.send(job_id)
+def send_job(job_id: int, *, delay: float | None = None) -> None:
+    """Send ``extract_job(job_id)`` to the actor's broker, delivered after ``delay`` seconds when given (a retry's
+    backoff, ``memory.extraction.jobs.retry_later``); raises when the broker refuses it."""
+    if delay:
+        extract_job.send_with_options(args=(job_id,), delay=max(1, int(delay * 1000)))
+    else:
+        extract_job.send(job_id)
 
 
 def enqueue_job(job_id: int) -> bool:

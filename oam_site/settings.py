@@ -366,6 +366,10 @@ OAM_EXTRACTION_TIME_LIMIT = env.int("OAM_EXTRACTION_TIME_LIMIT", default=1200)  
 OAM_EXTRACTION_STALE_SECONDS = env.int("OAM_EXTRACTION_STALE_SECONDS", default=1500)  # running: worker lost
 OAM_EXTRACTION_RESEND_SECONDS = env.int("OAM_EXTRACTION_RESEND_SECONDS", default=300)  # queued: message lost
 OAM_EXTRACTION_SWEEP_SECONDS = env.int("OAM_EXTRACTION_SWEEP_SECONDS", default=60)  # 0: at worker boot only
+# An unreachable LLM: retried with a doubling backoff (first, longest wait) for the horizon, in seconds.
+OAM_EXTRACTION_RETRY_HORIZON_SECONDS = env.float("OAM_EXTRACTION_RETRY_HORIZON_SECONDS", default=21600)
+OAM_EXTRACTION_RETRY_BACKOFF_SECONDS = env.float("OAM_EXTRACTION_RETRY_BACKOFF_SECONDS", default=2)
+OAM_EXTRACTION_RETRY_BACKOFF_MAX_SECONDS = env.float("OAM_EXTRACTION_RETRY_BACKOFF_MAX_SECONDS", default=300)
 # The API's operations are async views; true serves the same operations as sync views, each request's
 # operation in one worker thread (oam_site.api.api_urls), so bench/api_load.py can compare the two.
 OAM_API_SYNC = env.bool("OAM_API_SYNC", default=False)

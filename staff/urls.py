@@ -44,6 +44,7 @@ urlpatterns = [
     path(T + "memories/", threads.memories_region, name="memories"),
     path(T + "extraction/", extraction.extraction_region, name="extraction"),
     path(T + "extract/", extraction.extract_now, name="extract_now"),
+    path(T + "extraction/rerun/", extraction.extraction_rerun_view, name="extraction_rerun"),
     path(T + "context-card/", context.context_card, name="context_card"),
     path(T + "quality/", quality.thread_quality, name="thread_quality"),
     path(T + "messages/<str:message_id>/edit/", messages.message_edit, name="message_edit"),

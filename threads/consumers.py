@@ -45,7 +45,10 @@ Frames sent, all JSON:
   ``{"event": "<name>", "thread_id", "job_id", ...}`` with ``<name>`` one of
   queued, started, progress, memory_created, memory_linked, finished, failed,
   repaired (the sweep made a queue that could not advance start after the watermark),
-  fenced (a delete took a running job back; it runs again).
+  fenced (a delete took a running job back; it runs again), retrying (the LLM was unreachable: the
+  job waits ``retry_in`` seconds, its range ``from_seq``..``to_seq`` pending), rerun (a failed range
+  was queued again); failed carries ``failure`` (transient or permanent), the range and ``reason``.
+  The state frame lists the failed ranges still to re-run (``failed_ranges``).
 """
 
 from __future__ import annotations
@@ -416,6 +419,12 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
         await self._relay(event)
 
     async def extraction_fenced(self, event):
+        await self._relay(event)
+
+    async def extraction_retrying(self, event):
+        await self._relay(event)
+
+    async def extraction_rerun(self, event):
         await self._relay(event)
 
     async def extraction_derived_memories(self, event):

@@ -68,6 +68,12 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("OAM_EXTRACTION_RESEND_SECONDS", 300, float, 0),
     Setting("OAM_EXTRACTION_SWEEP_SECONDS", 60, float, help="0 or less: the sweep runs at worker boot only"),
     Setting("OAM_EXTRACTION_INLINE_WAIT", 300, float, 0),
+    Setting("OAM_EXTRACTION_RETRY_HORIZON_SECONDS", 21600, float, 0,
+            help="seconds a job whose LLM is unreachable keeps retrying, from its first such failure; "
+                 "0: it fails at the first"),
+    Setting("OAM_EXTRACTION_RETRY_BACKOFF_SECONDS", 2, float, 0.01, help="first wait before such a retry"),
+    Setting("OAM_EXTRACTION_RETRY_BACKOFF_MAX_SECONDS", 300, float, 0.01,
+            help="longest wait between such retries (the wait doubles up to it)"),
     Setting("OAM_PURGE_EXPIRED_SECONDS", 3600, float, help="0 or less: never"),
     Setting("OAM_DERIVED_MEMORY_POLICY", "invalidate", str, choices=("invalidate", "delete"),
             help="what a deleted or expired message does to the memories derived only from it "
@@ -121,7 +127,16 @@ def problems() -> list[tuple[str, str]]:
             found.append((name, f"must be at most {rule.high:g}, not {value!r}"))
         elif rule.choices and value not in rule.choices:
             found.append((name, f"must be one of {', '.join(rule.choices)}, not {value!r}"))
+    if not {name for name, _ in found} & set(_BACKOFF):
+        first, cap = (get(name) for name in _BACKOFF)
+        if first > cap:
+            found.append((_BACKOFF[0], f"must be at most OAM_EXTRACTION_RETRY_BACKOFF_MAX_SECONDS ({cap:g}), "
+                                       f"not {first!r}"))
     return found
+
+
+#: The first and the longest wait between retries of a job whose LLM is unreachable (``problems`` checks first <= cap).
+_BACKOFF = ("OAM_EXTRACTION_RETRY_BACKOFF_SECONDS", "OAM_EXTRACTION_RETRY_BACKOFF_MAX_SECONDS")
 
 
 # --- accessors of the values modules read most ------------------------------------------------

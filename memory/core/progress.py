@@ -5,7 +5,10 @@ Each event is a channel-layer message ``{"type": "extraction.<event>",
 (docs/architecture.md, "Flows"): ``extraction.queued``, ``.started``, ``.progress``
 (one LLM call done), ``.memory_created``, ``.memory_linked``, ``.finished``,
 ``.failed``, ``.repaired`` (the sweep made a stuck queue advance) and
-``.fenced`` (a delete took a running job back; it runs again).
+``.fenced`` (a delete took a running job back; it runs again), ``.retrying``
+(the LLM was unreachable; the job waits ``retry_in`` seconds, its range stays pending, until
+``retry_until``) and ``.rerun`` (a failed range was queued again by a person or the API).
+``.failed`` carries ``failure`` (transient or permanent) and the range.
 ``threads.consumers.ExtractionConsumer`` relays them to
 WebSocket clients of ``/ws/threads/<thread_id>/extraction/``.
 
@@ -45,7 +48,7 @@ logger = logging.getLogger(__name__)
 GROUP_PREFIX = "thread."
 _SAFE = re.compile(r"[A-Za-z0-9_.-]{1,80}")
 EVENTS = ("queued", "started", "progress", "memory_created", "memory_linked", "finished", "failed", "repaired",
-          "fenced", "derived_memories")
+          "fenced", "derived_memories", "retrying", "rerun")
 
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()

@@ -37,11 +37,18 @@ start-up and every ``OAM_EXTRACTION_SWEEP_SECONDS``) re-queues jobs whose
 worker died, re-sends jobs whose queue message was lost, and creates a job for
 messages that never got one.
 
-Failures never touch the raw messages. An LLM that is unreachable is retried
-(Dramatiq backoff, ``OAM_EXTRACTION_MAX_ATTEMPTS`` claims in all); invalid
-output after the adapter's retries skips that call; a job that fails for good
-is marked failed and the watermark moves past it (spec: "Extraction failures
-count as finished").
+Failures never touch the raw messages. An LLM that is unreachable (refused,
+timeout, 429, 5xx) puts the job back in the queue with a doubling backoff
+(``jobs.retry_later``) for ``OAM_EXTRACTION_RETRY_HORIZON_SECONDS`` from its
+first such failure, its range pending meanwhile, so an outage's messages are
+extracted when the LLM comes back (issue #34); other transient errors are
+retried by Dramatiq (``OAM_EXTRACTION_MAX_ATTEMPTS`` claims in all, a delete's
+fence not counted). Invalid output after the adapter's retries skips that call;
+a job that fails for good (``failure``: permanent, or transient once the
+horizon ended) is marked failed and the watermark moves past it (spec:
+"Extraction failures count as finished"); it stays listed
+(``recovery.failed_ranges``) until ``memory.services.extraction.extraction_rerun``
+queues it again.
 
 Editing a message (``extraction_after_edit``) re-extracts that message with
 its earlier history as context when it was already extracted; such jobs

@@ -1,17 +1,18 @@
 from __future__ import annotations
 
+import datetime
 import logging
 import time
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import F, Max
 from django.utils import timezone
 
 from memory.core import conf, progress
 from memory.extraction.config import BackgroundExtractionQueueFullBehavior as QueueFull
 from memory.extraction.config import MemoryExtractionConfig
 from memory.extraction.queue import enqueue_job
-from memory.extraction.settings import ACTIVE, POLL_SECONDS, TRIGGER_ADD
+from memory.extraction.settings import ACTIVE, POLL_SECONDS, TRIGGER_ADD, retry_backoff, retry_horizon
 from memory.extraction.tracker import _accepted
 from memory.models import ExtractionJob, Thread
 
@@ -66,14 +67,15 @@ def jobs_fence(*, thread_id: str, reason: str) -> list[int]:
     notes ``FENCED`` and ``reason``). The worker still waiting for its LLM
     finds, at its commit, that its claim is gone (``_locked``: not running, or
     another attempt) and writes nothing; the job is sent again after commit and
-    its next run reads the records as they are then. A fenced run counts as an
-    attempt (``OAM_EXTRACTION_MAX_ATTEMPTS``). This replaces waiting for the
+    its next run reads the records as they are then. A fenced run is counted in
+    ``fences``, not against ``OAM_EXTRACTION_MAX_ATTEMPTS`` (issue #34: a delete
+    used up one of a job's attempts). This replaces waiting for the
     running job (a delete used to wait minutes for a hung LLM).
     """
     running = list(ExtractionJob.objects.filter(thread_id=thread_id, status="running").values_list("pk", flat=True))
     if running:
         ExtractionJob.objects.filter(pk__in=running, status="running").update(
-            status="queued", error=f"{FENCED}: {reason}"[:2000])
+            status="queued", error=f"{FENCED}: {reason}"[:2000], fences=F("fences") + 1)
         for job_id in running:
             progress.send(thread_id, "fenced", job_id=job_id, reason=reason)
             _enqueue_on_commit(ExtractionJob(pk=job_id, thread_id=thread_id))
@@ -159,7 +161,8 @@ def _next_in_line(thread_id: str) -> ExtractionJob | None:
 def _claim(job_id: int) -> tuple[ExtractionJob, Thread, int] | None:
     """Take a queued job in a transaction; None when it is gone, taken, done, or not next in line.
 
-    Decides on the thread and job rows read under the lock: an ``add_messages``
+    A job backing off after a transient failure (``retry_at`` later than now) is
+    not taken. Decides on the thread and job rows read under the lock: an ``add_messages``
     job the watermark passed is done; one whose head the watermark passed is
     trimmed to start after it (noted in ``error``) and taken.
     """
@@ -172,6 +175,8 @@ def _claim(job_id: int) -> tuple[ExtractionJob, Thread, int] | None:
         job = lock_row(ExtractionJob, job_id)
         if thread is None or job is None or job.status != "queued":
             return None
+        if job.retry_at is not None and job.retry_at > now + RETRY_SLACK:
+            return None  # backing off after a transient failure; its delayed send (or the sweep) comes back
         if job.trigger == TRIGGER_ADD:
             if job.to_seq <= thread.extracted_through_seq:
                 job.status, job.finished_at, job.error = "done", now, "covered by an earlier job"
@@ -214,8 +219,14 @@ def _locked(job_id: int, attempt: int) -> tuple[ExtractionJob, Thread] | None:
 
 
 def _finish_failed(job_id: int, attempt: int, reason: str, *, started: float, llm_seconds: float,
-                   chain: bool) -> None:
-    """Mark a running job failed; an ``add_messages`` job moves the watermark past its range."""
+                   chain: bool, failure: str = "permanent") -> None:
+    """Mark a running job failed; an ``add_messages`` job moves the watermark past its range.
+
+    ``failure``: ``permanent`` (the LLM refused, its output stayed invalid, no LLM) or ``transient`` (the
+    retry horizon ended while the LLM stayed unreachable); stored on the job and sent with the
+    ``extraction.failed`` event. The failed range stays listed (``memory.extraction.recovery.failed_ranges``)
+    until a re-run (``memory.services.extraction.extraction_rerun``) covers it.
+    """
     with transaction.atomic():
         held = _locked(job_id, attempt)
         if held is None:
@@ -224,10 +235,12 @@ def _finish_failed(job_id: int, attempt: int, reason: str, *, started: float, ll
         seconds = time.perf_counter() - started
         job.status, job.error, job.finished_at = "failed", reason[:2000], timezone.now()
         job.seconds, job.llm_seconds = round(seconds, 3), round(llm_seconds, 3)
-        job.save(update_fields=["status", "error", "finished_at", "seconds", "llm_seconds"])
+        job.failure, job.retry_at = failure, None
+        job.save(update_fields=["status", "error", "finished_at", "seconds", "llm_seconds", "failure", "retry_at"])
         if job.trigger == TRIGGER_ADD and thread.extracted_through_seq == job.from_seq - 1:
             Thread.objects.filter(pk=thread.pk).update(extracted_through_seq=job.to_seq)
-        progress.send(thread.pk, "failed", job_id=job.pk, reason=reason[:500], seconds=round(seconds, 3))
+        progress.send(thread.pk, "failed", job_id=job.pk, reason=reason[:500], seconds=round(seconds, 3),
+                      failure=failure, from_seq=job.from_seq, to_seq=job.to_seq)
         if chain:
             _chain_next(thread.pk)
 
@@ -238,3 +251,42 @@ def _release(job_id: int, attempt: int, reason: str) -> None:
         status="queued", error=f"attempt {attempt}: {reason}"[:2000])
 
 
+#: A claim this early before ``retry_at`` is taken anyway (a delayed send's clock may run a little ahead).
+RETRY_SLACK = datetime.timedelta(seconds=1)
+
+#: The ``error`` of a job waiting to retry after its LLM was unreachable starts with this.
+RETRYING = "retrying"
+
+
+def retry_later(job_id: int, attempt: int, reason: str) -> float | None:
+    """After a transient failure (LLM unreachable, timed out, rate-limited, 5xx): give the running job back
+    to the queue, to be claimed again after a backoff, unless its retry horizon has ended. Returns the backoff
+    in seconds; None when the horizon has ended (the caller fails the job, ``failure="transient"``); 0.0 when
+    the job lost its claim (a delete fenced it: nothing is done).
+
+    The horizon (``OAM_EXTRACTION_RETRY_HORIZON_SECONDS``) counts from the job's first transient failure
+    (``retry_since``); the backoff is ``settings.retry_backoff`` of the seconds since then (doubling, at most
+    ``OAM_EXTRACTION_RETRY_BACKOFF_MAX_SECONDS``). Until then the job stays queued, so its range stays
+    pending and the watermark does not pass it (issue #34: "failed counts as finished" lost a five-minute
+    outage's messages). The job is sent again with that delay after commit; a lost send is re-sent by the
+    sweep, whose claim waits for ``retry_at`` too. Emits ``extraction.retrying``.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        held = _locked(job_id, attempt)
+        if held is None:
+            return 0.0
+        job, thread = held
+        since = job.retry_since or now
+        if (now - since).total_seconds() >= retry_horizon():
+            return None
+        delay = retry_backoff((now - since).total_seconds())
+        job.status, job.failure, job.retry_since = "queued", "transient", since
+        job.retry_at = now + datetime.timedelta(seconds=delay)
+        job.error = f"{RETRYING}: attempt {attempt}: {reason}"[:2000]
+        job.save(update_fields=["status", "failure", "retry_since", "retry_at", "error"])
+        progress.send(thread.pk, "retrying", job_id=job.pk, attempt=attempt, reason=reason[:500],
+                      retry_in=round(delay, 3), from_seq=job.from_seq, to_seq=job.to_seq,
+                      retry_until=(since + datetime.timedelta(seconds=retry_horizon())).isoformat())
+        transaction.on_commit(lambda: enqueue_job(job_id, delay=delay))
+    return delay

@@ -20,22 +20,24 @@ logger = logging.getLogger(__name__)
 
 NOT_QUEUED = "not queued"
 
-_send: Callable[[int], None] | None = None
+_send: Callable[..., None] | None = None
 _status: Callable[[], dict[str, object]] | None = None
 
 
-def install(*, send: Callable[[int], None], status: Callable[[], dict[str, object]]) -> None:
-    """Set how a job id is sent (``send(job_id)``, may raise) and how the broker is checked (``status()``)."""
+def install(*, send: Callable[..., None], status: Callable[[], dict[str, object]]) -> None:
+    """Set how a job id is sent (``send(job_id, delay=seconds or None)``, may raise) and how the broker is
+    checked (``status()``)."""
     global _send, _status
     _send, _status = send, status
 
 
-def enqueue_job(job_id: int) -> bool:
-    """Send job ``job_id`` to the queue; return whether it was taken. Never raises (see the module docstring)."""
+def enqueue_job(job_id: int, *, delay: float | None = None) -> bool:
+    """Send job ``job_id`` to the queue, to run after ``delay`` seconds when given; return whether it was taken.
+    Never raises (see the module docstring)."""
     try:
         if _send is None:
             raise RuntimeError("no extraction queue installed (memory.tasks is not imported)")
-        _send(job_id)
+        _send(job_id, delay=delay)
     except Exception as exc:  # noqa: BLE001 - the job row stays queued; the sweep re-sends it
         degraded.report_failure("broker", exc)  # logged at most once a minute; /readyz shows it
         note_not_queued(job_id, exc)

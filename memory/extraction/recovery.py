@@ -12,7 +12,7 @@ from memory.core.errors import NotFound
 from memory.extraction.config import MemoryExtractionConfig
 from memory.extraction.jobs import job_schedule, lock_row
 from memory.extraction.queue import NOT_QUEUED, broker_status, enqueue_job
-from memory.extraction.settings import ACTIVE, TRIGGER_ADD, TRIGGER_EDIT
+from memory.extraction.settings import ACTIVE, SIDE_TRIGGERS, TRIGGER_ADD
 from memory.extraction.tracker import thread_config, thread_llm
 from memory.llm.adapters import get_llm
 from memory.models import ExtractionJob, Message, Thread
@@ -59,7 +59,7 @@ def sweep(*, boot: bool = False) -> dict[str, int]:
                 continue
             done = queue_repair(thread, now=now)
             send = [done["next_job_id"]] if done["next_job_id"] is not None else []
-            send += list(ExtractionJob.objects.filter(thread_id=thread_id, status="queued", trigger=TRIGGER_EDIT,
+            send += list(ExtractionJob.objects.filter(thread_id=thread_id, status="queued", trigger__in=SIDE_TRIGGERS,
                                                       created_at__lte=cutoff).values_list("pk", flat=True))
         for job_id in send:  # after the lock is released
             if enqueue_job(job_id):
@@ -144,7 +144,22 @@ def job_summary(job: ExtractionJob) -> dict[str, Any]:
         "memories_linked": job.memories_linked, "seconds": job.seconds, "llm_seconds": job.llm_seconds,
         "error": job.error or None, "created_at": job.created_at.isoformat(),
         "finished_at": job.finished_at.isoformat() if job.finished_at else None,
+        "failure": job.failure or None,
+        "retry_at": job.retry_at.isoformat() if job.retry_at and job.status == "queued" else None,
     }
+
+
+#: Failed ranges ``extraction_state`` lists, newest first.
+FAILED_RANGES_SHOWN = 50
+
+
+def failed_ranges(thread_id: str, *, limit: int = FAILED_RANGES_SHOWN) -> list[dict[str, Any]]:
+    """The thread's failed extraction jobs, newest first (at most ``limit``), as ``job_summary`` values: the
+    ranges whose messages have no memories from extraction until a re-run (``memory.services.extraction.
+    extraction_rerun``) succeeds. Each has ``failure`` (transient: the retry horizon ended while the LLM was
+    unreachable; permanent: the LLM refused the request or its output) and ``error`` (the reason)."""
+    return [job_summary(job) for job in ExtractionJob.objects.filter(thread_id=thread_id, status="failed")
+            .order_by("-id")[:limit]]
 
 
 def queue_stall(thread: Thread, *, now=None) -> dict[str, Any] | None:
@@ -157,6 +172,8 @@ def queue_stall(thread: Thread, *, now=None) -> dict[str, Any] | None:
       ``OAM_EXTRACTION_STALE_SECONDS`` (the sweep requeues it);
     * ``blocked``: no job runs and the next queued one does not start right
       after the watermark, so no claim can take it (the sweep repairs it);
+    * ``llm_unavailable``: the next job failed because the LLM was unreachable and waits to retry
+      (``memory.extraction.jobs.retry_later``; ``since``: its first such failure);
     * ``not_queued``: the next job's last send to the broker failed
       (``memory.tasks.enqueue_job`` notes it; the sweep re-sends it);
     * ``waiting_for_worker``: the next job has waited longer than
@@ -182,6 +199,10 @@ def queue_stall(thread: Thread, *, now=None) -> dict[str, Any] | None:
         return {"reason": "blocked", "job_id": first.pk, "since": since,
                 "detail": f"the next job starts at message {first.from_seq} but the watermark is {watermark}: "
                           "no worker can claim it until the sweep repairs it"}
+    if first.failure == "transient" and first.retry_at is not None:
+        return {"reason": "llm_unavailable", "job_id": first.pk, "since": first.retry_since.isoformat(),
+                "detail": f"the LLM was unreachable ({first.error}); job {first.pk} retries at "
+                          f"{first.retry_at.isoformat()}, its messages {first.from_seq}..{first.to_seq} pending"}
     if first.error.startswith(NOT_QUEUED):
         return {"reason": "not_queued", "job_id": first.pk, "since": since, "detail": first.error}
     waited = (now - first.created_at).total_seconds()
@@ -210,7 +231,7 @@ def extraction_state(*, thread: Thread) -> dict[str, Any]:
     ``enabled`` says whether this process would extract for the thread
     (``extract_memories`` and an LLM from the settings or attached here).
     ``pending_messages`` counts live messages after the watermark; ``thread_id`` is public.
-    ``stalled`` is ``queue_stall`` (None when the queue advances),
+    ``stalled`` is ``queue_stall`` (None when the queue advances), ``failed_ranges`` ``failed_ranges``,
     ``last_repair`` ``last_repair`` and ``broker`` the live
     ``memory.extraction.queue.broker_status``. Raises KeyError (``NotFound``) when the
     thread is gone.
@@ -236,6 +257,7 @@ def extraction_state(*, thread: Thread) -> dict[str, Any]:
         "last_job": job_summary(last_job) if last_job else None,
         "stalled": queue_stall(thread),
         "last_repair": last_repair(thread.pk),
+        "failed_ranges": failed_ranges(thread.pk),
         "broker": broker_status(),
         "config": config.to_thread_config(),
     }

@@ -15,6 +15,15 @@ TRIGGER_ADD = "add_messages"
 TRIGGER_EDIT = "update_message"
 
 
+#: A failed range run again (``memory.services.extraction.extraction_rerun``) after the watermark passed it:
+#: like ``TRIGGER_EDIT`` it never moves the watermark.
+TRIGGER_RERUN = "rerun"
+
+
+#: Triggers of jobs outside the ``add_messages`` chain: claimed whenever they are queued, sent again by the sweep.
+SIDE_TRIGGERS = (TRIGGER_EDIT, TRIGGER_RERUN)
+
+
 ACTIVE = ("queued", "running")
 
 
@@ -68,3 +77,18 @@ def default_retention() -> MemoryRetentionConfig:
     """Retention of extracted memories when no client says otherwise (the settings' defaults)."""
     return MemoryRetentionConfig(default_ttl_days=conf.get("OAM_DEFAULT_TTL_DAYS"),
                                  max_ttl_days=conf.get("OAM_MAX_TTL_DAYS"))
+
+
+def retry_horizon() -> float:
+    """Seconds a job keeps retrying while its LLM is unreachable, counted from the first such failure
+    (``OAM_EXTRACTION_RETRY_HORIZON_SECONDS``, 21600: six hours; issue #34, "Degrade, don't fall over")."""
+    return float(conf.get("OAM_EXTRACTION_RETRY_HORIZON_SECONDS"))
+
+
+def retry_backoff(elapsed: float) -> float:
+    """Seconds to wait before the next claim of a job that has failed transiently for ``elapsed`` seconds:
+    ``elapsed`` itself, at least ``OAM_EXTRACTION_RETRY_BACKOFF_SECONDS`` (2) and at most
+    ``OAM_EXTRACTION_RETRY_BACKOFF_MAX_SECONDS`` (300), so the waits double (2, 2, 4, 8 ... 300 s)."""
+    first = float(conf.get("OAM_EXTRACTION_RETRY_BACKOFF_SECONDS"))
+    cap = float(conf.get("OAM_EXTRACTION_RETRY_BACKOFF_MAX_SECONDS"))
+    return min(cap, max(first, elapsed))

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from memory.context.summaries import summary_refresh_if_due
 from memory.core import conf, progress, telemetry
+from memory.core.errors import NotFound
 from memory.core.ids import stored_id
 from memory.core.types import MemoryRetentionConfig
 from memory.extraction.candidates import (
@@ -27,28 +28,33 @@ from memory.extraction.jobs import (
     ExtractionRejected,
     _chain_next,
     _claim,
+    _enqueue_on_commit,
     _finish_failed,
     _locked,
     _next_in_line,
     _release,
     job_schedule,
     queue_has_room,
+    retry_later,
 )
 from memory.extraction.settings import (
     ACTIVE,
     LINK_TYPES,
     POLL_SECONDS,
+    SIDE_TRIGGERS,
     TRIGGER_ADD,
     TRIGGER_EDIT,
+    TRIGGER_RERUN,
     default_retention,
     max_attempts,
 )
 from memory.extraction.tracker import attach, thread_config, thread_llm
 from memory.links.writes import link_create
-from memory.llm.adapters import Llm, LlmError, LlmInvalidOutput, LlmRequestRejected
+from memory.llm.adapters import Llm, LlmError, LlmInvalidOutput, LlmRequestRejected, LlmUnavailable
 from memory.llm.prompts import MAX_OUTPUT_TOKENS, SCHEMA_NAME, extraction_prompt, extraction_schema
 from memory.models import ExtractionJob, Memory, Message, Thread
 from memory.records import history
+from memory.services.common import lock_thread
 from memory.services.memories import PreparedMemory, memory_insert, memory_prepare
 
 logger = logging.getLogger(__name__)
@@ -107,6 +113,38 @@ def extraction_after_edit(*, thread: Thread, message_id: str, llm: Llm | None, c
     return job
 
 
+def extraction_rerun(*, thread: Thread, job_id: int | None = None, by: str) -> list[ExtractionJob]:
+    """Queue the thread's failed extraction ranges again (all, or the one of job ``job_id``); return the jobs.
+
+    ``thread`` is a row the caller may write (the API's ``thread_for`` under a write key, the staff view's
+    project check): the jobs are looked up in it only, so another tenant's job id is ``NotFound``
+    (``job_id``), as is a job that is not failed. Each failed job goes back to queued in place: its attempts
+    and retry horizon start again, ``error`` notes ``by`` (who asked: ``"api"``, ``"staff <user>"``) and the
+    failure it had. A job whose range the watermark passed (an ``add_messages`` failure counts as finished)
+    becomes a ``TRIGGER_RERUN`` job, which, like a re-extraction, never moves the watermark; one before it
+    keeps its trigger and its place in the chain. Sent to the worker after commit; emits ``extraction.rerun``
+    per job. Issue #34: "an API call and a staff button re-run them".
+    """
+    with transaction.atomic():
+        row = lock_thread(thread.pk)
+        failed = ExtractionJob.objects.filter(thread_id=row.pk, status="failed")
+        if job_id is not None:
+            failed = failed.filter(pk=job_id)
+        jobs = list(failed.order_by("from_seq", "id"))  # their updates below are compare-and-sets on status
+        if job_id is not None and not jobs:
+            raise NotFound("job_id", str(job_id))
+        for job in jobs:
+            passed = job.to_seq <= row.extracted_through_seq
+            trigger = TRIGGER_RERUN if job.trigger == TRIGGER_ADD and passed else job.trigger
+            note = f"rerun by {by} after a {job.failure or 'permanent'} failure: {job.error}"
+            ExtractionJob.objects.filter(pk=job.pk, status="failed").update(
+                status="queued", trigger=trigger, error=note[:2000], attempts=0, fences=0, failure="",
+                retry_since=None, retry_at=None, finished_at=None)
+            progress.send(row.pk, "rerun", job_id=job.pk, from_seq=job.from_seq, to_seq=job.to_seq, by=by)
+            _enqueue_on_commit(job)
+    return list(ExtractionJob.objects.filter(pk__in=[job.pk for job in jobs]).order_by("from_seq", "id"))
+
+
 def run_inline(*, job_id: int, llm: Llm, retention: MemoryRetentionConfig | None = None,
                timeout: float | None = None) -> str:
     """Run a job in the calling thread, first any earlier jobs of its thread; return its final status.
@@ -114,7 +152,8 @@ def run_inline(*, job_id: int, llm: Llm, retention: MemoryRetentionConfig | None
     An ``add_messages`` job waits for the jobs before it (running them here
     when they are queued, polling when another worker holds one) for up to
     ``timeout`` seconds (``OAM_EXTRACTION_INLINE_WAIT``, 300); after that it is
-    left queued for a worker and "queued" is returned.
+    left queued for a worker and "queued" is returned. "queued" too when the LLM
+    is unreachable: the job waits for its retry in the worker (``job_run``).
     """
     timeout = float(conf.get("OAM_EXTRACTION_INLINE_WAIT")) if timeout is None else timeout
     deadline = time.monotonic() + timeout
@@ -122,9 +161,12 @@ def run_inline(*, job_id: int, llm: Llm, retention: MemoryRetentionConfig | None
         job = ExtractionJob.objects.filter(pk=job_id).first()
         if job is None or job.status not in ACTIVE:
             return job.status if job else "gone"
-        runnable = job if job.trigger == TRIGGER_EDIT and job.status == "queued" else _next_in_line(job.thread_id)
+        runnable = job if job.trigger in SIDE_TRIGGERS and job.status == "queued" else _next_in_line(job.thread_id)
+        if runnable is not None and runnable.retry_at is not None and runnable.retry_at > timezone.now():
+            return job.status  # backing off after an unreachable LLM: its delayed send to the worker retries it
         if runnable is not None:
-            job_run(job_id=runnable.pk, llm=llm, retention=retention, background=False)
+            if job_run(job_id=runnable.pk, llm=llm, retention=retention, background=False) == "retrying":
+                return "queued"
             continue
         if time.monotonic() >= deadline:
             logger.warning("inline extraction job %s left queued: earlier work of its thread is still running", job_id)
@@ -134,14 +176,17 @@ def run_inline(*, job_id: int, llm: Llm, retention: MemoryRetentionConfig | None
 
 def job_run(*, job_id: int, llm: Llm | None = None, retention: MemoryRetentionConfig | None = None,
             background: bool = True) -> str:
-    """Run one extraction job; return "done", "failed" or "skipped" (not claimed, or its claim was lost).
+    """Run one extraction job; return "done", "failed", "retrying" or "skipped" (not claimed, or its claim was lost).
 
     ``llm`` defaults to ``thread_llm`` (attached in this process, else the
-    settings'). ``background``: a Dramatiq delivery, where a transient error
-    (LLM unreachable, database busy) releases the job and is re-raised for
-    Dramatiq's retry until ``max_attempts()`` claims; inline, any error fails
-    the job at once. Permanent errors (no LLM, request rejected, every call
-    invalid) fail it without raising. Raw messages are never touched.
+    settings'). An unreachable LLM (``LlmUnavailable``: connection refused, timeout, 429, 5xx), inline or in the
+    background, puts the job back in the queue with a backoff (``memory.extraction.jobs.retry_later``) and
+    returns "retrying": its range stays pending until it succeeds, or fails (``failure="transient"``) when
+    ``OAM_EXTRACTION_RETRY_HORIZON_SECONDS`` have passed since its first such failure. ``background``: a Dramatiq
+    delivery, where another error (database busy) releases the job and is re-raised for Dramatiq's retry until
+    ``max_attempts()`` claims (claims a delete fenced do not count); inline, such an error fails the job at once.
+    Permanent errors (no LLM, request rejected, every call invalid) fail it (``failure="permanent"``) without
+    raising. Raw messages are never touched.
 
     Traced as one ``upsert_memory`` span (``memory.core.telemetry``: the GenAI memory conventions' operation
     for "a public API that may create, update, or consolidate memory records without the caller choosing
@@ -221,10 +266,23 @@ def _job_run(job_id: int, llm: Llm | None, retention: MemoryRetentionConfig | No
                        llm_seconds=result.llm_seconds, chain=background)
         _traced_result(span, result, error=exc)
         return "failed"
+    except LlmUnavailable as exc:  # unreachable, timed out, rate-limited, 5xx: wait for it, up to the horizon
+        reason = f"{type(exc).__name__}: {exc}"
+        _traced_result(span, result)
+        delay = retry_later(job.pk, attempt, reason)
+        if delay == 0.0:
+            return "skipped"  # its claim was taken back meanwhile
+        if delay is not None:
+            logger.warning("extraction job %s: LLM unavailable (%s); retrying in %.0f s", job.pk, reason, delay)
+            return "retrying"
+        _finish_failed(job.pk, attempt, f"retry horizon ended: {reason}", started=started,
+                       llm_seconds=result.llm_seconds, chain=background, failure="transient")
+        _traced_result(span, result, error=exc)
+        return "failed"
     except Exception as exc:
         reason = f"{type(exc).__name__}: {exc}"
         _traced_result(span, result)
-        if background and attempt < max_attempts():
+        if background and attempt - job.fences < max_attempts():
             _release(job.pk, attempt, reason)
             raise
         logger.warning("extraction job %s failed: %s", job.pk, reason, exc_info=not isinstance(exc, LlmError))

@@ -2,7 +2,8 @@
  *
  * Opens the thread's WebSocket (/ws/threads/<id>/extraction/, authenticated
  * by the staff session cookie) and writes each event into
- * #extraction-progress: data-state (queued, running, finished, failed), a
+ * #extraction-progress: data-state (queued, running, finished, failed; a job
+ * retrying after an unreachable LLM, or a failed range re-run, shows as queued), a
  * one-line status and a short event log. When a job finishes, the
  * conversation, the memories and the stored extraction state are reloaded
  * with htmx. Without this script the page still shows the stored state.
@@ -85,8 +86,16 @@
         refresh();
         break;
       case "failed":
-        show("failed", "Failed: job " + event.job_id + ": " + event.reason);
+        show("failed", "Failed (" + (event.failure || "permanent") + "): job " + event.job_id + ": " + event.reason);
         refresh();
+        break;
+      case "retrying":  // the LLM was unreachable: the range stays pending, the job retries after a backoff
+        show("queued", "Waiting for the LLM: job " + event.job_id + ", messages #" + event.from_seq + "–#" +
+          event.to_seq + ", retry in " + Math.round(Number(event.retry_in)) + " s (" + event.reason + ")");
+        if (window.htmx) reload(section.dataset.stateUrl, "#extraction-state");
+        break;
+      case "rerun":
+        show("queued", "Re-run queued: job " + event.job_id + ", messages #" + event.from_seq + "–#" + event.to_seq);
         break;
     }
   }

@@ -96,7 +96,7 @@ def test_a_message_delete_fences_the_running_job(api, extraction_worker, fresh_e
         "I love green tea." not in str(server.requests[1]["messages"])
     assert [m.source_message_ids for m in Memory.objects.all()] == [[ids[1]]]
     job = ExtractionJob.objects.get()
-    assert (job.status, job.attempts) == ("done", 2)
+    assert (job.status, job.attempts, job.fences) == ("done", 2, 1)  # the fenced claim is not an attempt
     assert Thread.objects.get(pk=key("t-hung")).extracted_through_seq == 2
     state = api.get("/api/threads/t-hung/extraction").json()
     assert state["stalled"] is None and state["pending_messages"] == 0

@@ -135,7 +135,8 @@ class ScriptedLlmServer:
 
     ``handler(body) -> value`` replaces ``scripted_reply`` (a dict/list is sent
     as JSON text, a str as it is); ``delay`` seconds are slept before each
-    answer; ``requests`` keeps every request body. ``base_url`` ends in ``/v1``.
+    answer; ``requests`` keeps every request body. ``base_url`` ends in ``/v1``. ``port``: 0 (any free
+    port) or one to bind, e.g. a stopped server's, to bring an LLM back at its address.
     """
 
     handler: Callable[[dict], Any] | None = None
@@ -143,6 +144,7 @@ class ScriptedLlmServer:
     requests: list[dict] = field(default_factory=list)
     base_url: str = ""
     model: str = "scripted"
+    port: int = 0
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
 
@@ -180,7 +182,7 @@ class ScriptedLlmServer:
             def log_message(self, format, *args):  # keep pytest output clean
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="scripted-llm", daemon=True)

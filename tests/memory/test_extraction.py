@@ -14,7 +14,7 @@ import time
 import warnings
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
 from memory.client import (
@@ -27,9 +27,9 @@ from memory.client import (
 from memory.extraction import tracker
 from memory.extraction.candidates import Candidate, Decision, JobResult
 from memory.extraction.config import DEPRECATED_INLINE_PARAMETERS
-from memory.extraction.jobs import _claim
+from memory.extraction.jobs import _claim, jobs_fence
 from memory.extraction.recovery import extraction_state, sweep
-from memory.extraction.settings import default_retention
+from memory.extraction.settings import default_retention, retry_backoff
 from memory.llm.adapters import LlmTimeout, LlmUnavailable
 from memory.llm.prompts import JUDGE_SCHEMA_NAME
 from memory.llm.scripted import ScriptedLlm
@@ -251,14 +251,26 @@ def test_custom_instructions_reach_the_system_prompt(db):
 
 
 def test_an_llm_failure_never_loses_the_messages(db):
+    """An LLM timeout leaves the messages stored and their range pending: the job waits to retry (issue #34)."""
     llm = ScriptedLlm([LlmTimeout("slow")])
     thread = make_thread(llm)
     ids = thread.add_messages(CHAT)  # no exception
     assert [m.id for m in thread.get_messages()] == ids
     job = ExtractionJob.objects.get()
-    assert job.status == "failed" and "LlmTimeout" in job.error
+    assert (job.status, job.failure) == ("queued", "transient") and "LlmTimeout" in job.error
+    assert job.retry_at > job.retry_since
     assert not Memory.objects.exists()
-    assert Thread.objects.get(pk=key("t-x")).extracted_through_seq == 3  # failures count as finished
+    assert Thread.objects.get(pk=key("t-x")).extracted_through_seq == 0  # pending, not finished
+
+
+def test_an_llm_failure_after_the_horizon_fails_the_job(db, settings):
+    """With no retry horizon left, a transient failure fails the job and the watermark passes it (spec:
+    "Extraction failures count as finished"); ``failure`` says it was transient."""
+    settings.OAM_EXTRACTION_RETRY_HORIZON_SECONDS = 0
+    make_thread(ScriptedLlm([LlmTimeout("slow")])).add_messages(CHAT)
+    job = ExtractionJob.objects.get()
+    assert (job.status, job.failure) == ("failed", "transient") and "retry horizon ended: LlmTimeout" in job.error
+    assert Thread.objects.get(pk=key("t-x")).extracted_through_seq == 3
 
 
 def test_invalid_output_skips_that_call_only(db):
@@ -449,16 +461,59 @@ def test_jobs_of_a_thread_run_in_order(db):
 
 
 def test_a_transient_error_is_retried_then_fails_for_good(db, settings):
+    """Errors other than an unreachable LLM (here the database) keep Dramatiq's retries, up to
+    ``OAM_EXTRACTION_MAX_ATTEMPTS`` claims."""
     settings.OAM_EXTRACTION_MAX_ATTEMPTS = 2
     make_thread(ScriptedLlm([]), BACKGROUND).add_messages(CHAT[:1])
     job = ExtractionJob.objects.get()
-    with pytest.raises(LlmUnavailable):
-        job_run(job_id=job.pk, llm=ScriptedLlm([LlmUnavailable("down")]))
+    with pytest.raises(OperationalError):
+        job_run(job_id=job.pk, llm=ScriptedLlm([OperationalError("database is locked")]))
     job.refresh_from_db()
     assert (job.status, job.attempts) == ("queued", 1) and "attempt 1" in job.error
-    assert job_run(job_id=job.pk, llm=ScriptedLlm([LlmUnavailable("down")])) == "failed"
+    assert job_run(job_id=job.pk, llm=ScriptedLlm([OperationalError("database is locked")])) == "failed"
     job.refresh_from_db()
     assert (job.status, job.attempts) == ("failed", 2)
+
+
+def test_an_unreachable_llm_is_retried_with_backoff_until_the_horizon(db, settings):
+    """LlmUnavailable (refused, timeout, 429, 5xx) does not use up attempts: the job waits ``retry_at``
+    (claims before it are refused) and retries past ``OAM_EXTRACTION_MAX_ATTEMPTS``; when the LLM
+    answers, the range is extracted and the watermark moves (issue #34)."""
+    settings.OAM_EXTRACTION_MAX_ATTEMPTS = 2
+    make_thread(ScriptedLlm([]), BACKGROUND).add_messages(CHAT[:1])
+    job = ExtractionJob.objects.get()
+    for attempt in (1, 2, 3):
+        assert job_run(job_id=job.pk, llm=ScriptedLlm([LlmUnavailable("down")])) == "retrying"
+        job.refresh_from_db()
+        assert (job.status, job.failure, job.attempts) == ("queued", "transient", attempt)
+        assert job_run(job_id=job.pk, llm=ScriptedLlm([])) == "skipped"  # backing off
+        ExtractionJob.objects.filter(pk=job.pk).update(retry_at=timezone.now())
+    assert Thread.objects.get(pk=key("t-x")).extracted_through_seq == 0
+    assert job_run(job_id=job.pk, llm=ScriptedLlm([memories(("fact", "Ann drinks tea.", ["m1"]))])) == "done"
+    assert Thread.objects.get(pk=key("t-x")).extracted_through_seq == 1
+    assert Memory.objects.get().content == "Ann drinks tea."
+
+
+def test_a_fence_by_a_delete_is_not_an_attempt(db, settings):
+    """With one attempt allowed, a job fenced by a delete still gets its own attempt afterwards: an error in
+    it is retried by Dramatiq (released, re-raised), not the job's end (issue #34)."""
+    settings.OAM_EXTRACTION_MAX_ATTEMPTS = 2
+    make_thread(ScriptedLlm([]), BACKGROUND).add_messages(CHAT[:1])
+    job = ExtractionJob.objects.get()
+    assert _claim(job.pk) is not None
+    with transaction.atomic():
+        assert jobs_fence(thread_id=key("t-x"), reason="message deleted") == [job.pk]
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.fences) == ("queued", 1, 1)
+    with pytest.raises(OperationalError):  # claim 2, the first that counts: one attempt left
+        job_run(job_id=job.pk, llm=ScriptedLlm([OperationalError("database is locked")]))
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.fences) == ("queued", 2, 1)
+
+
+def test_the_backoff_doubles_up_to_its_cap(settings):
+    settings.OAM_EXTRACTION_RETRY_BACKOFF_SECONDS, settings.OAM_EXTRACTION_RETRY_BACKOFF_MAX_SECONDS = 2, 300
+    assert [retry_backoff(t) for t in (0, 2, 4, 8, 1000)] == [2, 2, 4, 8, 300]
 
 
 def test_no_llm_in_the_worker_fails_the_job(db):

@@ -38,6 +38,9 @@ def test_an_unknown_setting_name_is_a_key_error():
     ("OAM_EMBEDDED_WORKER", "yes", "must be a bool"),
     ("OAM_SEARCH_MODE", "FUZZY", "must be one of VECTOR, KEYWORD, HYBRID"),
     ("OAM_DEFAULT_TTL_DAYS", 0, "must be at least 1"),
+    ("OAM_EXTRACTION_RETRY_HORIZON_SECONDS", -1, "must be at least 0"),
+    ("OAM_EXTRACTION_RETRY_BACKOFF_SECONDS", 0, "must be at least 0.01"),
+    ("OAM_EXTRACTION_RETRY_BACKOFF_MAX_SECONDS", "5m", "must be a float, not str"),
     ("OAM_MESSAGE_WINDOW", None, "must be set"),
 ])
 def test_a_bad_value_is_an_error_naming_the_setting(settings, name, value, rule):
@@ -60,3 +63,11 @@ def test_manage_py_check_reports_a_bad_environment_value_by_name():
                             text=True, timeout=120)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "(memory.E001) OAM_VECTOR_TARGET_ACCURACY must be at most 100, not 101" in result.stderr
+
+
+def test_the_first_retry_backoff_may_not_exceed_the_longest(settings):
+    """``OAM_EXTRACTION_RETRY_BACKOFF_SECONDS`` above ``..._MAX_SECONDS`` is an error naming the first."""
+    settings.OAM_EXTRACTION_RETRY_BACKOFF_SECONDS, settings.OAM_EXTRACTION_RETRY_BACKOFF_MAX_SECONDS = 600, 300
+    assert conf.problems() == [("OAM_EXTRACTION_RETRY_BACKOFF_SECONDS",
+                                "must be at most OAM_EXTRACTION_RETRY_BACKOFF_MAX_SECONDS (300), not 600")]
+    assert [error.id for error in check_settings()] == ["memory.E001"]

@@ -18,7 +18,7 @@ Modules, in the order ``routes.ROUTERS`` joins them (the OpenAPI document's orde
   records, under ``/threads/{thread_id}/``;
 * ``search``: ``/threads/{thread_id}/search``, ``/search``;
 * ``context``: a thread's ``summary`` and ``context-card``;
-* ``extraction``: ``/threads/{thread_id}/extraction``;
+* ``extraction``: ``/threads/{thread_id}/extraction``, ``/threads/{thread_id}/extraction/rerun``;
 * ``records``: the project's ``/messages``, ``/memories``, ``/images``, and
   ``/memories/{memory_id}`` whatever thread holds it;
 * ``profiles``: ``/profiles/{kind}``; ``keys``: ``/keys``;
@@ -80,6 +80,8 @@ beside the client today, and why:
   client has no state read, and its ``wait_for_memory_extraction`` waits on
   this process's work only and raises on timeout (the route reads the stored
   jobs of every worker and answers ``settled: false``);
+* ``extraction.thread_extraction_rerun``: ``memory.services.extraction.extraction_rerun`` of the thread's row
+  (``thread_for`` under a write key): the client has no re-run of failed ranges;
 * ``profiles``: ``memory.services.profiles`` (``tenant=``): one route serves
   users and agents (``kind``), the client has one method per kind;
 * ``erasure.erasure_list``/``erasure_get``, ``export.user_export``:

@@ -1,13 +1,15 @@
-"""Where a thread's extraction stands, optionally after a long poll until its jobs are done."""
+"""Where a thread's extraction stands, optionally after a long poll until its jobs are done; re-running its
+failed ranges."""
 
 from django.http import HttpRequest
 from ninja import Query, Router
 
 from memory.core.aio import in_worker
 from memory.extraction import waiting
-from memory.extraction.recovery import extraction_state
-from threads.api.common import INVALID, NOT_FOUND, READ, thread_for
-from threads.schemas.extraction import ExtractionStateOut
+from memory.extraction.recovery import extraction_state, job_summary
+from memory.services.extraction import extraction_rerun
+from threads.api.common import INVALID, NOT_FOUND, READ, WRITE, thread_for
+from threads.schemas.extraction import ExtractionRerunIn, ExtractionRerunOut, ExtractionStateOut
 
 router = Router(tags=["extraction"])
 
@@ -26,3 +28,17 @@ async def thread_extraction(request: HttpRequest, thread_id: str,
     settled = None if wait is None else await waiting.wait_until_settled(thread.row.pk, wait)
     state = await in_worker(extraction_state, thread=thread.row)
     return {**state, "settled": settled}
+
+
+@router.post("/threads/{thread_id}/extraction/rerun", auth=WRITE,
+             response={200: ExtractionRerunOut, **NOT_FOUND, **INVALID})
+async def thread_extraction_rerun(request: HttpRequest, thread_id: str, data: ExtractionRerunIn | None = None):
+    """Run the thread's failed extraction ranges again (``failed_ranges`` of GET .../extraction): all of them,
+    or job ``job_id`` only; answers the jobs queued again (none when nothing failed). 404 naming
+    ``thread_id`` for a thread the key cannot see, ``job_id`` for a job that is not a failed job of this thread.
+    A failure is transient (the retry horizon ended while the LLM was unreachable) or permanent (the LLM
+    refused the request or its output); either may be re-run once its cause is fixed."""
+    thread = await thread_for(request, thread_id)
+    job_id = data.job_id if data is not None else None
+    jobs = await in_worker(extraction_rerun, thread=thread.row, job_id=job_id, by="api")
+    return {"thread_id": thread.thread_id, "jobs": [job_summary(job) for job in jobs]}

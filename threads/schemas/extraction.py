@@ -6,12 +6,15 @@ from typing import Any
 
 from ninja import Field, Schema
 
+from memory.core.errors import MAX_SQL_COUNT
+
 
 class ExtractionJobOut(Schema):
     """One extraction pass over messages ``from_seq``..``to_seq`` of a thread."""
 
     job_id: int
-    trigger: str = Field(description="add_messages, or update_message for a re-extraction.")
+    trigger: str = Field(description="add_messages, update_message for a re-extraction, or rerun for a failed "
+                                     "range run again after the watermark passed it.")
     status: str = Field(description="queued, running, done or failed.")
     from_seq: int
     to_seq: int
@@ -23,12 +26,18 @@ class ExtractionJobOut(Schema):
     error: str | None
     created_at: str
     finished_at: str | None
+    failure: str | None = Field(None, description=(
+        "Why it last failed: transient (the LLM was unreachable, timed out, rate-limited or answered 5xx; "
+        "retried until OAM_EXTRACTION_RETRY_HORIZON_SECONDS), permanent (the LLM refused the request or its "
+        "output); null when it did not fail."))
+    retry_at: str | None = Field(None, description="A queued job waiting to retry after a transient failure: "
+                                                   "when it is claimed again.")
 
 
 class ExtractionStallOut(Schema):
     """A queue that is not advancing (``memory.extraction.recovery.queue_stall``)."""
 
-    reason: str = Field(description="worker_lost, blocked, not_queued or waiting_for_worker.")
+    reason: str = Field(description="worker_lost, blocked, llm_unavailable, not_queued or waiting_for_worker.")
     job_id: int
     detail: str
     since: str
@@ -63,8 +72,24 @@ class ExtractionStateOut(Schema):
     last_job: ExtractionJobOut | None
     stalled: ExtractionStallOut | None = Field(description="Why the queue is not advancing; null when it is.")
     last_repair: ExtractionRepairOut | None = Field(description="The sweep's latest repair of this thread's queue.")
+    failed_ranges: list[ExtractionJobOut] = Field(description=(
+        "Failed jobs, newest first (at most 50): their messages have no extracted memories until "
+        "POST /threads/{thread_id}/extraction/rerun runs them again."))
     broker: BrokerStatusOut
     config: dict[str, Any]
     settled: bool | None = Field(
         None, description="With ?wait: true when no job of the thread was queued or running at the answer, "
                           "false when the wait ran out first; null without ?wait.")
+
+
+class ExtractionRerunIn(Schema):
+    """Which failed ranges to run again: one job, or all of the thread's failed jobs when ``job_id`` is null."""
+
+    job_id: int | None = Field(None, ge=1, le=MAX_SQL_COUNT, description="A failed job of this thread; null: all.")
+
+
+class ExtractionRerunOut(Schema):
+    """The failed jobs queued again (``memory.services.extraction.extraction_rerun``)."""
+
+    thread_id: str
+    jobs: list[ExtractionJobOut]
