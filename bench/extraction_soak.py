@@ -165,8 +165,9 @@ def main(argv: list[str] | None = None) -> dict:
     env = _environment(args.redis, namespace, llm.base_url, database_url)
     os.environ.update(env)
     DB_PATH.parent.mkdir(parents=True, exist_ok=True)
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{DB_PATH}{suffix}").unlink(missing_ok=True)
+    if database_url is None:  # the SQLite file (a PostgreSQL run leaves another run's file alone)
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{DB_PATH}{suffix}").unlink(missing_ok=True)
     log_dir = ROOT / "var" / "bench-soak-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
 
