@@ -200,6 +200,8 @@ def main(argv: list[str] | None = None) -> dict:
         handles = [client.create_thread(thread_id=f"soak-{t}", user_id=f"u{t}", agent_id="a",
                                         memory_extraction_config=config) for t in range(args.threads)]
 
+        load_errors: list[str] = []
+
         def load() -> None:
             try:
                 for call in range(args.calls):
@@ -208,6 +210,9 @@ def main(argv: list[str] | None = None) -> dict:
                                                                           f"the code word is w{t}x{call}x{k}."}
                                              for k in range(2)])
                     time.sleep(0.2)
+            except Exception as exc:  # reported, and the run fails: a soak that sent nothing proves nothing
+                load_errors.append(repr(exc))
+                raise
             finally:
                 connection.close()
 
@@ -230,6 +235,8 @@ def main(argv: list[str] | None = None) -> dict:
                     continue
                 kills.append({"unit": unit.index, "what": "process group"})
         loader.join()
+        if load_errors:
+            result["load_error"] = load_errors[0]
         last_kill = time.monotonic()
         result["load_seconds"] = round(last_kill - started, 1)
 
@@ -276,6 +283,8 @@ def main(argv: list[str] | None = None) -> dict:
             for key in client_.scan_iter(f"{namespace}*"):
                 client_.delete(key)
     print(json.dumps(result, indent=2))
+    if result.get("load_error") or not result.get("messages_sent"):
+        raise SystemExit(1)
     return result
 
 
