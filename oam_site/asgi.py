@@ -25,6 +25,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 
 from memory.index.vector_cache import warm_in_background  # noqa: E402
+from oam_site.health import PROBE_PATHS, asgi_probe  # noqa: E402
 from oam_site.request_gate import install as install_request_gate  # noqa: E402
 from oam_site.routing import websocket_router  # noqa: E402
 from oam_site.websocket_denial import install as install_websocket_denial  # noqa: E402
@@ -51,13 +52,17 @@ class StartEmbeddedWorker:
 
 
 class HttpRouter:
-    """HTTP by path: ``/mcp`` and below to the MCP server, the rest to Django."""
+    """HTTP by path: ``/healthz`` and ``/readyz`` to the probes (``oam_site.health.asgi_probe``: any Host, no
+    middleware), ``/mcp`` and below to the MCP server, the rest to Django."""
 
     def __init__(self, django_app, mcp_app):
         self.django_app, self.mcp_app = django_app, mcp_app
 
     async def __call__(self, scope, receive, send):
-        app = self.mcp_app if mcp_path(scope.get("path", "")) else self.django_app
+        path = scope.get("path", "")
+        if path in PROBE_PATHS:
+            return await asgi_probe(scope, receive, send)
+        app = self.mcp_app if mcp_path(path) else self.django_app
         return await app(scope, receive, send)
 
 

@@ -18,21 +18,25 @@ fall over") states what they answer:
   ``latency_ms`` is the check's round trip in milliseconds (null when nothing was asked).
   The answer is 503 when the database is down, else 200 (with ``"status": "degraded"`` when a part is).
 
-The checks run in a small pool of threads of their own (``MAX_CHECK_THREADS``), so a hung dependency costs
-``/readyz`` at most ``CHECK_SECONDS`` and never holds the event loop or another request's thread. Hung checks
-hold their threads until they end: a check that waits behind them for a free thread times out too (memory
-and threads stay bounded).
+Each part's check runs on a thread of its own (one per part), so a hung dependency costs ``/readyz`` at most
+``CHECK_SECONDS`` and never holds the event loop, another request's thread or another part's check; a probe
+that finds its part's check still running waits on that check instead of starting another, so concurrent
+probes share the checks (threads and load on the dependencies stay bounded whatever the probe rate).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from urllib.parse import urlsplit
 
+from asgiref.sync import async_to_sync
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connections
@@ -43,14 +47,25 @@ from memory.core import degraded
 from memory.embedders import embedder_loaded
 from memory.extraction.queue import broker_status
 
-#: Longest one readiness check may take (seconds); a probe's own timeout should be at least 3 s.
+#: Longest one readiness check may take (seconds), but the database's; a probe's own timeout should be at
+#: least ``DATABASE_CHECK_SECONDS`` + 1 s.
 CHECK_SECONDS = 1.5
-#: Threads that run the checks (a hung check holds one until it ends).
-MAX_CHECK_THREADS = 6
+#: Longest the database check may take before the database counts as down (seconds): longer than the others,
+#: since "down" answers 503 and takes the process out of a load balancer; it opens a connection of its own each
+#: time (on SQLite: loading sqlite-vec too), which took over 1.5 s on 2 busy cores in the test suite.
+DATABASE_CHECK_SECONDS = 3.0
 #: The cache key the cache check reads (a round trip; nothing is written).
 PROBE_KEY = "oam:health:probe"
+#: The channel-layer group the channels check sends to (nobody is in it).
+PROBE_GROUP = "oam-readyz-probe"
 
-_pool = ThreadPoolExecutor(max_workers=MAX_CHECK_THREADS, thread_name_prefix="oam-readyz")
+#: One thread per part: a hung check holds only its own part's thread, and a probe that finds its part's
+#: check still running waits on that same check rather than queueing another (an outside attack made 8 to 20
+#: concurrent probes answer 503 "database down" during a Redis hang: the database check had queued behind
+#: the hung cache and broker checks in a shared pool).
+_executors: dict[str, ThreadPoolExecutor] = {}
+_running: dict[str, Future] = {}
+_running_lock = threading.Lock()
 
 
 class Unready(Exception):
@@ -91,9 +106,15 @@ def _broker() -> None:
 
 
 def _channels() -> None:
-    seen = degraded.states().get("channels")
-    if seen is not None:
-        raise Unready("degraded", seen.reason or "error")
+    layer = get_channel_layer()
+    if layer is None or isinstance(layer, InMemoryChannelLayer):
+        raise Unready("off", "local")  # the process's own memory: nothing to reach
+    try:  # a message to a group nobody is in: one round trip to the layer's Redis
+        async_to_sync(degraded.bounded)(layer.group_send(PROBE_GROUP, {"type": "probe"}), CHECK_SECONDS)
+    except Exception as exc:
+        degraded.report_failure("channels", exc)
+        raise
+    degraded.report_ok("channels")
 
 
 def _embedder() -> None:
@@ -132,17 +153,29 @@ def _timed(check: Callable[[], None], failed: str) -> dict[str, object]:
     return {"state": state, "latency_ms": round((time.perf_counter() - started) * 1000, 1), "reason": reason}
 
 
+def _check(name: str) -> Future:
+    """The running check of part ``name``, or a new one on its own thread when none is running."""
+    with _running_lock:
+        future = _running.get(name)
+        if future is None or future.done():
+            executor = _executors.get(name)
+            if executor is None:
+                executor = _executors[name] = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"oam-readyz-{name}")
+            future = _running[name] = executor.submit(_timed, *CHECKS[name])
+        return future
+
+
 async def readiness() -> dict[str, object]:
-    """Run every check of ``CHECKS`` at once, each within ``CHECK_SECONDS``; return the ``/readyz`` body."""
-    loop = asyncio.get_running_loop()
-    futures = {name: loop.run_in_executor(_pool, _timed, check, failed) for name, (check, failed) in CHECKS.items()}
-    await asyncio.wait(futures.values(), timeout=CHECK_SECONDS)
+    """Run every check of ``CHECKS`` at once, each within ``CHECK_SECONDS`` (the database within
+    ``DATABASE_CHECK_SECONDS``); return the ``/readyz`` body."""
+    futures = {name: asyncio.wrap_future(_check(name)) for name in CHECKS}
+    await asyncio.wait([f for name, f in futures.items() if name != "database"], timeout=CHECK_SECONDS)
+    await asyncio.wait([futures["database"]], timeout=DATABASE_CHECK_SECONDS)
     parts = {}
     for name, future in futures.items():
         if future.done():
             parts[name] = future.result()
-        else:
-            future.cancel()  # a queued check never starts; a running one ends in its thread, unread
+        else:  # still running in its thread (the next probe waits on the same check): not read here
             parts[name] = {"state": CHECKS[name][1], "latency_ms": None, "reason": "timeout"}
     states = {part["state"] for part in parts.values()}
     status = "down" if "down" in states else "degraded" if "degraded" in states else "ok"
@@ -165,3 +198,29 @@ async def readyz(request: HttpRequest) -> JsonResponse:
     """``GET /readyz``: the parts' states (``readiness``); 503 when the database is down, else 200."""
     body = await readiness()
     return _no_store(JsonResponse(body, status=503 if body["status"] == "down" else 200))
+
+
+#: The probe paths ``asgi_probe`` answers ahead of Django (``oam_site.asgi.HttpRouter``).
+PROBE_PATHS = frozenset({"/healthz", "/readyz"})
+
+
+async def asgi_probe(scope, receive, send) -> None:
+    """``/healthz`` and ``/readyz`` as a bare ASGI app, ahead of Django: a probe by IP address or by any Host
+    name is answered (Django's ``ALLOWED_HOSTS`` check answered 400 to a load balancer probing
+    ``http://10.0.0.5/healthz`` under the production settings, an outside attack found), without the HTTPS
+    redirect, a session or a middleware. The same bodies and statuses as the Django views (kept for the test
+    client and WSGI); GET and HEAD only (405 otherwise)."""
+    method = scope.get("method", "GET")
+    if method not in ("GET", "HEAD"):
+        status, body, extra = 405, {"detail": "method not allowed"}, [(b"allow", b"GET, HEAD")]
+    elif scope["path"] == "/healthz":
+        status, body, extra = 200, {"status": "ok"}, []
+    else:
+        body = await readiness()
+        status, extra = 503 if body["status"] == "down" else 200, []
+    payload = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"cache-control", b"no-store"),
+        (b"content-length", str(len(payload)).encode()), *extra]})
+    await send({"type": "http.response.body", "body": b"" if method == "HEAD" else payload})
+

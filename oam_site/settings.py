@@ -279,7 +279,7 @@ _DRAMATIQ_MIDDLEWARE = [
 ]
 
 
-def redis_url_with_timeouts(url: str, connect: float = 2.0, read: float = 5.0) -> str:
+def redis_url_with_timeouts(url: str, connect: float = 2.0, read: float = 2.0) -> str:
     """``url`` with ``socket_connect_timeout`` and ``socket_timeout`` (seconds) in its query, unless it names
     them: dramatiq's RedisBroker builds its pool from the URL alone, and without them a Redis that accepts and
     never answers would hold a write's enqueue for ever (memory.core.degraded: the broker is a guard)."""

@@ -377,7 +377,9 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
             return
         call = self.channel_layer.group_add if action == "add" else self.channel_layer.group_discard
         try:
-            await call(group, self.channel_name)
+            # bounded: a hung layer would hold the handshake past daphne's own timeout, which cancels it
+            # (a CancelledError, not an Exception: the layer was never reported and no socket opened)
+            await degraded.bounded(call(group, self.channel_name))
         except Exception as exc:  # noqa: BLE001 - the layer is a convenience: the socket goes on without it
             degraded.report_failure("channels", exc)
         else:

@@ -19,6 +19,7 @@ Parts are short names: ``cache``, ``channels``, ``broker``. State is per process
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -31,8 +32,21 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-#: After a failure a part is not tried again for this long (seconds): calls answer the fallback at once.
-RETRY_SECONDS = 5.0
+
+async def bounded(awaitable, seconds: float | None = None):
+    """``await awaitable`` within ``seconds`` (``CALL_SECONDS``); ``TimeoutError`` past it (a guard's failure,
+    reported by the caller like any other)."""
+    return await asyncio.wait_for(awaitable, CALL_SECONDS if seconds is None else seconds)
+
+#: After a failure a part is not tried again for this long (seconds): calls answer the fallback at once. Longer
+#: than the slowest failure a hung Redis costs a call (``CALL_SECONDS``, the broker's 2 s read timeout), so a
+#: hung part costs one request in 30 s, not every request (an outside attack measured 36 s per write with 5 s);
+#: ``/readyz`` asks the cache and the channel layer on every probe, so their recovery is seen at once.
+RETRY_SECONDS = 30.0
+#: Longest one channel-layer call (``group_send``, ``group_add``, ``group_discard``) may take (seconds). Its
+#: Redis connections keep a 30 s read timeout for the blocking receive (django/channels_redis#422), so the
+#: other calls are bounded here: past it they count as a failure ("timeout").
+CALL_SECONDS = 2.0
 #: At most one warning per part per this interval (seconds), however many calls fail.
 WARN_SECONDS = 60.0
 #: What each part degrades to, for the log and ``/readyz``.

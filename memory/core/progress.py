@@ -95,7 +95,7 @@ def _deliver(group: str, message: dict[str, Any]) -> None:
             return
         if not degraded.should_try("channels"):
             return  # the layer failed a moment ago: drop the event rather than wait on it again
-        async_to_sync(layer.group_send)(group, message)
+        async_to_sync(degraded.bounded)(layer.group_send(group, message))  # a hung layer costs CALL_SECONDS
     except Exception as exc:  # noqa: BLE001 - progress must never break extraction
         degraded.report_failure("channels", exc)  # logged at most once a minute; /readyz shows it
     else:

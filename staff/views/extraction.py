@@ -4,6 +4,8 @@ client has no such method)."""
 
 from __future__ import annotations
 
+import re
+
 from django.contrib import messages as flash
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -46,7 +48,8 @@ def extraction_rerun_view(request: HttpRequest, project: str, thread_id: str) ->
     thread. htmx: the ``#extraction-state`` fragment with a note."""
     handle = open_thread(request, project, thread_id)
     raw = request.POST.get("job_id", "").strip()
-    if raw and not (raw.isdigit() and 1 <= int(raw) <= MAX_SQL_COUNT):
+    # ASCII digits only: str.isdigit() accepts "²" (int() then raised: a 500) and "٣" (read as 3)
+    if raw and not (re.fullmatch(r"[0-9]{1,19}", raw) and 1 <= int(raw) <= MAX_SQL_COUNT):
         return _region(request, handle, f"job_id: must be a job number, not {raw[:40]!r}.", 422)
     try:
         jobs = extraction_rerun(thread=handle.row, job_id=int(raw) if raw else None,

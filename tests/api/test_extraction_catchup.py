@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from memory.extraction.recovery import extraction_state
 from memory.llm.adapters import LlmRequestRejected, reset_llm
 from memory.llm.scripted import ScriptedLlm
@@ -136,3 +138,14 @@ def test_the_extraction_state_reports_a_job_waiting_for_the_llm(db, fresh_extrac
     assert state["stalled"]["reason"] == "llm_unavailable" and "retries at" in state["stalled"]["detail"]
     assert (state["last_job"]["status"], state["last_job"]["failure"]) == ("queued", "transient")
     assert state["last_job"]["retry_at"] and state["watermark"] == 0 and state["failed_ranges"] == []
+
+
+@pytest.mark.parametrize("body", [{"jobId": 3}, {"job": 3}, [3], '"x"', "null", "", {"job_id": True},
+                                  {"job_id": "3"}])
+def test_a_rerun_body_that_is_not_the_schema_is_a_422_not_a_rerun_of_everything(api, body):
+    """An outside attack: a misspelt key, a list, a string, null or no body re-ran every failed range (200), and
+    ``true`` / ``"3"`` were read as jobs 1 and 3."""
+    resp = api.post("/api/threads", {"thread_id": "t-body", "user_id": "u1", "agent_id": "a1"})
+    assert resp.status_code == 201, resp.content
+    resp = api.post("/api/threads/t-body/extraction/rerun", body)
+    assert resp.status_code == 422, resp.content

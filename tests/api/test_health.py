@@ -177,7 +177,8 @@ def test_readyz_with_everything_up_is_200(db, settings):
     assert set(parts) == {"database", "cache", "broker", "channels", "embedder", "llm"}
     assert parts["database"]["state"] == "up" and parts["database"]["latency_ms"] >= 0
     assert parts["cache"] == {"state": "off", "latency_ms": parts["cache"]["latency_ms"], "reason": "local"}
-    assert parts["broker"]["state"] == "up" and parts["channels"]["state"] == "up"
+    assert parts["broker"]["state"] == "up"
+    assert (parts["channels"]["state"], parts["channels"]["reason"]) == ("off", "local")  # the in-memory layer
     assert parts["llm"]["state"] == "off"
     assert body["status"] in ("ok", "degraded")  # the embedder may not be loaded in this process yet
 
@@ -218,7 +219,7 @@ def test_a_broker_that_never_answers_costs_a_write_seconds_not_for_ever(db, monk
         assert time.monotonic() - started < 5.0
     assert degraded.states()["broker"].reason == "timeout"
     assert redis_url_with_timeouts("redis://h/0?socket_timeout=9") == "redis://h/0?socket_timeout=9"
-    assert redis_url_with_timeouts("redis://h/0?db=1").endswith("?db=1&socket_connect_timeout=2&socket_timeout=5")
+    assert redis_url_with_timeouts("redis://h/0?db=1").endswith("?db=1&socket_connect_timeout=2&socket_timeout=2")
 
 
 def test_readyz_with_a_real_redis_broker_up(db, monkeypatch):
@@ -257,3 +258,75 @@ def test_readyz_shows_no_address_dsn_or_exception_text(dead_cache, db, settings,
     words = {part["reason"] for part in json.loads(text)["parts"].values()}
     assert words <= {None, "unreachable", "timeout", "error", "not_loaded", "unchecked", "local",
                      "not_configured"}
+
+
+def _asgi_get(path: str, method: str = "GET", host: bytes = b"10.0.0.5") -> tuple[int, dict, bytes]:
+    """One request through the deployed ASGI router (``oam_site.asgi.HttpRouter``), as a probe sends it."""
+    import asyncio
+
+    from oam_site.asgi import application
+
+    sent: list[dict] = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": method, "path": path, "raw_path": path.encode(), "query_string": b"",
+             "headers": [(b"host", host)], "scheme": "http", "server": ("10.0.0.5", 80), "client": ("10.0.0.9", 4000)}
+    asyncio.run(application(scope, receive, send))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return start["status"], dict(start["headers"]), body
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_probe_by_ip_address_is_answered_whatever_allowed_hosts_says(settings):
+    """A load balancer probes by address (Host: 10.0.0.5), which ALLOWED_HOSTS never lists: the ASGI router
+    answers the probes ahead of Django's host check (it answered 400 under the production settings)."""
+    settings.ALLOWED_HOSTS = ["memory.example.org"]
+    status, headers, body = _asgi_get("/healthz")
+    assert (status, json.loads(body)) == (200, {"status": "ok"}) and headers[b"cache-control"] == b"no-store"
+    status, headers, body = _asgi_get("/readyz")
+    assert status == 200 and set(json.loads(body)) == {"status", "parts"}
+    assert _asgi_get("/healthz", method="HEAD")[2] == b""
+    status, headers, _ = _asgi_get("/readyz", method="POST")
+    assert status == 405 and headers[b"allow"] == b"GET, HEAD"
+
+
+def test_concurrent_probes_share_the_running_checks_and_a_slow_part_never_makes_the_database_down(db, settings):
+    """An outside attack sent 8-20 probes at once during a Redis hang: the database check queued behind the
+    hung checks in a shared pool and answered 503 "down". Each part now has its own thread and concurrent
+    probes wait on the running check."""
+    import asyncio
+    import threading
+
+    from oam_site import health
+
+    release = threading.Event()
+    calls = []
+
+    def hung_cache():
+        calls.append(1)
+        release.wait(10)
+
+    checks = dict(health.CHECKS)
+    checks["cache"] = (hung_cache, "degraded")
+    settings.OAM_LLM_BASE_URL = ""
+
+    async def probes():
+        return await asyncio.gather(*(health.readiness() for _ in range(20)))
+
+    original = health.CHECKS
+    health.CHECKS = checks
+    try:
+        bodies = asyncio.run(probes())
+    finally:
+        release.set()
+        health.CHECKS = original
+    assert len(calls) == 1  # one cache check for all twenty probes
+    assert {b["parts"]["database"]["state"] for b in bodies} == {"up"}
+    assert {b["parts"]["cache"]["reason"] for b in bodies} == {"timeout"}
+    assert {b["status"] for b in bodies} == {"degraded"}

@@ -44,3 +44,11 @@ def test_the_staff_button_reruns_a_failed_range(staff, htmx, monkeypatch, client
     else:
         assert resp.status_code == 302
         assert "Queued again" in staff.get("/staff/projects/default/threads/t-x/").content.decode()
+
+
+@pytest.mark.parametrize("raw", ["²", "٣", "3.0", "-1", "1" * 25])
+def test_a_job_id_that_is_not_ascii_digits_is_a_422_note(htmx, client, raw):
+    """An outside attack: "²" passed str.isdigit() and int() raised (a 500); "٣" was read as job 3."""
+    client.create_thread(thread_id="t-y", user_id="u", agent_id="a")
+    resp = htmx.post("/staff/projects/default/threads/t-y/extraction/rerun/", {"job_id": raw})
+    assert resp.status_code == 422 and "job_id: must be a job number" in resp.content.decode()

@@ -32,13 +32,13 @@ async def thread_extraction(request: HttpRequest, thread_id: str,
 
 @router.post("/threads/{thread_id}/extraction/rerun", auth=WRITE,
              response={200: ExtractionRerunOut, **NOT_FOUND, **INVALID})
-async def thread_extraction_rerun(request: HttpRequest, thread_id: str, data: ExtractionRerunIn | None = None):
+async def thread_extraction_rerun(request: HttpRequest, thread_id: str, data: ExtractionRerunIn):
     """Run the thread's failed extraction ranges again (``failed_ranges`` of GET .../extraction): all of them,
-    or job ``job_id`` only; answers the jobs queued again (none when nothing failed). 404 naming
-    ``thread_id`` for a thread the key cannot see, ``job_id`` for a job that is not a failed job of this thread.
+    or job ``job_id`` only (the body is required: ``{}`` for all; another body, an unknown key or a
+    ``job_id`` that is not a JSON integer is a 422); answers the jobs queued again (none when nothing
+    failed). 404 naming ``thread_id`` for a thread the key cannot see, ``job_id`` for a job that is not a failed job of this thread.
     A failure is transient (the retry horizon ended while the LLM was unreachable) or permanent (the LLM
     refused the request or its output); either may be re-run once its cause is fixed."""
     thread = await thread_for(request, thread_id)
-    job_id = data.job_id if data is not None else None
-    jobs = await in_worker(extraction_rerun, thread=thread.row, job_id=job_id, by="api")
+    jobs = await in_worker(extraction_rerun, thread=thread.row, job_id=data.job_id, by="api")
     return {"thread_id": thread.thread_id, "jobs": [job_summary(job) for job in jobs]}

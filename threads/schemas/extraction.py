@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from ninja import Field, Schema
+from pydantic import StrictInt
 
 from memory.core.errors import MAX_SQL_COUNT
+from threads.schemas.common import InSchema
 
 
 class ExtractionJobOut(Schema):
@@ -82,10 +84,13 @@ class ExtractionStateOut(Schema):
                           "false when the wait ran out first; null without ?wait.")
 
 
-class ExtractionRerunIn(Schema):
-    """Which failed ranges to run again: one job, or all of the thread's failed jobs when ``job_id`` is null."""
+class ExtractionRerunIn(InSchema):
+    """Which failed ranges to run again: one job, or all of the thread's failed jobs when ``job_id`` is null or
+    omitted (``{}``). An unknown key is a 422 (``{"jobId": 3}`` must not re-run everything), and ``job_id`` is a
+    JSON integer (not ``true`` or ``"3"``)."""
 
-    job_id: int | None = Field(None, ge=1, le=MAX_SQL_COUNT, description="A failed job of this thread; null: all.")
+    job_id: StrictInt | None = Field(None, ge=1, le=MAX_SQL_COUNT,
+                                     description="A failed job of this thread; null or omitted: all.")
 
 
 class ExtractionRerunOut(Schema):
