@@ -36,7 +36,8 @@ async def thread_extraction_rerun(request: HttpRequest, thread_id: str, data: Ex
     """Run the thread's failed extraction ranges again (``failed_ranges`` of GET .../extraction): all of them,
     or job ``job_id`` only (the body is required: ``{}`` for all; another body, an unknown key or a
     ``job_id`` that is not a JSON integer is a 422); answers the jobs queued again (none when nothing
-    failed). 404 naming ``thread_id`` for a thread the key cannot see, ``job_id`` for a job that is not a failed job of this thread.
+    failed). 404 naming ``thread_id`` for a thread the key cannot see, ``job_id`` for a job that is not a
+    failed job of this thread.
     A failure is transient (the retry horizon ended while the LLM was unreachable) or permanent (the LLM
     refused the request or its output); either may be re-run once its cause is fixed."""
     thread = await thread_for(request, thread_id)
