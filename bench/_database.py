@@ -51,6 +51,20 @@ def use_postgres(url: str, *, fresh: bool = True, **env: str) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "oam_site.settings")
 
 
+def message_search_request(query: str, user_id: str, max_results: int = 20):
+    """The ``memory.search.request.SearchRequest`` that ``client.search(query, user_id=user_id,
+    record_types=["message"], max_results=max_results)`` builds in HYBRID mode in the default project: what the
+    retrieval benchmarks' offline pools (``bench/locomo_tune.py``, ``bench/retrieval_levers.py``) search with.
+    Needs Django set up."""
+    from memory.core.types import MemorySearchConfig
+    from memory.records.tenancy import get_project
+    from memory.search.request import CLIENT_SCOPE, build_request, resolve_scope
+
+    return build_request(query, project_id=get_project(None).pk,
+                         scope=resolve_scope(CLIENT_SCOPE, client=True, user_id=user_id),
+                         config=MemorySearchConfig(mode="HYBRID"), record_types=["message"], max_results=max_results)
+
+
 def percentile(values: list[float], q: float) -> float:
     """The nearest-rank ``q`` quantile (0 <= q <= 1) of non-empty ``values``."""
     ordered = sorted(values)

@@ -56,15 +56,12 @@ def _pool(args) -> list[dict]:
             return pickle.load(fh)
     from django.utils import timezone
 
-    from memory.core.types import MemorySearchConfig
+    from bench._database import message_search_request
     from memory.dev import locomo
     from memory.embedders import embed_query
     from memory.models import Message
-    from memory.records.tenancy import get_project
     from memory.search import ranking, second_stage
-    from memory.search.request import CLIENT_SCOPE, build_request, resolve_scope
 
-    project = get_project(None).pk
     out = []
     samples = list(locomo.iter_samples(locomo.default_data_path()))
     started = time.perf_counter()
@@ -76,10 +73,7 @@ def _pool(args) -> list[dict]:
             for question in sample.questions:
                 if question.category > 4 or not (evidence := question.known_evidence(dia_ids)):
                     continue
-                scope = resolve_scope(CLIENT_SCOPE, client=True, user_id=sample.sample_id)
-                request = build_request(question.question, project_id=project, scope=scope,
-                                        config=MemorySearchConfig(mode="HYBRID"), record_types=["message"],
-                                        max_results=20)
+                request = message_search_request(question.question, sample.sample_id)
                 now = timezone.now()
                 vector = embed_query(request.query)
                 candidates, _ = ranking.candidate_pool(request, vector, now)

@@ -51,7 +51,7 @@ Z95 = 1.959964
 
 def _build(corpus: str) -> None:
     """In a process of its own (one database each): the pools of ``corpus``, written to ``var/levers-<corpus>.pkl``."""
-    from bench._database import use_sqlite
+    from bench._database import message_search_request, use_sqlite
 
     use_sqlite(ROOT / "var" / f"bench-{corpus}.sqlite3", fresh=False)
     import django
@@ -60,14 +60,11 @@ def _build(corpus: str) -> None:
     import numpy as np
     from django.utils import timezone
 
-    from memory.core.types import MemorySearchConfig
     from memory.dev import locomo, realtalk
     from memory.embedders import embed_query, get_embedder
     from memory.index.writer import embedding_text, message_chunk_text
     from memory.models import Message
-    from memory.records.tenancy import get_project
     from memory.search import ranking
-    from memory.search.request import CLIENT_SCOPE, build_request, resolve_scope
 
     source = realtalk if corpus == "realtalk" else locomo
     samples = list(source.iter_samples(source.default_data_path()))
@@ -92,16 +89,12 @@ def _build(corpus: str) -> None:
         i = j + 1
     texts = sorted(set(runs.values()))
     vectors = dict(zip(texts, get_embedder().embed(texts)))
-    project = get_project(None).pk
     out = []
     for sample in samples:
         for question in sample.questions:
             if question.category > 4 or not (evidence := question.known_evidence(sample.dia_ids)):
                 continue
-            scope = resolve_scope(CLIENT_SCOPE, client=True, user_id=sample.sample_id)
-            request = build_request(question.question, project_id=project, scope=scope,
-                                    config=MemorySearchConfig(mode="HYBRID"), record_types=["message"],
-                                    max_results=20)
+            request = message_search_request(question.question, sample.sample_id)
             now = timezone.now()
             vector = embed_query(request.query)
             plain, _ = ranking.candidate_pool(request, vector, now)
