@@ -387,16 +387,19 @@ class OpenAICompatibleLlm(BaseLlm):
             kwargs["response_format"] = response_format
         try:
             completion = self._client.chat.completions.create(**kwargs)
+        # The messages never name the endpoint: they reach a job's error, GET .../extraction and the staff page,
+        # which any read key of the project sees, and OAM_LLM_BASE_URL is the operator's (it may hold a
+        # user:password). The log keeps the cause (``from exc``).
         except openai.APITimeoutError as exc:  # before APIConnectionError: it is a subclass
-            raise LlmTimeout(f"{self.base_url}: no answer within {self.timeout:g} s") from exc
+            raise LlmTimeout(f"the LLM endpoint gave no answer within {self.timeout:g} s") from exc
         except openai.APIConnectionError as exc:
-            raise LlmUnavailable(f"{self.base_url}: {exc}") from exc
+            raise LlmUnavailable("the LLM endpoint could not be reached") from exc
         except openai.APIStatusError as exc:
             if response_format is not None:
                 raise  # _request decides whether this is a response_format rejection
             raise _translate(exc) from exc
         if not completion.choices:
-            raise LlmUnavailable(f"{self.base_url}: the reply had no choices")
+            raise LlmUnavailable("the LLM endpoint's reply had no choices")
         choice = completion.choices[0]
         usage = completion.usage
         return Reply(

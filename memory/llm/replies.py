@@ -134,13 +134,18 @@ _FORMAT_REJECTION_WORDS = ("response_format", "json_schema", "json_object")
 _FORMAT_REJECTION_STATUSES = {400, 422, 500, 501}
 
 
+#: An address in a server's error text (a proxy's upstream, a callback): shown as ``<url>`` (``status_text``).
+_URL = re.compile(r"\b(?:https?|wss?|redis|amqps?|postgres(?:ql)?)://\S+", re.IGNORECASE)
+
+
 def status_text(exc) -> str:
-    """Return ``"HTTP 500: <message>"`` for an ``openai.APIStatusError``, message cut short."""
+    """Return ``"HTTP 500: <message>"`` for an ``openai.APIStatusError``, message cut short and any address in
+    it shown as ``<url>`` (the text reaches a job's error, which every read key of the project sees)."""
     body = exc.body if exc.body is not None else getattr(exc.response, "text", "")
     if isinstance(body, dict):
         body = body.get("message") or body.get("error") or body
     text = body if isinstance(body, str) else json.dumps(body, default=str)
-    return f"HTTP {exc.status_code}: {text[:500]}"
+    return f"HTTP {exc.status_code}: {_URL.sub('<url>', text[:500])}"
 
 
 def rejects_response_format(exc) -> bool:
@@ -153,12 +158,27 @@ def rejects_response_format(exc) -> bool:
 
 # --- generated text: a caption or a summary ------------------------------------------------------------------
 
-#: Share of a generated text's words that must read as words (``_wordlike``: letters, digits, or one run of
-#: each, once punctuation is set aside): a caption of random symbols ("x#9@!kq0 ..."), base64 or a hex dump reads below
-#: it, any sentence of any script above it. Not tuned on data: a sentence with a few codes or names in it
-#: stays far above 0.6.
+#: Share of a generated text's words that must read as words (``_wordlike``): a caption of random symbols
+#: ("x#9@!kq0 ..."), base64 or a hex dump reads below it, any sentence of any script above it. Not tuned on data:
+#: a sentence with a few part numbers or names in it stays far above 0.6.
 MIN_WORD_SHARE = 0.6
-_ERROR_BODY = re.compile(r"^\s*(?:\{\s*\"(?:error|detail|message|errors)\"|<!doctype|<html|<\?xml)", re.IGNORECASE)
+#: Longest token that reads as a word (characters, punctuation aside): "a" x 1500 is not a caption.
+MAX_WORD_CHARS = 40
+#: A text of at least ``REPEAT_MIN_TOKENS`` tokens whose distinct tokens are under this share of them repeats
+#: itself ("the the the ...", one sentence sixty times).
+REPEAT_MIN_TOKENS = 20
+MIN_DISTINCT_SHARE = 0.25
+#: Bidirectional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069): they reorder what a reader
+#: sees (a "Trojan Source" trick). Other format characters (ZWJ in emoji, ZWNJ in Persian, a soft hyphen, a
+#: leading BOM, LRM/RLM marks) are text.
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_ERROR_BODY = re.compile(r"^\s*(?:\{\s*\"(?:error|detail|message|errors|code)\"|<!doctype|<html|<\?xml"
+                         r"|traceback \(most recent call last\)|(?:error|exception)\s*:)", re.IGNORECASE)
+_REFUSAL = re.compile(r"^\s*(?:i'?m sorry|i am sorry|sorry,? (?:but )?i\b|i can(?:not|'t|\u2019t)\b|as an ai\b)",
+                      re.IGNORECASE)
+_MARKUP = re.compile(r"<\s*/?\s*(?:html|head|body|div|p|b|i|u|em|strong|span|br|img|a|script|style|table|ul|li)"
+                     r"\b[^>]*>", re.IGNORECASE)
+_NOTHING = frozenset({"null", "none", "undefined", "nan", "n/a"})
 #: Longest run of a generated text that may repeat its prompt word for word (characters): a model that echoes
 #: the instructions back repeats far more than this; a caption that happens to share a phrase with them does not.
 ECHO_CHARS = 40
@@ -168,28 +188,51 @@ def generated_text_fault(text: str, *, max_chars: int, prompts: tuple[str, ...] 
     """Why ``text``, a model's reply meant to be stored as prose (an image's caption, a thread's summary), must not
     be stored, or None when it may. Pure. The reasons, in the order checked:
 
-    * ``"empty"``: nothing but whitespace;
+    * ``"empty"``: nothing but whitespace, or a word for nothing ("null", "None", "undefined");
     * ``"too long"``: over ``max_chars`` characters (a model ignoring ``max_tokens``);
-    * ``"not printable text"``: a control, unassigned, private-use or surrogate character (tab and newline aside)
-      or U+FFFD, the mark of undecodable bytes;
-    * ``"an error body"``: a JSON error object or an HTML/XML page (a proxy's or server's error passed on as text);
+    * ``"not printable text"``: a control, unassigned, private-use or surrogate character (tab and newline
+      aside), U+FFFD (the mark of undecodable bytes) or a bidirectional override; other format characters
+      (ZWJ, ZWNJ, a soft hyphen, a BOM) are text;
+    * ``"an error body"``: a JSON error object, an HTML/XML page, a traceback, or "Error: ..." (a proxy's or
+      server's error passed on as text);
+    * ``"a JSON value"``: the text parses as a JSON object or array (a caption is prose, not data);
+    * ``"a refusal"``: "I'm sorry, ...", "I can't ...", "As an AI ...";
+    * ``"markup"``: HTML tags;
+    * ``"placeholder text"``: lorem ipsum;
     * ``"an echo of the prompt"``: ``ECHO_CHARS`` or more characters of one of ``prompts`` repeated;
+    * ``"repetitive"``: at least ``REPEAT_MIN_TOKENS`` tokens, under ``MIN_DISTINCT_SHARE`` of them distinct;
     * ``"not words"``: under ``MIN_WORD_SHARE`` of its whitespace-separated tokens read as words or numbers.
 
-    Issue #34: garbage completions became an image's stored description.
+    Issue #34: garbage completions became an image's stored description; the list grew from an outside attack.
     """
     import unicodedata
 
-    stripped = text.strip()
-    if not stripped:
+    stripped = text.strip().lstrip("\ufeff").strip()
+    if not stripped or stripped.lower().strip(" .") in _NOTHING:
         return "empty"
     if len(stripped) > max_chars:
         return "too long"
-    if any((unicodedata.category(ch)[0] == "C" and ch not in "\t\n\r") or ch == "\ufffd" for ch in stripped):
-        return "not printable text"
+    for ch in stripped:
+        category = unicodedata.category(ch)
+        if (ch in _BIDI_CONTROLS or ch == "\ufffd"
+                or (category[0] == "C" and category != "Cf" and ch not in "\t\n\r")):
+            return "not printable text"
     if _ERROR_BODY.match(stripped):
         return "an error body"
+    if stripped[0] in "{[":
+        try:
+            json.loads(stripped)
+        except ValueError:
+            pass
+        else:
+            return "a JSON value"
+    if _REFUSAL.match(stripped):
+        return "a refusal"
+    if _MARKUP.search(stripped):
+        return "markup"
     folded = " ".join(stripped.lower().split())
+    if "lorem ipsum" in folded:
+        return "placeholder text"
     for prompt in prompts:
         prompt = " ".join(prompt.lower().split())
         if len(prompt) >= ECHO_CHARS and any(prompt[i:i + ECHO_CHARS] in folded
@@ -198,24 +241,32 @@ def generated_text_fault(text: str, *, max_chars: int, prompts: tuple[str, ...] 
         if len(prompt) < ECHO_CHARS and folded.strip(" .!") == prompt.strip(" .!"):
             return "an echo of the prompt"
     tokens = stripped.split()
+    if len(tokens) >= REPEAT_MIN_TOKENS and len({t.lower() for t in tokens}) < MIN_DISTINCT_SHARE * len(tokens):
+        return "repetitive"
     if sum(_wordlike(t, unicodedata) for t in tokens) < MIN_WORD_SHARE * len(tokens):
         return "not words"
     return None
 
 
 def _wordlike(token: str, unicodedata) -> bool:
-    """A whitespace-separated token reads as a word: without its punctuation (Unicode P*), letters and marks (any
-    script: "Kate's", "e-mail", "一只猫坐在窗台上，外面在下雨。"), digits ("9:30", "24/7"), or one run of each
-    ("topic12", "2nd", "COVID-19"); not symbols, and not letters and digits mixed back and forth ("x9kq0",
-    "0x7f3a", base64)."""
+    """A whitespace-separated token reads as a word: without its punctuation (Unicode P*) and format characters
+    (Cf: ZWJ, ZWNJ, soft hyphens), letters with their marks (any script: "Kate's", "e-mail",
+    "一只猫坐在窗台上，外面在下雨。"), digits ("9:30", "24/7"), or both ("topic12", "COVID-19", "74HC595N", "2N2222A");
+    at most ``MAX_WORD_CHARS`` long; not symbols, not more marks than letters (zalgo), and a mix of letters and
+    digits that switches more than once only when short (16 characters: part numbers, not base64)."""
     runs: list[str] = []
+    letters = marks = length = 0
     for ch in token:
-        kind = unicodedata.category(ch)[0]
-        if kind == "P":
+        kind = unicodedata.category(ch)
+        if kind[0] == "P" or kind == "Cf":
             continue
-        if kind not in "LMN":
+        if kind[0] not in "LMN":
             return False
-        kind = "N" if kind == "N" else "L"
+        length += 1
+        letters += kind[0] == "L"
+        marks += kind[0] == "M"
+        kind = "N" if kind[0] == "N" else "L"
         if not runs or runs[-1] != kind:
             runs.append(kind)
-    return 0 < len(runs) <= 2
+    return (0 < length <= MAX_WORD_CHARS and marks <= letters
+            and (len(runs) <= 2 or length <= 16))

@@ -18,6 +18,14 @@ from tests import image_samples as samples
     "一只猫坐在窗台上，外面在下雨。",
     "Screenshot: the login page, with the e-mail field highlighted (error 404).",
     "Kate's cooking class, 3 plates of pasta -- and a tiramisu!",
+    # from the outside attack: refused before
+    "می\u200cخواهم یک گربه روی میز ببینم.",  # Persian with ZWNJ
+    "A woman \U0001f469\u200d\U0001f4bb codes at a desk by the window.",  # an emoji joined with ZWJ
+    "An extra\u00adordinary sunset over the bay.",  # a soft hyphen
+    "\ufeffA red bicycle leaning on a wall.",  # a leading BOM
+    "A sign reads \u200fשלום\u200e and Hello.",  # RLM/LRM marks in mixed-direction text
+    "P/N 74HC595N, 1N4148, 2N2222A, LM317T on a PCB.",
+    "A Mazda MX-5 NA6CE B6ZE 1.6L in a garage.",
 ])
 def test_prose_in_any_script_passes(text):
     assert generated_text_fault(text, max_chars=500, prompts=(CAPTION_SYSTEM_PROMPT,)) is None
@@ -26,7 +34,7 @@ def test_prose_in_any_script_passes(text):
 @pytest.mark.parametrize(("text", "reason"), [
     ("", "empty"),
     ("   \n ", "empty"),
-    ("word " * 200, "too long"),
+    ("word " * 500, "too long"),
     ("A cat\x00\x01 on a mat", "not printable text"),
     ("A cat \ufffd\ufffd on a mat", "not printable text"),
     ('{"error": {"message": "model overloaded", "type": "server_error"}}', "an error body"),
@@ -35,12 +43,30 @@ def test_prose_in_any_script_passes(text):
     ("Describe this image.", "an echo of the prompt"),
     ("x#9@!kq0 %%^&*( ]]]] 0x7f3a:: =+=+ ~~ qZ3$$", "not words"),
     ("aGVsbG8gd29ybGQgdGhpcyBpcyBiYXNlNjQ= dGhpcyBpcyBhbHNvIGJhc2U2NA==", "not words"),
+    # from the outside attack: stored before
+    ("the " * 300, "repetitive"),
+    ("A cat sat on the mat. " * 60, "repetitive"),
+    ("a" * 1500, "not words"),
+    ("Lorem ipsum dolor sit amet, consectetur adipiscing elit.", "placeholder text"),
+    ('[{"error": {"message": "overloaded"}}]', "a JSON value"),
+    ('{"code": 503, "msg": "upstream overloaded"}', "an error body"),
+    ('{"caption": "a cat"}', "a JSON value"),
+    ("I'm sorry, but I can't help with that image.", "a refusal"),
+    ("As an AI, I cannot see images.", "a refusal"),
+    ("null", "empty"),
+    ("undefined", "empty"),
+    ("Error: model overloaded", "an error body"),
+    ("Traceback (most recent call last):\n  File \"x.py\", line 1", "an error body"),
+    ("<p>A cat</p>", "markup"),
+    ("<b>A cat</b> on a mat", "markup"),
+    ("A c\u0336\u0337\u0338a\u0336\u0337\u0338t\u0336\u0337\u0338 z\u0336\u0337\u0338", "not words"),
+    ("A sign that says \u202eevil\u202c here.", "not printable text"),
 ])
 def test_garbage_is_refused_with_its_reason(text, reason):
     prompts = (CAPTION_SYSTEM_PROMPT, "Describe this image.")
-    assert generated_text_fault(text, max_chars=500, prompts=prompts) == reason
+    assert generated_text_fault(text, max_chars=2000, prompts=prompts) == reason
     with pytest.raises(LlmBadText, match=f"caption was refused: {reason}") as caught:
-        checked_text(text, what="caption", max_chars=500, prompts=prompts)
+        checked_text(text, what="caption", max_chars=2000, prompts=prompts)
     assert (caught.value.what, caught.value.reason) == ("caption", reason)
 
 
@@ -83,3 +109,25 @@ def test_a_garbage_summary_is_a_failed_refresh_and_the_stored_summary_stays(clie
     with pytest.raises(LlmBadText, match="summary was refused: not printable text"):
         summary_refresh(thread=thread.row, llm=bad)
     assert ThreadSummary.objects.get(thread_id=thread.row.pk).content == "The user loves green tea."
+
+
+def test_an_llm_error_never_names_the_endpoint_or_its_password():
+    """A job's error reaches GET .../extraction and the staff page (any read key of the project): an outside
+    attack read the LLM's address there. The endpoint is named as "the LLM endpoint"; a server's own error text
+    has its addresses replaced."""
+    import socket
+    from types import SimpleNamespace
+
+    from memory.llm.adapters import LlmUnavailable, OpenAICompatibleLlm
+    from memory.llm.replies import status_text
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]  # closed again before the call: nothing listens
+    llm = OpenAICompatibleLlm(base_url=f"http://admin:s3cret@127.0.0.1:{port}/v1", model="m", timeout=2)
+    with pytest.raises(LlmUnavailable) as caught:
+        llm.complete_text([{"role": "user", "content": "hi"}])
+    assert str(caught.value) == "the LLM endpoint could not be reached"
+    error = SimpleNamespace(status_code=502, body={"message": "upstream http://10.1.2.3:8080/v1 refused"},
+                            response=None)
+    assert status_text(error) == "HTTP 502: upstream <url> refused"
