@@ -25,7 +25,7 @@ import logging
 import dramatiq
 from dramatiq.brokers.stub import StubBroker
 
-from memory.core import conf
+from memory.core import conf, degraded
 from memory.extraction import queue
 from memory.services.extraction import job_run
 
@@ -75,8 +75,9 @@ def broker_status() -> dict[str, object]:
     always ok) or the broker's class name. Redis is asked for a ``PING`` on a
     connection of its own with ``BROKER_CHECK_TIMEOUT`` seconds to connect and
     answer, so a broker that is down costs a request at most that long;
-    ``error`` is the reason when it fails. Other brokers are not checked
-    (``ok`` None). Never raises.
+    ``error`` is the reason when it fails, in fixed words (no address). A failure pauses the broker part
+    (``memory.core.degraded``): for ``RETRY_SECONDS`` the answer is "not reached" at once, with no ping.
+    Other brokers are not checked (``ok`` None). Never raises.
     """
     broker = extract_job.broker
     if isinstance(broker, StubBroker):
@@ -88,6 +89,8 @@ def broker_status() -> dict[str, object]:
         return {"kind": kind, "ok": None, "error": None}
     import redis  # deferred: as RedisBroker above
 
+    if not degraded.should_try("broker"):  # failed a moment ago: answer at once (a hung Redis cost every
+        return {"kind": "redis", "ok": False, "error": "the broker could not be reached"}  # handshake 1 s)
     pool = broker.client.connection_pool
     kwargs = {**pool.connection_kwargs, "socket_connect_timeout": BROKER_CHECK_TIMEOUT,
               "socket_timeout": BROKER_CHECK_TIMEOUT, "retry": None}
@@ -95,10 +98,13 @@ def broker_status() -> dict[str, object]:
     try:
         client.ping()
     except Exception as exc:  # noqa: BLE001 - any failure is the answer
-        return {"kind": "redis", "ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+        degraded.report_failure("broker", exc)
+        # a fixed text: GET .../extraction shows it to any read key, and redis names its host and port
+        return {"kind": "redis", "ok": False, "error": f"the broker could not be reached ({degraded.reason_of(exc)})"}
     finally:
         client.close()
         client.connection_pool.disconnect()
+    degraded.report_ok("broker")
     return {"kind": "redis", "ok": True, "error": None}
 
 

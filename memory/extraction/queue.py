@@ -57,6 +57,6 @@ def note_not_queued(job_id: int, exc: BaseException) -> None:
     """Note on a queued job that sending it to the broker failed (``queue_stall`` reports it); never raises."""
     try:
         ExtractionJob.objects.filter(pk=job_id, status="queued").update(
-            error=f"{NOT_QUEUED}: the broker refused it ({type(exc).__name__}: {exc})"[:2000])
+            error=f"{NOT_QUEUED}: the broker refused it ({degraded.reason_of(exc)})")  # no address: read keys see it
     except Exception:  # noqa: BLE001 - the database may be what failed; the sweep re-sends the job anyway
         logger.warning("could not note the failed send of extraction job %s", job_id, exc_info=True)

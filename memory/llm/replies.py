@@ -134,18 +134,27 @@ _FORMAT_REJECTION_WORDS = ("response_format", "json_schema", "json_object")
 _FORMAT_REJECTION_STATUSES = {400, 422, 500, 501}
 
 
-#: An address in a server's error text (a proxy's upstream, a callback): shown as ``<url>`` (``status_text``).
-_URL = re.compile(r"\b(?:https?|wss?|redis|amqps?|postgres(?:ql)?)://\S+", re.IGNORECASE)
+#: What a server's error text may echo that a read key must not see (``status_text``): addresses (URLs, IPs,
+#: host:port), credentials (``Bearer``/``Basic`` values, ``sk-`` keys, a base64 run), each shown as ``<hidden>``
+#: (an outside attack saw a proxy echo the API key and an upstream's address into a job's error).
+_SECRETS = re.compile(
+    r"\b(?:https?|wss?|redis|amqps?|postgres(?:ql)?)://\S+"
+    r"|\b(?:bearer|basic|token|api[-_ ]?key)[:=]?\s+\S+"
+    r"|\bsk-[A-Za-z0-9_-]{6,}"
+    r"|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"
+    r"|\b[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+:\d{2,5}\b"
+    r"|[A-Za-z0-9+/_-]{24,}={0,2}", re.IGNORECASE)
 
 
 def status_text(exc) -> str:
-    """Return ``"HTTP 500: <message>"`` for an ``openai.APIStatusError``, message cut short and any address in
-    it shown as ``<url>`` (the text reaches a job's error, which every read key of the project sees)."""
+    """Return ``"HTTP 500: <message>"`` for an ``openai.APIStatusError``, message cut short and any address or
+    credential in it shown as ``<hidden>`` (``_SECRETS``: the text reaches a job's error, which every read key
+    of the project sees)."""
     body = exc.body if exc.body is not None else getattr(exc.response, "text", "")
     if isinstance(body, dict):
         body = body.get("message") or body.get("error") or body
     text = body if isinstance(body, str) else json.dumps(body, default=str)
-    return f"HTTP {exc.status_code}: {_URL.sub('<url>', text[:500])}"
+    return f"HTTP {exc.status_code}: {_SECRETS.sub('<hidden>', text[:500])}"
 
 
 def rejects_response_format(exc) -> bool:
@@ -165,20 +174,35 @@ MIN_WORD_SHARE = 0.6
 #: Longest token that reads as a word (characters, punctuation aside): "a" x 1500 is not a caption.
 MAX_WORD_CHARS = 40
 #: A text of at least ``REPEAT_MIN_TOKENS`` tokens whose distinct tokens are under this share of them repeats
-#: itself ("the the the ...", one sentence sixty times).
-REPEAT_MIN_TOKENS = 20
-MIN_DISTINCT_SHARE = 0.25
+#: itself ("the the the ...", "cat" x 19, "The image shows" x 5, one sentence four times).
+REPEAT_MIN_TOKENS = 8
+MIN_DISTINCT_SHARE = 0.34
 #: Bidirectional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069): they reorder what a reader
 #: sees (a "Trojan Source" trick). Other format characters (ZWJ in emoji, ZWNJ in Persian, a soft hyphen, a
 #: leading BOM, LRM/RLM marks) are text.
 _BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-_ERROR_BODY = re.compile(r"^\s*(?:\{\s*\"(?:error|detail|message|errors|code)\"|<!doctype|<html|<\?xml"
-                         r"|traceback \(most recent call last\)|(?:error|exception)\s*:)", re.IGNORECASE)
-_REFUSAL = re.compile(r"^\s*(?:i'?m sorry|i am sorry|sorry,? (?:but )?i\b|i can(?:not|'t|\u2019t)\b|as an ai\b)",
-                      re.IGNORECASE)
-_MARKUP = re.compile(r"<\s*/?\s*(?:html|head|body|div|p|b|i|u|em|strong|span|br|img|a|script|style|table|ul|li)"
-                     r"\b[^>]*>", re.IGNORECASE)
-_NOTHING = frozenset({"null", "none", "undefined", "nan", "n/a"})
+_ERROR_BODY = re.compile(
+    r"^\s*(?:\{\s*[\"'](?:error|detail|message|errors|code)[\"']|<!doctype|<html|<\?xml"
+    r"|traceback \(most recent call last\)|\d{3}\s+(?:bad gateway|internal server error|service unavailable"
+    r"|gateway time-?out|not found|forbidden|unauthorized|too many requests)\b|internal server error\b"
+    r"|bad gateway\b|service unavailable\b|request failed with status code\b|upstream connect error\b)",
+    re.IGNORECASE)
+#: "Error: ..." or "Exception: ..." is an error body when that is all it says (at most this many words): "Error:
+#: model overloaded" is, "Error: 404 page on a website with a lost astronaut illustration" is a caption.
+ERROR_LINE_WORDS = 6
+_ERROR_LINE = re.compile(r"^\s*(?:error|exception)\s*:", re.IGNORECASE)
+_REFUSAL = re.compile(
+    r"^\s*(?:i['\u2019]?m sorry|i am sorry|sorry,? (?:but )?i\b|i apologi[sz]e\b|unfortunately,? i\b"
+    r"|i['\u2019]?m (?:unable|not able)\b|i am (?:unable|not able)\b|as an ai\b|as a (?:large )?language model\b"
+    r"|i can(?:not|['\u2019]t) (?:help|see|view|describe|provide|assist|process|identify|access|comply|analy[sz]e"
+    r"|determine|tell|do that)\b)", re.IGNORECASE)
+#: Markup when the text starts with a tag, or holds a page's or a script's, or a model's special tokens.
+_MARKUP = re.compile(r"^\s*(?:<[a-z][a-z0-9]*\b[^<>]*>|```)|<(?:html|body|head|script|style)\b|<\|[a-z_]+\|>",
+                     re.IGNORECASE)
+_PLACEHOLDER = re.compile(r"^\s*lorem ipsum\b|\[(?:insert|your|add)\b[^\]]*\]|\[object object\]", re.IGNORECASE)
+_NOTHING = frozenset({"null", "none", "undefined", "nan", "n/a", "todo", "tbd", "(none)", "-", "..."})
+#: A token that is one short unit over and over ("hahaha...", "aaaa...") is not a word.
+_STUTTER = re.compile(r"^(.{1,3}?)\1{5,}$", re.IGNORECASE)
 #: Longest run of a generated text that may repeat its prompt word for word (characters): a model that echoes
 #: the instructions back repeats far more than this; a caption that happens to share a phrase with them does not.
 ECHO_CHARS = 40
@@ -208,7 +232,7 @@ def generated_text_fault(text: str, *, max_chars: int, prompts: tuple[str, ...] 
     import unicodedata
 
     stripped = text.strip().lstrip("\ufeff").strip()
-    if not stripped or stripped.lower().strip(" .") in _NOTHING:
+    if not stripped or stripped.lower().strip(" .") in _NOTHING or set(stripped.lower().split()) <= _NOTHING:
         return "empty"
     if len(stripped) > max_chars:
         return "too long"
@@ -217,22 +241,25 @@ def generated_text_fault(text: str, *, max_chars: int, prompts: tuple[str, ...] 
         if (ch in _BIDI_CONTROLS or ch == "\ufffd"
                 or (category[0] == "C" and category != "Cf" and ch not in "\t\n\r")):
             return "not printable text"
-    if _ERROR_BODY.match(stripped):
+    tokens = stripped.split()
+    if _ERROR_BODY.match(stripped) or (_ERROR_LINE.match(stripped) and len(tokens) <= ERROR_LINE_WORDS):
         return "an error body"
-    if stripped[0] in "{[":
-        try:
-            json.loads(stripped)
-        except ValueError:
-            pass
-        else:
+    if stripped.startswith(('{"', "{'", '[{', '["', "[[")):  # an object or array, whole or cut short
+        return "a JSON value"
+    try:
+        value = json.loads(stripped)
+    except ValueError:
+        pass
+    else:
+        if not isinstance(value, str):  # 42, true, {...}, [...]: data, not prose
             return "a JSON value"
     if _REFUSAL.match(stripped):
         return "a refusal"
     if _MARKUP.search(stripped):
         return "markup"
-    folded = " ".join(stripped.lower().split())
-    if "lorem ipsum" in folded:
+    if _PLACEHOLDER.search(stripped):
         return "placeholder text"
+    folded = " ".join(stripped.lower().split())
     for prompt in prompts:
         prompt = " ".join(prompt.lower().split())
         if len(prompt) >= ECHO_CHARS and any(prompt[i:i + ECHO_CHARS] in folded
@@ -240,7 +267,6 @@ def generated_text_fault(text: str, *, max_chars: int, prompts: tuple[str, ...] 
             return "an echo of the prompt"
         if len(prompt) < ECHO_CHARS and folded.strip(" .!") == prompt.strip(" .!"):
             return "an echo of the prompt"
-    tokens = stripped.split()
     if len(tokens) >= REPEAT_MIN_TOKENS and len({t.lower() for t in tokens}) < MIN_DISTINCT_SHARE * len(tokens):
         return "repetitive"
     if sum(_wordlike(t, unicodedata) for t in tokens) < MIN_WORD_SHARE * len(tokens):
@@ -254,12 +280,17 @@ def _wordlike(token: str, unicodedata) -> bool:
     "一只猫坐在窗台上，外面在下雨。"), digits ("9:30", "24/7"), or both ("topic12", "COVID-19", "74HC595N", "2N2222A");
     at most ``MAX_WORD_CHARS`` long; not symbols, not more marks than letters (zalgo), and a mix of letters and
     digits that switches more than once only when short (16 characters: part numbers, not base64)."""
+    if _STUTTER.match(token):
+        return False
     runs: list[str] = []
     letters = marks = length = 0
+    latin = True
+    digits = any(unicodedata.category(ch)[0] == "N" for ch in token)
     for ch in token:
         kind = unicodedata.category(ch)
-        if kind[0] == "P" or kind == "Cf":
+        if kind[0] == "P" or kind == "Cf" or (kind == "Sc" and digits):  # "$3.50" is a number
             continue
+        latin = latin and ord(ch) < 0x250
         if kind[0] not in "LMN":
             return False
         length += 1
@@ -268,5 +299,7 @@ def _wordlike(token: str, unicodedata) -> bool:
         kind = "N" if kind[0] == "N" else "L"
         if not runs or runs[-1] != kind:
             runs.append(kind)
-    return (0 < length <= MAX_WORD_CHARS and marks <= letters
+    # Scripts written without spaces (Chinese, Japanese, Thai) make long tokens of real words: the length cap is
+    # for Latin letters ("a" x 1500).
+    return (0 < length and (length <= MAX_WORD_CHARS or not latin) and marks <= letters
             and (len(runs) <= 2 or length <= 16))

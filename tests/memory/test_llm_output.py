@@ -26,6 +26,15 @@ from tests import image_samples as samples
     "A sign reads \u200fשלום\u200e and Hello.",  # RLM/LRM marks in mixed-direction text
     "P/N 74HC595N, 1N4148, 2N2222A, LM317T on a PCB.",
     "A Mazda MX-5 NA6CE B6ZE 1.6L in a garage.",
+    # from the second attack: refused before
+    "一只橘猫趴在窗台上，窗外正在下着小雨，玻璃上有很多水珠，远处可以看到模糊的城市高楼和灯光。",
+    "แมวสีส้มนอนอยู่บนขอบหน้าต่างขณะที่ฝนตกข้างนอก",
+    "Receipt: Coffee $3.50, Bagel $2.25, Tax $0.46, Total $6.21",
+    "Slide with the constraint 0 < p < 1 and q > 0 written on a whiteboard.",
+    "Screenshot of an HTML editor showing <div class=\"header\"> and <p>Welcome</p>",
+    "Error: 404 page on a website with a lost astronaut illustration",
+    "A website mockup filled with lorem ipsum placeholder text",
+    "I can\u2019t stop smiling \u2014 a mug with this slogan on a desk",
 ])
 def test_prose_in_any_script_passes(text):
     assert generated_text_fault(text, max_chars=500, prompts=(CAPTION_SYSTEM_PROMPT,)) is None
@@ -61,6 +70,31 @@ def test_prose_in_any_script_passes(text):
     ("<b>A cat</b> on a mat", "markup"),
     ("A c\u0336\u0337\u0338a\u0336\u0337\u0338t\u0336\u0337\u0338 z\u0336\u0337\u0338", "not words"),
     ("A sign that says \u202eevil\u202c here.", "not printable text"),
+    # from the second attack: stored before
+    ("I\u2019m sorry, but I can\u2019t help with that.", "a refusal"),
+    ("I apologize, but I am unable to view images.", "a refusal"),
+    ("Unfortunately, I cannot see the image you sent.", "a refusal"),
+    ("As a language model, I cannot see pictures.", "a refusal"),
+    ("{'error': 'rate limited', 'code': 429}", "an error body"),
+    ("502 Bad Gateway", "an error body"),
+    ("Internal Server Error", "an error body"),
+    ("Request failed with status code 500", "an error body"),
+    ("upstream connect error or disconnect/reset before headers", "an error body"),
+    ("```json\n{\"caption\": \"a cat\"}\n```", "markup"),
+    ('{"caption": "A cat on a m', "a JSON value"),
+    ("42", "a JSON value"),
+    ("true", "a JSON value"),
+    ("A cat on a mat.<|im_end|><|endoftext|>", "markup"),
+    ("cat " * 19, "repetitive"),
+    ("The image shows " * 5, "repetitive"),
+    ("a" * 39, "not words"),
+    ("ha" * 20, "not words"),
+    ("A small brown dog runs across the green park lawn. " * 4, "repetitive"),
+    ("TODO", "empty"),
+    ("(none)", "empty"),
+    ("undefined undefined", "empty"),
+    ("[object Object]", "placeholder text"),
+    ("Caption: [insert caption here]", "placeholder text"),
 ])
 def test_garbage_is_refused_with_its_reason(text, reason):
     prompts = (CAPTION_SYSTEM_PROMPT, "Describe this image.")
@@ -130,4 +164,11 @@ def test_an_llm_error_never_names_the_endpoint_or_its_password():
     assert str(caught.value) == "the LLM endpoint could not be reached"
     error = SimpleNamespace(status_code=502, body={"message": "upstream http://10.1.2.3:8080/v1 refused"},
                             response=None)
-    assert status_text(error) == "HTTP 502: upstream <url> refused"
+    assert status_text(error) == "HTTP 502: upstream <hidden> refused"
+    echo = SimpleNamespace(status_code=401, response=None, body={"message": (
+        "Incorrect API key provided: Bearer sk-SECRETKEY123456. Upstream llm.internal.corp:8080 (10.1.2.3); "
+        "got Basic bGxtdXNlcjpodW50ZXIyc2VjcmV0")})
+    text = status_text(echo)
+    for secret in ("SECRETKEY", "llm.internal.corp", "10.1.2.3", "bGxtdXNlcjpodW50ZXIyc2VjcmV0"):
+        assert secret not in text, text
+    assert text.startswith("HTTP 401: Incorrect ")  # what is not a secret stays
