@@ -96,15 +96,13 @@ def broker_status() -> dict[str, object]:
               "socket_timeout": BROKER_CHECK_TIMEOUT, "retry": None}
     client = redis.Redis(connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs))
     try:
-        client.ping()
+        degraded.reported("broker", client.ping)
     except Exception as exc:  # noqa: BLE001 - any failure is the answer
-        degraded.report_failure("broker", exc)
         # a fixed text: GET .../extraction shows it to any read key, and redis names its host and port
         return {"kind": "redis", "ok": False, "error": f"the broker could not be reached ({degraded.reason_of(exc)})"}
     finally:
         client.close()
         client.connection_pool.disconnect()
-    degraded.report_ok("broker")
     return {"kind": "redis", "ok": True, "error": None}
 
 

@@ -89,12 +89,7 @@ def _database() -> None:
 def _cache() -> None:
     if settings.CACHES["default"]["BACKEND"].endswith((".LocMemCache", ".DummyCache")):
         raise Unready("off", "local")  # the process's own memory: nothing to reach
-    try:
-        cache.get(PROBE_KEY)
-    except Exception as exc:
-        degraded.report_failure("cache", exc)
-        raise
-    degraded.report_ok("cache")
+    degraded.reported("cache", lambda: cache.get(PROBE_KEY))
 
 
 def _broker() -> None:
@@ -109,12 +104,9 @@ def _channels() -> None:
     layer = get_channel_layer()
     if layer is None or isinstance(layer, InMemoryChannelLayer):
         raise Unready("off", "local")  # the process's own memory: nothing to reach
-    try:  # a message to a group nobody is in: one round trip to the layer's Redis
-        async_to_sync(degraded.bounded)(layer.group_send(PROBE_GROUP, {"type": "probe"}), CHECK_SECONDS)
-    except Exception as exc:
-        degraded.report_failure("channels", exc)
-        raise
-    degraded.report_ok("channels")
+    # a message to a group nobody is in: one round trip to the layer's Redis
+    degraded.reported("channels", lambda: async_to_sync(degraded.bounded)(
+        layer.group_send(PROBE_GROUP, {"type": "probe"}), CHECK_SECONDS))
 
 
 def _embedder() -> None:
@@ -182,6 +174,16 @@ async def readiness() -> dict[str, object]:
     return {"status": status, "parts": parts}
 
 
+async def probe(path: str) -> tuple[int, dict[str, object]]:
+    """(status, body) of probe ``path`` (``/healthz`` or ``/readyz``), for both doors: the Django views and
+    ``asgi_probe``. ``/healthz``: 200 ``{"status": "ok"}``, nothing asked; ``/readyz``: ``readiness``, 503 when
+    the database is down, else 200."""
+    if path == "/healthz":
+        return 200, {"status": "ok"}
+    body = await readiness()
+    return (503 if body["status"] == "down" else 200), body
+
+
 def _no_store(response: JsonResponse) -> JsonResponse:
     response["Cache-Control"] = "no-store"
     return response
@@ -190,14 +192,15 @@ def _no_store(response: JsonResponse) -> JsonResponse:
 @require_safe
 async def healthz(request: HttpRequest) -> JsonResponse:
     """``GET /healthz``: 200 ``{"status": "ok"}``; the process is alive (no dependency is asked)."""
-    return _no_store(JsonResponse({"status": "ok"}))
+    status, body = await probe("/healthz")
+    return _no_store(JsonResponse(body, status=status))
 
 
 @require_safe
 async def readyz(request: HttpRequest) -> JsonResponse:
     """``GET /readyz``: the parts' states (``readiness``); 503 when the database is down, else 200."""
-    body = await readiness()
-    return _no_store(JsonResponse(body, status=503 if body["status"] == "down" else 200))
+    status, body = await probe("/readyz")
+    return _no_store(JsonResponse(body, status=status))
 
 
 #: The probe paths ``asgi_probe`` answers ahead of Django (``oam_site.asgi.HttpRouter``).
@@ -208,19 +211,15 @@ async def asgi_probe(scope, receive, send) -> None:
     """``/healthz`` and ``/readyz`` as a bare ASGI app, ahead of Django: a probe by IP address or by any Host
     name is answered (Django's ``ALLOWED_HOSTS`` check answered 400 to a load balancer probing
     ``http://10.0.0.5/healthz`` under the production settings, an outside attack found), without the HTTPS
-    redirect, a session or a middleware. The same bodies and statuses as the Django views (kept for the test
-    client and WSGI); GET and HEAD only (405 otherwise)."""
+    redirect, a session or a middleware. The same bodies and statuses as the Django views (``probe``; the views
+    serve the test client and WSGI); GET and HEAD only (405 otherwise)."""
     method = scope.get("method", "GET")
     if method not in ("GET", "HEAD"):
         status, body, extra = 405, {"detail": "method not allowed"}, [(b"allow", b"GET, HEAD")]
-    elif scope["path"] == "/healthz":
-        status, body, extra = 200, {"status": "ok"}, []
     else:
-        body = await readiness()
-        status, extra = 503 if body["status"] == "down" else 200, []
+        (status, body), extra = await probe(scope["path"]), []
     payload = json.dumps(body).encode()
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"cache-control", b"no-store"),
         (b"content-length", str(len(payload)).encode()), *extra]})
     await send({"type": "http.response.body", "body": b"" if method == "HEAD" else payload})
-

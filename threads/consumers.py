@@ -275,21 +275,18 @@ def _handshake(scope, thread_id: str) -> tuple[Listener | int, tuple[str, dict] 
     return listener, found, refusal
 
 
+#: What ``layer_receive`` gets while the channel layer fails (no message).
+_NO_MESSAGE = object()
+
+
 async def layer_receive(receive: Callable[[], Any]) -> Any:
     """The next message of this socket's channel (``receive()``: the layer's ``receive`` for it), waiting out
     a channel layer that is down: each failure is reported (``memory.core.degraded``) and the layer asked
     again after ``degraded.RETRY_SECONDS``, so the socket stays open without live events instead of failing.
     """
-    while True:
-        if degraded.should_try("channels"):
-            try:
-                message = await receive()
-            except Exception as exc:  # noqa: BLE001 - the layer is a convenience: the socket goes on without it
-                degraded.report_failure("channels", exc)
-            else:
-                degraded.report_ok("channels")
-                return message
+    while (message := await degraded.attempt_async("channels", receive, lambda: _NO_MESSAGE)) is _NO_MESSAGE:
         await asyncio.sleep(degraded.RETRY_SECONDS)
+    return message
 
 
 class ExtractionConsumer(AsyncJsonWebsocketConsumer):
@@ -373,17 +370,11 @@ class ExtractionConsumer(AsyncJsonWebsocketConsumer):
         a moment ago) is reported degraded (``memory.core.degraded``, ``/readyz``) and skipped, not raised:
         the socket still gets its state, and ``_watch`` still closes it for a revoked key or a deleted
         thread, only without live events."""
-        if not degraded.should_try("channels"):
-            return
         call = self.channel_layer.group_add if action == "add" else self.channel_layer.group_discard
-        try:
-            # bounded: a hung layer would hold the handshake past daphne's own timeout, which cancels it
-            # (a CancelledError, not an Exception: the layer was never reported and no socket opened)
-            await degraded.bounded(call(group, self.channel_name))
-        except Exception as exc:  # noqa: BLE001 - the layer is a convenience: the socket goes on without it
-            degraded.report_failure("channels", exc)
-        else:
-            degraded.report_ok("channels")
+        # bounded: a hung layer would hold the handshake past daphne's own timeout, which cancels it (a
+        # CancelledError, not an Exception: the layer was never reported and no socket opened)
+        await degraded.attempt_async("channels", lambda: degraded.bounded(call(group, self.channel_name)),
+                                     lambda: None)
 
     async def key_revoked(self, event):
         """The key this socket was opened with was revoked or rotated: close with 4401."""

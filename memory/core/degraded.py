@@ -6,6 +6,8 @@ broker is unreachable, the request goes on. This module is the one place that kn
 
 * ``attempt(part, call, fallback)``: run ``call``; when it raises, or when ``part`` failed less than
   ``RETRY_SECONDS`` ago (no request waits on a part known to be down), answer ``fallback()`` instead;
+* ``attempt_async``: the same for a coroutine; ``reported(part, call)``: ``call()`` with its outcome
+  reported, its failure raised again; ``bounded``: a channel-layer call within ``CALL_SECONDS``;
 * ``report_failure(part, exc)`` / ``report_ok(part)``: what a guard saw; the first failure of a part and then
   at most one every ``WARN_SECONDS`` is logged as a warning (never one per request), the recovery once;
 * ``states()``: the registry ``/readyz`` (``oam_site.health``) reads: per part, ``up`` or ``degraded`` with
@@ -24,7 +26,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -32,11 +34,6 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-
-async def bounded(awaitable, seconds: float | None = None):
-    """``await awaitable`` within ``seconds`` (``CALL_SECONDS``); ``TimeoutError`` past it (a guard's failure,
-    reported by the caller like any other)."""
-    return await asyncio.wait_for(awaitable, CALL_SECONDS if seconds is None else seconds)
 
 #: After a failure a part is not tried again for this long (seconds): calls answer the fallback at once. Longer
 #: than the slowest failure a hung Redis costs a call (``CALL_SECONDS``, the broker's 2 s read timeout), so a
@@ -127,18 +124,47 @@ def should_try(part: str, *, now: float | None = None) -> bool:
     return entry is None or (time.monotonic() if now is None else now) >= entry.retry_at
 
 
+def reported(part: str, call: Callable[[], T]) -> T:
+    """``call()``, its outcome reported for ``part``: a success ``report_ok``, an ``Exception``
+    ``report_failure`` and raised again (for a caller that needs the failure itself: ``/readyz``, the broker's
+    status)."""
+    try:
+        value = call()
+    except Exception as exc:
+        report_failure(part, exc)
+        raise
+    report_ok(part)
+    return value
+
+
 def attempt(part: str, call: Callable[[], T], fallback: Callable[[], T]) -> T:
-    """``call()``, or ``fallback()`` when it raises any ``Exception`` (reported: ``report_failure``) or when
+    """``call()``, or ``fallback()`` when it raises any ``Exception`` (reported: ``reported``) or when
     ``part`` is pausing after a failure (``should_try``). A success reports ``part`` up."""
     if should_try(part):
         try:
-            value = call()
+            return reported(part, call)
+        except Exception:  # noqa: BLE001, S110 - a guard fails open: any failure of the part is the fallback
+            pass
+    return fallback()
+
+
+async def attempt_async(part: str, call: Callable[[], Awaitable[T]], fallback: Callable[[], T]) -> T:
+    """``attempt`` for a coroutine: ``await call()``, or ``fallback()`` when it raises or ``part`` is pausing."""
+    if should_try(part):
+        try:
+            value = await call()
         except Exception as exc:  # noqa: BLE001 - a guard fails open: any failure of the part is the fallback
             report_failure(part, exc)
         else:
             report_ok(part)
             return value
     return fallback()
+
+
+async def bounded(awaitable: Awaitable[T], seconds: float | None = None) -> T:
+    """``await awaitable`` within ``seconds`` (``CALL_SECONDS``); ``TimeoutError`` past it (a guard's failure,
+    reported by the caller like any other)."""
+    return await asyncio.wait_for(awaitable, CALL_SECONDS if seconds is None else seconds)
 
 
 def states() -> dict[str, PartState]:

@@ -79,27 +79,26 @@ def _deliver(group: str, message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
+    if not isinstance(layer, InMemoryChannelLayer):
+        # Not tried while the layer is pausing after a failure (the event is dropped); a hung layer costs
+        # CALL_SECONDS; a failure is reported, logged at most once a minute, and shown by /readyz.
+        degraded.attempt("channels", lambda: async_to_sync(degraded.bounded)(layer.group_send(group, message)),
+                         lambda: None)
+        return
     try:
-        if isinstance(layer, InMemoryChannelLayer):
-            loop = _loop
-            if loop is None or loop.is_closed() or not loop.is_running():
-                return
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
-            if running is loop:
-                loop.create_task(layer.group_send(group, message))
-            else:
-                asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop)
+        loop = _loop
+        if loop is None or loop.is_closed() or not loop.is_running():
             return
-        if not degraded.should_try("channels"):
-            return  # the layer failed a moment ago: drop the event rather than wait on it again
-        async_to_sync(degraded.bounded)(layer.group_send(group, message))  # a hung layer costs CALL_SECONDS
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            loop.create_task(layer.group_send(group, message))
+        else:
+            asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop)
     except Exception as exc:  # noqa: BLE001 - progress must never break extraction
-        degraded.report_failure("channels", exc)  # logged at most once a minute; /readyz shows it
-    else:
-        degraded.report_ok("channels")
+        degraded.report_failure("channels", exc)
 
 
 def publish(group: str, message: dict[str, Any]) -> None:
