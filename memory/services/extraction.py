@@ -262,10 +262,8 @@ def _job_run(job_id: int, llm: Llm | None, retention: MemoryRetentionConfig | No
         with history.acting("extraction", job.pk, f"extraction job {job.pk}"):  # the versions it writes
             committed = _commit(job.pk, attempt, planned, result, started=started, chain=background)
     except (ExtractionRejected, LlmRequestRejected, LlmInvalidOutput) as exc:
-        _finish_failed(job.pk, attempt, f"{type(exc).__name__}: {exc}", started=started,
-                       llm_seconds=result.llm_seconds, chain=background)
-        _traced_result(span, result, error=exc)
-        return "failed"
+        return _failed(span, job.pk, attempt, f"{type(exc).__name__}: {exc}", exc, result, started=started,
+                       chain=background)
     except LlmUnavailable as exc:  # unreachable, timed out, rate-limited, 5xx: wait for it, up to the horizon
         reason = f"{type(exc).__name__}: {exc}"
         _traced_result(span, result)
@@ -275,10 +273,8 @@ def _job_run(job_id: int, llm: Llm | None, retention: MemoryRetentionConfig | No
         if delay is not None:
             logger.warning("extraction job %s: LLM unavailable (%s); retrying in %.0f s", job.pk, reason, delay)
             return "retrying"
-        _finish_failed(job.pk, attempt, f"retry horizon ended: {reason}", started=started,
-                       llm_seconds=result.llm_seconds, chain=background, failure="transient")
-        _traced_result(span, result, error=exc)
-        return "failed"
+        return _failed(span, job.pk, attempt, f"retry horizon ended: {reason}", exc, result, started=started,
+                       chain=background, failure="transient")
     except Exception as exc:
         reason = f"{type(exc).__name__}: {exc}"
         _traced_result(span, result)
@@ -286,13 +282,20 @@ def _job_run(job_id: int, llm: Llm | None, retention: MemoryRetentionConfig | No
             _release(job.pk, attempt, reason)
             raise
         logger.warning("extraction job %s failed: %s", job.pk, reason, exc_info=not isinstance(exc, LlmError))
-        _finish_failed(job.pk, attempt, reason, started=started, llm_seconds=result.llm_seconds, chain=background)
-        _traced_result(span, result, error=exc)
-        return "failed"
+        return _failed(span, job.pk, attempt, reason, exc, result, started=started, chain=background)
     _traced_result(span, result, planned if committed else None)
     if committed and job.trigger == TRIGGER_ADD:
         _refresh_summary(thread.pk, llm)
     return "done" if committed else "skipped"
+
+
+def _failed(span, job_id: int, attempt: int, reason: str, exc: Exception, result: JobResult, *, started: float,
+            chain: bool, failure: str = "permanent") -> str:
+    """Fail the job (``_finish_failed``, ``failure`` as there), note ``exc`` on its span; "failed"."""
+    _finish_failed(job_id, attempt, reason, started=started, llm_seconds=result.llm_seconds, chain=chain,
+                   failure=failure)
+    _traced_result(span, result, error=exc)
+    return "failed"
 
 
 def _refresh_summary(thread_id: str, llm: Llm) -> None:
