@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -229,8 +230,6 @@ def generated_text_fault(text: str, *, max_chars: int, prompts: tuple[str, ...] 
 
     Issue #34: garbage completions became an image's stored description; the list grew from an outside attack.
     """
-    import unicodedata
-
     stripped = text.strip().lstrip("\ufeff").strip()
     if not stripped or stripped.lower().strip(" .") in _NOTHING or set(stripped.lower().split()) <= _NOTHING:
         return "empty"
@@ -269,12 +268,12 @@ def generated_text_fault(text: str, *, max_chars: int, prompts: tuple[str, ...] 
             return "an echo of the prompt"
     if len(tokens) >= REPEAT_MIN_TOKENS and len({t.lower() for t in tokens}) < MIN_DISTINCT_SHARE * len(tokens):
         return "repetitive"
-    if sum(_wordlike(t, unicodedata) for t in tokens) < MIN_WORD_SHARE * len(tokens):
+    if sum(_wordlike(t) for t in tokens) < MIN_WORD_SHARE * len(tokens):
         return "not words"
     return None
 
 
-def _wordlike(token: str, unicodedata) -> bool:
+def _wordlike(token: str) -> bool:
     """A whitespace-separated token reads as a word: without its punctuation (Unicode P*) and format characters
     (Cf: ZWJ, ZWNJ, soft hyphens), letters with their marks (any script: "Kate's", "e-mail",
     "一只猫坐在窗台上，外面在下雨。"), digits ("9:30", "24/7"), or both ("topic12", "COVID-19", "74HC595N", "2N2222A");

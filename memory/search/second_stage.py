@@ -292,7 +292,6 @@ _ADDRESS_BEFORE = (r"(?:hey|hi|hii+|hello|hiya|yo|dear|thanks|thank\s+you|thx|by
                    r"you|sorry|miss\s+you|love\s+you|see\s+you)")
 #: How a speaker names themselves ("I'm Kate", "my name is Vanessa", "call me Vee").
 _SELF_NAMING = r"(?:i'?m|i\s+am|my\s+name\s+is|my\s+name'?s|call\s+me|name'?s)"
-_ALIAS_PATTERNS: dict[str, tuple[re.Pattern, re.Pattern]] = {}
 
 #: Times another speaker must address someone by a name (or they name themselves) before the name is read as
 #: theirs, and the share of those votes the person must hold. Not tuned: the smallest count that is more than
@@ -301,19 +300,15 @@ ALIAS_MIN_VOTES = 2
 ALIAS_MIN_SHARE = 0.75
 
 
+@functools.lru_cache(maxsize=256)
 def _alias_patterns(name: str) -> tuple[re.Pattern, re.Pattern]:
-    if (found := _ALIAS_PATTERNS.get(name)) is None:
-        n = re.escape(name)
-        addressed = re.compile(
-            rf"(?:^|[.!?]\s+){n}\s*[,!]|\b{_ADDRESS_BEFORE}[,!.]*\s+{n}\b(?!\s*\w)|,\s*{n}\s*[!?.]*\s*$"
-            rf"|\b{_ADDRESS_BEFORE}[,!.]*\s+{n}\s*[!?.,]",
-            re.IGNORECASE)
-        self_named = re.compile(rf"\b{_SELF_NAMING}\s+{n}\b", re.IGNORECASE)
-        if len(_ALIAS_PATTERNS) < 256:
-            _ALIAS_PATTERNS[name] = found = (addressed, self_named)
-        else:
-            found = (addressed, self_named)
-    return found
+    """(addressed by ``name``, naming oneself ``name``) patterns, any case; the last 256 names' are kept."""
+    n = re.escape(name)
+    addressed = re.compile(
+        rf"(?:^|[.!?]\s+){n}\s*[,!]|\b{_ADDRESS_BEFORE}[,!.]*\s+{n}\b(?!\s*\w)|,\s*{n}\s*[!?.]*\s*$"
+        rf"|\b{_ADDRESS_BEFORE}[,!.]*\s+{n}\s*[!?.,]",
+        re.IGNORECASE)
+    return addressed, re.compile(rf"\b{_SELF_NAMING}\s+{n}\b", re.IGNORECASE)
 
 
 def query_names(query: str, roles: Iterable[str]) -> list[str]:
