@@ -182,6 +182,14 @@ class Memory(StoredIdModel):
     expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
     source_message_ids = models.JSONField(default=list, blank=True)
     pending = models.BooleanField(default=False)
+    # Valid time (issue #32, migration 0015): when the fact holds in the world, distinct from when it was recorded
+    # (``created_at`` and the history's times) and from TTL expiry (``expires_at``). None: open on that side.
+    valid_from = models.DateTimeField(null=True, blank=True)
+    valid_to = models.DateTimeField(null=True, blank=True)
+    # Dependants (issue #32): a memory derived from one that changed since (``MemoryDerivation``) is flagged, kept and
+    # searchable; ``review_cause`` names the change that flagged it (None when not flagged).
+    needs_review = models.BooleanField(default=False)
+    review_cause = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -189,7 +197,10 @@ class Memory(StoredIdModel):
         db_table = "oam_memories"
         ordering = ["created_at"]
         verbose_name_plural = "memories"
-        indexes = [models.Index(fields=["project", "pending", "created_at"], name="oam_mem_review_ix")]
+        indexes = [
+            models.Index(fields=["project", "pending", "created_at"], name="oam_mem_review_ix"),
+            models.Index(fields=["project", "needs_review"], name="oam_mem_dependant_ix"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.memory_type} {self.public_id}"
@@ -214,6 +225,9 @@ class SearchChunk(models.Model):
     thread_id = models.CharField(max_length=STORED_ID_LENGTH, null=True, blank=True)
     status = models.CharField(max_length=16, default="valid")
     expires_at = models.DateTimeField(null=True, blank=True)
+    # Copies of a memory's validity window (``Memory.valid_from``/``valid_to``; None for messages and images).
+    valid_from = models.DateTimeField(null=True, blank=True)
+    valid_to = models.DateTimeField(null=True, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     # What the keyword index reads: ``text`` is the record's own words ("<role>: <content>" for messages);
     # ``context`` adds the neighbouring turns of the same thread (two each side) for messages, and is the
@@ -457,9 +471,41 @@ class MemoryVersion(models.Model):
         db_table = "oam_memory_versions"
         ordering = ["memory_id", "version"]
         constraints = [models.UniqueConstraint(fields=["memory_id", "version"], name="oam_memver_uq")]
+        # Recorded-time ("as of") reads (issue #32): one memory's state at an instant, and a project's changes
+        # since an instant.
+        indexes = [
+            models.Index(fields=["memory_id", "created_at"], name="oam_memver_time_ix"),
+            models.Index(fields=["project", "created_at"], name="oam_memver_project_time_ix"),
+        ]
 
     def __str__(self) -> str:
         return f"memory version {public_id(self.memory_id)}#{self.version}"
+
+
+class MemoryDerivation(models.Model):
+    """A ``derived_from`` edge (issue #32): memory ``memory_id`` was inferred from memory ``source_id``.
+
+    Extraction records which memories a new one was inferred from; ``add_memory`` and the API accept them. When a
+    source is superseded, invalidated, edited or deleted, every memory derived from it, transitively, is flagged
+    (``Memory.needs_review``). Stored ids without foreign keys, like ``MemoryVersion``: an edge outlives a single
+    delete of either end (a restore brings it back into play) and goes with the user's, agent's or thread's erasure.
+    ``thread_id`` is the derived memory's thread (scope copy, for erasure).
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    project = _project_field()
+    memory_id = models.CharField(max_length=STORED_ID_LENGTH)
+    source_id = models.CharField(max_length=STORED_ID_LENGTH, db_index=True)
+    thread_id = models.CharField(max_length=STORED_ID_LENGTH, null=True, blank=True, db_index=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "oam_memory_derivations"
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["memory_id", "source_id"], name="oam_memderiv_uq")]
+
+    def __str__(self) -> str:
+        return f"memory {public_id(self.memory_id)} derived from {public_id(self.source_id)}"
 
 
 class Profile(models.Model):
