@@ -18,6 +18,7 @@ its first completion), every failing test shows its exit code and the log's tail
 same text instead of "Connection refused".
 """
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -177,6 +178,7 @@ def fresh_extraction_tracker(monkeypatch):
 
     fresh = tracker._Tracker()
     monkeypatch.setattr(tracker, "_tracker", fresh)
+    monkeypatch.setattr(tracker, "_warned_off", threading.Event())
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from memory.extraction.config import MemoryExtractionConfig
 from memory.extraction.jobs import job_schedule, lock_row
 from memory.extraction.queue import NOT_QUEUED, broker_status, enqueue_job
 from memory.extraction.settings import ACTIVE, SIDE_TRIGGERS, TRIGGER_ADD
-from memory.extraction.tracker import thread_config, thread_llm
+from memory.extraction.tracker import off_reason, thread_config, thread_llm
 from memory.llm.adapters import get_llm
 from memory.models import ExtractionJob, Message, Thread
 from memory.records.selectors import live_q
@@ -229,7 +229,8 @@ def extraction_state(*, thread: Thread) -> dict[str, Any]:
     """The extraction state of a thread row: config, watermark, last message seq, pending work, last job.
 
     ``enabled`` says whether this process would extract for the thread
-    (``extract_memories`` and an LLM from the settings or attached here).
+    (``extract_memories`` and an LLM from the settings or attached here); ``reason`` says why not (None when it
+    would: ``memory.extraction.tracker.off_reason``).
     ``pending_messages`` counts live messages after the watermark; ``thread_id`` is public.
     ``stalled`` is ``queue_stall`` (None when the queue advances), ``failed_ranges`` ``failed_ranges``,
     ``last_repair`` ``last_repair`` and ``broker`` the live
@@ -244,9 +245,11 @@ def extraction_state(*, thread: Thread) -> dict[str, Any]:
     jobs = ExtractionJob.objects.filter(thread_id=thread.pk)
     last_job = jobs.order_by("-id").first()
     last_seq = Message.objects.filter(thread_id=thread.pk).aggregate(m=Max("seq"))["m"] or 0
+    reason = off_reason(config, thread_llm(thread.pk))
     return {
         "thread_id": thread.public_id,
-        "enabled": config.extract_memories and thread_llm(thread.pk) is not None,
+        "enabled": reason is None,
+        "reason": reason,
         "mode": config.extraction_mode.value,
         "watermark": thread.extracted_through_seq,
         "last_message_seq": last_seq,

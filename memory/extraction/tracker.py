@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import logging
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -12,6 +14,8 @@ from memory.extraction.config import MemoryExtractionConfig
 from memory.extraction.settings import ACTIVE, POLL_SECONDS
 from memory.llm.adapters import Llm, get_llm
 from memory.models import ExtractionJob, Thread
+
+logger = logging.getLogger(__name__)
 
 # --- what this process knows beyond the database ----------------------------------------
 
@@ -94,6 +98,57 @@ def thread_llm(thread_id: str) -> Llm | None:
     if attached is not None and attached.llm is not None:
         return attached.llm
     return get_llm()
+
+
+#: Why extraction cannot run (``off_reason``): the thread's config turned it off, or no LLM is configured.
+REASON_CONFIG_OFF = "extract_memories is false in this thread's memory_extraction_config."
+REASON_NO_LLM = ("No LLM is configured, so messages are stored and no memories are extracted: set "
+                 "OAM_LLM_BASE_URL and OAM_LLM_MODEL for the server (docs/extraction.md), or pass llm= "
+                 "to the Python client.")
+
+
+class ExtractionOffWarning(UserWarning):
+    """Warned once per process (``warn_if_off``): extraction is on in a thread's config and cannot run."""
+
+
+_warned_off = threading.Event()
+
+
+def off_reason(config: MemoryExtractionConfig, llm: Llm | None) -> str | None:
+    """Why extraction does not run for a thread with ``config`` and ``llm`` (None: it runs).
+
+    ``REASON_CONFIG_OFF`` when ``extract_memories`` is false, else ``REASON_NO_LLM`` when there is no LLM (issue #33:
+    a new user's extraction example stored nothing and said nothing). ``GET /api/threads/{id}/extraction`` answers
+    it as ``reason`` and the staff thread page shows it.
+    """
+    if not config.extract_memories:
+        return REASON_CONFIG_OFF
+    if llm is None:
+        return REASON_NO_LLM
+    return None
+
+
+def warn_if_off(thread_id: str, config: MemoryExtractionConfig, llm: Llm | None) -> bool:
+    """Say once per process, as a log warning and an ``ExtractionOffWarning``, that ``add_messages`` stored messages
+    of a thread whose config asks for extraction while no LLM is configured; True when it warned now.
+
+    Once, not per call: the operator learns it from the first add and the log is not flooded. A thread whose config
+    turns extraction off is not warned about (that is what was asked for).
+    """
+    if not config.extract_memories or llm is not None or _warned_off.is_set():
+        return False
+    with _tracker.cond:
+        if _warned_off.is_set():
+            return False
+        _warned_off.set()
+    logger.warning("thread %s: %s (said once per process)", thread_id, REASON_NO_LLM)
+    warnings.warn(REASON_NO_LLM, ExtractionOffWarning, stacklevel=2)
+    return True
+
+
+def reset_off_warning() -> None:
+    """Forget that ``warn_if_off`` warned (tests)."""
+    _warned_off.clear()
 
 
 # --- waiting ------------------------------------------------------------------------------------

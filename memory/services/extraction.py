@@ -48,7 +48,7 @@ from memory.extraction.settings import (
     default_retention,
     max_attempts,
 )
-from memory.extraction.tracker import attach, thread_config, thread_llm
+from memory.extraction.tracker import attach, thread_config, thread_llm, warn_if_off
 from memory.links.writes import link_create
 from memory.llm.adapters import Llm, LlmError, LlmInvalidOutput, LlmRequestRejected, LlmUnavailable
 from memory.llm.prompts import MAX_OUTPUT_TOKENS, SCHEMA_NAME, extraction_prompt, extraction_schema
@@ -64,12 +64,14 @@ def extraction_after_add(*, thread: Thread, llm: Llm | None, config: MemoryExtra
                          retention: MemoryRetentionConfig | None = None) -> ExtractionJob | None:
     """Run or queue extraction after ``add_messages`` committed its messages; return the job or None.
 
-    Does nothing unless ``config.extract_memories`` and an LLM. INLINE runs
+    Does nothing unless ``config.extract_memories`` and an LLM (without an LLM it says so once per process,
+    ``memory.extraction.tracker.warn_if_off``). INLINE runs
     the job (and any earlier pending ones) before returning; extraction
     failures are logged and recorded on the job, never raised. BACKGROUND
     applies the queue-full rule (may raise ``TimeoutError``; the messages stay).
     """
     if not config.extract_memories or llm is None:
+        warn_if_off(thread.public_id, config, llm)
         return None
     attach(thread.pk, llm=llm, config=config)
     if config.is_background and not queue_has_room(config):

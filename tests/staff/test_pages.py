@@ -475,6 +475,20 @@ def test_extract_now_without_an_llm_says_so(htmx, filled):
     assert html.lstrip().startswith('<div id="extraction-state">') and "no LLM is configured" in html
 
 
+def test_the_thread_page_says_why_extraction_is_off(staff, filled, settings):
+    """Issue #33 friction 4: the staff page names the reason (here: no LLM configured), not a guess between two."""
+    from django.utils.html import escape
+
+    from memory.extraction.tracker import REASON_NO_LLM
+    from memory.llm.adapters import reset_llm
+
+    settings.OAM_LLM_BASE_URL = ""
+    reset_llm()
+    html = staff.get(DETAIL).content.decode()
+    state = html.split('<div id="extraction-state">')[1].split("</p>")[0]
+    assert f'<span class="extraction-off">Off: {escape(REASON_NO_LLM)}</span>' in state
+
+
 def test_extract_now_runs_extraction_through_the_thread(staff, htmx, monkeypatch, client, fresh_extraction_tracker):
     from memory.client import MemoryExtractionConfig
     from memory.llm.scripted import ScriptedLlm

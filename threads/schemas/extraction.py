@@ -65,6 +65,8 @@ class ExtractionStateOut(Schema):
 
     thread_id: str
     enabled: bool = Field(description="Extraction on and an LLM configured for this server.")
+    reason: str | None = Field(description=(
+        "Why extraction does not run (null when it does): extract_memories is false, or no LLM is configured."))
     mode: str
     watermark: int
     last_message_seq: int
