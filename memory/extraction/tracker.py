@@ -3,7 +3,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -107,10 +106,6 @@ REASON_NO_LLM = ("No LLM is configured, so messages are stored and no memories a
                  "to the Python client.")
 
 
-class ExtractionOffWarning(UserWarning):
-    """Warned once per process (``warn_if_off``): extraction is on in a thread's config and cannot run."""
-
-
 _warned_off = threading.Event()
 
 
@@ -129,8 +124,9 @@ def off_reason(config: MemoryExtractionConfig, llm: Llm | None) -> str | None:
 
 
 def warn_if_off(thread_id: str, config: MemoryExtractionConfig, llm: Llm | None) -> bool:
-    """Say once per process, as a log warning and an ``ExtractionOffWarning``, that ``add_messages`` stored messages
-    of a thread whose config asks for extraction while no LLM is configured; True when it warned now.
+    """Say once per process, as a warning of this module's logger (the server's log, or stderr in a shell), that
+    ``add_messages`` stored messages of a thread whose config asks for extraction while no LLM is configured; True
+    when it warned now.
 
     Once, not per call: the operator learns it from the first add and the log is not flooded. A thread whose config
     turns extraction off is not warned about (that is what was asked for).
@@ -142,7 +138,6 @@ def warn_if_off(thread_id: str, config: MemoryExtractionConfig, llm: Llm | None)
             return False
         _warned_off.set()
     logger.warning("thread %s: %s (said once per process)", thread_id, REASON_NO_LLM)
-    warnings.warn(REASON_NO_LLM, ExtractionOffWarning, stacklevel=2)
     return True
 
 
