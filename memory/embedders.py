@@ -238,7 +238,7 @@ def embed_records(texts: Sequence[str], *, field: str) -> np.ndarray:
     Raises ValueError (``InvalidArgument`` naming ``field``, a 422 over HTTP) when their
     ``embedding_cost`` (characters, each text at most ``TEXT_CHARS``) is over ``MAX_EMBED_CHARS``,
     before any of them is embedded. One request embeds once, here (messages, memories, images,
-    edits): what bounds its CPU (README "Limits"; issue #29).
+    edits): what bounds its CPU (docs/api.md, "Limits"; issue #29).
     """
     cost = sum(map(embedding_cost, texts))
     if cost > MAX_EMBED_CHARS:
