@@ -89,3 +89,25 @@ def test_the_extraction_example_extracts_with_the_llm_it_names(db, capsys):
         llm.stop()
     assert out == "fact user said: My sister Ingrid keeps bees in Tromsø.\n"
     assert Memory.objects.get().source_message_ids
+
+
+#: A duration: "74 s", "9 min", "4 to 9 minutes", "2-3 minutes".
+_DURATION = re.compile(r"\b\d+(?:\.\d+)?(?:\s*(?:to|-)\s*\d+)?\s*(?:s|min|minutes|seconds)\b")
+
+
+def test_set_up_times_are_dated_measurements():
+    """Friction 7 of issue #33: "about 4 minutes" for the llama.cpp build took 9 on a loaded machine, and "2-3
+    minutes" for `make serve` took 74 s. A set-up time is now a measurement with a date and a machine
+    (``docs/benchmarks.md``, "Set-up"), and where set-up is described a duration gives its date or points there."""
+    table = (DOCS / "benchmarks.md").read_text().split("\n## Set-up\n")[1].split("\n## ")[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| what ")]
+    assert len(rows) >= 3
+    for row in rows:
+        _what, figure, date, machine = [cell.strip() for cell in row.strip("|").split("|")]
+        assert _DURATION.search(figure) and re.search(r"\b20\d\d-\d\d-\d\d\b", date) and "core" in machine, row
+    undated = [f"{path.name}: {line.strip()}" for path in (README, DOCS / "index.md", DOCS / "testing.md",
+                                                           ROOT / "requirements-dev.txt", ROOT / "Makefile",
+                                                           ROOT / "scripts" / "llama_wheel.sh")
+               for line in path.read_text().splitlines()
+               if _DURATION.search(line) and not re.search(r"\b20\d\d-\d\d-\d\d\b|benchmarks\.md", line)]
+    assert undated == []
