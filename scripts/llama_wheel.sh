@@ -30,7 +30,7 @@ KEY=$(printf '%s %s %s' "$VERSION" "$ARCH" "$FLAGS" | sha256sum | cut -c1-16)
 DIR=${OAM_WHEEL_CACHE:-$HOME/.cache/oam-site/wheels}/llama-cpp-python-$VERSION-$KEY
 WHEEL=$(ls "$DIR"/llama_cpp_python-"$VERSION"-*.whl 2>/dev/null | head -n1 || true)
 if [ -z "$WHEEL" ]; then
-  echo "building llama-cpp-python $VERSION for a portable CPU baseline (about 4 min on 2 cores) ..." >&2
+  echo "building llama-cpp-python $VERSION for a portable CPU baseline (4 to 9 min on 2 cores: docs/benchmarks.md) ..." >&2
   mkdir -p "$DIR.tmp"
   CMAKE_ARGS="$FLAGS" CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} \
     "$PYTHON" -m pip wheel -q --no-deps --no-cache-dir --no-binary llama-cpp-python \

@@ -85,7 +85,7 @@ def client_address(source: HttpRequest | Mapping[str, Any]) -> str:
     Under ASGI, Django's ``REMOTE_ADDR`` is the scope's ``client`` host, so an
     HTTP request and a WebSocket handshake from one client count as one
     address; behind a proxy, daphne's ``--proxy-headers`` sets both from
-    ``X-Forwarded-For`` (README, "API keys").
+    ``X-Forwarded-For`` (docs/projects-and-keys.md, "API keys").
     """
     if isinstance(source, HttpRequest):
         return source.META.get("REMOTE_ADDR") or "unknown"

@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 #: ``Thread.config`` when given at creation (``create_thread``/``update_thread``) or set on one handle
 #: (``get_thread``), and reported by ``_to_config()``; the prompts here are bounded by
 #: ``MemoryExtractionConfig.memory_extraction_token_limit`` and the context-card rules instead, so
-#: these four change no behaviour yet (README "Switching from oracleagentmemory").
+#: these four change no behaviour yet (docs/python.md, "Switching from oracleagentmemory").
 THREAD_SETTINGS = {
     "max_message_token_length": 15_000,
     "message_shortening_input_token_limit": 30_000,

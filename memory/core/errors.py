@@ -54,7 +54,7 @@ def check_sql_count(value: int, field: str, rule: str = "") -> int:
     return value
 
 
-# --- bounds on the work one call may ask for (README "Limits") ---------------------
+# --- bounds on the work one call may ask for (docs/api.md, "Limits") ---------------------
 #
 # Each is a ValueError (``InvalidArgument``) naming the field, a 422 over HTTP.
 

@@ -5,7 +5,7 @@ non-recording span, which ``memory_span`` does not even make current (about 5 us
 2-core machine, against milliseconds for a search or a write), and the engine computes no attribute, content or
 event for it (each caller checks ``span.is_recording()`` before anything costly). ``configure_from_env``
 (called at start-up by ``memory.apps.MemoryConfig.ready``) installs the SDK from the standard ``OTEL_*``
-variables (README, "Tracing (OpenTelemetry)").
+variables (docs/configuration.md, "Tracing (OpenTelemetry)").
 
 The convention
 --------------

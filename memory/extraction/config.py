@@ -68,7 +68,7 @@ class MemoryExtractionImageContext(_CaseInsensitiveEnum):
     ``DISABLED``: nothing. ``IMAGE``: the image itself (needs a vision LLM). ``CAPTION``: its stored
     description. ``MEMORY``: its description, also stored as a memory. Here extraction reads a message's
     text parts only, DISABLED's behaviour, whatever the value: the others are accepted and kept so that
-    an SDK application's config constructs (README, "Switching from oracleagentmemory").
+    an SDK application's config constructs (docs/python.md, "Switching from oracleagentmemory").
     """
 
     DISABLED = "disabled"
@@ -321,7 +321,7 @@ class MemoryExtractionConfig:
         ``given_only=True`` keeps only ``given_fields``: what is *stored* in ``Thread.config``, so an
         unset field stays unset and is resolved again on every read (``from_thread_config`` treats
         every stored key as given). Storing resolved defaults turned an omitted ``extract_memories``
-        into a stored ``True``, which then needed an LLM on every later update (README: an omitted
+        into a stored ``True``, which then needed an LLM on every later update (docs/python.md: an omitted
         ``extract_memories`` leaves extraction off without an LLM).
         """
         data = {}

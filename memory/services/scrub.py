@@ -18,7 +18,7 @@ text (``postgres_vacuum``): the deleted rows' tuples leave the heap and every
 index (GIN included), but PostgreSQL does not zero the space they leave inside a
 page, and WAL segments, replicas and base backups keep the old bytes until they
 are recycled or expire; ``VACUUM FULL`` (an exclusive lock) rewrites the files,
-the operator's choice for a quiet hour (README, "PostgreSQL").
+the operator's choice for a quiet hour (docs/databases.md, "PostgreSQL").
 
 ``chunk_deletes_since_scrub`` tells the expiry purge whether any path deleted a search chunk or a history
 version since the last scrub (so the purge scrubs for those too). Callers: ``memory.services.erasure``

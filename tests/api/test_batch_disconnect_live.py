@@ -1,7 +1,7 @@
 """A client that goes away before its ``add_messages`` batch is answered (issue #29: "a client that timed out
 at 120 s still had its batch committed"): on a real daphne, the batch is committed whole or not at all, never
 in part. It is committed: a checked batch is embedded and written in one transaction whether or not anyone
-waits for the answer (README, "Limits"); a client retrying should first look for its message ids."""
+waits for the answer (docs/api.md, "Limits"); a client retrying should first look for its message ids."""
 
 from __future__ import annotations
 

@@ -357,8 +357,8 @@ def test_the_python_client_of_a_restricted_tenant_sees_the_same_relations(shared
 @pytest.mark.parametrize("kind", ["thread", "memory", "message", "image", "relation"])
 def test_a_taken_id_is_a_409_that_names_nothing_but_the_id(two_users, kind):
     """Ids are unique per project, so a user-restricted key learns that an id it asks for is taken by
-    someone in its project: a deliberate, documented limit (README, "API keys"). The answer says only that: no
-    owner, no user, agent or thread of the record that holds the id."""
+    someone in its project: a deliberate, documented limit (docs/projects-and-keys.md, "API keys"). The answer
+    says only that: no owner, no user, agent or thread of the record that holds the id."""
     thread = two_users.get_thread("t-u1")
     two_users.create_thread(thread_id="taken-thread", user_id="u1", agent_id="a1")
     thread.add_messages([{"role": "user", "content": "u1 here", "id": "taken-msg"}])

@@ -3,7 +3,7 @@
 From an outside attack on a live daphne: 620 wrong-key handshakes in 4 s all got 403, never 429, did not count
 toward the per-address wrong-key cap and each wrote an ``oam_access_log`` row; an upgrade to a path no WebSocket
 route matches answered 500 with a ``ValueError: No route found`` traceback in the log. Clients are raw sockets,
-so the test sees exactly what goes over the wire (``README``, "WebSocket refusals").
+so the test sees exactly what goes over the wire (``docs/api.md``, the WebSocket refusals).
 """
 
 from __future__ import annotations

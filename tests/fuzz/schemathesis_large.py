@@ -1,7 +1,7 @@
 """Schemathesis hooks that make the generated inputs large ("no 500 for any input").
 
 Not a test module: load it with ``SCHEMATHESIS_HOOKS=tests.fuzz.schemathesis_large``
-(README, "Limits"). In each generated JSON body one value, chosen at random
+(docs/api.md, "Limits"). In each generated JSON body one value, chosen at random
 from the body's own content, is made large: a string to 100,001 or 1,048,576
 characters (over the content and query limits), a list to 1,001 or 1,500 items
 (over the batch and filter limits), or a ``metadata``/``metadata_filter``

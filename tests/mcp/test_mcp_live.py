@@ -25,6 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from tests.browser.harness import ROOT, ScriptedLlmServer, migrate_with_key, server_env, start_daphne, stop_process
+from tests.docs.blocks import DOCS, marked_for
 from threads.mcp.server import FORBIDDEN
 from threads.mcp.tools import TOOLS
 
@@ -104,6 +105,22 @@ def test_a_2026_client_lists_tools_adds_messages_follows_extraction_searches_and
             return await _conversation(client, "mcp-1", progress=[])
 
     anyio.run(run)
+
+
+def test_the_docs_python_client_example_runs_against_the_server(live, capsys):
+    """``docs/agents.md``'s MCP client (the block marked ``tested: tests/mcp/test_mcp_live.py``), as pasted but
+    for this server's address and key, on the thread ``c4`` it names."""
+    url, key, _read, _env, _llm = live
+    [code] = marked_for("tests/mcp/test_mcp_live.py", DOCS / "agents.md", "python")
+
+    async def make_thread():
+        async with _client(url + "/mcp", key) as client:
+            _data(await client.call_tool("create_thread", {"thread_id": "c4", "user_id": "u4", "agent_id": "a4"}))
+
+    anyio.run(make_thread)
+    code = code.replace("http://127.0.0.1:8000", url).replace("<API key>", key)
+    exec(compile(code, "agents.md (MCP client)", "exec"), {})  # noqa: S102 - the docs' own example
+    assert "Ingrid keeps bees in Tromsø" in capsys.readouterr().out
 
 
 def test_a_legacy_initialize_client_is_answered_too_and_sees_extraction_progress(live):

@@ -513,7 +513,7 @@ def assert_detached(client, ids=("u2-llama", "u2-alpaca")):
 
 def test_a_user_restricted_thread_delete_leaves_another_users_records(shared):
     """Found by a security review: a write key fixed to u1 deleted thread c5 (204) and u2's memory filed in it
-    was gone. The README's rule: a user-restricted key never changes another user's records."""
+    was gone. docs/erasure.md's rule: a user-restricted key never changes another user's records."""
     client, u1 = shared
     assert u1.delete_thread("c5") == 1
     assert not Thread.objects.filter(pk=key("c5")).exists() and not Memory.objects.filter(pk=key("u1-zebra")).exists()
@@ -602,7 +602,7 @@ def test_an_erasure_over_http_leaves_another_users_records_filed_in_the_erased_u
 def test_an_erasure_on_postgresql_vacuums_every_table_that_held_the_users_text():
     """PostgreSQL keeps a deleted row as a dead tuple until VACUUM; the scrub vacuums each table that holds text
     (``memory.services.scrub.VACUUMED_TABLES``), after the erasure's commit. What it cannot do (zero the freed
-    space inside a page, WAL, backups) is stated in the README."""
+    space inside a page, WAL, backups) is stated in docs/databases.md and docs/erasure.md."""
     client = AgentMemory(llm=None)
     canary = f"qzcanary{uuid.uuid4().hex[:16]}"
     fill(client, "pg-user", canary)
