@@ -26,7 +26,7 @@ def test_a_thread_is_created_with_its_extraction_config(api):
 
 def test_an_unset_extract_memories_stays_unset_through_updates_without_an_llm(api, settings):
     """No LLM on the server: a stored config used to store the resolved extract_memories=True, so the
-    next PATCH answered 422 loc body.llm 'extract_memories=True needs an LLM' (README: an omitted
+    next PATCH answered 422 loc body.llm 'extract_memories=True needs an LLM' (docs/python.md: an omitted
     extract_memories leaves extraction off without an LLM)."""
     settings.OAM_LLM_BASE_URL = ""
     reset_llm()

@@ -73,9 +73,8 @@ def _valid_only(results: list[dict]) -> bool:
 
 
 def _no_extraction_and_why(body: dict) -> bool:
-    """No LLM: extraction is off. ``reason`` says why (issue #33, friction 5) once the server answers it."""
-    return body["enabled"] is False and body["last_message_seq"] >= 2 \
-        and ("reason" not in body or "LLM" in body["reason"])
+    """No LLM: extraction is off, and ``reason`` says why (issue #33, friction 5)."""
+    return body["enabled"] is False and body["last_message_seq"] >= 2 and "No LLM is configured" in body["reason"]
 
 
 #: Every HTTP call of the shell blocks, in order: (method, path, status, check of the JSON body or None).
