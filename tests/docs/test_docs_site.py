@@ -81,8 +81,29 @@ def test_the_staff_header_links_to_the_docs_which_answer_once_built(staff, site,
     api = Client().get("/docs/api.html")
     assert api.status_code == 200 and b'id="limits"' in b"".join(api.streaming_content)
     assert Client().get("/docs/no-such-page.html").status_code == 404
-    # A path out of the site is refused (Django's SuspiciousFileOperation: 400), never served.
-    assert Client(raise_request_exception=False).get("/docs/../mkdocs.yml").status_code == 400
+    # A path out of the site is refused (a 404, no traceback in the log), never served.
+    assert Client(raise_request_exception=False).get("/docs/../mkdocs.yml").status_code == 404
+
+
+@pytest.mark.parametrize("path", [
+    "a" * 5000,                       # had answered 500: OSError "File name too long"
+    "a/" * 3000, "b" * 300 + ".html", "%2e" * 3000,
+    "../mkdocs.yml", "css/../../mkdocs.yml", "..%2fmkdocs.yml", "%2e%2e/mkdocs.yml",
+    "api.html/", "api.html//", "index.html/.",   # a page with a trailing slash rendered unstyled
+    "pw.txt", "up/README.md",                    # symlinks out of the site
+    "x%00.html",
+])
+def test_only_the_sites_own_files_are_served_and_no_path_is_a_500(db, site, settings, tmp_path, path):
+    """A new user's attack on /docs/ (issue #33): long paths answered 500, symlinks in the site were followed out
+    of it, and each ``..`` logged a 40-line traceback while answering 400."""
+    built = tmp_path / "built"
+    shutil.copytree(site, built)
+    (built / "pw.txt").symlink_to(ROOT / "mkdocs.yml")
+    (built / "up").symlink_to(ROOT)
+    settings.OAM_DOCS_SITE_DIR = built
+    response = Client(raise_request_exception=False).get("/docs/" + path)
+    assert response.status_code == 404
+    assert Client().get("/docs/api.html").status_code == 200  # the site itself still answers
 
 
 def test_before_a_build_the_docs_say_how_to_build_them(db, settings, tmp_path):
