@@ -64,9 +64,9 @@ def _check_search_config(value: Any) -> MemorySearchConfig | None:
         raise TypeError("search_config: must be a MemorySearchConfig")
     return value
 
-#: The search arguments besides the query and scope (spec: search).
+#: The search arguments besides the query and scope (spec: search; ``valid_at``: issue #32).
 _SEARCH_ARGUMENTS = ("max_results", "token_budget", "soft_token_budget", "record_types", "metadata_filter",
-                     "include_invalid_results", "num_hops", "max_linked_results")
+                     "include_invalid_results", "num_hops", "max_linked_results", "valid_at")
 
 
 def _async_twin(method):

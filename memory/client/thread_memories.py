@@ -4,6 +4,7 @@ the spec: ``memory.records.history``), as the mixin ``ThreadMemories``."""
 from __future__ import annotations
 
 import logging
+from datetime import date, datetime
 from typing import Any
 
 from memory.client.common import _or
@@ -35,8 +36,14 @@ class ThreadMemories:
                    autonomous_linking: bool | NotSet = NOTSET, memory_id_to_link: str | NotSet = NOTSET,
                    link_type: str | NotSet = NOTSET, link_id: str | NotSet = NOTSET,
                    link_timestamp: str | None | NotSet = NOTSET, link_metadata: dict[str, Any] | None | NotSet = NOTSET,
-                   **store_kwargs: Any) -> str:
+                   valid_from: datetime | date | str | None | NotSet = NOTSET,
+                   valid_to: datetime | date | str | None | NotSet = NOTSET, **store_kwargs: Any) -> str:
         """Store a manual memory and index it; return its id (``memory_id`` when given).
+
+        ``valid_from``/``valid_to`` (issue #32, not in the SDK): when the fact holds in the world, the half-open
+        window ``[valid_from, valid_to)``; each a datetime, date or ISO-8601 string (no zone: UTC) or None/omitted
+        (open on that side). TypeError/ValueError naming the field for another type or an unreadable string,
+        ValueError naming ``valid_to`` when it is before ``valid_from`` (``memory.core.valid_time``).
 
         ``memory_id_to_link`` with ``link_type`` (a built-in relation) also
         stores a relation from the new memory to that memory of this thread, in
@@ -70,6 +77,7 @@ class ThreadMemories:
             memory_id_to_link=memory_id_to_link, link_type=link_type, link_id=link_id, link_timestamp=link_timestamp,
             link_metadata=link_metadata, link_restrict=tenant.row_filter(),
             review_types=self.memory_extraction_config.review_types(extracted=False),
+            valid_from=_or(valid_from, None), valid_to=_or(valid_to, None),
         )
         llm = self.llm if autonomous_linking is not False else None
         if llm is not None:
@@ -82,9 +90,13 @@ class ThreadMemories:
     def update_memory(self, memory_id: str, content: str | NotSet = NOTSET,
                       metadata: dict[str, Any] | None | NotSet = NOTSET, timestamp: str | None | NotSet = NOTSET,
                       ttl_days: int | None | NotSet = NOTSET, ttl_anchor: TimeToLiveAnchor | str | NotSet = NOTSET,
-                      status: RecordStatus | str | NotSet = NOTSET, **kwargs: Any) -> str:
+                      status: RecordStatus | str | NotSet = NOTSET,
+                      valid_from: datetime | date | str | None | NotSet = NOTSET,
+                      valid_to: datetime | date | str | None | NotSet = NOTSET, **kwargs: Any) -> str:
         """Update a memory-like record owned by this exact thread; return its id.
 
+        ``valid_from``/``valid_to`` (issue #32): omitted keeps the bound, None clears it (open), a value sets it
+        (as ``add_memory``; the resulting window is checked). A change is a version of the memory's history.
         Raises KeyError when absent, expired or another thread's.
         """
         reject_unknown(kwargs, "update_memory")
@@ -92,7 +104,8 @@ class ThreadMemories:
             self.get_memory(memory_id)  # another user's/agent's record in this thread is "not found"
         return memory_update(thread=self._row, memory_id=memory_id, content=content, metadata=metadata,
                                       timestamp=timestamp, ttl_days=ttl_days, ttl_anchor=ttl_anchor, status=status,
-                                      retention=self._client.retention_config)
+                                      retention=self._client.retention_config, valid_from=valid_from,
+                                      valid_to=valid_to)
 
     def delete_memory(self, memory_id: str) -> int:
         """Delete a memory-like record of this exact thread; return 1, or 0 when absent.
@@ -115,15 +128,19 @@ class ThreadMemories:
         """
         return selectors.memory_get(thread=self._row, memory_id=memory_id, restrict=self._client.tenant.row_filter())
 
-    def memory_records(self, memory_type: str | None = None):
+    def memory_records(self, memory_type: str | None = None, *,
+                       valid_at: datetime | date | str | None | NotSet = NOTSET):
         """This thread's live memory-like records, oldest first, read lazily (``selectors.Records``, for
-        paging); a restricted client's as ``get_memory`` says. Not in the spec."""
+        paging); a restricted client's as ``get_memory`` says. ``valid_at`` (issue #32): only those whose
+        validity window contains that instant (``selectors.memory_records``). Not in the spec."""
         return selectors.memory_records(thread=self._row, memory_type=memory_type,
-                                        restrict=self._client.tenant.row_filter())
+                                        restrict=self._client.tenant.row_filter(), valid_at=_or(valid_at, None))
 
-    def list_memories(self, memory_type: str | None = None) -> list[MemoryRecord]:
-        """Return this thread's live memory-like records, oldest first (see ``memory_records``). Not in the spec."""
-        return list(self.memory_records(memory_type))
+    def list_memories(self, memory_type: str | None = None, *,
+                      valid_at: datetime | date | str | None | NotSet = NOTSET) -> list[MemoryRecord]:
+        """Return this thread's live memory-like records, oldest first (see ``memory_records``, ``valid_at``
+        too). Not in the spec."""
+        return list(self.memory_records(memory_type, valid_at=valid_at))
 
     def get_memory_history(self, memory_id: str, *, unreviewed: bool = True) -> list[MemoryVersionRecord]:
         """The history of a memory-like record of this thread, oldest version first (``memory.records.history``).
