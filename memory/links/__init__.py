@@ -21,7 +21,8 @@ Rules kept here:
   written to the memory and its ``SearchChunk`` rows in the same transaction.
 * Valid time (issue #32): a ``supersedes`` relation also closes its target's
   validity window at its source's start (``valid_from``, else event time, else
-  creation time: ``rules.window_start``) unless an earlier ``valid_to`` stands;
+  creation time: ``rules.window_start``) unless an earlier ``valid_to`` stands
+  (and only when either has a window: two memories without one are as before);
   removing or retyping the relation undoes a closing it made (``rules.reopen_window``).
   Each change is a history version naming the relation.
 * Graph expansion (``linked_sql``/``attach_linked``): one recursive query walks

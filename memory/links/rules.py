@@ -167,15 +167,19 @@ def close_window(source: Memory, target_id: str, *, relation_id: str) -> bool:
     ``target_id`` (stored id) at ``window_start(source)``; return whether it changed. Call inside the writing
     transaction, after the relation's status change (the target is read as stored now).
 
-    Nothing changes when the target's window already ends at or before that start (an earlier ``valid_to``
-    stands), or when its ``valid_from`` is not before it (the newer fact starts no later than the older one:
-    closing would leave an empty or inverted window; the target is still invalidated, ``set_memory_status``).
+    Only where valid time is in play: the source states its start (``valid_from``) or the target has a window
+    (either bound). Two memories without windows stay as before issue #32 (the target is invalidated, no window
+    appears). Nothing changes either when the target's window already ends at or before that start (an earlier
+    ``valid_to`` stands), or when its ``valid_from`` is not before it (the newer fact starts no later than the
+    older one: closing would leave an empty or inverted window; the target is still invalidated).
     The change is an ``update`` version of the target's history naming the relation, which ``reopen_window``
     reads to undo it.
     """
     start = window_start(source)
     target = Memory.objects.filter(pk=target_id).first()
-    if target is None or (target.valid_to is not None and target.valid_to <= start) or (
+    if target is None or (source.valid_from is None and target.valid_from is None and target.valid_to is None):
+        return False
+    if (target.valid_to is not None and target.valid_to <= start) or (
             target.valid_from is not None and start <= target.valid_from):
         return False
     _set_valid_to(target, start, relation_id=relation_id,

@@ -188,13 +188,16 @@ def test_a_supersedes_relation_closes_the_older_window_at_the_newer_start_and_it
 
 def test_the_newer_start_is_its_event_time_without_valid_from_and_an_earlier_end_stands(thread):
     thread.add_memory("Drives a Fiat", memory_id="fiat", valid_to="2023-01-01")
-    thread.add_memory("Drives a Volvo", memory_id="volvo", timestamp="2024-02-02T10:00:00")
+    thread.add_memory("Drives a Volvo", memory_id="volvo", timestamp="2024-02-02T10:00:00", valid_from="2023-01-01")
     thread.add_memory("Rides a bike", memory_id="bike", timestamp="2024-03-03T10:00:00")
+    thread.add_memory("Rides a tram", memory_id="tram", timestamp="2024-04-04T10:00:00")
     thread.add_memory("Walks", memory_id="walk", valid_from="2025-01-01")
     thread.link_records("volvo", "memory", "fiat", "memory", "supersedes")
     assert window("fiat")[1] == dt.datetime(2023, 1, 1, tzinfo=UTC)  # closed earlier already: kept
     thread.link_records("bike", "memory", "volvo", "memory", "supersedes", relation_id="bv")
-    assert window("volvo") == (None, dt.datetime(2024, 3, 3, 10, tzinfo=UTC))  # the event time
+    assert window("volvo") == (dt.datetime(2023, 1, 1, tzinfo=UTC), dt.datetime(2024, 3, 3, 10, tzinfo=UTC))  # event
+    thread.link_records("tram", "memory", "bike", "memory", "supersedes")  # no window on either: as before #32
+    assert window("bike") == (None, None) and Memory.objects.get(pk=key("bike")).status == "invalid"
     thread.add_memory("Takes the bus", memory_id="bus", memory_id_to_link="walk", link_type="supersedes",
                       valid_from="2024-01-01")
     assert window("walk") == (dt.datetime(2025, 1, 1, tzinfo=UTC), None)  # the newer starts first: no inversion
