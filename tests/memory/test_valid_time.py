@@ -8,9 +8,10 @@ import datetime as dt
 
 import pytest
 
-from memory.client import AgentMemory
+from memory.client import AgentMemory, MemoryExtractionConfig
 from memory.core.types import MemoryRecord
-from memory.models import Memory, MemoryVersion, SearchChunk
+from memory.llm.scripted import ScriptedLlm
+from memory.models import ExtractionJob, Memory, MemoryVersion, SearchChunk
 from tests.ids import key
 
 UTC = dt.timezone.utc
@@ -254,3 +255,59 @@ def test_export_and_import_carry_the_window(client, thread, tmp_path):
     assert chunks == {(copied.valid_from, copied.valid_to)}
     plain = Memory.objects.get(pk=f"{elsewhere.pk}:nw")
     assert (plain.valid_from, plain.valid_to) == (None, None)
+
+
+# --- extraction fills the window (scripted LLM) ------------------------------------------------------
+
+INLINE = MemoryExtractionConfig(extraction_mode="inline", enable_context_summary=False, review_memory_types=())
+
+
+def extracted(content, refs, **window):
+    return {"memory_type": "fact", "content": content, "source_message_ids": refs, **window}
+
+
+@pytest.mark.usefixtures("fresh_extraction_tracker")
+def test_a_window_stated_in_a_message_is_extracted_and_valid_at_filters_it(db):
+    llm = ScriptedLlm([{"memories": [
+        extracted("Ann works in Berlin until the end of June 2026.", ["m1"], valid_to="2026-07-01"),
+        extracted("Ann has lived in Berlin since March 2024.", ["m2"], valid_from="2024-03-01T00:00:00Z"),
+        extracted("Ann owns a red bicycle.", ["m2"]),
+    ]}])
+    thread = AgentMemory(llm=llm).create_thread(thread_id="t-ex", user_id="u1", agent_id="a1",
+                                                memory_extraction_config=INLINE)
+    thread.add_messages([
+        {"role": "user", "content": "I work in Berlin until June.", "timestamp": "2026-03-02T10:00:00"},
+        {"role": "user", "content": "We moved here in March 2024, I still ride my red bike.",
+         "timestamp": "2026-03-02T10:01:00"}])
+    rows = {row.content: row for row in Memory.objects.all()}
+    work, home, bike = (rows[text] for text in ("Ann works in Berlin until the end of June 2026.",
+                                                "Ann has lived in Berlin since March 2024.", "Ann owns a red bicycle."))
+    assert (work.valid_from, work.valid_to) == (None, dt.datetime(2026, 7, 1, tzinfo=UTC))
+    assert (home.valid_from, home.valid_to) == (dt.datetime(2024, 3, 1, tzinfo=UTC), None)
+    assert (bike.valid_from, bike.valid_to) == (None, None)
+    assert thread.get_memory(work.public_id).valid_to == "2026-07-01T00:00:00+00:00"
+    prompt = llm.requests[0].messages[0]["content"]
+    assert "valid_from / valid_to" in prompt and "ISO dates" in prompt
+    item = llm.requests[0].schema["properties"]["memories"]["items"]
+    assert {"valid_from", "valid_to"} <= set(item["properties"]) and "valid_to" not in item["required"]
+    later = {m.content for m in thread.list_memories(valid_at="2026-08-01")}
+    assert later == {home.content, bike.content}
+    hits = thread.search("Where does Ann work?", valid_at="2026-08-01", record_types=["fact"])
+    assert work.public_id not in {hit.record_id for hit in hits}
+    assert work.public_id in {hit.record_id for hit in thread.search("Where does Ann work?", valid_at="2026-06-30",
+                                                                     record_types=["fact"])}
+
+
+@pytest.mark.usefixtures("fresh_extraction_tracker")
+def test_bad_dates_from_the_llm_are_dropped_not_fatal(db):
+    llm = ScriptedLlm([{"memories": [
+        extracted("Ann studies Dutch on Mondays.", ["m1"], valid_from="since we moved", valid_to="2026-05-01"),
+        extracted("Ann plays chess with Bob.", ["m1"], valid_from="2026-05-01", valid_to="2026-01-01"),
+    ]}])
+    thread = AgentMemory(llm=llm).create_thread(thread_id="t-bad", user_id="u1", memory_extraction_config=INLINE)
+    thread.add_messages([{"role": "user", "content": "Since we moved I study Dutch on Mondays and play chess."}])
+    rows = {row.content: row for row in Memory.objects.all()}
+    dutch, chess = rows["Ann studies Dutch on Mondays."], rows["Ann plays chess with Bob."]
+    assert (dutch.valid_from, dutch.valid_to) == (None, dt.datetime(2026, 5, 1, tzinfo=UTC))  # the unreadable bound
+    assert (chess.valid_from, chess.valid_to) == (None, None)  # an inverted window: dropped whole
+    assert ExtractionJob.objects.get().status == "done"
