@@ -4,9 +4,9 @@ as the mixin ``AgentRecords``."""
 
 from __future__ import annotations
 
-from datetime import date, datetime
 from typing import Any
 
+from memory.client.common import _extensions
 from memory.client.thread import Thread
 from memory.core.errors import InvalidArgument, NotFound
 from memory.core.ids import stored_id
@@ -17,6 +17,7 @@ from memory.core.types import (
     RecordStatus,
     TimeToLiveAnchor,
 )
+from memory.core.valid_time import WINDOW_FIELDS
 from memory.extraction.tracker import wait_for_extraction
 from memory.models import (
     Image as ImageRow,
@@ -60,10 +61,9 @@ class AgentRecords:
                    autonomous_linking: bool | NotSet = NOTSET, memory_id_to_link: str | NotSet = NOTSET,
                    link_type: str | NotSet = NOTSET, link_id: str | NotSet = NOTSET,
                    link_timestamp: str | None | NotSet = NOTSET, link_metadata: dict[str, Any] | None | NotSet = NOTSET,
-                   valid_from: datetime | date | str | None | NotSet = NOTSET,
-                   valid_to: datetime | date | str | None | NotSet = NOTSET, **store_kwargs: Any) -> str:
+                   **store_kwargs: Any) -> str:
         """Store a memory in a thread of this project (SDK: ``OracleAgentMemory.add_memory``); see
-        ``Thread.add_memory`` (``valid_from``/``valid_to`` too: the validity window, issue #32). ``thread_id``
+        ``Thread.add_memory`` (``valid_from``/``valid_to`` in ``store_kwargs`` too: issue #32). ``thread_id``
         names the thread and is required here (every memory of this service is stored through a thread:
         ValueError without one; KeyError for an unknown thread); ``user_id``/``agent_id`` omitted inherit the
         thread's."""
@@ -74,26 +74,24 @@ class AgentRecords:
             content, memory_type=memory_type, user_id=user_id, agent_id=agent_id, memory_id=memory_id,
             metadata=metadata, timestamp=timestamp, ttl_days=ttl_days, ttl_anchor=ttl_anchor, status=status,
             autonomous_linking=autonomous_linking, memory_id_to_link=memory_id_to_link, link_type=link_type,
-            link_id=link_id, link_timestamp=link_timestamp, link_metadata=link_metadata, valid_from=valid_from,
-            valid_to=valid_to, **store_kwargs)
+            link_id=link_id, link_timestamp=link_timestamp, link_metadata=link_metadata, **store_kwargs)
 
     def update_memory(self, memory_id: str, content: str | NotSet = NOTSET,
                       metadata: dict[str, Any] | None | NotSet = NOTSET, timestamp: str | None | NotSet = NOTSET,
                       ttl_days: int | None | NotSet = NOTSET, ttl_anchor: TimeToLiveAnchor | str | NotSet = NOTSET,
-                      status: RecordStatus | str | NotSet = NOTSET,
-                      valid_from: datetime | date | str | None | NotSet = NOTSET,
-                      valid_to: datetime | date | str | None | NotSet = NOTSET, **kwargs: Any) -> str:
+                      status: RecordStatus | str | NotSet = NOTSET, **kwargs: Any) -> str:
         """Update a live memory-like record of this project by id, whatever thread owns it or none (SDK:
-        ``OracleAgentMemory.update_memory``; arguments as ``Thread.update_memory``, the validity window of
-        issue #32 too). Found and scoped as
+        ``OracleAgentMemory.update_memory``; arguments as ``Thread.update_memory``, ``valid_from``/``valid_to``
+        of issue #32 in ``kwargs`` too). Found and scoped as
         ``delete_memory`` finds them (``services.memory_update`` with ``project`` and the tenant's ``allows``):
         a restricted client updates its own user's and agent's records, in any thread. KeyError when there
         is none, it expired, or it is outside a restricted client's user and agent."""
+        window = _extensions(kwargs, *WINDOW_FIELDS)
         reject_unknown(kwargs, "update_memory")
         return memory_update(project=self.project, allows=self.tenant.allows, memory_id=memory_id,
                                       content=content, metadata=metadata, timestamp=timestamp, ttl_days=ttl_days,
                                       ttl_anchor=ttl_anchor, status=status, retention=self.retention_config,
-                                      valid_from=valid_from, valid_to=valid_to)
+                                      **window)
 
     def delete_memory(self, memory_id: str) -> int:
         """Delete a memory-like record of this project by id, whatever thread owns it or none (SDK:

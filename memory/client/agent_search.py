@@ -3,11 +3,11 @@ the SDK: search_project), as the mixin ``AgentSearch``."""
 
 from __future__ import annotations
 
-from datetime import date, datetime
 from typing import Any
 
 from memory.client.common import (
     _SEARCH_ARGUMENTS,
+    _extensions,
     _or,
 )
 from memory.core.types import (
@@ -39,8 +39,7 @@ class AgentSearch:
                soft_token_budget: int | None | NotSet = NOTSET, record_types: list[str] | None | NotSet = NOTSET,
                metadata_filter: dict[str, Any] | None | NotSet = NOTSET, num_hops: int | NotSet = NOTSET,
                max_linked_results: int | NotSet = NOTSET, include_invalid_results: bool | NotSet = NOTSET,
-               scope: SearchScope | None | NotSet = NOTSET,
-               valid_at: datetime | date | str | None | NotSet = NOTSET, **kwargs: Any) -> list[SearchResult]:
+               scope: SearchScope | None | NotSet = NOTSET, **kwargs: Any) -> list[SearchResult]:
         """Search one user's records across threads (SDK: ``OracleAgentMemory.search``); same arguments as
         ``Thread.search``.
 
@@ -49,9 +48,10 @@ class AgentSearch:
         exactly: ValueError otherwise. An omitted agent or thread is
         unconstrained; a given agent matches exactly unless
         ``exact_agent_match=False``, a given thread only with
-        ``exact_thread_match=True``. See ``memory.search.request.resolve_scope``. ``valid_at`` (issue #32): as
-        ``Thread.search``.
+        ``exact_thread_match=True``. See ``memory.search.request.resolve_scope``. ``valid_at`` (issue #32, in
+        ``kwargs``): as ``Thread.search``.
         """
+        valid_at = _extensions(kwargs, "valid_at").get("valid_at", NOTSET)
         reject_unknown(kwargs, "search")
         return run_search(
             query, tenant=self.tenant, defaults=CLIENT_SCOPE, client=True, config=self.search_config,
@@ -91,13 +91,15 @@ class AgentSearch:
 
     def list_memories(self, user_id: str | None | NotSet = NOTSET, agent_id: str | None | NotSet = NOTSET,
                       thread_id: str | None | NotSet = NOTSET, metadata_filter: dict[str, Any] | None | NotSet = NOTSET,
-                      limit: int | None | NotSet = NOTSET, *,
-                      valid_at: datetime | date | str | None | NotSet = NOTSET) -> list[MemoryRecord]:
+                      limit: int | None | NotSet = NOTSET, **kwargs: Any) -> list[MemoryRecord]:
         """Live memory-like records of this project, oldest first, filtered by scope and metadata and, with
-        ``valid_at`` (issue #32, not in the SDK: a datetime, date or ISO-8601 string), to those whose validity
-        window ``[valid_from, valid_to)`` contains that instant (``memory.records.listing``)."""
+        ``valid_at=`` (issue #32, not in the SDK, so in ``kwargs``: a datetime, date or ISO-8601 string), to
+        those whose validity window ``[valid_from, valid_to)`` contains that instant (``memory.records.listing``).
+        TypeError for another keyword."""
+        window = _extensions(kwargs, "valid_at")
+        reject_unknown(kwargs, "list_memories")
         return listing.memories(tenant=self.tenant, user_id=user_id, agent_id=agent_id, thread_id=thread_id,
-                                metadata_filter=metadata_filter, limit=limit, valid_at=valid_at)
+                                metadata_filter=metadata_filter, limit=limit, **window)
 
     def list_images(self, image_id: str | None | NotSet = NOTSET, user_id: str | None | NotSet = NOTSET,
                     agent_id: str | None | NotSet = NOTSET, thread_id: str | None | NotSet = NOTSET,

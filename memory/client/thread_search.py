@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import date, datetime
 from typing import Any
 
-from memory.client.common import _or
+from memory.client.common import _extensions, _or
 from memory.context import cards, summaries
 from memory.core.types import NOTSET, NotSet, OracleContextCard, OracleSummary, SearchResult, SearchScope
 from memory.records.validators import reject_unknown
@@ -28,8 +27,7 @@ class ThreadSearch:
                soft_token_budget: int | None | NotSet = NOTSET, record_types: list[str] | None | NotSet = NOTSET,
                metadata_filter: dict[str, Any] | None | NotSet = NOTSET, num_hops: int | NotSet = NOTSET,
                max_linked_results: int | NotSet = NOTSET, include_invalid_results: bool | NotSet = NOTSET,
-               scope: SearchScope | None | NotSet = NOTSET,
-               valid_at: datetime | date | str | None | NotSet = NOTSET, **kwargs: Any) -> list[SearchResult]:
+               scope: SearchScope | None | NotSet = NOTSET, **kwargs: Any) -> list[SearchResult]:
         """Search records relevant to ``query``, best first (spec: OracleThread.search).
 
         Omitted scope fields inherit the thread's: exact user and agent, this
@@ -40,11 +38,12 @@ class ThreadSearch:
         explicit scope arguments, ``max_results`` < 1, ``num_hops`` is outside
         0-5, ``max_linked_results`` < 0, or ``metadata_filter`` is not a dict or None.
 
-        ``valid_at`` (issue #32, not in the spec): a datetime, date or ISO-8601 string (no zone: UTC); only
-        memory-like records whose validity window ``[valid_from, valid_to)`` contains it are returned or linked
-        (a memory without a window always is; messages and images are not filtered). TypeError/ValueError naming
-        ``valid_at`` for a bad value (``memory.search.request.build_request``).
+        ``valid_at=`` (issue #32, not in the spec, so in ``kwargs``): a datetime, date or ISO-8601 string (no zone:
+        UTC); only memory-like records whose validity window ``[valid_from, valid_to)`` contains it are returned or
+        linked (a memory without a window always is; messages and images are not filtered). TypeError/ValueError
+        naming ``valid_at`` for a bad value (``memory.search.request.build_request``).
         """
+        valid_at = _extensions(kwargs, "valid_at").get("valid_at", NOTSET)
         reject_unknown(kwargs, "search")
         return run_search(
             query, tenant=self._client.tenant, defaults=self.default_scope, config=self.search_config,
@@ -76,15 +75,15 @@ class ThreadSearch:
                          except_last_messages: int | NotSet = NOTSET,
                          min_relevant_results_by_type: Mapping[str, int] | None | NotSet = NOTSET,
                          metadata_filter: dict[str, Any] | None | NotSet = NOTSET,
-                         include_invalid_results: bool | NotSet = NOTSET,
-                         valid_at: datetime | date | str | None | NotSet = NOTSET, **kwargs: Any) -> OracleContextCard:
+                         include_invalid_results: bool | NotSet = NOTSET, **kwargs: Any) -> OracleContextCard:
         """Return a context card: summary, topics, relevant records, recent messages (spec: get_context_card).
 
         Searches with this thread's default scope (``exact_thread_match=False``).
         Rules and errors: ``memory.context.cards.context_card_build``; unknown
         keywords raise TypeError, a nonzero ``except_last_messages`` with
         ``max_recent_messages`` neither 0 nor equal to it raises ValueError.
-        ``valid_at`` (issue #32, not in the spec) goes to every search of the card, as ``search`` takes it.
+        ``valid_at=`` (issue #32, not in the spec, so in ``kwargs``) goes to every search of the card, as
+        ``search`` takes it.
         """
         return cards.context_card_build(
             thread=self._row, scope=self.default_scope, search_config=self.search_config, llm=self.llm,
@@ -92,5 +91,5 @@ class ThreadSearch:
             token_budget=token_budget, soft_token_budget=soft_token_budget, max_recent_messages=max_recent_messages,
             except_last_messages=except_last_messages, min_relevant_results_by_type=min_relevant_results_by_type,
             metadata_filter=_or(metadata_filter, None), include_invalid_results=_or(include_invalid_results, True),
-            valid_at=_or(valid_at, None), **kwargs,
+            **kwargs,
         )

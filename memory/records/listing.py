@@ -14,6 +14,7 @@ TypeError/ValueError naming the argument; a scope beyond a restricted tenant: ``
 
 from __future__ import annotations
 
+from datetime import date, datetime
 from typing import Any
 
 from django.db.models import QuerySet
@@ -130,7 +131,8 @@ def messages(*, include_image_bytes: bool | NotSet = NOTSET, **arguments: Any) -
 
 def memory_queryset(*, tenant: Tenant, user_id: str | None | NotSet = NOTSET, agent_id: str | None | NotSet = NOTSET,
                     thread_id: str | None | NotSet = NOTSET, metadata_filter: dict[str, Any] | None | NotSet = NOTSET,
-                    limit: int | None | NotSet = NOTSET, now=None, valid_at: Any = NOTSET) -> QuerySet:
+                    limit: int | None | NotSet = NOTSET, now=None,
+                    valid_at: datetime | date | str | None | NotSet = NOTSET) -> QuerySet:
     """The validated query behind ``memories`` (also compiled for Oracle in tests/oracle). ``valid_at``: omitted
     or None, no filter; else a datetime, date or ISO-8601 string (``selectors.filter_valid_at``)."""
     qs = Memory.objects.filter(memory_live_q(now or timezone.now()), project=tenant.project)

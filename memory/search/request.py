@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from django.db.models import Q
@@ -289,7 +289,7 @@ def build_request(
     mode: str | NotSet = NOTSET,
     num_hops: int | NotSet = NOTSET,
     max_linked_results: int | NotSet = NOTSET,
-    valid_at: Any = NOTSET,
+    valid_at: datetime | date | str | None | NotSet = NOTSET,
 ) -> SearchRequest:
     """Validate search arguments against the spec; defaults come from ``config``.
 

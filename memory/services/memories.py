@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -89,8 +89,8 @@ def memory_prepare(
     source_message_ids: Sequence[str] = (),
     retention: MemoryRetentionConfig,
     review_types: Collection[str] = (),
-    valid_from: Any = None,
-    valid_to: Any = None,
+    valid_from: datetime | date | str | None = None,
+    valid_to: datetime | date | str | None = None,
 ) -> PreparedMemory:
     """Validate and embed a memory-like record without writing it (see ``memory_add`` for the rules).
 
@@ -239,8 +239,8 @@ def memory_update(
     status: RecordStatus | str | NotSet = NOTSET,
     memory_type: str | NotSet = NOTSET,
     retention: MemoryRetentionConfig,
-    valid_from: Any = NOTSET,
-    valid_to: Any = NOTSET,
+    valid_from: datetime | date | str | None | NotSet = NOTSET,
+    valid_to: datetime | date | str | None | NotSet = NOTSET,
 ) -> str:
     """Update a live memory-like record: with ``thread``, one whose stored thread_id is this thread's
     (``Thread.update_memory``); with ``project`` instead, one of the project by id whatever thread owns
