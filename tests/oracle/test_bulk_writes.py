@@ -25,8 +25,7 @@ from tests.oracle.offline import RecordingDriverCursor
 LONG = "é" * 2_001  # 4,002 bytes in UTF-8: over Django's 4,000-byte line between VARCHAR2 and CLOB binds
 NOW = dt.datetime(2026, 5, 1, 12, 0, tzinfo=dt.UTC)
 CHUNK_COLUMNS = ["PROJECT_ID", "SOURCE_KIND", "RECORD_ID", "RECORD_TYPE", "CHUNK_INDEX", "USER_ID", "AGENT_ID",
-                 "THREAD_ID", "STATUS", "EXPIRES_AT", "VALID_FROM", "VALID_TO", "METADATA", "TEXT", "CONTEXT",
-                 "EMBEDDING", "CREATED_AT"]  # VALID_FROM, VALID_TO: a memory's validity window (issue #32)
+                 "THREAD_ID", "STATUS", "EXPIRES_AT", "METADATA", "TEXT", "CONTEXT", "EMBEDDING", "CREATED_AT"]
 
 
 def chunk(i: int, *, context: str = "short", metadata=None, pk=None) -> SearchChunk:
@@ -52,8 +51,7 @@ def test_djangos_bulk_create_puts_vector_and_mixed_json_binds_in_a_union_all(ora
                                 " col_0, ")
     assert statement.count(" UNION ALL SELECT ") == 2 and statement.count("TO_NCLOB(") == 6
     branches = statement.removesuffix(")").split(" UNION ALL ")
-    metadata = [re.split(r",\s*", b.split(" SELECT ", 1)[-1].removeprefix("SELECT "))[
-        CHUNK_COLUMNS.index("METADATA")].split()[0] for b in branches]
+    metadata = [re.split(r",\s*", b.split(" SELECT ", 1)[-1].removeprefix("SELECT "))[10].split()[0] for b in branches]
     vectors = [name for name, value in binds.items() if isinstance(value, array.array)]
     [sizes] = [entry[2] for entry in sizes_of(oracle_driver)]
     assert len(vectors) == 3 and all(sizes[name] is oracledb.DB_TYPE_VECTOR for name in vectors)
@@ -163,9 +161,9 @@ def test_refreshing_message_contexts_updates_row_by_row(oracle, oracle_driver, m
     """``writer.refresh_message_contexts`` (after ``add_messages``, an edit, a delete) on Oracle: the messages
     and their chunks are read, then one ``UPDATE ... WHERE "ID" = :arg1`` through ``executemany``."""
     turns = [("7:m1", 1, "user", "hi"), ("7:m2", 2, "assistant", "w" * 5_000)]  # one turn, 5,011 bytes
-    chunk_rows = [(101, 7, "message", "7:m1", "message", 0, None, None, "7:t", "valid", None, None, None, "{}",
-                   "user: hi", "user: hi", array.array("f", [0.0] * 384), NOW.replace(tzinfo=None)),
-                  (102, 7, "message", "7:m2", "message", 0, None, None, "7:t", "valid", None, None, None, "{}",
+    chunk_rows = [(101, 7, "message", "7:m1", "message", 0, None, None, "7:t", "valid", None, "{}", "user: hi",
+                   "user: hi", array.array("f", [0.0] * 384), NOW.replace(tzinfo=None)),
+                  (102, 7, "message", "7:m2", "message", 0, None, None, "7:t", "valid", None, "{}",
                    "assistant: " + "w" * 5_000, "", array.array("f", [0.0] * 384), NOW.replace(tzinfo=None))]
     script = [('"OAM_MESSAGES"."SEQ" >= ', turns), ('FROM "OAM_SEARCH_CHUNKS"', chunk_rows)]
     monkeypatch.setattr(oracle_driver, "cursor", lambda: ScriptedCursor(oracle_driver.log, script))
