@@ -297,13 +297,14 @@ class MessageAdmin(ServiceDeletes, ErasingAdmin):
 @admin.register(Memory)
 class MemoryAdmin(ServiceDeletes, ErasingAdmin):
     list_display = (shown_id, "project", "memory_type", short_content, "user_id", "thread_id", "status",
-                    "pending", "expires_at")
+                    "pending", "expires_at", "valid_from", "valid_to")
     list_filter = ("project", "memory_type", "status", "pending", "created_at")
     search_fields = ("id", "content", "user_id", "agent_id", "thread_id")
     readonly_fields = ("id", "user_id", "agent_id", "thread_id", "source_message_ids", "pending", "created_at",
                        "updated_at")
-    fields = ("id", "memory_type", "content", "metadata", "status", "timestamp", "expires_at", "user_id",
-              "agent_id", "thread_id", "source_message_ids", "pending", "created_at", "updated_at")
+    fields = ("id", "memory_type", "content", "metadata", "status", "timestamp", "expires_at", "valid_from",
+              "valid_to", "user_id", "agent_id", "thread_id", "source_message_ids", "pending", "created_at",
+              "updated_at")
     form = checked_form(metadata=check_metadata)
 
     def get_readonly_fields(self, request, obj=None):
@@ -318,7 +319,8 @@ class MemoryAdmin(ServiceDeletes, ErasingAdmin):
 
     def save_model(self, request, obj, form, change):
         changed = set(form.changed_data)
-        given = {name: getattr(obj, name) for name in ("content", "metadata", "timestamp", "status", "memory_type")
+        given = {name: getattr(obj, name) for name in ("content", "metadata", "timestamp", "status", "memory_type",
+                                                       "valid_from", "valid_to")  # the window: issue #32
                  if name in changed}
         # services.memory_update is what update_memory calls; it also takes memory_type (not a spec parameter).
         # By project, as delete by id: a memory stored with no thread is editable too.

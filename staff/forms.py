@@ -23,6 +23,7 @@ from django.utils.safestring import mark_safe
 
 from memory.context.cards import CARD_RECORD_TYPES
 from memory.core.errors import DomainError
+from memory.core.valid_time import WINDOW_FIELDS, as_instant
 from memory.llm.prompts import BUILTIN_RELATIONS
 from memory.models import MEMORY_TYPES, RECORD_TYPES, STATUSES
 from memory.records.metadata_filter import compile_filter
@@ -179,8 +180,17 @@ class _TtlFields(StaffForm):
     ttl_anchor = forms.ChoiceField(required=False, choices=TTL_ANCHORS, label="TTL counted from")
 
 
-class MemoryEditForm(_TtlFields):
-    """Inline edit of a memory: content, type, status and TTL (spec: update_memory; type: services)."""
+class _WindowFields(StaffForm):
+    """A memory's validity window (issue #32): ISO-8601 dates or date-times, empty for an open side; the
+    service checks them (``memory.core.valid_time``) and its error lands on the field it names."""
+
+    valid_from = forms.CharField(required=False, max_length=64, label="Valid from (ISO-8601; empty: open)")
+    valid_to = forms.CharField(required=False, max_length=64, label="Valid to, excluded (ISO-8601; empty: open)")
+
+
+class MemoryEditForm(_TtlFields, _WindowFields):
+    """Inline edit of a memory: content, type, status, TTL and validity window (spec: update_memory; type:
+    services; the window: issue #32)."""
 
     content = forms.CharField(strip=False, widget=forms.Textarea)
     memory_type = forms.ChoiceField(choices=[(t, t) for t in MEMORY_TYPES])
@@ -197,13 +207,20 @@ class MemoryEditForm(_TtlFields):
         """``services.memory_update`` keywords for what differs from the stored ``memory``.
 
         A TTL refresh happens only when days are given or "no expiry" is ticked
-        (spec: ``ttl_days=None`` clears the expiry, or applies the maximum).
+        (spec: ``ttl_days=None`` clears the expiry, or applies the maximum). A
+        window bound is sent when the form posted its field and it names another
+        instant than the stored one (empty: clear it); a post without the field
+        keeps it.
         """
         data = self.cleaned_data
         out: dict[str, Any] = {}
         for name in ("content", "memory_type", "status"):
             if data[name] != getattr(memory, name):
                 out[name] = data[name]
+        for name in WINDOW_FIELDS:
+            given_value = (data[name].strip() or None) if name in self.data else getattr(memory, name)
+            if (as_instant(given_value) if given_value is not None else None) != getattr(memory, name):
+                out[name] = given_value  # an unreadable value too: the service names the field
         if data["no_expiry"]:
             out["ttl_days"] = None
         elif data["ttl_days"] is not None:
@@ -213,8 +230,8 @@ class MemoryEditForm(_TtlFields):
         return out
 
 
-class MemoryAddForm(_TtlFields):
-    """A manual memory (spec: add_memory): content, type, status, metadata, event timestamp, TTL.
+class MemoryAddForm(_TtlFields, _WindowFields):
+    """A manual memory (spec: add_memory): content, type, status, metadata, event timestamp, TTL, validity window.
 
     Field names carry the prefix ``add-`` (``add-content`` ...): the thread page holds other forms too.
     """
@@ -231,7 +248,7 @@ class MemoryAddForm(_TtlFields):
         """``Thread.add_memory`` keywords (content first); omitted optional fields keep spec defaults."""
         data = self.cleaned_data
         out = {"content": data["content"], "memory_type": data["memory_type"], "status": data["status"]}
-        out.update(given(data, "metadata", "timestamp", "ttl_days", "ttl_anchor"))
+        out.update(given(data, "metadata", "timestamp", "ttl_days", "ttl_anchor", *WINDOW_FIELDS))
         return out
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memory.client.common import _extensions
 from memory.client.thread import Thread
 from memory.core.errors import InvalidArgument, NotFound
 from memory.core.ids import stored_id
@@ -16,6 +17,7 @@ from memory.core.types import (
     RecordStatus,
     TimeToLiveAnchor,
 )
+from memory.core.valid_time import WINDOW_FIELDS
 from memory.extraction.tracker import wait_for_extraction
 from memory.models import (
     Image as ImageRow,
@@ -61,9 +63,10 @@ class AgentRecords:
                    link_timestamp: str | None | NotSet = NOTSET, link_metadata: dict[str, Any] | None | NotSet = NOTSET,
                    **store_kwargs: Any) -> str:
         """Store a memory in a thread of this project (SDK: ``OracleAgentMemory.add_memory``); see
-        ``Thread.add_memory``. ``thread_id`` names the thread and is required here (every memory of this
-        service is stored through a thread: ValueError without one; KeyError for an unknown thread);
-        ``user_id``/``agent_id`` omitted inherit the thread's."""
+        ``Thread.add_memory`` (``valid_from``/``valid_to`` in ``store_kwargs`` too: issue #32). ``thread_id``
+        names the thread and is required here (every memory of this service is stored through a thread:
+        ValueError without one; KeyError for an unknown thread); ``user_id``/``agent_id`` omitted inherit the
+        thread's."""
         if thread_id is NOTSET or thread_id is None:
             raise InvalidArgument("thread_id", "required: memories are stored through a thread here")
         handle = Thread(self.thread_row(thread_id), self)
@@ -78,14 +81,17 @@ class AgentRecords:
                       ttl_days: int | None | NotSet = NOTSET, ttl_anchor: TimeToLiveAnchor | str | NotSet = NOTSET,
                       status: RecordStatus | str | NotSet = NOTSET, **kwargs: Any) -> str:
         """Update a live memory-like record of this project by id, whatever thread owns it or none (SDK:
-        ``OracleAgentMemory.update_memory``; arguments as ``Thread.update_memory``). Found and scoped as
+        ``OracleAgentMemory.update_memory``; arguments as ``Thread.update_memory``, ``valid_from``/``valid_to``
+        of issue #32 in ``kwargs`` too). Found and scoped as
         ``delete_memory`` finds them (``services.memory_update`` with ``project`` and the tenant's ``allows``):
         a restricted client updates its own user's and agent's records, in any thread. KeyError when there
         is none, it expired, or it is outside a restricted client's user and agent."""
+        window = _extensions(kwargs, *WINDOW_FIELDS)
         reject_unknown(kwargs, "update_memory")
         return memory_update(project=self.project, allows=self.tenant.allows, memory_id=memory_id,
                                       content=content, metadata=metadata, timestamp=timestamp, ttl_days=ttl_days,
-                                      ttl_anchor=ttl_anchor, status=status, retention=self.retention_config)
+                                      ttl_anchor=ttl_anchor, status=status, retention=self.retention_config,
+                                      **window)
 
     def delete_memory(self, memory_id: str) -> int:
         """Delete a memory-like record of this project by id, whatever thread owns it or none (SDK:

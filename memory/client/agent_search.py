@@ -7,6 +7,7 @@ from typing import Any
 
 from memory.client.common import (
     _SEARCH_ARGUMENTS,
+    _extensions,
     _or,
 )
 from memory.core.types import (
@@ -47,8 +48,10 @@ class AgentSearch:
         exactly: ValueError otherwise. An omitted agent or thread is
         unconstrained; a given agent matches exactly unless
         ``exact_agent_match=False``, a given thread only with
-        ``exact_thread_match=True``. See ``memory.search.request.resolve_scope``.
+        ``exact_thread_match=True``. See ``memory.search.request.resolve_scope``. ``valid_at`` (issue #32, in
+        ``kwargs``): as ``Thread.search``.
         """
+        valid_at = _extensions(kwargs, "valid_at").get("valid_at", NOTSET)
         reject_unknown(kwargs, "search")
         return run_search(
             query, tenant=self.tenant, defaults=CLIENT_SCOPE, client=True, config=self.search_config,
@@ -57,7 +60,7 @@ class AgentSearch:
             exact_agent_match=exact_agent_match, exact_thread_match=exact_thread_match, max_results=max_results,
             token_budget=token_budget, soft_token_budget=soft_token_budget, record_types=record_types,
             metadata_filter=_or(metadata_filter, None), include_invalid_results=_or(include_invalid_results, True),
-            num_hops=num_hops, max_linked_results=max_linked_results,
+            num_hops=num_hops, max_linked_results=max_linked_results, valid_at=valid_at,
         )
 
     def search_project(self, query: str, user_id: str | None | NotSet = NOTSET, agent_id: str | None | NotSet = NOTSET,
@@ -88,10 +91,15 @@ class AgentSearch:
 
     def list_memories(self, user_id: str | None | NotSet = NOTSET, agent_id: str | None | NotSet = NOTSET,
                       thread_id: str | None | NotSet = NOTSET, metadata_filter: dict[str, Any] | None | NotSet = NOTSET,
-                      limit: int | None | NotSet = NOTSET) -> list[MemoryRecord]:
-        """Live memory-like records of this project, oldest first, filtered by scope and metadata."""
+                      limit: int | None | NotSet = NOTSET, **kwargs: Any) -> list[MemoryRecord]:
+        """Live memory-like records of this project, oldest first, filtered by scope and metadata and, with
+        ``valid_at=`` (issue #32, not in the SDK, so in ``kwargs``: a datetime, date or ISO-8601 string), to
+        those whose validity window ``[valid_from, valid_to)`` contains that instant (``memory.records.listing``).
+        TypeError for another keyword."""
+        window = _extensions(kwargs, "valid_at")
+        reject_unknown(kwargs, "list_memories")
         return listing.memories(tenant=self.tenant, user_id=user_id, agent_id=agent_id, thread_id=thread_id,
-                                metadata_filter=metadata_filter, limit=limit)
+                                metadata_filter=metadata_filter, limit=limit, **window)
 
     def list_images(self, image_id: str | None | NotSet = NOTSET, user_id: str | None | NotSet = NOTSET,
                     agent_id: str | None | NotSet = NOTSET, thread_id: str | None | NotSet = NOTSET,

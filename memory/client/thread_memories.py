@@ -4,12 +4,14 @@ the spec: ``memory.records.history``), as the mixin ``ThreadMemories``."""
 from __future__ import annotations
 
 import logging
+from datetime import date, datetime
 from typing import Any
 
-from memory.client.common import _or
+from memory.client.common import _extensions, _or
 from memory.core.aio import in_worker
 from memory.core.errors import NotFound, OutOfScope
 from memory.core.types import NOTSET, MemoryRecord, NotSet, RecordStatus, TimeToLiveAnchor
+from memory.core.valid_time import WINDOW_FIELDS
 from memory.links.autonomous import propose_links
 from memory.llm.adapters import LlmError
 from memory.records import history, selectors
@@ -38,6 +40,12 @@ class ThreadMemories:
                    **store_kwargs: Any) -> str:
         """Store a manual memory and index it; return its id (``memory_id`` when given).
 
+        ``valid_from=``/``valid_to=`` (issue #32, not in the SDK, so in ``store_kwargs``): when the fact holds in
+        the world, the half-open window ``[valid_from, valid_to)``; each a datetime, date or ISO-8601 string (no
+        zone: UTC) or None/omitted (open on that side). TypeError/ValueError naming the field for another type or an
+        unreadable string, ValueError naming ``valid_to`` when it is before ``valid_from``
+        (``memory.core.valid_time``).
+
         ``memory_id_to_link`` with ``link_type`` (a built-in relation) also
         stores a relation from the new memory to that memory of this thread, in
         the same transaction; omitted scopes then inherit from the target
@@ -53,6 +61,7 @@ class ThreadMemories:
         and no relation is made from it (ValueError naming ``memory_id_to_link`` for link arguments),
         until it is approved.
         """
+        window = _extensions(store_kwargs, *WINDOW_FIELDS)
         reject_unknown(store_kwargs, "add_memory")
         if autonomous_linking is not NOTSET and not isinstance(autonomous_linking, bool):
             raise TypeError("autonomous_linking: must be a bool")
@@ -70,6 +79,7 @@ class ThreadMemories:
             memory_id_to_link=memory_id_to_link, link_type=link_type, link_id=link_id, link_timestamp=link_timestamp,
             link_metadata=link_metadata, link_restrict=tenant.row_filter(),
             review_types=self.memory_extraction_config.review_types(extracted=False),
+            **window,
         )
         llm = self.llm if autonomous_linking is not False else None
         if llm is not None:
@@ -85,14 +95,18 @@ class ThreadMemories:
                       status: RecordStatus | str | NotSet = NOTSET, **kwargs: Any) -> str:
         """Update a memory-like record owned by this exact thread; return its id.
 
+        ``valid_from=``/``valid_to=`` (issue #32, in ``kwargs``): omitted keeps the bound, None clears it (open), a
+        value sets it (as ``add_memory``; the resulting window is checked). A change is a version of the memory's
+        history.
         Raises KeyError when absent, expired or another thread's.
         """
+        window = _extensions(kwargs, *WINDOW_FIELDS)
         reject_unknown(kwargs, "update_memory")
         if self._client.tenant.restricted:
             self.get_memory(memory_id)  # another user's/agent's record in this thread is "not found"
         return memory_update(thread=self._row, memory_id=memory_id, content=content, metadata=metadata,
                                       timestamp=timestamp, ttl_days=ttl_days, ttl_anchor=ttl_anchor, status=status,
-                                      retention=self._client.retention_config)
+                                      retention=self._client.retention_config, **window)
 
     def delete_memory(self, memory_id: str) -> int:
         """Delete a memory-like record of this exact thread; return 1, or 0 when absent.
@@ -115,15 +129,19 @@ class ThreadMemories:
         """
         return selectors.memory_get(thread=self._row, memory_id=memory_id, restrict=self._client.tenant.row_filter())
 
-    def memory_records(self, memory_type: str | None = None):
+    def memory_records(self, memory_type: str | None = None, *,
+                       valid_at: datetime | date | str | None | NotSet = NOTSET):
         """This thread's live memory-like records, oldest first, read lazily (``selectors.Records``, for
-        paging); a restricted client's as ``get_memory`` says. Not in the spec."""
+        paging); a restricted client's as ``get_memory`` says. ``valid_at`` (issue #32): only those whose
+        validity window contains that instant (``selectors.memory_records``). Not in the spec."""
         return selectors.memory_records(thread=self._row, memory_type=memory_type,
-                                        restrict=self._client.tenant.row_filter())
+                                        restrict=self._client.tenant.row_filter(), valid_at=_or(valid_at, None))
 
-    def list_memories(self, memory_type: str | None = None) -> list[MemoryRecord]:
-        """Return this thread's live memory-like records, oldest first (see ``memory_records``). Not in the spec."""
-        return list(self.memory_records(memory_type))
+    def list_memories(self, memory_type: str | None = None, *,
+                      valid_at: datetime | date | str | None | NotSet = NOTSET) -> list[MemoryRecord]:
+        """Return this thread's live memory-like records, oldest first (see ``memory_records``, ``valid_at``
+        too). Not in the spec."""
+        return list(self.memory_records(memory_type, valid_at=valid_at))
 
     def get_memory_history(self, memory_id: str, *, unreviewed: bool = True) -> list[MemoryVersionRecord]:
         """The history of a memory-like record of this thread, oldest version first (``memory.records.history``).

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from memory.client.common import _or
+from memory.client.common import _extensions, _or
 from memory.context import cards, summaries
 from memory.core.types import NOTSET, NotSet, OracleContextCard, OracleSummary, SearchResult, SearchScope
 from memory.records.validators import reject_unknown
@@ -37,7 +37,13 @@ class ThreadSearch:
         default 100, each). Raises ValueError if ``scope`` is combined with
         explicit scope arguments, ``max_results`` < 1, ``num_hops`` is outside
         0-5, ``max_linked_results`` < 0, or ``metadata_filter`` is not a dict or None.
+
+        ``valid_at=`` (issue #32, not in the spec, so in ``kwargs``): a datetime, date or ISO-8601 string (no zone:
+        UTC); only memory-like records whose validity window ``[valid_from, valid_to)`` contains it are returned or
+        linked (a memory without a window always is; messages and images are not filtered). TypeError/ValueError
+        naming ``valid_at`` for a bad value (``memory.search.request.build_request``).
         """
+        valid_at = _extensions(kwargs, "valid_at").get("valid_at", NOTSET)
         reject_unknown(kwargs, "search")
         return run_search(
             query, tenant=self._client.tenant, defaults=self.default_scope, config=self.search_config,
@@ -46,7 +52,7 @@ class ThreadSearch:
             exact_agent_match=exact_agent_match, exact_thread_match=exact_thread_match, max_results=max_results,
             token_budget=token_budget, soft_token_budget=soft_token_budget, record_types=record_types,
             metadata_filter=_or(metadata_filter, None), include_invalid_results=_or(include_invalid_results, True),
-            num_hops=num_hops, max_linked_results=max_linked_results,
+            num_hops=num_hops, max_linked_results=max_linked_results, valid_at=valid_at,
         )
 
     def get_summary(self, except_last: int | NotSet = NOTSET, token_budget: int | None | NotSet = NOTSET,
@@ -76,6 +82,8 @@ class ThreadSearch:
         Rules and errors: ``memory.context.cards.context_card_build``; unknown
         keywords raise TypeError, a nonzero ``except_last_messages`` with
         ``max_recent_messages`` neither 0 nor equal to it raises ValueError.
+        ``valid_at=`` (issue #32, not in the spec, so in ``kwargs``) goes to every search of the card, as
+        ``search`` takes it.
         """
         return cards.context_card_build(
             thread=self._row, scope=self.default_scope, search_config=self.search_config, llm=self.llm,

@@ -151,6 +151,7 @@ def context_card_build(
     min_relevant_results_by_type: Mapping[str, int] | None | NotSet = NOTSET,
     metadata_filter: Any = None,
     include_invalid_results: Any = True,
+    valid_at: Any = None,
     **kwargs: Any,
 ) -> ContextCard:
     """Build a context card for ``thread`` (spec: get_context_card).
@@ -168,7 +169,8 @@ def context_card_build(
       ``max_relevant_results`` 5 when omitted. Records are unique;
       messages of the tail or of ``<recent_messages>``, and memories whose
       source messages all lie in the tail, are left out. ``metadata_filter``
-      and ``include_invalid_results`` (default True) go to every search;
+      and ``include_invalid_results`` (default True) go to every search, and so does
+      ``valid_at`` (issue #32: only memories valid at that instant; ``build_request``);
       ``token_budget``/``soft_token_budget`` (omitted: ``search_config``'s)
       trim the formatted results in order (minimum picks first, then the fill).
     * Recent messages: the last ``max_recent_messages`` (0) live messages.
@@ -203,7 +205,7 @@ def context_card_build(
         base = build_request(
             "", project_id=thread.project_id, scope=scope, config=search_config, token_budget=token_budget,
             soft_token_budget=soft_token_budget, metadata_filter=metadata_filter,
-            include_invalid_results=include_invalid_results,
+            include_invalid_results=include_invalid_results, valid_at=valid_at,
         )
 
         tail, cut_seq = split_tail(thread, except_last)

@@ -12,6 +12,7 @@ Modules:
 * ``conf``: every ``OAM_*`` setting the engine reads, with default, type and bounds.
 * ``ids``: stored ids (``"<project pk>:<public id>"``) and back.
 * ``ttl``: timestamps and time-to-live rules of messages and memories.
+* ``valid_time``: the validity window of memories (issue #32): instants read and checked, the half-open rule.
 * ``chunking``: long text split into overlapping chunks for embedding; token estimates.
 * ``locking``: row locks that work on SQLite and Oracle.
 * ``aio``: the synchronous engine run from async code (``in_worker``, ``run_inline``).

@@ -159,6 +159,9 @@ class MemoryRecord(Record):
     created_at: str | None = None
     expires_at: str | None = None
     source_message_ids: list[str] = field(default_factory=list)
+    #: Valid time (issue #32, ``memory.core.valid_time``): when the fact holds in the world, ISO-8601 or None (open).
+    valid_from: str | None = None
+    valid_to: str | None = None
 
     @property
     def record_type(self) -> str:

@@ -4,11 +4,13 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
 
 from memory.core.chunking import estimate_tokens
+from memory.core.valid_time import WINDOW_FIELDS, as_instant
 from memory.extraction.config import MemoryExtractionConfig
 from memory.extraction.settings import (
     MIN_MESSAGE_BUDGET,
@@ -55,11 +57,14 @@ class Slice:
 
 @dataclass
 class Candidate:
-    """A memory the LLM proposed, with the target messages it cited."""
+    """A memory the LLM proposed, with the target messages it cited and the validity window it stated (issue #32:
+    aware UTC datetimes, None when not stated; ``candidate_window``)."""
 
     memory_type: str
     content: str
     sources: list[SourceMessage]
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
 
 @dataclass
@@ -214,7 +219,7 @@ def parse_candidates(reply: dict, piece: Slice, reasons: dict[str, int] | None =
     string with symbols), has an unknown type, names no target message, or
     repeats an earlier one (``reject_reason``); ``reasons``, when given, counts
     each rejection under its reason. Sources are kept in message order, so the
-    last is the latest.
+    last is the latest. The item's validity window is read by ``candidate_window``.
     """
     seen: set[str] = set()
     out, rejected = [], 0
@@ -229,8 +234,22 @@ def parse_candidates(reply: dict, piece: Slice, reasons: dict[str, int] | None =
                 reasons[reason] = reasons.get(reason, 0) + 1
             continue
         seen.add(content.casefold())
-        out.append(Candidate(memory_type=item["memory_type"], content=content, sources=sources))
+        out.append(Candidate(memory_type=item["memory_type"], content=content, sources=sources,
+                             **candidate_window(item)))
     return out, rejected
+
+
+def candidate_window(item: dict) -> dict[str, datetime | None]:
+    """The validity window an extracted item states (issue #32): ``valid_from``/``valid_to`` read as ISO-8601
+    dates or date-times (no zone: UTC; ``memory.core.valid_time.as_instant``). The prompt asks the LLM to resolve
+    relative dates with the message time; a value that is not a readable date is dropped (that bound stays open),
+    and a window whose end is before its start is dropped whole: a bad date never fails a memory."""
+    window = {name: as_instant(item.get(name)) if isinstance(item.get(name), str) else None
+              for name in WINDOW_FIELDS}
+    start, end = window["valid_from"], window["valid_to"]
+    if start is not None and end is not None and end < start:
+        return {name: None for name in WINDOW_FIELDS}
+    return window
 
 
 _MISSING = object()

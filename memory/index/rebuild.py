@@ -22,6 +22,7 @@ from memory.index.writer import (
     image_chunk_texts,
     index_rows,
     message_chunk_text,
+    window,
 )
 from memory.models import SearchChunk
 
@@ -60,5 +61,5 @@ def index_stored(items: list[tuple[str, Any, Any, list[str], Any]]) -> None:
             record_type="message" if source_kind == "message" else record.memory_type, chunks=chunks,
             vectors=vectors, user_id=owner.user_id, agent_id=owner.agent_id, thread_id=record.thread_id,
             status=chunk_status(record), expires_at=record.expires_at, metadata=record.metadata,
-            now=timezone.now())
+            now=timezone.now(), **window(record))
     index_rows(rows)

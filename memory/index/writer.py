@@ -3,14 +3,15 @@
 A message, memory or image is searched through its chunks: one row per chunk
 of its text (``memory.core.chunking``) with the embedding, the keyword ``context``
 and copies of the record's scope (user, agent, thread), ``status``,
-``expires_at``, ``metadata`` and ``record_type``, so that a search filters on
+``expires_at``, ``metadata``, ``record_type`` and a memory's validity window
+(``valid_from``, ``valid_to``: issue #32), so that a search filters on
 one table. Those copies must stay in step with the record; every write that
 changes them goes through this module:
 
 * ``index_record`` / ``index_rows`` add a record's chunks (``chunk_rows``
   builds them unsaved, for callers that embed before their transaction);
-* ``reindex_state`` copies a record's new status, expiry, metadata or type
-  to its chunks (no re-embedding);
+* ``reindex_state`` copies a record's new status, expiry, metadata, type or
+  validity window to its chunks (no re-embedding);
 * ``review_settle`` gives the chunks of an approved memory its status: while
   a memory awaits review (``Memory.pending``, ``memory.records.review_rules``) its chunks'
   status is ``pending`` (``chunk_status``), which no search returns, and no
@@ -48,7 +49,7 @@ from memory.models import Memory, Message, SearchChunk
 from memory.records.selectors import live_q
 
 #: The record copies ``reindex_state`` may write on a record's chunks.
-STATE_FIELDS = ("status", "expires_at", "metadata", "record_type")
+STATE_FIELDS = ("status", "expires_at", "metadata", "record_type", "valid_from", "valid_to")
 #: The status a memory's search chunks carry while the memory awaits review (``Memory.pending``); no search
 #: returns such a chunk (``memory.search.query.filtered_chunks``), whatever statuses it asks for.
 PENDING_CHUNK_STATUS = "pending"
@@ -167,6 +168,12 @@ def appended_message_contexts(thread_id: str, first_seq: int, turns: list[tuple[
 # --- writing rows ----------------------------------------------------------------------
 
 
+def window(record) -> dict[str, Any]:
+    """The validity window a record's chunks copy (issue #32): a memory's ``valid_from``/``valid_to``; nothing for
+    a message or an image (their chunks keep NULL bounds, which every ``valid_at`` passes)."""
+    return {name: getattr(record, name) for name in ("valid_from", "valid_to") if hasattr(record, name)}
+
+
 def chunk_status(record) -> str:
     """The status a record's chunks carry: ``PENDING_CHUNK_STATUS`` while a memory awaits review
     (``Memory.pending``), else the record's own status."""
@@ -189,12 +196,15 @@ def chunk_rows(
     expires_at,
     metadata: dict[str, Any],
     now,
+    valid_from=None,
+    valid_to=None,
 ) -> list[SearchChunk]:
     """Unsaved chunk rows of one record: ``chunks[i]`` with embedding ``vectors[i]`` (``index_rows`` saves them).
 
     ``record_id`` is the stored id (``memory.records.tenancy``); ``contexts`` the
     keyword context of each chunk (None: the chunk's own text; messages get
-    theirs from ``refresh_message_contexts``).
+    theirs from ``refresh_message_contexts``). ``valid_from``/``valid_to``: a
+    memory's validity window (None for messages and images: no window).
     """
     return [
         SearchChunk(
@@ -208,6 +218,8 @@ def chunk_rows(
             thread_id=thread_id,
             status=status,
             expires_at=expires_at,
+            valid_from=valid_from,
+            valid_to=valid_to,
             metadata=metadata,
             text=text,
             context=text if contexts is None else contexts[i],
@@ -255,7 +267,7 @@ def index_record(record, source_kind: str, record_type: str, chunks: list[str], 
         project_id=record.project_id, source_kind=source_kind, record_id=record.pk, record_type=record_type,
         chunks=chunks, vectors=vectors, user_id=scope.user_id, agent_id=scope.agent_id,
         thread_id=record.thread_id, status=chunk_status(record), expires_at=record.expires_at,
-        metadata=record.metadata, now=timezone.now(),
+        metadata=record.metadata, now=timezone.now(), **window(record),
     ))
 
 
@@ -263,7 +275,7 @@ def reindex_state(source_kind: str, record_ids: Iterable[str], **fields: Any) ->
     """Copy new record state to the chunks of records ``record_ids`` (stored ids) of ``source_kind``.
 
     ``fields`` are among ``STATE_FIELDS`` (status, expires_at, metadata,
-    record_type); the embeddings and texts are left alone. A chunk whose
+    record_type, valid_from, valid_to); the embeddings and texts are left alone. A chunk whose
     status is ``pending`` (its memory awaits review) keeps it: only
     ``review_settle`` ends it, so no status change (a relation's
     invalidation, the admin's edit) can make a pending memory searchable.
@@ -339,12 +351,12 @@ def sync_record(record, source_kind: str, record_type: str, chunks: list[str] | 
     """Bring a record's chunks in step with it after an update.
 
     With ``chunks`` (the record was re-embedded): replace them
-    (``index_record``). Without: copy its status, expiry, metadata and
-    ``record_type`` to them (``reindex_state``).
+    (``index_record``). Without: copy its status, expiry, metadata,
+    ``record_type`` and (a memory's) validity window to them (``reindex_state``).
     """
     if chunks is None:
         reindex_state(source_kind, [record.pk], status=record.status, expires_at=record.expires_at,
-                      metadata=record.metadata, record_type=record_type)
+                      metadata=record.metadata, record_type=record_type, **window(record))
     else:
         index_record(record, source_kind, record_type, chunks, vectors, scope=scope)
 

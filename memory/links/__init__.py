@@ -19,10 +19,16 @@ Rules kept here:
   relation is invalid; when the last such relation into it goes away (deleted,
   retyped, or its other endpoint deleted) it is valid again. Status changes are
   written to the memory and its ``SearchChunk`` rows in the same transaction.
+* Valid time (issue #32): a ``supersedes`` relation also closes its target's
+  validity window at its source's start (``valid_from``, else event time, else
+  creation time: ``rules.window_start``) unless an earlier ``valid_to`` stands
+  (and only when either has a window: two memories without one are as before);
+  removing or retyping the relation undoes a closing it made (``rules.reopen_window``).
+  Each change is a history version naming the relation.
 * Graph expansion (``linked_sql``/``attach_linked``): one recursive query walks
   relations in both directions from the direct memory results, bounded by the
   hop count, never revisiting a record on the same path, passing only through
-  records the search may show (scope, expiry, status).
+  records the search may show (scope, expiry, status, ``valid_at``).
 * Autonomous linking (``propose_links``): the LLM compares a new memory with its
   nearest stored memories of the thread and proposes relations from it, as
   JSON validated against ``link_schema``.

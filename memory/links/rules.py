@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Q
@@ -21,6 +22,12 @@ logger = logging.getLogger(__name__)
 
 #: Relation types whose target becomes invalid (see "Lifecycle" above).
 INVALIDATING_RELATIONS = ("supersedes", "refines", "duplicates")
+
+
+#: The relation type that also closes its target's validity window at its source's start (issue #32,
+#: ``close_window``): a newer fact replaces an older one from when it starts to hold. ``refines`` and
+#: ``duplicates`` say the older one was imprecise or repeated, not that it stopped holding.
+WINDOW_CLOSING_RELATION = "supersedes"
 
 
 #: ``search(num_hops=...)`` accepts 0 through 5 (spec: search).
@@ -119,14 +126,89 @@ def set_memory_status(memory_ids: Iterable[str], status: str, *, relation_id: st
             before = history.snapshot(row)
             row.status = status
             changes.append((row, before, history.snapshot(row)))
-        if reason is None and relation_id is not None:
-            relation = RecordLink.objects.filter(pk=relation_id).values_list("relation_type", flat=True).first()
-            reason = f"{relation or 'relation'} {public_id(relation_id)}"
-        if relation_id is not None and history.current_actor().reason:
-            reason = f"{reason} ({history.current_actor().reason})"
         history.record_many(changes, "invalidate" if status == RecordStatus.INVALID.value else "revalidate",
-                            relation_id=relation_id, reason=reason)
+                            relation_id=relation_id, reason=_relation_reason(relation_id, reason))
     return ids
+
+
+def _relation_reason(relation_id: str | None, reason: str | None) -> str | None:
+    """The why of a version a relation drove: ``reason``, else "<relation type> <relation id>"; with the actor's
+    own reason (the request line, the extraction decision) in parentheses after it."""
+    if reason is None and relation_id is not None:
+        relation = RecordLink.objects.filter(pk=relation_id).values_list("relation_type", flat=True).first()
+        reason = f"{relation or 'relation'} {public_id(relation_id)}"
+    if relation_id is not None and history.current_actor().reason:
+        reason = f"{reason} ({history.current_actor().reason})"
+    return reason
+
+
+# --- valid time (issue #32) ------------------------------------------------------------------
+
+
+def window_start(row: Memory) -> datetime:
+    """When a memory's fact starts to hold, as a supersession reads it: its ``valid_from``; else its event time
+    (``event_at``: when the conversation stated it); else when it was recorded (``created_at``)."""
+    return row.valid_from or row.event_at or row.created_at
+
+
+def _set_valid_to(target: Memory, valid_to: datetime | None, *, relation_id: str, reason: str) -> None:
+    """Set a memory's ``valid_to`` (``target``: its row as stored now) with its chunks' copy, as a version naming
+    the relation (``history.record`` locks the row first)."""
+    before = history.snapshot(target)
+    target.valid_to = valid_to
+    Memory.objects.filter(pk=target.pk).update(valid_to=valid_to, updated_at=timezone.now())
+    index.reindex_state("memory", [target.pk], valid_to=valid_to)
+    history.record(target, "update", before, history.snapshot(target), relation_id=relation_id,
+                   reason=_relation_reason(relation_id, reason))
+
+
+def close_window(source: Memory, target_id: str, *, relation_id: str) -> bool:
+    """A ``supersedes`` relation (stored id ``relation_id``) from ``source`` closes the validity window of memory
+    ``target_id`` (stored id) at ``window_start(source)``; return whether it changed. Call inside the writing
+    transaction, after the relation's status change (the target is read as stored now).
+
+    Only where valid time is in play: the source states its start (``valid_from``) or the target has a window
+    (either bound). Two memories without windows stay as before issue #32 (the target is invalidated, no window
+    appears). Nothing changes either when the target's window already ends at or before that start (an earlier
+    ``valid_to`` stands), or when its ``valid_from`` is not before it (the newer fact starts no later than the
+    older one: closing would leave an empty or inverted window; the target is still invalidated).
+    The change is an ``update`` version of the target's history naming the relation, which ``reopen_window``
+    reads to undo it.
+    """
+    start = window_start(source)
+    target = Memory.objects.filter(pk=target_id).first()
+    if target is None or (source.valid_from is None and target.valid_from is None and target.valid_to is None):
+        return False
+    if (target.valid_to is not None and target.valid_to <= start) or (
+            target.valid_from is not None and start <= target.valid_from):
+        return False
+    _set_valid_to(target, start, relation_id=relation_id,
+                  reason=f"{WINDOW_CLOSING_RELATION} {public_id(relation_id)} closed the validity window")
+    return True
+
+
+def reopen_window(target_id: str, *, relation_id: str) -> bool:
+    """Undo ``close_window`` when the ``supersedes`` relation ``relation_id`` (stored id) went away or changed
+    type; return whether the target's window changed. Call inside the writing transaction.
+
+    Mirrors ``revalidate``: the window is put back only if this relation closed it (its newest window version
+    names the relation) and nothing changed ``valid_to`` since; then every remaining ``supersedes`` relation
+    into the target closes it again (the earliest start wins), as one that never was removed would have.
+    """
+    target = Memory.objects.filter(pk=target_id).first()
+    closed = (history.history_rows(project_id=target.project_id, memory_id=target.public_id)
+              .filter(relation_id=relation_id, action="update").order_by("-version").first()
+              if target is not None else None)
+    if closed is None or (closed.after or {}).get("valid_to") != (history.snapshot(target).get("valid_to")):
+        return False
+    _set_valid_to(target, history.snapshot_expiry(closed.before or {}, "valid_to"), relation_id=relation_id,
+                  reason=f"relation {public_id(relation_id)} removed: its closing of the validity window undone")
+    for link in (RecordLink.objects.filter(target_id=target_id, relation_type=WINDOW_CLOSING_RELATION)
+                 .exclude(pk=relation_id).order_by("pk")):
+        source = Memory.objects.filter(pk=link.source_id).first()
+        if source is not None:
+            close_window(source, target_id, relation_id=link.pk)
+    return True
 
 
 def revalidate(memory_ids: Iterable[str], *, relation_id: str | None = None, reason: str | None = None) -> list[str]:
@@ -162,4 +244,6 @@ def links_detach(*, memory_ids: Iterable[str], erased: set[str] | None = None) -
     for pk, target, kind in rows:
         if kind in INVALIDATING_RELATIONS and target not in ids:
             revalidate([target], relation_id=pk, reason=f"relation {public_id(pk)} removed with its source")
+        if kind == WINDOW_CLOSING_RELATION and target not in ids:
+            reopen_window(target, relation_id=pk)
     return len(rows)

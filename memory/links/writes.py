@@ -16,10 +16,13 @@ from memory.core.types import NOTSET, NotSet, RecordRelation, RecordStatus
 from memory.links.rules import (
     _TUPLE_FIELDS,
     INVALIDATING_RELATIONS,
+    WINDOW_CLOSING_RELATION,
     LinkExists,
+    close_window,
     opposite_label,
     pair_key,
     relation_dto,
+    reopen_window,
     revalidate,
     set_memory_status,
 )
@@ -90,6 +93,8 @@ def _insert(*, thread: Thread, source: Memory, target: Memory, relation_type: st
         raise Conflict(id_field, relation_id) from None
     if relation_type in INVALIDATING_RELATIONS:
         set_memory_status([target.pk], RecordStatus.INVALID.value, relation_id=row_id)
+    if relation_type == WINDOW_CLOSING_RELATION:
+        close_window(source, target.pk, relation_id=row_id)
     return relation_id
 
 
@@ -149,7 +154,9 @@ def link_update(
     ``relation_type`` sets its fixed reverse label, unless the same call gives
     ``opposite_relation_type`` (an explicit label always wins, as in
     ``link_records``). Changing the type in or out of supersedes/refines/
-    duplicates invalidates or re-validates the target.
+    duplicates invalidates or re-validates the target; in or out of
+    supersedes closes its validity window or undoes that closing (issue #32,
+    ``memory.links.rules.close_window``/``reopen_window``).
     """
     rid = check_id(relation_id, "relation_id")
     label = check_relation_type(relation_type) if relation_type is not NOTSET else NOTSET
@@ -164,6 +171,7 @@ def link_update(
         if row is None:
             return 0
         was_invalidating = row.relation_type in INVALIDATING_RELATIONS
+        was_closing = row.relation_type == WINDOW_CLOSING_RELATION
         if label is not NOTSET:
             row.relation_type = label
             if label in BUILTIN_RELATIONS:
@@ -181,6 +189,11 @@ def link_update(
         elif was_invalidating and not now_invalidating:
             revalidate([row.target_id], relation_id=row.pk,
                        reason=f"relation {public_id(row.pk)} is now {row.relation_type}")
+        if (row.relation_type == WINDOW_CLOSING_RELATION) != was_closing:  # valid time, issue #32
+            if was_closing:
+                reopen_window(row.target_id, relation_id=row.pk)
+            else:
+                close_window(Memory.objects.get(pk=row.source_id), row.target_id, relation_id=row.pk)
     return 1
 
 
@@ -202,7 +215,9 @@ def link_delete(
     type and ``relation_type``, in the stored source-to-target orientation (the
     reverse orientation matches nothing). ``relation_id`` must come alone.
     Removing the last supersedes/refines/duplicates relation into a record makes
-    it valid again. The admin's history of the relation goes too (``memory.records.admin_log.admin_log_erase``).
+    it valid again, and removing a supersedes relation undoes its closing of the
+    target's validity window (issue #32, ``memory.links.rules.reopen_window``).
+    The admin's history of the relation goes too (``memory.records.admin_log.admin_log_erase``).
     Raises ValueError for a mixed or incomplete selector.
     """
     given = {name: value for name, value in zip(
@@ -228,10 +243,13 @@ def link_delete(
         row = lock_first(visible(RecordLink.objects.filter(thread_id=thread.pk, **filters), thread, restrict))
         if row is None:
             return 0
+        key = row.pk  # Model.delete() sets row.pk to None
         row.delete()
-        admin_log_erase(RecordLink, [row.pk])
+        admin_log_erase(RecordLink, [key])
         if row.relation_type in INVALIDATING_RELATIONS:
-            revalidate([row.target_id], relation_id=row.pk)
+            revalidate([row.target_id], relation_id=key)
+        if row.relation_type == WINDOW_CLOSING_RELATION:
+            reopen_window(row.target_id, relation_id=key)
     return 1
 
 

@@ -38,11 +38,13 @@ JUDGE_SCHEMA_NAME = "memory_relation"
 #: memory, source messages per memory. A small model fills whatever room it gets
 #: (SmolLM2 ran into a 1,024-token cap with 8 x 240 characters, and the cut reply
 #: cost two retries), so the reply cap is derived from them: ~120 tokens per
-#: memory at most, so a grammar-constrained reply always closes.
+#: memory at most, and ~30 more for its optional validity window (issue #32: two
+#: dates of at most ``DATE_MAX_CHARS``), so a grammar-constrained reply always closes.
 MAX_MEMORIES_PER_CALL = 6
 CONTENT_MAX_CHARS = 200
 MAX_SOURCES_PER_MEMORY = 4
-MAX_OUTPUT_TOKENS = MAX_MEMORIES_PER_CALL * 120 + 40
+DATE_MAX_CHARS = 25
+MAX_OUTPUT_TOKENS = MAX_MEMORIES_PER_CALL * 150 + 40
 
 
 # --- prompts ----------------------------------------------------------------------------------
@@ -60,6 +62,9 @@ Rules:
 - Extract only from the TARGET messages; the summary and CONTEXT messages only help you understand them.
 - Name people instead of using pronouns; turn relative dates into dates using the message time.
 - source_message_ids lists the ids of the TARGET messages each memory comes from.
+- valid_from / valid_to (optional): only when the messages say when the fact starts or stops holding \
+("since March", "until June"): ISO dates (YYYY-MM-DD), relative ones resolved with the message time \
+("until June" said on 2026-03-02 -> valid_to 2026-07-01). Leave them out when no date is stated.
 - Skip greetings and small talk. Reply {"memories": []} when nothing is worth keeping."""
 
 
@@ -71,7 +76,14 @@ def system_prompt(custom_instructions: str | None) -> str:
 
 
 def extraction_schema(refs: Sequence[str]) -> dict:
-    """The reply's JSON schema; ``source_message_ids`` may only name ``refs`` (the call's targets)."""
+    """The reply's JSON schema; ``source_message_ids`` may only name ``refs`` (the call's targets).
+
+    ``valid_from``/``valid_to`` (issue #32) are optional strings, the memory's validity window as ISO dates: not
+    in ``required``, so replies without them stay valid, and no pattern, so a badly written date is dropped by
+    ``memory.extraction.candidates.parse_candidates`` instead of failing the reply. (The one schema here that is
+    not strict-mode complete: a server that insists on every property being required rejects the
+    ``json_schema`` form and the adapter falls back to ``json_object``, ``memory.llm.adapters``.)
+    """
     return {
         "type": "object",
         "properties": {
@@ -87,6 +99,8 @@ def extraction_schema(refs: Sequence[str]) -> dict:
                             "type": "array", "minItems": 1, "maxItems": min(len(refs), MAX_SOURCES_PER_MEMORY),
                             "items": {"type": "string", "enum": list(refs)},
                         },
+                        "valid_from": {"type": "string", "maxLength": DATE_MAX_CHARS},
+                        "valid_to": {"type": "string", "maxLength": DATE_MAX_CHARS},
                     },
                     "required": ["memory_type", "content", "source_message_ids"],
                     "additionalProperties": False,

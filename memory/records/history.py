@@ -51,6 +51,7 @@ from django.utils.dateparse import parse_datetime
 from memory.core.errors import NotFound
 from memory.core.ids import public_id, stored_id
 from memory.core.locking import lock_rows
+from memory.core.valid_time import WINDOW_FIELDS
 from memory.models import Memory, MemoryVersion
 from memory.records.validators import check_bounded_int, check_id
 
@@ -61,8 +62,11 @@ ACTOR_KINDS = ("client", "api_key", "staff", "admin", "extraction", "ttl", "impo
 #: the memory (its ``after`` is None, like a ``delete``'s).
 ACTIONS = ("create", "update", "invalidate", "revalidate", "restore", "delete", "approve", "reject")
 #: The fields a snapshot holds, and a restore puts back. ``pending`` is in a snapshot only while the memory
-#: awaits review (then True): snapshots taken before the review queue existed stay as they were.
-SNAPSHOT_FIELDS = ("content", "memory_type", "metadata", "status", "expires_at", "timestamp", "pending")
+#: awaits review (then True): snapshots taken before the review queue existed stay as they were. Likewise the
+#: validity window (issue #32): ``valid_from``/``valid_to`` (ISO 8601) only when set, so a snapshot of a memory
+#: without a window, and every snapshot taken before valid time existed, has neither key (read as None: open).
+SNAPSHOT_FIELDS = ("content", "memory_type", "metadata", "status", "expires_at", "timestamp", "pending",
+                   "valid_from", "valid_to")
 #: Versions one history read answers at most (the newest ones).
 MAX_VERSIONS = 1000
 #: Length of ``MemoryVersion.reason`` and ``actor_id``.
@@ -121,7 +125,7 @@ def because(reason: str) -> Iterator[Actor]:
 
 def snapshot(row: Memory) -> dict[str, Any]:
     """The ``SNAPSHOT_FIELDS`` of a memory row as JSON values (``expires_at``: ISO 8601 or None; ``pending``
-    only when the memory awaits review)."""
+    only when the memory awaits review; ``valid_from``/``valid_to``, ISO 8601, each only when set)."""
     state = {
         "content": row.content, "memory_type": row.memory_type, "metadata": dict(row.metadata or {}),
         "status": row.status, "expires_at": row.expires_at.isoformat() if row.expires_at else None,
@@ -129,12 +133,16 @@ def snapshot(row: Memory) -> dict[str, Any]:
     }
     if row.pending:
         state["pending"] = True
+    for name in WINDOW_FIELDS:
+        if getattr(row, name) is not None:
+            state[name] = getattr(row, name).isoformat()
     return state
 
 
-def snapshot_expiry(state: dict[str, Any]) -> datetime | None:
-    """``expires_at`` of a snapshot as an aware datetime (None when it has none)."""
-    value = state.get("expires_at")
+def snapshot_expiry(state: dict[str, Any], name: str = "expires_at") -> datetime | None:
+    """``expires_at`` (or another instant ``name``: ``valid_from``, ``valid_to``) of a snapshot as an aware
+    datetime (None when it has none: also a snapshot older than the key)."""
+    value = state.get(name)
     return parse_datetime(value) if value else None
 
 

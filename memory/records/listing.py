@@ -6,12 +6,15 @@ restricted client), live records only (not expired), oldest first, and bounded: 
 at most ``DEFAULT_LIST_LIMIT`` (100, the thread-level ``list_images`` default), None none, else an int
 from 1 to ``memory.core.errors.MAX_SQL_COUNT``. A scope argument omitted is no filter; ``None`` matches records
 stored with no value (the SDK's rule); a string matches exactly. ``metadata_filter`` follows the search
-grammar (``memory.records.metadata_filter``) on the record's metadata; None is no filter. Bad arguments:
+grammar (``memory.records.metadata_filter``) on the record's metadata; None is no filter. ``valid_at`` (memories
+only, issue #32): the memories whose validity window contains that instant (``selectors.filter_valid_at``). Bad
+arguments:
 TypeError/ValueError naming the argument; a scope beyond a restricted tenant: ``OutOfScope``.
 """
 
 from __future__ import annotations
 
+from datetime import date, datetime
 from typing import Any
 
 from django.db.models import QuerySet
@@ -23,7 +26,15 @@ from memory.core.types import NOTSET, ImageRecord, MemoryRecord, NotSet
 from memory.core.types import Message as MessageDTO
 from memory.models import Image, Memory, Message, Thread
 from memory.records.metadata_filter import compile_filter
-from memory.records.selectors import hydrate_images, image_dto, live_q, memory_dto, memory_live_q, message_dto
+from memory.records.selectors import (
+    filter_valid_at,
+    hydrate_images,
+    image_dto,
+    live_q,
+    memory_dto,
+    memory_live_q,
+    message_dto,
+)
 from memory.records.tenancy import Tenant
 
 DEFAULT_LIST_LIMIT = 100
@@ -120,13 +131,16 @@ def messages(*, include_image_bytes: bool | NotSet = NOTSET, **arguments: Any) -
 
 def memory_queryset(*, tenant: Tenant, user_id: str | None | NotSet = NOTSET, agent_id: str | None | NotSet = NOTSET,
                     thread_id: str | None | NotSet = NOTSET, metadata_filter: dict[str, Any] | None | NotSet = NOTSET,
-                    limit: int | None | NotSet = NOTSET, now=None) -> QuerySet:
-    """The validated query behind ``memories``."""
+                    limit: int | None | NotSet = NOTSET, now=None,
+                    valid_at: datetime | date | str | None | NotSet = NOTSET) -> QuerySet:
+    """The validated query behind ``memories`` (also compiled for Oracle in tests/oracle). ``valid_at``: omitted
+    or None, no filter; else a datetime, date or ISO-8601 string (``selectors.filter_valid_at``)."""
     qs = Memory.objects.filter(memory_live_q(now or timezone.now()), project=tenant.project)
     thread_id = _check_scope_id(thread_id, "thread_id")
     qs = _scoped(qs, tenant, user_id=user_id, agent_id=agent_id)
     if thread_id is not NOTSET:
         qs = qs.filter(thread_id=None if thread_id is None else stored_id(tenant.project.pk, thread_id))
+    qs = filter_valid_at(qs, None if valid_at is NOTSET else valid_at)
     return _bounded(filter_metadata(qs, metadata_filter).order_by("created_at", "id"), limit)
 
 

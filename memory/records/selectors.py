@@ -30,6 +30,7 @@ from memory.core.types import (
 from memory.core.types import (
     Message as MessageDTO,
 )
+from memory.core.valid_time import check_instant
 from memory.models import Image, Memory, Message, Project, Thread
 from memory.records.metadata_filter import compile_filter
 from memory.records.tenancy import Tenant
@@ -85,6 +86,15 @@ def memory_live_q(now) -> Q:
     return live_q(now) & Q(pending=False)
 
 
+def valid_at_q(at) -> Q:
+    """Rows whose validity window ``[valid_from, valid_to)`` contains ``at`` (an aware datetime; issue #32,
+    ``memory.core.valid_time``): a NULL bound is open, so a row with no window always passes. Memories and their
+    search chunks carry the columns; a message's or image's chunks have no window and always pass, so a
+    ``valid_at`` search filters memory-like records only."""
+    return ((Q(valid_from__isnull=True) | Q(valid_from__lte=at))
+            & (Q(valid_to__isnull=True) | Q(valid_to__gt=at)))
+
+
 def _iso(value) -> str | None:
     return value.isoformat() if value is not None else None
 
@@ -135,6 +145,8 @@ def memory_dto(row: Memory) -> MemoryRecord:
         created_at=_iso(row.created_at),
         expires_at=_iso(row.expires_at),
         source_message_ids=list(row.source_message_ids or []),
+        valid_from=_iso(row.valid_from),
+        valid_to=_iso(row.valid_to),
     )
 
 
@@ -318,21 +330,31 @@ def memory_stored(*, project: Project, memory_id: str) -> MemoryRecord:
     return memory_dto(row)
 
 
+def filter_valid_at(qs: QuerySet, valid_at: Any) -> QuerySet:
+    """``qs`` (memories) narrowed to those whose validity window contains ``valid_at`` (issue #32: ``valid_at_q``);
+    None leaves it unchanged. ``valid_at``: a datetime, date or ISO-8601 string (no zone: UTC); TypeError/ValueError
+    naming ``valid_at`` otherwise (``memory.core.valid_time.check_instant``)."""
+    at = check_instant(valid_at, "valid_at")
+    return qs if at is None else qs.filter(valid_at_q(at))
+
+
 def memory_records(*, thread: Thread, memory_type: str | None = None,
-                   restrict: dict[str, str] | None = None) -> Records[MemoryRecord]:
+                   restrict: dict[str, str] | None = None, valid_at: Any = None) -> Records[MemoryRecord]:
     """The live memories owned by this exact thread, oldest first, optionally of one type (read lazily);
-    ``restrict`` as in ``memory_get``. Memories awaiting review are left out (``memory_live_q``)."""
+    ``restrict`` as in ``memory_get``. Memories awaiting review are left out (``memory_live_q``). ``valid_at``
+    (issue #32): only memories valid at that instant (``filter_valid_at``); None: every one."""
     qs = (Memory.objects.filter(memory_live_q(timezone.now()), thread_id=thread.pk, **(restrict or {}))
           .order_by("created_at", "id"))
     if memory_type:
         qs = qs.filter(memory_type=memory_type)
-    return Records(qs, memory_dto)
+    return Records(filter_valid_at(qs, valid_at), memory_dto)
 
 
 def memory_list(*, thread: Thread, memory_type: str | None = None,
-                restrict: dict[str, str] | None = None) -> list[MemoryRecord]:
-    """The live memories owned by this exact thread, oldest first (``restrict`` as in ``memory_get``)."""
-    return list(memory_records(thread=thread, memory_type=memory_type, restrict=restrict))
+                restrict: dict[str, str] | None = None, valid_at: Any = None) -> list[MemoryRecord]:
+    """The live memories owned by this exact thread, oldest first (``restrict`` as in ``memory_get``, ``valid_at``
+    as in ``memory_records``)."""
+    return list(memory_records(thread=thread, memory_type=memory_type, restrict=restrict, valid_at=valid_at))
 
 
 # --- images -------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from django.utils import timezone
 from memory.fields import VectorDistance
 from memory.models import STATUSES, SearchChunk
 from memory.records.metadata_filter import compile_filter
-from memory.records.selectors import live_q
+from memory.records.selectors import live_q, valid_at_q
 from memory.search.request import SearchRequest, scope_q
 
 # Chunks fetched per wanted result, so that records split into several chunks
@@ -16,7 +16,8 @@ CHUNK_OVERFETCH = 3
 
 
 def filtered_chunks(request: SearchRequest, now=None):
-    """Chunks that may be returned for ``request``: project, scope, types, status, expiry and metadata filter.
+    """Chunks that may be returned for ``request``: project, scope, types, status, expiry, metadata filter and
+    valid time (``request.valid_at``, issue #32: the chunks' copies of a memory's window; ``valid_at_q``).
 
     Status: ``valid``, or with ``include_invalid_results`` also ``invalid``; never ``pending`` (the chunks
     of a memory awaiting review, ``memory.records.review_rules``), so no arm (vector, the SQLite vector cache's check,
@@ -26,6 +27,8 @@ def filtered_chunks(request: SearchRequest, now=None):
     filters = live_q(now) & scope_q(request.scope, request.project_id) & Q(record_type__in=request.record_types)
     filters &= compile_filter(request.metadata_filter)
     filters &= Q(status__in=STATUSES) if request.include_invalid_results else Q(status="valid")
+    if request.valid_at is not None:
+        filters &= valid_at_q(request.valid_at)
     return SearchChunk.objects.filter(filters)
 
 
@@ -56,7 +59,8 @@ def filter_sql(request: SearchRequest, now=None, connection=None) -> tuple[str, 
     key = None
     if now is not None:
         key = (now, connection.alias, connection.vendor, request.project_id, request.scope,
-               tuple(request.record_types), repr(request.metadata_filter), request.include_invalid_results)
+               tuple(request.record_types), repr(request.metadata_filter), request.include_invalid_results,
+               request.valid_at)
         if request._where is not None and request._where[0] == key:
             sql, params = request._where[1]
             return sql, list(params)
@@ -69,14 +73,17 @@ def filter_sql(request: SearchRequest, now=None, connection=None) -> tuple[str, 
 
 
 def linked_filter(request: SearchRequest, now=None) -> Q:
-    """Which memories graph expansion may reach or pass through: the search's scope, expiry and status, and
-    never a memory awaiting review (``Memory.pending``).
+    """Which memories graph expansion may reach or pass through: the search's scope, expiry, status and valid
+    time (``valid_at``, issue #32: a memory outside its window is not linked either), and never a memory awaiting
+    review (``Memory.pending``).
 
     ``record_types`` and ``metadata_filter`` choose the direct results only.
     """
     q = live_q(now or timezone.now()) & scope_q(request.scope, request.project_id) & Q(pending=False)
     if not request.include_invalid_results:
         q &= Q(status="valid")
+    if request.valid_at is not None:
+        q &= valid_at_q(request.valid_at)
     return q
 
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from typing import Any
 
 from django.db.models import Q
@@ -10,6 +11,7 @@ from memory.core import conf
 from memory.core.errors import MAX_QUERY_CHARS, InvalidArgument, InvalidType, check_size, check_text
 from memory.core.ids import stored_id
 from memory.core.types import NOTSET, MemorySearchConfig, NotSet, SearchResult, SearchScope
+from memory.core.valid_time import check_instant
 from memory.links.rules import check_max_linked_results, check_num_hops
 from memory.models import RECORD_TYPES
 from memory.records.metadata_filter import compile_filter
@@ -265,6 +267,9 @@ class SearchRequest:
     mode: str = "HYBRID"
     num_hops: int = 0
     max_linked_results: int = 100
+    #: Valid time (issue #32): only memory-like records whose validity window contains this instant (aware UTC);
+    #: None, no filter. Messages and images have no window and always pass (``selectors.valid_at_q``).
+    valid_at: datetime | None = None
     #: ``filter_sql``'s last compiled WHERE clause, with the inputs it was compiled from.
     _where: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -284,8 +289,14 @@ def build_request(
     mode: str | NotSet = NOTSET,
     num_hops: int | NotSet = NOTSET,
     max_linked_results: int | NotSet = NOTSET,
+    valid_at: datetime | date | str | None | NotSet = NOTSET,
 ) -> SearchRequest:
     """Validate search arguments against the spec; defaults come from ``config``.
+
+    ``valid_at`` (issue #32, not in the spec): a datetime, date or ISO-8601 string (no zone: UTC); only memories
+    whose validity window ``[valid_from, valid_to)`` contains it are found or linked (a NULL bound is open, so a
+    memory without a window always is); messages and images are not filtered. Omitted or None: no filter.
+    TypeError/ValueError naming ``valid_at`` for a bad value (``memory.core.valid_time.check_instant``).
 
     ``mode`` (not in the spec) picks the ranking: VECTOR, KEYWORD or HYBRID;
     omitted, ``config.mode``, else ``settings.OAM_SEARCH_MODE`` (default HYBRID).
@@ -319,6 +330,7 @@ def build_request(
         mode=check_mode(mode),
         num_hops=check_num_hops(num_hops),
         max_linked_results=check_max_linked_results(max_linked_results),
+        valid_at=check_instant(None if valid_at is NOTSET else valid_at, "valid_at"),
     )
 
 

@@ -442,6 +442,7 @@ def _prepare(thread: Thread, job: ExtractionJob, decisions: list[Decision], rete
             thread=thread, content=candidate.content, memory_type=candidate.memory_type,
             metadata={**inherited, "extraction": note}, timestamp=candidate.sources[-1].timestamp,
             source_message_ids=[m.id for m in candidate.sources], retention=retention, review_types=review_types,
+            valid_from=candidate.valid_from, valid_to=candidate.valid_to,  # the window it states (issue #32)
         )))
     return planned
 

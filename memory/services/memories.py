@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -19,6 +19,7 @@ from memory.core.errors import Conflict, InvalidArgument, InvalidType, NotFound
 from memory.core.ids import public_id, stored_id
 from memory.core.locking import lock_first
 from memory.core.types import NOTSET, MemoryRetentionConfig, NotSet, RecordStatus, TimeToLiveAnchor
+from memory.core.valid_time import WINDOW_FIELDS, check_instant, check_window
 from memory.embedders import embed_records
 from memory.extraction.jobs import jobs_fence
 from memory.index import writer as index
@@ -88,6 +89,8 @@ def memory_prepare(
     source_message_ids: Sequence[str] = (),
     retention: MemoryRetentionConfig,
     review_types: Collection[str] = (),
+    valid_from: datetime | date | str | None = None,
+    valid_to: datetime | date | str | None = None,
 ) -> PreparedMemory:
     """Validate and embed a memory-like record without writing it (see ``memory_add`` for the rules).
 
@@ -95,6 +98,10 @@ def memory_prepare(
     memory of one of them is stored ``pending`` and its chunks carry the status ``pending``
     (``memory.index.writer.chunk_status``), so no agent's read returns it until ``memory.services.review``
     approves it.
+
+    ``valid_from``/``valid_to`` (issue #32): the validity window, each None (open) or a datetime, date or
+    ISO-8601 string (``memory.core.valid_time.check_instant``: naive is UTC); ``valid_to`` not before
+    ``valid_from``. Copied onto the chunks, so ``valid_at`` searches filter in SQL.
 
     Embedding is slow and needs no database lock: callers that write several
     records in one transaction (an extraction job's commit) prepare them
@@ -114,6 +121,8 @@ def memory_prepare(
     meta = check_metadata(metadata)
     stamp = ttl_rules.check_timestamp(timestamp)
     state = RecordStatus.VALID.value if status is NOTSET else check_status(status)
+    window = {name: check_instant(value, name) for name, value in zip(WINDOW_FIELDS, (valid_from, valid_to))}
+    check_window(window["valid_from"], window["valid_to"])
     now = timezone.now()
     days = ttl_rules.resolve_ttl_days(ttl_days, retention)
     anchor = TimeToLiveAnchor.CREATED_AT if ttl_anchor is NOTSET else ttl_rules.check_anchor(ttl_anchor)
@@ -126,10 +135,11 @@ def memory_prepare(
         id=key, project_id=thread.project_id, memory_type=mtype, content=content, timestamp=stamp,
         event_at=ttl_rules.parse_timestamp(stamp), metadata=meta, status=state, expires_at=expiry,
         source_message_ids=list(source_message_ids), created_at=now, pending=mtype in review_types, **scope,
+        **window,
     )
     chunk_rows = index.chunk_rows(project_id=thread.project_id, source_kind="memory", record_id=key, record_type=mtype,
                              chunks=chunks, vectors=vectors, status=index.chunk_status(row), expires_at=expiry,
-                             metadata=meta, now=now, **scope)
+                             metadata=meta, now=now, **scope, **window)
     return PreparedMemory(row=row, chunk_rows=chunk_rows)
 
 
@@ -170,7 +180,8 @@ def memory_add(
     ``fields`` are ``memory_prepare``'s: ``thread``, ``content``, ``retention``
     and optionally ``memory_type``, ``user_id``, ``agent_id``, ``thread_id``,
     ``memory_id``, ``metadata``, ``timestamp``, ``ttl_days``, ``ttl_anchor``,
-    ``status``, ``source_message_ids``, ``review_types``. Omitted scope values inherit the
+    ``status``, ``source_message_ids``, ``review_types``, ``valid_from``, ``valid_to`` (the validity window,
+    issue #32). Omitted scope values inherit the
     thread's user, agent and thread ids; a given ``thread_id`` names a thread of
     the same project (it need not exist; None: owned by no thread).
     ``source_message_ids`` are public message ids. ``memory_type`` defaults to "memory";
@@ -228,6 +239,8 @@ def memory_update(
     status: RecordStatus | str | NotSet = NOTSET,
     memory_type: str | NotSet = NOTSET,
     retention: MemoryRetentionConfig,
+    valid_from: datetime | date | str | None | NotSet = NOTSET,
+    valid_to: datetime | date | str | None | NotSet = NOTSET,
 ) -> str:
     """Update a live memory-like record: with ``thread``, one whose stored thread_id is this thread's
     (``Thread.update_memory``); with ``project`` instead, one of the project by id whatever thread owns
@@ -241,7 +254,11 @@ def memory_update(
     one. ``memory_type`` (not a spec ``update_memory`` parameter: the staff
     pages and the admin retype memories) changes the record's type, its
     chunks' ``record_type`` and the endpoint types of its relations, in the
-    same transaction. Raises KeyError when missing, expired or another
+    same transaction. ``valid_from``/``valid_to`` (issue #32) set a bound
+    (a datetime, date or ISO-8601 string), None clears it (open), omitted
+    keeps it; the resulting window is checked (``valid_to`` not before
+    ``valid_from``: ValueError naming ``valid_to``) and copied to the chunks.
+    Raises KeyError when missing, expired or another
     thread's, and for a memory awaiting review (``memory.records.review_rules``: it is
     changed through the review queue, ``memory.services.review``);
     ValueError for an unknown type or status.
@@ -262,6 +279,8 @@ def memory_update(
         new_meta = check_metadata(metadata) if metadata is not NOTSET else NOTSET
         new_stamp = ttl_rules.check_timestamp(timestamp) if timestamp is not NOTSET else NOTSET
         new_status = check_status(status) if status is not NOTSET else NOTSET
+        new_window = {name: check_instant(value, name)
+                      for name, value in zip(WINDOW_FIELDS, (valid_from, valid_to)) if value is not NOTSET}
         chunks = vectors = None
         if content is not NOTSET or new_stamp is not NOTSET:
             # The embedding covers content and event time (``embedding_text``).
@@ -291,6 +310,10 @@ def memory_update(
                 memory.event_at = ttl_rules.parse_timestamp(new_stamp)
             if new_status is not NOTSET:
                 memory.status = new_status
+            if new_window:
+                merged = {name: new_window.get(name, getattr(memory, name)) for name in WINDOW_FIELDS}
+                check_window(merged["valid_from"], merged["valid_to"])
+                memory.valid_from, memory.valid_to = merged["valid_from"], merged["valid_to"]
             if new_type is not NOTSET and new_type != memory.memory_type:
                 memory.memory_type = new_type
                 # Relations record their endpoints' types (link_records' tuple); keep them true.
@@ -392,7 +415,8 @@ def memory_restore(*, thread: Thread, memory_id: Any, version: Any, restrict: di
     The memory must be stored with this thread's ``thread_id`` (an expired one
     too: a restore may bring back an earlier expiry); ``restrict`` (a
     restricted client's ``Tenant.row_filter``) hides other users' and agents'
-    memories. Content, type, metadata, status, expiry and event time become
+    memories. Content, type, metadata, status, expiry, event time and the validity window (issue #32; a
+    snapshot without its keys: none) become
     those of the version's ``after`` snapshot (``memory.records.history.SNAPSHOT_FIELDS``;
     for a ``delete`` or ``reject`` version, its ``before``), and so does whether it awaits review
     (``pending``); the content is re-embedded and
@@ -430,6 +454,8 @@ def memory_restore(*, thread: Thread, memory_id: Any, version: Any, restrict: di
         memory.expires_at = history.snapshot_expiry(state)
         memory.timestamp = state.get("timestamp")
         memory.event_at = ttl_rules.parse_timestamp(memory.timestamp)
+        # a snapshot without a bound (one taken before valid time existed too) had none: open
+        memory.valid_from, memory.valid_to = (history.snapshot_expiry(state, name) for name in WINDOW_FIELDS)
         was_pending, memory.pending = memory.pending, bool(state.get("pending"))  # back to the queue if it waited
         memory.save()
         if memory.pending and not was_pending:

@@ -26,8 +26,9 @@ refusals name the line, the field and the rule (``line 7 (message).role: must no
   ``memory.records.image_rules``; no copy of a rule): ids; a message's role, text and metadata as
   ``add_messages`` (``parse_message``) and its stored content parts (``parse_parts``: they must join to its
   text, and each image part must be an image line of that message); a memory's content, type, status and
-  metadata as ``add_memory``; text and metadata limits (``MAX_CONTENT_CHARS``, ``MAX_METADATA_DEPTH``,
-  ``MAX_METADATA_BYTES``, no lone surrogate or NUL); image bytes as an upload (``validate_image`` under the
+  metadata, and its validity window (issue #32), as ``add_memory``; text and metadata limits
+  (``MAX_CONTENT_CHARS``, ``MAX_METADATA_DEPTH``, ``MAX_METADATA_BYTES``, no lone surrogate or NUL); image
+  bytes as an upload (``validate_image`` under the
   thread's ``ImageInputLimitConfig``: decoded and verified, the declared type must be what the bytes are,
   size and pixel limits; width, height and size are the bytes', not the file's); a relation's labels and
   endpoint types (``check_relation_type``, ``check_record_type``); a thread's ``config`` read back through
@@ -112,6 +113,7 @@ from memory.core import ttl as ttl_rules
 from memory.core.errors import MAX_CONTENT_CHARS, DomainError, InvalidArgument, InvalidType, check_size, check_text
 from memory.core.ids import public_id, stored_id
 from memory.core.types import MemorySearchConfig, RecordStatus
+from memory.core.valid_time import WINDOW_FIELDS, check_instant, check_window
 from memory.embedders import get_embedder
 from memory.extraction.config import MemoryExtractionConfig
 from memory.index import rebuild
@@ -153,6 +155,12 @@ EMBED_BATCH = 256
 
 def _when(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
+
+
+def _window_line(row: Memory) -> dict[str, str]:
+    """A memory line's validity window (issue #32): ``valid_from``/``valid_to`` (ISO 8601), each only when set,
+    so the line of a memory without a window is as before valid time existed."""
+    return {name: _when(getattr(row, name)) for name in WINDOW_FIELDS if getattr(row, name) is not None}
 
 
 # --- export ----------------------------------------------------------------------------------
@@ -212,7 +220,7 @@ def export_lines(*, project: Project, user_id: Any) -> Iterator[dict[str, Any]]:
                "thread_id": public_id(row.thread_id) if row.thread_id else None, "timestamp": row.timestamp,
                "metadata": row.metadata, "status": row.status, "expires_at": _when(row.expires_at),
                "source_message_ids": row.source_message_ids, "created_at": _when(row.created_at),
-               "pending": row.pending}
+               "pending": row.pending, **_window_line(row)}
     for row in relations.iterator(chunk_size=500):
         yield {"kind": "relation", "id": row.public_id, "thread_id": public_id(row.thread_id),
                "source_id": public_id(row.source_id), "source_type": row.source_type,
@@ -320,9 +328,9 @@ def _snapshot(value: Any, field: str) -> dict[str, Any] | None:
         if name in value:
             check(value[name], f"{field}.{name}")
     value = dict(value)
-    if "expires_at" in value:
-        expires = _parse_when(value["expires_at"], f"{field}.expires_at")
-        value["expires_at"] = _when(expires)
+    for name in ("expires_at", *WINDOW_FIELDS):
+        if name in value:
+            value[name] = _when(_parse_when(value[name], f"{field}.{name}"))
     if not isinstance(value.get("pending", False), bool):
         raise InvalidType(f"{field}.pending", "must be a bool")
     return value
@@ -525,7 +533,19 @@ class _Import:
                 "source_message_ids": [check_id(mid, f"{where}.source_message_ids[{i}]")
                                        for i, mid in enumerate(sources or [])],
                 "pending": pending is True,
-                "created_at": _parse_when(line.get("created_at"), f"{where}.created_at") or timezone.now()}
+                "created_at": _parse_when(line.get("created_at"), f"{where}.created_at") or timezone.now(),
+                **self._read_window(line, where)}
+
+    @staticmethod
+    def _read_window(line: dict, where: str) -> dict[str, datetime | None]:
+        """A memory line's validity window (issue #32) by ``add_memory``'s rules (``memory.core.valid_time``):
+        each bound null/absent or ISO 8601, ``valid_to`` not before ``valid_from``."""
+        window = {name: check_instant(line.get(name), f"{where}.{name}") for name in WINDOW_FIELDS}
+        try:
+            check_window(window["valid_from"], window["valid_to"])
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"{where}.valid_to", exc.message) from None
+        return window
 
     def _read_relation(self, line: dict, where: str) -> dict[str, Any]:
         relation_type = check_relation_type(line.get("relation_type"), f"{where}.relation_type")
@@ -784,7 +804,7 @@ class _Import:
                 user_id=v["user_id"], agent_id=v["agent_id"], thread_id=thread_key, timestamp=v["timestamp"],
                 event_at=ttl_rules.parse_timestamp(v["timestamp"]), metadata=v["metadata"], status=v["status"],
                 expires_at=v["expires_at"], source_message_ids=v["source_message_ids"], created_at=v["created_at"],
-                pending=pending)
+                pending=pending, valid_from=v["valid_from"], valid_to=v["valid_to"])
             if pending and not told:
                 self.forced.append(row)
                 self.adjusted["memory made pending (awaits review)"] += 1

@@ -161,3 +161,30 @@ def test_tools_list_counts_against_the_keys_rate_limit(settings, writer):
 
     refused = asyncio.run(run())
     assert refused.code == RATE_LIMITED and refused.data["retry_after"] >= 1
+
+
+def test_the_memory_tools_take_the_validity_window_and_valid_at(writer):
+    """Valid time (issue #32) through MCP: the tools' schemas come from the API's, so add_memory/update_memory take
+    valid_from/valid_to, search/list_memories/get_context_card take valid_at, and a bad value is the API's 422."""
+    def tool(name, args):
+        return asyncio.run(call(writer, name, args))
+
+    tool("create_thread", {"thread_id": "vt", "user_id": "u", "agent_id": "a"})
+    made = tool("add_memory", {"thread_id": "vt", "content": "Lives in Lyon", "memory_id": "lyon",
+                               "valid_to": "2024-06-01"}).structured_content
+    assert made["valid_to"] == "2024-06-01T00:00:00+00:00" and made["valid_from"] is None
+    tool("add_memory", {"thread_id": "vt", "content": "Lives in Paris", "memory_id": "paris",
+                        "valid_from": "2024-06-01"})
+    listed = tool("list_memories", {"thread_id": "vt", "valid_at": "2025-01-01"}).structured_content
+    assert [m["id"] for m in listed["items"]] == ["paris"]
+    across = tool("list_memories", {"valid_at": "2020-01-01"}).structured_content
+    assert [m["id"] for m in across["items"]] == ["lyon"]
+    hits = tool("search", {"thread_id": "vt", "query": "lives", "valid_at": "2020-01-01"}).structured_content
+    assert [hit["record_id"] for hit in hits["items"]] == ["lyon"]
+    changed = tool("update_memory", {"memory_id": "lyon", "valid_to": None}).structured_content
+    assert changed["valid_to"] is None
+    refused = tool("search", {"thread_id": "vt", "query": "lives", "valid_at": "whenever"})
+    assert refused.is_error and refused.structured_content["status"] == 422 and "valid_at" in str(
+        refused.structured_content)
+    card = tool("get_context_card", {"thread_id": "vt", "valid_at": "2020-01-01"})
+    assert not card.is_error

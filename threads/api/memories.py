@@ -35,8 +35,8 @@ async def memory_add(request: HttpRequest, thread_id: str, payload: MemoryIn):
 @router.get("/threads/{thread_id}/memories", auth=READ, response={200: list[MemoryOut], **NOT_FOUND, **INVALID})
 @paginate(Pagination)
 async def memory_list(request: HttpRequest, thread_id: str, filters: Query[MemoryListQuery]):
-    """This thread's live memories, oldest first, optionally of one type."""
-    return (await thread_for(request, thread_id)).memory_records(memory_type=filters.memory_type)
+    """This thread's live memories, oldest first, optionally of one type and valid at ``valid_at`` (issue #32)."""
+    return (await thread_for(request, thread_id)).memory_records(**filters.model_dump(exclude_unset=True))
 
 
 @router.get("/threads/{thread_id}/memories/{memory_id}", auth=READ, response={200: MemoryOut, **NOT_FOUND})

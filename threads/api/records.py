@@ -13,7 +13,7 @@ from threads.api.common import INVALID, NOT_FOUND, READ, Pagination, client_for,
 from threads.schemas.images import ImageOut
 from threads.schemas.memories import MemoryOut, MemoryPatchIn
 from threads.schemas.messages import MessageOut
-from threads.schemas.records import ProjectImageListQuery, ProjectListQuery
+from threads.schemas.records import ProjectImageListQuery, ProjectListQuery, ProjectMemoryListQuery
 
 router = Router(tags=["records"])
 
@@ -29,9 +29,10 @@ async def project_message_list(request: HttpRequest, params: Query[ProjectListQu
 
 @router.get("/memories", auth=READ, response={200: list[MemoryOut], **INVALID})
 @paginate(Pagination)
-async def project_memory_list(request: HttpRequest, params: Query[ProjectListQuery]):
+async def project_memory_list(request: HttpRequest, params: Query[ProjectMemoryListQuery]):
     """Live memory-like records of the key's project, oldest first, filtered by their own user, agent and
-    thread and by metadata (SDK ``list_memories``)."""
+    thread and by metadata (SDK ``list_memories``), and by ``valid_at`` (issue #32: valid at that instant; 422
+    naming it when it is not ISO-8601)."""
     qs = listing.memory_queryset(tenant=client_for(request).tenant, limit=None, **list_filters(params))
     return selectors.Records(qs, selectors.memory_dto)
 

@@ -93,14 +93,16 @@ TOOLS: tuple[Tool, ...] = (
          "scope (spec: add_memory); returns the stored memory.", Route("POST", "/threads/{thread_id}/memories")),
     _read("get_memory", "Get a memory", "One memory of the thread by id (spec: get_memory).",
           Route("GET", "/threads/{thread_id}/memories/{memory_id}")),
-    Tool("update_memory", "Update a memory", "Change a memory's content, metadata, status or expiry (spec: "
-         "update_memory); the change is kept in its history.", Route("PATCH", "/threads/{thread_id}/memories/"
-         "{memory_id}"), Route("PATCH", "/memories/{memory_id}"), idempotent=True),
+    Tool("update_memory", "Update a memory", "Change a memory's content, metadata, status, expiry or validity "
+         "window (valid_from/valid_to) (spec: update_memory); the change is kept in its history.",
+         Route("PATCH", "/threads/{thread_id}/memories/{memory_id}"), Route("PATCH", "/memories/{memory_id}"),
+         idempotent=True),
     Tool("delete_memory", "Delete a memory", "Delete a memory and its relations (spec: delete_memory).",
          Route("DELETE", "/threads/{thread_id}/memories/{memory_id}"), Route("DELETE", "/memories/{memory_id}"),
          destructive=True, idempotent=True),
     _read("list_memories", "List memories", "Memories of the thread (by memory_type), or without a thread the "
-          "project's memories filtered by user_id, agent_id, thread_id and metadata_filter.",
+          "project's memories filtered by user_id, agent_id, thread_id and metadata_filter; valid_at keeps those "
+          "valid at that instant.",
           Route("GET", "/threads/{thread_id}/memories"), Route("GET", "/memories")),
     Tool("link_records", "Link two memories", "Relate two memories with a relation_type (spec: link_records); "
          "returns the relation.", Route("POST", "/threads/{thread_id}/links")),

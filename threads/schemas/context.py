@@ -9,6 +9,7 @@ from pydantic import StrictBool, StrictInt
 
 from memory.models import MEMORY_TYPES
 from threads.schemas.common import InSchema
+from threads.schemas.memories import VALID_AT
 from threads.schemas.messages import MessageOut
 from threads.schemas.search import SearchResultOut
 
@@ -57,6 +58,7 @@ class ContextCardIn(InSchema):
     )
     metadata_filter: dict[str, Any] | None = None
     include_invalid_results: StrictBool = True
+    valid_at: str | None = Field(None, description=VALID_AT)
 
 
 class ContextCardOut(Schema):

@@ -12,6 +12,14 @@ from memory.core.types import RecordStatus, TimeToLiveAnchor
 from memory.llm.prompts import BUILTIN_RELATIONS
 from threads.schemas.common import InSchema, MemoryType, Metadata, TtlDays
 
+#: Descriptions of the valid-time fields (issue #32, ``memory.core.valid_time``).
+VALID_FROM = ("Valid time: when the fact starts to hold in the world, an ISO-8601 date or date-time (no zone: UTC); "
+              "null: open (always held).")
+VALID_TO = ("Valid time: when the fact stops holding (excluded: the window is [valid_from, valid_to)), ISO-8601; "
+            "null: open. Not before valid_from.")
+VALID_AT = ("Only memories whose validity window contains this instant (ISO-8601 date or date-time; no zone: UTC); "
+            "a memory without a window always passes; messages and images are not filtered.")
+
 BuiltinRelationType = Literal[tuple(BUILTIN_RELATIONS)]  # type: ignore[valid-type]  # supersedes, contradicts, ...
 
 
@@ -43,6 +51,8 @@ class MemoryIn(InSchema):
     link_id: str = Field(None, description="Id of the explicit relation; omit for a generated UUID.")
     link_timestamp: str | None = Field(None, description="Timestamp stored on the explicit relation.")
     link_metadata: Metadata = Field(None, description="Metadata stored on the explicit relation.")
+    valid_from: str | None = Field(None, description=VALID_FROM)
+    valid_to: str | None = Field(None, description=VALID_TO)
 
 
 class MemoryPatchIn(InSchema):
@@ -56,12 +66,15 @@ class MemoryPatchIn(InSchema):
         TimeToLiveAnchor.CREATED_AT, description="Anchor of an expiry refresh (given alone: default TTL)."
     )
     status: RecordStatus = Field(None, description="Replacement status.")
+    valid_from: str | None = Field(None, description=VALID_FROM + " Omit to keep it.")
+    valid_to: str | None = Field(None, description=VALID_TO + " Omit to keep it.")
 
 
 class MemoryListQuery(Schema):
     """Filter of the memory listing."""
 
     memory_type: MemoryType | None = None
+    valid_at: str = Field(None, description=VALID_AT)
 
 
 class MemoryOut(Schema):
@@ -80,3 +93,5 @@ class MemoryOut(Schema):
     created_at: str | None
     expires_at: str | None
     source_message_ids: list[str]
+    valid_from: str | None = Field(None, description="Valid time: when the fact starts to hold (ISO-8601); null: open.")
+    valid_to: str | None = Field(None, description="Valid time: when it stops holding (excluded); null: open.")

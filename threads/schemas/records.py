@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from ninja import Field, Schema
 
+from threads.schemas.memories import VALID_AT
+
 
 class ProjectListQuery(Schema):
     """Filters of a project-wide list (SDK ``list_messages``/``list_memories``/``list_images``): each scope
@@ -13,6 +15,12 @@ class ProjectListQuery(Schema):
     agent_id: str = Field(None, description="Only records of this agent.")
     thread_id: str = Field(None, description="Only records of this thread.")
     metadata_filter: str = Field(None, description="A metadata filter as JSON text (the search grammar).")
+
+
+class ProjectMemoryListQuery(ProjectListQuery):
+    """``ProjectListQuery`` with valid time (issue #32): ``valid_at`` keeps the memories valid at that instant."""
+
+    valid_at: str = Field(None, description=VALID_AT)
 
 
 class ProjectImageListQuery(ProjectListQuery):

@@ -10,7 +10,7 @@ from pydantic import StrictBool, StrictInt
 from memory.models import RECORD_TYPES
 from threads.schemas.common import InSchema
 from threads.schemas.images import ImageOut
-from threads.schemas.memories import MemoryOut
+from threads.schemas.memories import VALID_AT, MemoryOut
 from threads.schemas.messages import MessageOut
 
 RecordType = Literal[RECORD_TYPES]  # type: ignore[valid-type]
@@ -62,6 +62,7 @@ class SearchIn(InSchema):
     scope: SearchScopeIn | None = Field(
         None, description="A prebuilt scope (SDK SearchScope); give it or the explicit scope fields, not both."
     )
+    valid_at: str | None = Field(None, description=VALID_AT)
 
 
 class LinkedRecordOut(Schema):
