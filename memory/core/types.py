@@ -159,6 +159,10 @@ class MemoryRecord(Record):
     created_at: str | None = None
     expires_at: str | None = None
     source_message_ids: list[str] = field(default_factory=list)
+    # Dependants (issue #32, not in the SDK): a memory it was derived from changed since (``review_cause`` names
+    # the change: ``memory.links.dependants``); kept and searchable until a reviewer clears it.
+    needs_review: bool = False
+    review_cause: dict[str, Any] | None = None
 
     @property
     def record_type(self) -> str:

@@ -58,11 +58,16 @@ from memory.records.validators import check_bounded_int, check_id
 ACTOR_KINDS = ("client", "api_key", "staff", "admin", "extraction", "ttl", "import")
 #: What a version records. ``approve`` and ``reject`` are the review queue's (``memory.services.review``):
 #: an approval (its ``after`` may carry an edited content: edit-then-approve) and a rejection, which deletes
-#: the memory (its ``after`` is None, like a ``delete``'s).
-ACTIONS = ("create", "update", "invalidate", "revalidate", "restore", "delete", "approve", "reject")
-#: The fields a snapshot holds, and a restore puts back. ``pending`` is in a snapshot only while the memory
-#: awaits review (then True): snapshots taken before the review queue existed stay as they were.
-SNAPSHOT_FIELDS = ("content", "memory_type", "metadata", "status", "expires_at", "timestamp", "pending")
+#: the memory (its ``after`` is None, like a ``delete``'s). ``flag`` and ``unflag`` are the dependants' (issue #32,
+#: ``memory.links.dependants``): a memory it was derived from changed, and a reviewer cleared that.
+ACTIONS = ("create", "update", "invalidate", "revalidate", "restore", "delete", "approve", "reject", "flag",
+           "unflag")
+#: The fields a snapshot holds, and a restore puts back (all but the last two). ``pending`` is in a snapshot
+#: only while the memory awaits review (then True): snapshots taken before the review queue existed stay as
+#: they were. ``needs_review`` and ``review_cause`` likewise only while the memory is flagged (issue #32); a
+#: restore leaves the flag as it is (it says the world changed under the memory, which no undo changes back).
+SNAPSHOT_FIELDS = ("content", "memory_type", "metadata", "status", "expires_at", "timestamp", "pending",
+                   "needs_review", "review_cause")
 #: Versions one history read answers at most (the newest ones).
 MAX_VERSIONS = 1000
 #: Length of ``MemoryVersion.reason`` and ``actor_id``.
@@ -121,7 +126,7 @@ def because(reason: str) -> Iterator[Actor]:
 
 def snapshot(row: Memory) -> dict[str, Any]:
     """The ``SNAPSHOT_FIELDS`` of a memory row as JSON values (``expires_at``: ISO 8601 or None; ``pending``
-    only when the memory awaits review)."""
+    only when the memory awaits review; ``needs_review`` and ``review_cause`` only when it is flagged)."""
     state = {
         "content": row.content, "memory_type": row.memory_type, "metadata": dict(row.metadata or {}),
         "status": row.status, "expires_at": row.expires_at.isoformat() if row.expires_at else None,
@@ -129,6 +134,8 @@ def snapshot(row: Memory) -> dict[str, Any]:
     }
     if row.pending:
         state["pending"] = True
+    if row.needs_review:
+        state["needs_review"], state["review_cause"] = True, row.review_cause
     return state
 
 

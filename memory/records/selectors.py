@@ -135,6 +135,8 @@ def memory_dto(row: Memory) -> MemoryRecord:
         created_at=_iso(row.created_at),
         expires_at=_iso(row.expires_at),
         source_message_ids=list(row.source_message_ids or []),
+        needs_review=row.needs_review,
+        review_cause=row.review_cause if row.needs_review else None,
     )
 
 

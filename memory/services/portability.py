@@ -323,8 +323,11 @@ def _snapshot(value: Any, field: str) -> dict[str, Any] | None:
     if "expires_at" in value:
         expires = _parse_when(value["expires_at"], f"{field}.expires_at")
         value["expires_at"] = _when(expires)
-    if not isinstance(value.get("pending", False), bool):
-        raise InvalidType(f"{field}.pending", "must be a bool")
+    for flag in ("pending", "needs_review"):
+        if not isinstance(value.get(flag, False), bool):
+            raise InvalidType(f"{field}.{flag}", "must be a bool")
+    if value.get("review_cause") is not None:  # a flagged dependant's cause (issue #32): a JSON object
+        value["review_cause"] = check_metadata(value["review_cause"], f"{field}.review_cause")
     return value
 
 

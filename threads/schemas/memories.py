@@ -43,6 +43,11 @@ class MemoryIn(InSchema):
     link_id: str = Field(None, description="Id of the explicit relation; omit for a generated UUID.")
     link_timestamp: str | None = Field(None, description="Timestamp stored on the explicit relation.")
     link_metadata: Metadata = Field(None, description="Metadata stored on the explicit relation.")
+    derived_from: list[str] = Field(
+        None, max_length=100, description="Ids of memories of this project the new memory was inferred from (at "
+        "most 100, any thread, each one this key may read: 404 otherwise). When one is later superseded, "
+        "invalidated, edited or deleted, the new memory is flagged (needs_review)."
+    )
 
 
 class MemoryPatchIn(InSchema):
@@ -80,3 +85,9 @@ class MemoryOut(Schema):
     created_at: str | None
     expires_at: str | None
     source_message_ids: list[str]
+    needs_review: bool = Field(False, description="A memory it was derived from changed since (issue #32).")
+    review_cause: dict[str, Any] | None = Field(
+        None, description="The change that flagged it: memory_id (the changed source), action (supersede, "
+        "invalidate, update, delete), version (the source's history version), relation_id, at, and via (the "
+        "memory it is directly derived from) when reached through another; null when not flagged."
+    )
