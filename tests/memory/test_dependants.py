@@ -188,3 +188,54 @@ def test_clearing_the_flag_is_a_version_and_names_no_cause(thread):
 def test_unknown_cause_actions_are_refused():
     with pytest.raises(ValueError):
         dependants.dependants_flag(["1:x"], action="mystery")
+
+
+# --- extraction (memory.extraction.candidates.known_memories) -------------------------------------------------
+
+
+def extraction_thread(llm):
+    from memory.extraction.config import MemoryExtractionConfig
+
+    config = MemoryExtractionConfig(extraction_mode="inline", enable_context_summary=False, review_memory_types=())
+    return AgentMemory(llm=llm).create_thread(thread_id="t-x", user_id="u1", agent_id="a1",
+                                              memory_extraction_config=config)
+
+
+@pytest.mark.usefixtures("fresh_extraction_tracker")
+def test_extraction_records_the_known_memories_a_new_one_was_inferred_from(db, settings):
+    from memory.llm.scripted import ScriptedLlm
+
+    settings.OAM_EXTRACTION_KNOWN_MEMORIES = 5
+    llm = ScriptedLlm([
+        {"memories": [{"memory_type": "preference", "content": "Caroline wants a warm winter coat for January.",
+                       "source_message_ids": ["m1"], "derived_from": ["k1"]}]},
+        {"relation": "unrelated"},  # the judge, should the new memory land near the known one
+    ])
+    thread = extraction_thread(llm)
+    thread.add_memory("Caroline lives in Boston.", memory_id="a", memory_type="fact", autonomous_linking=False)
+    AgentMemory().create_thread(thread_id="t-other", user_id="u2").add_memory("u2 lives in Oslo.", memory_id="o")
+    thread.add_messages([{"role": "user", "content": "Winter is coming and I have nothing warm to wear."}])
+    request = llm.requests[0]
+    prompt = request.messages[-1]["content"]
+    assert "[k1] [fact] Caroline lives in Boston." in prompt and "Oslo" not in prompt  # its user's memories only
+    item = request.schema["properties"]["memories"]["items"]
+    assert item["properties"]["derived_from"]["items"]["enum"] == ["k1"] and "derived_from" in item["required"]
+    [new] = Memory.objects.exclude(pk__in=[key("a"), key("o")])
+    assert list(MemoryDerivation.objects.values_list("memory_id", "source_id")) == [(new.pk, key("a"))]
+    thread.update_memory("a", content="Caroline lives in Miami.")
+    assert Memory.objects.get(pk=new.pk).review_cause["memory_id"] == "a"
+
+
+@pytest.mark.usefixtures("fresh_extraction_tracker")
+def test_without_known_memories_the_extraction_prompt_and_schema_are_as_before(db):
+    from memory.llm.prompts import extraction_schema
+    from memory.llm.scripted import ScriptedLlm
+
+    llm = ScriptedLlm([{"memories": []}])
+    thread = extraction_thread(llm)
+    thread.add_memory("Caroline lives in Boston.", memory_id="a", autonomous_linking=False)
+    thread.add_messages([{"role": "user", "content": "Hello there, how are you today?"}])
+    request = llm.requests[0]
+    assert "KNOWN" not in request.messages[-1]["content"]
+    assert request.schema == extraction_schema(["m1"])
+    assert "derived_from" not in str(request.schema)
