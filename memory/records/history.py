@@ -6,7 +6,8 @@ it themselves (``memory.services.memories``: create, update, state edits,
 restore; ``memory.links.rules.set_memory_status``: relation-driven
 (in)validation; ``memory.services.erasure.memories_erase``: every delete, the expiry
 purge's too; ``memory.records.provenance``: memories that follow a deleted source
-message). Versions count from 1 per memory.
+message; ``memory.links.dependants``: a ``flag`` when a memory it was derived from changed, issue #32, and
+``memory.services.review.dependant_clear`` the ``unflag``). Versions count from 1 per memory.
 
 Who acted is not an argument of the services (their signatures are the
 spec's): the edges name themselves for the duration of a call with

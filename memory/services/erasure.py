@@ -11,6 +11,9 @@ bulk deletes, the expiry purge):
   this process's vector cache), attached images, relations (re-validating
   what they invalidated), summaries and extraction jobs, and the keyword
   context of the neighbouring messages. Each returns a ``Counter`` of rows.
+  What was derived from a deleted memory (``derived_from``, issue #32) is flagged, never deleted
+  (``memory.links.dependants``); the edges themselves go with the history (``derivations_erase``: an erasure,
+  a thread's delete, the purge), not with a single delete.
   Memory history (``memory.records.history``): a single delete (API, client, staff
   pages, the admin's single and bulk deletes, which are single deletes one
   by one) keeps it, with a ``delete`` version, for undo (``memory_restore``); a
