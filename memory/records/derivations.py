@@ -37,17 +37,17 @@ MAX_DEPTH = 50
 WALK_BATCH = 1000
 
 
-def check_derived_from(value: Any) -> list[str]:
+def check_derived_from(value: Any, field: str = "derived_from") -> list[str]:
     """``derived_from``: omitted or None is none; else a list (or tuple) of at most ``MAX_DERIVED_FROM`` memory
     ids (strings, ``check_id``), repeats dropped, order kept. TypeError (``InvalidType``) for another type,
-    ValueError (``InvalidArgument``) for too many or a bad id, each naming ``derived_from``."""
+    ValueError (``InvalidArgument``) for too many or a bad id, each naming ``field``."""
     if value is NOTSET or value is None:
         return []
     if not isinstance(value, (list, tuple)):
-        raise InvalidType("derived_from", f"must be a list of memory ids, not {type(value).__name__}")
+        raise InvalidType(field, f"must be a list of memory ids, not {type(value).__name__}")
     if len(value) > MAX_DERIVED_FROM:
-        raise InvalidArgument("derived_from", f"names at most {MAX_DERIVED_FROM} memories, not {len(value)}")
-    return list(dict.fromkeys(check_id(item, "derived_from") for item in value))
+        raise InvalidArgument(field, f"names at most {MAX_DERIVED_FROM} memories, not {len(value)}")
+    return list(dict.fromkeys(check_id(item, field) for item in value))
 
 
 def sources_resolve(project_id: int, ids: Iterable[str], *, restrict: dict[str, str] | None = None,

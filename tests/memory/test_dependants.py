@@ -239,3 +239,25 @@ def test_without_known_memories_the_extraction_prompt_and_schema_are_as_before(d
     assert "KNOWN" not in request.messages[-1]["content"]
     assert request.schema == extraction_schema(["m1"])
     assert "derived_from" not in str(request.schema)
+
+
+def test_export_and_import_carry_derived_from_within_the_users_memories(thread, client, tmp_path):
+    from memory.services.portability import export_lines, import_lines
+
+    chain(thread)
+    client.create_thread(thread_id="t-u2", user_id="u2").add_memory("u2's note", memory_id="n2")
+    thread.add_memory("From u2's note too.", memory_id="d", derived_from=["c", "n2"])
+    thread.update_memory("a", content="Caroline lives in Cambridge.")  # flags b, c and d: snapshots hold it
+    lines = list(export_lines(project=thread.project, user_id="user-1"))
+    derived = {line["id"]: line["derived_from"] for line in lines if line["kind"] == "memory"}
+    assert derived == {"a": [], "b": ["a"], "c": ["b"], "d": ["c"]}  # u2's memory stays out of the file
+    elsewhere = Project.objects.create(slug="copy")
+    result = import_lines(lines, project=elsewhere)
+    assert result["created"]["memory"] == 4
+    copied = sorted((e.memory_id, e.source_id) for e in MemoryDerivation.objects.filter(project=elsewhere))
+    assert copied == [(f"{elsewhere.pk}:b", f"{elsewhere.pk}:a"), (f"{elsewhere.pk}:c", f"{elsewhere.pk}:b"),
+                      (f"{elsewhere.pk}:d", f"{elsewhere.pk}:c")]
+    assert not Memory.objects.filter(project=elsewhere, needs_review=True).exists()  # this database's review state
+    forged = [dict(line, derived_from=["n2"]) if line.get("id") == "b" else line for line in lines]
+    result = import_lines(forged, project=Project.objects.create(slug="copy2"))
+    assert result["adjusted"]["derived_from id dropped (not in the file)"] == 1
