@@ -428,7 +428,9 @@ def memory_restore(*, thread: Thread, memory_id: Any, version: Any, restrict: di
     (``pending``); the content is re-embedded and
     the search chunks rewritten through ``memory.index.writer.sync_record``, relation
     endpoint types follow a changed type (as ``memory_update``), and the
-    restore is itself a ``restore`` version whose reason names ``version``.
+    restore is itself a ``restore`` version whose reason names ``version``. A dependant's review flag
+    (``needs_review``, issue #32) stays as it is; a restore that changes the content or type, or makes the
+    memory invalid, flags what was derived from it (``memory.links.dependants``).
     Raises KeyError (``NotFound``) for a missing memory or version,
     ValueError/TypeError for a bad id or version number.
     """
