@@ -23,7 +23,12 @@ The cause: ``{"memory_id": <public id of the changed source>, "action": "superse
 "delete", "version": <the source's history version of the change, or None>, "relation_id": <public id or
 None>, "at": <ISO 8601>}``, plus ``"via"`` (the public id of the memory it is directly derived from) for a
 dependant reached through another. The first cause is kept: a memory flagged already is left as it is (no new
-version), so the reviewer sees what first made it doubtful, and a repeat change writes nothing.
+version), so the reviewer sees what first made it doubtful, and a repeat change writes nothing. Editing a flagged
+memory does not clear its flag (an agent's edit need not have looked at the cause): only a reviewer does.
+Restoring an old version leaves it as it is (``memory.records.history.SNAPSHOT_FIELDS``).
+
+Locks: the dependants are locked after what the change holds (their rows, ``memory.core.locking``'s step 2, in
+primary-key order), not their threads: a dependant in another thread is not that thread's mutex's to guard here.
 """
 
 from __future__ import annotations
