@@ -36,6 +36,7 @@ from memory.models import (
     ExtractionJob,
     Image,
     Memory,
+    MemoryDerivation,
     MemoryVersion,
     Message,
     Profile,
@@ -298,12 +299,15 @@ class MessageAdmin(ServiceDeletes, ErasingAdmin):
 class MemoryAdmin(ServiceDeletes, ErasingAdmin):
     list_display = (shown_id, "project", "memory_type", short_content, "user_id", "thread_id", "status",
                     "pending", "expires_at", "valid_from", "valid_to")
-    list_filter = ("project", "memory_type", "status", "pending", "created_at")
+    list_filter = ("project", "memory_type", "status", "pending", "needs_review", "created_at")
     search_fields = ("id", "content", "user_id", "agent_id", "thread_id")
-    readonly_fields = ("id", "user_id", "agent_id", "thread_id", "source_message_ids", "pending", "created_at",
-                       "updated_at")
+    # needs_review/review_cause (issue #32): set by a change to a memory it was derived from, cleared on the staff
+    # review page (memory.services.review.dependant_clear); shown here, never edited.
+    readonly_fields = ("id", "user_id", "agent_id", "thread_id", "source_message_ids", "pending", "needs_review",
+                       "review_cause", "created_at", "updated_at")
     fields = ("id", "memory_type", "content", "metadata", "status", "timestamp", "expires_at", "valid_from",
-              "valid_to", "user_id", "agent_id", "thread_id", "source_message_ids", "pending", "created_at",
+              "valid_to", "user_id", "agent_id", "thread_id", "source_message_ids", "pending", "needs_review",
+              "review_cause", "created_at",
               "updated_at")
     form = checked_form(metadata=check_metadata)
 
@@ -463,6 +467,16 @@ class MemoryVersionAdmin(ReadOnlyAdmin):
     list_display = ("memory_id", "version", "action", "actor_kind", "actor_id", "project", "created_at")
     list_filter = ("project", "action", "actor_kind", "created_at")
     search_fields = ("memory_id", "thread_id", "actor_id", "reason")
+
+
+@admin.register(MemoryDerivation)
+class MemoryDerivationAdmin(ReadOnlyAdmin):
+    """``derived_from`` edges between memories (issue #32, ``memory.links.dependants``): written with the derived
+    memory; deleted with the user, agent or thread and by the expiry purge, never here."""
+
+    list_display = ("memory_id", "source_id", "thread_id", "project", "created_at")
+    list_filter = ("project", "created_at")
+    search_fields = ("memory_id", "source_id", "thread_id")
 
 
 @admin.register(Profile)

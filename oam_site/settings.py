@@ -387,6 +387,11 @@ OAM_ACCESS_LOG_DAYS = env.int("OAM_ACCESS_LOG_DAYS", default=90)
 OAM_PURGE_EXPIRED_SECONDS = env.int("OAM_PURGE_EXPIRED_SECONDS", default=3600)  # 0: never
 # What deleting or expiring a message does to the memories derived only from it: invalidate or delete.
 OAM_DERIVED_MEMORY_POLICY = env.str("OAM_DERIVED_MEMORY_POLICY", default="invalidate")
+# What superseding, invalidating, editing or deleting a memory does to the memories derived from it (issue #32):
+# flag them for review, or invalidate them too (memory.links.dependants).
+OAM_DEPENDANTS_POLICY = env.str("OAM_DEPENDANTS_POLICY", default="flag")
+# Stored memories an extraction prompt shows so that a new memory can name those it was inferred from (0: none).
+OAM_EXTRACTION_KNOWN_MEMORIES = env.int("OAM_EXTRACTION_KNOWN_MEMORIES", default=0)
 # SQLite: a storage scrub (erasure, expiry purge) VACUUMs the file when it is at most this many MB (0: never).
 OAM_SCRUB_VACUUM_MAX_MB = env.float("OAM_SCRUB_VACUUM_MAX_MB", default=512)
 OAM_EXTRACTION_INLINE_WAIT = env.int("OAM_EXTRACTION_INLINE_WAIT", default=300)  # INLINE waits for earlier jobs

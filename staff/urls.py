@@ -62,6 +62,7 @@ urlpatterns = [
     path(P + "review/<str:memory_id>/approve/", review.review_approve, name="review_approve"),
     path(P + "review/<str:memory_id>/edit/", review.review_edit, name="review_edit"),
     path(P + "review/<str:memory_id>/reject/", review.review_reject, name="review_reject"),
+    path(P + "review/dependants/<str:memory_id>/clear/", review.review_dependant_clear, name="review_dependant_clear"),
     path("search/", search.default_search, name="default_search"),
     path(P + "search/", search.search, name="search"),
     path(P + "quality/", quality.quality, name="quality"),

@@ -61,7 +61,7 @@ class AgentRecords:
                    autonomous_linking: bool | NotSet = NOTSET, memory_id_to_link: str | NotSet = NOTSET,
                    link_type: str | NotSet = NOTSET, link_id: str | NotSet = NOTSET,
                    link_timestamp: str | None | NotSet = NOTSET, link_metadata: dict[str, Any] | None | NotSet = NOTSET,
-                   **store_kwargs: Any) -> str:
+                   derived_from: list[str] | None | NotSet = NOTSET, **store_kwargs: Any) -> str:
         """Store a memory in a thread of this project (SDK: ``OracleAgentMemory.add_memory``); see
         ``Thread.add_memory`` (``valid_from``/``valid_to`` in ``store_kwargs`` too: issue #32). ``thread_id``
         names the thread and is required here (every memory of this service is stored through a thread:
@@ -74,7 +74,8 @@ class AgentRecords:
             content, memory_type=memory_type, user_id=user_id, agent_id=agent_id, memory_id=memory_id,
             metadata=metadata, timestamp=timestamp, ttl_days=ttl_days, ttl_anchor=ttl_anchor, status=status,
             autonomous_linking=autonomous_linking, memory_id_to_link=memory_id_to_link, link_type=link_type,
-            link_id=link_id, link_timestamp=link_timestamp, link_metadata=link_metadata, **store_kwargs)
+            link_id=link_id, link_timestamp=link_timestamp, link_metadata=link_metadata, derived_from=derived_from,
+            **store_kwargs)
 
     def update_memory(self, memory_id: str, content: str | NotSet = NOTSET,
                       metadata: dict[str, Any] | None | NotSet = NOTSET, timestamp: str | None | NotSet = NOTSET,

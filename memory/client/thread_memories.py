@@ -37,7 +37,7 @@ class ThreadMemories:
                    autonomous_linking: bool | NotSet = NOTSET, memory_id_to_link: str | NotSet = NOTSET,
                    link_type: str | NotSet = NOTSET, link_id: str | NotSet = NOTSET,
                    link_timestamp: str | None | NotSet = NOTSET, link_metadata: dict[str, Any] | None | NotSet = NOTSET,
-                   **store_kwargs: Any) -> str:
+                   derived_from: list[str] | None | NotSet = NOTSET, **store_kwargs: Any) -> str:
         """Store a manual memory and index it; return its id (``memory_id`` when given).
 
         ``valid_from=``/``valid_to=`` (issue #32, not in the SDK, so in ``store_kwargs``): when the fact holds in
@@ -60,6 +60,12 @@ class ThreadMemories:
         a ``review_memory_types`` type is stored awaiting review (``memory.records.review_rules``): no read returns it,
         and no relation is made from it (ValueError naming ``memory_id_to_link`` for link arguments),
         until it is approved.
+
+        ``derived_from`` (not in the spec; issue #32): ids of memories of this project the new memory was
+        inferred from (at most 100; any thread, each one this client may read: KeyError naming
+        ``derived_from`` otherwise, as for a missing memory). When one of them is later superseded,
+        invalidated, edited or deleted, the new memory is flagged for review (``needs_review``,
+        ``memory.links.dependants``).
         """
         window = _extensions(store_kwargs, *WINDOW_FIELDS)
         reject_unknown(store_kwargs, "add_memory")
@@ -77,7 +83,7 @@ class ThreadMemories:
             thread_id=thread_id, memory_id=memory_id, metadata=_or(metadata, None), timestamp=_or(timestamp, None),
             ttl_days=ttl_days, ttl_anchor=ttl_anchor, status=status, retention=self._client.retention_config,
             memory_id_to_link=memory_id_to_link, link_type=link_type, link_id=link_id, link_timestamp=link_timestamp,
-            link_metadata=link_metadata, link_restrict=tenant.row_filter(),
+            link_metadata=link_metadata, link_restrict=tenant.row_filter(), derived_from=derived_from,
             review_types=self.memory_extraction_config.review_types(extracted=False),
             **window,
         )

@@ -78,6 +78,12 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("OAM_DERIVED_MEMORY_POLICY", "invalidate", str, choices=("invalidate", "delete"),
             help="what a deleted or expired message does to the memories derived only from it "
                  "(memory.records.provenance)"),
+    Setting("OAM_DEPENDANTS_POLICY", "flag", str, choices=("flag", "invalidate"),
+            help="what a superseded, invalidated, edited or deleted memory does to the memories derived from it: "
+                 "flag them for review, or also invalidate them (memory.links.dependants, issue #32)"),
+    Setting("OAM_EXTRACTION_KNOWN_MEMORIES", 0, int, 0, 50,
+            help="stored memories of the thread's user and agent an extraction prompt shows, so that a new "
+                 "memory can name those it was inferred from (derived_from, issue #32); 0: none"),
     Setting("OAM_SCRUB_VACUUM_MAX_MB", 512, float, 0,
             help="SQLite: VACUUM after a storage scrub when the file is at most this many MB; 0: never"),
     Setting("OAM_EMBEDDED_WORKER", True, bool),

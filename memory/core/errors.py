@@ -198,6 +198,16 @@ class NotPending(Conflict):
         self.args = (f"{field}: {self.message}",)
 
 
+class NotFlagged(Conflict):
+    """Clearing the review flag of a memory that is not flagged (``needs_review`` false: issue #32's dependants;
+    ``ValueError``; HTTP 409)."""
+
+    def __init__(self, field: str, value: str):
+        super().__init__(field, value)
+        self.message = f"memory {value!r} is not flagged for review"
+        self.args = (f"{field}: {self.message}",)
+
+
 class OutOfScope(InvalidArgument):
     """A value reaches outside what the caller may touch: another end user or agent than the one a
     restricted client acts for (``memory.records.tenancy.Tenant``). A ``ValueError`` in Python,

@@ -162,6 +162,10 @@ class MemoryRecord(Record):
     #: Valid time (issue #32, ``memory.core.valid_time``): when the fact holds in the world, ISO-8601 or None (open).
     valid_from: str | None = None
     valid_to: str | None = None
+    # Dependants (issue #32, not in the SDK): a memory it was derived from changed since (``review_cause`` names
+    # the change: ``memory.links.dependants``); kept and searchable until a reviewer clears it.
+    needs_review: bool = False
+    review_cause: dict[str, Any] | None = None
 
     @property
     def record_type(self) -> str:

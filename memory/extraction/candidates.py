@@ -9,7 +9,9 @@ from typing import Any
 
 from django.utils import timezone
 
+from memory.core import conf
 from memory.core.chunking import estimate_tokens
+from memory.core.types import RecordStatus
 from memory.core.valid_time import WINDOW_FIELDS, as_instant
 from memory.extraction.config import MemoryExtractionConfig
 from memory.extraction.settings import (
@@ -20,8 +22,8 @@ from memory.extraction.settings import (
 )
 from memory.llm.adapters import Llm
 from memory.llm.prompts import extraction_schema, system_prompt
-from memory.models import MEMORY_TYPES, ExtractionJob, Message, Thread, ThreadSummary
-from memory.records.selectors import live_q
+from memory.models import MEMORY_TYPES, ExtractionJob, Memory, Message, Thread, ThreadSummary
+from memory.records.selectors import live_q, memory_live_q
 
 # --- running a job ------------------------------------------------------------------------
 
@@ -47,24 +49,44 @@ class SourceMessage:
 
 
 @dataclass
+class KnownMemory:
+    """A stored memory as shown to the LLM (issue #32): ``ref`` ("k1") maps a reply's ``derived_from`` back to
+    ``key``, the memory's stored id."""
+
+    ref: str
+    key: str
+    memory_type: str
+    content: str
+    timestamp: str | None
+
+    def line(self) -> str:
+        when = f" ({self.timestamp})" if self.timestamp else ""
+        return f"[{self.ref}]{when} [{self.memory_type}] {self.content}"
+
+
+@dataclass
 class Slice:
-    """One LLM call: the target messages, earlier context messages and the summary before them."""
+    """One LLM call: the target messages, earlier context messages and the summary before them; ``known``, the
+    stored memories a new one may say it was inferred from (``known_memories``)."""
 
     targets: list[SourceMessage]
     context: list[SourceMessage] = field(default_factory=list)
     summary: str | None = None
+    known: list[KnownMemory] = field(default_factory=list)
 
 
 @dataclass
 class Candidate:
-    """A memory the LLM proposed, with the target messages it cited and the validity window it stated (issue #32:
-    aware UTC datetimes, None when not stated; ``candidate_window``)."""
+    """A memory the LLM proposed, with the target messages it cited, the validity window it stated (issue #32:
+    aware UTC datetimes, None when not stated; ``candidate_window``) and the known memories (stored ids) it said
+    it was inferred from (``derived_from``, issue #32)."""
 
     memory_type: str
     content: str
     sources: list[SourceMessage]
     valid_from: datetime | None = None
     valid_to: datetime | None = None
+    derived_from: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -133,6 +155,21 @@ def _source(row: Message, ref: str, budget: int | None) -> SourceMessage:
                          timestamp=row.timestamp, metadata=dict(row.metadata or {}))
 
 
+def known_memories(thread: Thread, *, now=None, limit: int | None = None) -> list[KnownMemory]:
+    """The stored memories an extraction prompt shows (issue #32), so that a new memory can name those it was
+    inferred from: the ``OAM_EXTRACTION_KNOWN_MEMORIES`` (default 0: none) most recent live, valid memories of
+    the thread's user and agent (exactly: ``memory.extraction.dedup``'s scope, any thread of the project), not
+    awaiting review, newest first, each cut to about 75 tokens."""
+    limit = conf.get("OAM_EXTRACTION_KNOWN_MEMORIES") if limit is None else limit
+    if limit <= 0:
+        return []
+    rows = (Memory.objects.filter(memory_live_q(now or timezone.now()), project_id=thread.project_id,
+                                  user_id=thread.user_id, agent_id=thread.agent_id, status=RecordStatus.VALID.value)
+            .order_by("-created_at", "-id")[:limit])
+    return [KnownMemory(ref=f"k{i}", key=row.pk, memory_type=row.memory_type, content=_clip(row.content, 75),
+                        timestamp=row.timestamp) for i, row in enumerate(rows, 1)]
+
+
 def plan_slices(thread: Thread, job: ExtractionJob, config: MemoryExtractionConfig) -> list[Slice]:
     """Split the job's live messages into LLM calls.
 
@@ -142,10 +179,14 @@ def plan_slices(thread: Thread, job: ExtractionJob, config: MemoryExtractionConf
     context while they fit. A re-extraction (``update_message``) job targets
     its one message with up to ``window - 1`` (else ``REEXTRACT_CONTEXT_MESSAGES``)
     earlier messages. A stored summary that ends before a call's first target
-    leads its prompt when ``enable_context_summary`` is on.
+    leads its prompt when ``enable_context_summary`` is on. Every call shows the same ``known_memories``
+    (issue #32), whose lines come out of the message budget first.
     """
     now = timezone.now()
     budget = message_budget(config)
+    known = known_memories(thread, now=now)
+    if budget is not None and known:
+        budget = max(MIN_MESSAGE_BUDGET, budget - sum(estimate_tokens(k.line()) for k in known))
     live = Message.objects.filter(live_q(now), thread_id=thread.pk)
     rows = list(live.filter(seq__gte=job.from_seq, seq__lte=job.to_seq).order_by("seq"))
     window = config.memory_extraction_window
@@ -187,7 +228,7 @@ def plan_slices(thread: Thread, job: ExtractionJob, config: MemoryExtractionConf
             context.insert(0, line)
         for i, item in enumerate(context, 1):
             item.ref = f"c{i}"
-        slices.append(Slice(targets=targets, context=context, summary=text))
+        slices.append(Slice(targets=targets, context=context, summary=text, known=known))
     return slices
 
 
@@ -219,7 +260,8 @@ def parse_candidates(reply: dict, piece: Slice, reasons: dict[str, int] | None =
     string with symbols), has an unknown type, names no target message, or
     repeats an earlier one (``reject_reason``); ``reasons``, when given, counts
     each rejection under its reason. Sources are kept in message order, so the
-    last is the latest. The item's validity window is read by ``candidate_window``.
+    last is the latest. The item's validity window is read by ``candidate_window``; ``derived_from`` refs
+    (issue #32) become the known memories' stored ids.
     """
     seen: set[str] = set()
     out, rejected = [], 0
@@ -234,8 +276,9 @@ def parse_candidates(reply: dict, piece: Slice, reasons: dict[str, int] | None =
                 reasons[reason] = reasons.get(reason, 0) + 1
             continue
         seen.add(content.casefold())
+        cited = set(item.get("derived_from") or [])
         out.append(Candidate(memory_type=item["memory_type"], content=content, sources=sources,
-                             **candidate_window(item)))
+                             derived_from=[k.key for k in piece.known if k.ref in cited], **candidate_window(item)))
     return out, rejected
 
 

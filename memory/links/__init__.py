@@ -38,7 +38,9 @@ thread's project (``memory.records.tenancy``), so a relation never reaches anoth
 
 Modules: ``rules`` (constants, checks, the status lifecycle), ``writes``
 (link_records, update, delete, reads, ``add_memory``'s pending link),
-``graph`` (graph expansion for search), ``autonomous`` (autonomous linking).
+``graph`` (graph expansion for search), ``autonomous`` (autonomous linking),
+``dependants`` (``derived_from`` edges and flagging what was derived from a changed memory, issue #32; the
+status lifecycle calls it, so it imports no other module here).
 The prompt and reply schema are ``memory.llm.prompts``. Import each name from
 its module: this package exports nothing.
 """

@@ -12,6 +12,7 @@ from memory.core.errors import Conflict
 from memory.core.ids import public_id
 from memory.core.types import NOTSET, NotSet, RecordRelation, RecordStatus
 from memory.index import writer as index
+from memory.links.dependants import dependants_flag
 from memory.llm.prompts import BUILTIN_RELATIONS
 from memory.models import Memory, RecordLink
 from memory.records import history
@@ -115,6 +116,8 @@ def set_memory_status(memory_ids: Iterable[str], status: str, *, relation_id: st
     search filters on (``include_invalid_results=False``). Each change is a
     version of the memory's history (``memory.records.history``: ``invalidate`` or
     ``revalidate``), naming ``relation_id`` (stored id) when a relation drove it.
+    An invalidation flags what was derived from the memories (``memory.links.dependants.dependants_flag``,
+    issue #32: cause ``supersede`` for a ``supersedes`` relation, else ``invalidate``).
     """
     rows = list(Memory.objects.filter(pk__in=list(memory_ids)).exclude(status=status))
     ids = [row.pk for row in rows]
@@ -128,6 +131,12 @@ def set_memory_status(memory_ids: Iterable[str], status: str, *, relation_id: st
             changes.append((row, before, history.snapshot(row)))
         history.record_many(changes, "invalidate" if status == RecordStatus.INVALID.value else "revalidate",
                             relation_id=relation_id, reason=_relation_reason(relation_id, reason))
+        if status == RecordStatus.INVALID.value:
+            relation = None
+            if relation_id is not None:
+                relation = RecordLink.objects.filter(pk=relation_id).values_list("relation_type", flat=True).first()
+            dependants_flag(ids, action="supersede" if relation == "supersedes" else "invalidate",
+                            relation_id=relation_id)
     return ids
 
 

@@ -75,7 +75,7 @@ def system_prompt(custom_instructions: str | None) -> str:
     return f"{SYSTEM_PROMPT}\n\nAdditional instructions:\n{extra}" if extra else SYSTEM_PROMPT
 
 
-def extraction_schema(refs: Sequence[str]) -> dict:
+def extraction_schema(refs: Sequence[str], known: Sequence[str] = ()) -> dict:
     """The reply's JSON schema; ``source_message_ids`` may only name ``refs`` (the call's targets).
 
     ``valid_from``/``valid_to`` (issue #32) are optional strings, the memory's validity window as ISO dates: not
@@ -83,8 +83,12 @@ def extraction_schema(refs: Sequence[str]) -> dict:
     ``memory.extraction.candidates.parse_candidates`` instead of failing the reply. (The one schema here that is
     not strict-mode complete: a server that insists on every property being required rejects the
     ``json_schema`` form and the adapter falls back to ``json_object``, ``memory.llm.adapters``.)
+
+    With ``known`` (the refs of the KNOWN memories the prompt shows, ``extraction_prompt``; issue #32) each
+    memory also lists ``derived_from``: the known memories it was inferred from (may be empty; required).
+    Without, the schema has no ``derived_from``.
     """
-    return {
+    schema = {
         "type": "object",
         "properties": {
             "memories": {
@@ -110,18 +114,36 @@ def extraction_schema(refs: Sequence[str]) -> dict:
         "required": ["memories"],
         "additionalProperties": False,
     }
+    if known:
+        item = schema["properties"]["memories"]["items"]
+        item["properties"]["derived_from"] = {
+            "type": "array", "maxItems": min(len(known), MAX_SOURCES_PER_MEMORY),
+            "items": {"type": "string", "enum": list(known)},
+        }
+        item["required"].append("derived_from")
+    return schema
+
+
+#: What the prompt says of KNOWN memories (issue #32: a new memory names those it was inferred from).
+KNOWN_GUIDE = ("KNOWN memories (already stored; do not repeat them). derived_from lists the ids of the KNOWN "
+               "memories a new memory was inferred from, or [] when it comes from the messages alone:")
 
 
 def extraction_prompt(*, summary: str, context: Sequence[str], targets: Sequence[str],
-                      custom_instructions: str | None) -> list[dict[str, str]]:
-    """Chat messages for one call: the system prompt, then the summary, the CONTEXT and the TARGET messages.
+                      custom_instructions: str | None, known: Sequence[str] = ()) -> list[dict[str, str]]:
+    """Chat messages for one call: the system prompt, then the summary, the KNOWN memories, the CONTEXT and the
+    TARGET messages.
 
     ``context`` and ``targets`` are the messages' prompt lines (``memory.extraction.candidates.SourceMessage.line``);
-    ``custom_instructions`` is the thread's ``memory_extraction_custom_instructions``.
+    ``custom_instructions`` is the thread's ``memory_extraction_custom_instructions``; ``known`` the prompt lines
+    of stored memories a new one may be derived from (``memory.extraction.candidates.KnownMemory.line``; none by
+    default, ``OAM_EXTRACTION_KNOWN_MEMORIES``; issue #32), with ``extraction_schema(refs, known=...)``.
     """
     parts = []
     if summary:
         parts.append(f"Summary of the conversation before these messages:\n{summary}")
+    if known:
+        parts.append(KNOWN_GUIDE + "\n" + "\n".join(known))
     if context:
         parts.append("CONTEXT messages (for understanding only):\n" + "\n".join(context))
     parts.append("TARGET messages (extract memories from these):\n" + "\n".join(targets))

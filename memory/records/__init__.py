@@ -14,6 +14,8 @@ Modules:
 * ``review_rules``: the review queue's policy (which reads hide a pending memory), its reads and the
   injection scan; the decisions are ``memory.services.review``.
 * ``provenance``: derived memories follow their source messages (``OAM_DERIVED_MEMORY_POLICY``).
+* ``derivations``: ``derived_from`` edges between memories (issue #32): the argument's rule, what a caller may
+  name, the walk to every dependant, the reads of flagged memories (the flagging is ``memory.links.dependants``).
 * ``image_rules``: untrusted image bytes: limits, validation with Pillow, captions by the thread's LLM.
 * ``admin_log``: the Django admin's history of the engine's records, erased with them.
 """

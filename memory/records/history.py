@@ -6,7 +6,8 @@ it themselves (``memory.services.memories``: create, update, state edits,
 restore; ``memory.links.rules.set_memory_status``: relation-driven
 (in)validation; ``memory.services.erasure.memories_erase``: every delete, the expiry
 purge's too; ``memory.records.provenance``: memories that follow a deleted source
-message). Versions count from 1 per memory.
+message; ``memory.links.dependants``: a ``flag`` when a memory it was derived from changed, issue #32, and
+``memory.services.review.dependant_clear`` the ``unflag``). Versions count from 1 per memory.
 
 Who acted is not an argument of the services (their signatures are the
 spec's): the edges name themselves for the duration of a call with
@@ -59,14 +60,19 @@ from memory.records.validators import check_bounded_int, check_id
 ACTOR_KINDS = ("client", "api_key", "staff", "admin", "extraction", "ttl", "import")
 #: What a version records. ``approve`` and ``reject`` are the review queue's (``memory.services.review``):
 #: an approval (its ``after`` may carry an edited content: edit-then-approve) and a rejection, which deletes
-#: the memory (its ``after`` is None, like a ``delete``'s).
-ACTIONS = ("create", "update", "invalidate", "revalidate", "restore", "delete", "approve", "reject")
-#: The fields a snapshot holds, and a restore puts back. ``pending`` is in a snapshot only while the memory
-#: awaits review (then True): snapshots taken before the review queue existed stay as they were. Likewise the
-#: validity window (issue #32): ``valid_from``/``valid_to`` (ISO 8601) only when set, so a snapshot of a memory
-#: without a window, and every snapshot taken before valid time existed, has neither key (read as None: open).
+#: the memory (its ``after`` is None, like a ``delete``'s). ``flag`` and ``unflag`` are the dependants' (issue #32,
+#: ``memory.links.dependants``): a memory it was derived from changed, and a reviewer cleared that.
+ACTIONS = ("create", "update", "invalidate", "revalidate", "restore", "delete", "approve", "reject", "flag",
+           "unflag")
+#: The fields a snapshot holds, and a restore puts back (all but the last two). ``pending`` is in a snapshot
+#: only while the memory awaits review (then True): snapshots taken before the review queue existed stay as
+#: they were. Likewise the validity window (issue #32): ``valid_from``/``valid_to`` (ISO 8601) only when set, so
+#: a snapshot of a memory without a window, and every snapshot taken before valid time existed, has neither key
+#: (read as None: open). ``needs_review`` and ``review_cause`` likewise only while the memory is flagged (issue
+#: #32); a restore leaves the flag as it is (it says the world changed under the memory, which no undo changes
+#: back).
 SNAPSHOT_FIELDS = ("content", "memory_type", "metadata", "status", "expires_at", "timestamp", "pending",
-                   "valid_from", "valid_to")
+                   "valid_from", "valid_to", "needs_review", "review_cause")
 #: Versions one history read answers at most (the newest ones).
 MAX_VERSIONS = 1000
 #: Length of ``MemoryVersion.reason`` and ``actor_id``.
@@ -125,7 +131,8 @@ def because(reason: str) -> Iterator[Actor]:
 
 def snapshot(row: Memory) -> dict[str, Any]:
     """The ``SNAPSHOT_FIELDS`` of a memory row as JSON values (``expires_at``: ISO 8601 or None; ``pending``
-    only when the memory awaits review; ``valid_from``/``valid_to``, ISO 8601, each only when set)."""
+    only when the memory awaits review; ``valid_from``/``valid_to``, ISO 8601, each only when set;
+    ``needs_review`` and ``review_cause`` only when it is flagged)."""
     state = {
         "content": row.content, "memory_type": row.memory_type, "metadata": dict(row.metadata or {}),
         "status": row.status, "expires_at": row.expires_at.isoformat() if row.expires_at else None,
@@ -136,6 +143,8 @@ def snapshot(row: Memory) -> dict[str, Any]:
     for name in WINDOW_FIELDS:
         if getattr(row, name) is not None:
             state[name] = getattr(row, name).isoformat()
+    if row.needs_review:
+        state["needs_review"], state["review_cause"] = True, row.review_cause
     return state
 
 

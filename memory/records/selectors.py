@@ -147,6 +147,8 @@ def memory_dto(row: Memory) -> MemoryRecord:
         source_message_ids=list(row.source_message_ids or []),
         valid_from=_iso(row.valid_from),
         valid_to=_iso(row.valid_to),
+        needs_review=row.needs_review,
+        review_cause=row.review_cause if row.needs_review else None,
     )
 
 

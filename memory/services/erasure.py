@@ -11,6 +11,9 @@ bulk deletes, the expiry purge):
   this process's vector cache), attached images, relations (re-validating
   what they invalidated), summaries and extraction jobs, and the keyword
   context of the neighbouring messages. Each returns a ``Counter`` of rows.
+  What was derived from a deleted memory (``derived_from``, issue #32) is flagged, never deleted
+  (``memory.links.dependants``); the edges themselves go with the history (``derivations_erase``: an erasure,
+  a thread's delete, the purge), not with a single delete.
   Memory history (``memory.records.history``): a single delete (API, client, staff
   pages, the admin's single and bulk deletes, which are single deletes one
   by one) keeps it, with a ``delete`` version, for undo (``memory_restore``); a
@@ -56,12 +59,14 @@ from memory.core.errors import InvalidArgument, NotFound, OutOfScope
 from memory.core.ids import project_of, public_ids, stored_id
 from memory.core.locking import lock_rows
 from memory.index.writer import refresh_message_contexts, unindex
+from memory.links.dependants import dependants_flag
 from memory.links.rules import links_detach, set_memory_status
 from memory.models import (
     ErasureReceipt,
     ExtractionJob,
     Image,
     Memory,
+    MemoryDerivation,
     MemoryVersion,
     Message,
     RecordLink,
@@ -184,7 +189,11 @@ def memories_erase(keys: Iterable[str], *, erased: set[str] | None = None, keep_
     ``action``/``reason`` name it: ``delete``, or the review queue's ``reject``) and the rest is kept,
     readable after the delete (``get_memory_history``). False (the expiry purge, a thread's
     delete, an erasure: nothing can reach the history afterwards): the record's whole history goes too,
-    counted as ``memory_versions``.
+    counted as ``memory_versions``, and so do its ``derived_from`` edges, either end (``derivations_erase``;
+    a single delete keeps them, as ``MemoryDerivation`` says).
+
+    Every memory derived from one deleted here, transitively, and not deleted with it, is flagged first
+    (``memory.links.dependants.dependants_flag``, cause ``delete``; issue #32): kept, never deleted for it.
     """
     keys = list(keys)
     counts: Counter = Counter()
@@ -196,15 +205,28 @@ def memories_erase(keys: Iterable[str], *, erased: set[str] | None = None, keep_
         if keep_history:
             history.record_many(((row, history.snapshot(row), None) for row in Memory.objects.filter(pk__in=keys)),
                                 action, reason=reason)
+        dependants_flag(keys, action="delete", exclude=keys)  # what was derived from them (issue #32)
         counts["chunks"] += unindex(SearchChunk.objects.filter(source_kind="memory", record_id__in=keys))
         counts["relations"] += links_detach(memory_ids=keys, erased=relations)
         counts["memories"] += Memory.objects.filter(pk__in=keys).delete()[0]
         counts["admin_log_entries"] += admin_log_erase(Memory, keys) + admin_log_erase(RecordLink, relations)
         if not keep_history:  # after links_detach, whose revalidations may have written versions of these
             counts["memory_versions"] += history.history_erase(MemoryVersion.objects.filter(memory_id__in=keys))
+            derivations_erase(keys)
         if erased is not None:
             erased.update(relations)
     return counts
+
+
+def derivations_erase(keys, *, thread_keys: Iterable[str] = ()) -> int:
+    """Delete the ``derived_from`` edges (``MemoryDerivation``, issue #32) with either end among ``keys`` (stored
+    memory ids: a list, or a subquery of them such as the history an erasure deletes: a memory deleted before
+    keeps its edges until then), and those of the threads ``thread_keys`` (stored ids); return how many went.
+    Nothing is left that names an erased memory."""
+    where = Q(memory_id__in=keys) | Q(source_id__in=keys)
+    if thread_keys:
+        where |= Q(thread_id__in=list(thread_keys))
+    return MemoryDerivation.objects.filter(where).delete()[0]
 
 
 def detached_thread_key(project_id: int) -> str:
@@ -235,6 +257,7 @@ def memories_detach(keys: Iterable[str], thread_keys: Iterable[str]) -> Counter:
     detached = Memory.objects.filter(pk__in=keys).update(thread_id=None)
     SearchChunk.objects.filter(source_kind="memory", record_id__in=keys).update(thread_id=None)
     MemoryVersion.objects.filter(memory_id__in=keys).update(thread_id=None)
+    MemoryDerivation.objects.filter(memory_id__in=keys).update(thread_id=None)
     for project_id in {project_of(key) for key in keys}:
         RecordLink.objects.filter(thread_id__in=thread_keys, source_id__in=keys, target_id__in=keys,
                                   project_id=project_id).update(thread_id=detached_thread_key(project_id))
@@ -272,7 +295,9 @@ def threads_erase(keys: Iterable[str], *, erased: set[str] | None = None,
     if erased is not None:
         erased.update(relations)
     counts["relations"] += RecordLink.objects.filter(pk__in=relations).delete()[0]
-    counts["memory_versions"] += history.history_erase(MemoryVersion.objects.filter(thread_id__in=keys))
+    versions = MemoryVersion.objects.filter(thread_id__in=keys)
+    derivations_erase(versions.values("memory_id"), thread_keys=keys)
+    counts["memory_versions"] += history.history_erase(versions)
     counts["summaries"] += ThreadSummary.objects.filter(thread_id__in=keys).count()
     counts["extraction_jobs"] += ExtractionJob.objects.filter(thread_id__in=keys).count()
     counts["messages"] += Message.objects.filter(thread_id__in=keys).count()
@@ -401,9 +426,10 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
                                      keep_history=False)
             counts += images_erase(Image.objects.filter(**scoped).values_list("pk", flat=True), erased=erased)
             counts["chunks"] += unindex(SearchChunk.objects.filter(**scoped))
-            counts["memory_versions"] += history.history_erase(MemoryVersion.objects.filter(
-                Q(**{field_name: value}) | Q(thread_id__in=threads) | Q(memory_id__in=erased),
-                project=tenant.project))
+            versions = MemoryVersion.objects.filter(
+                Q(**{field_name: value}) | Q(thread_id__in=threads) | Q(memory_id__in=erased), project=tenant.project)
+            derivations_erase(versions.values("memory_id"))
+            counts["memory_versions"] += history.history_erase(versions)
             for _receiver, deleted in subject_erased.send(
                     sender=ErasureReceipt, project=tenant.project, subject=subject, subject_id=value,
                     thread_ids=public_ids(threads), record_ids=public_ids(sorted(erased))):

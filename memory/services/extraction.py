@@ -333,9 +333,10 @@ def _extract_candidates(thread: Thread, job: ExtractionJob, config: MemoryExtrac
             prompt = extraction_prompt(
                 summary=piece.summary, context=[m.line() for m in piece.context],
                 targets=[m.line() for m in piece.targets],
-                custom_instructions=config.memory_extraction_custom_instructions)
-            reply = llm.complete_json(prompt, extraction_schema(refs), schema_name=SCHEMA_NAME,
-                                      max_tokens=MAX_OUTPUT_TOKENS)
+                custom_instructions=config.memory_extraction_custom_instructions,
+                known=[k.line() for k in piece.known])
+            reply = llm.complete_json(prompt, extraction_schema(refs, [k.ref for k in piece.known]),
+                                      schema_name=SCHEMA_NAME, max_tokens=MAX_OUTPUT_TOKENS)
         except LlmInvalidOutput as exc:
             last_error = exc
             result.failed_calls += 1
@@ -438,12 +439,16 @@ def _prepare(thread: Thread, job: ExtractionJob, decisions: list[Decision], rete
         if (candidate.memory_type in review_types and linking and decision.action in LINK_TYPES
                 and decision.related_memory_id):
             note["relation_on_approval"] = LINK_TYPES[decision.action]
-        planned.append((decision, memory_prepare(
+        prepared = memory_prepare(
             thread=thread, content=candidate.content, memory_type=candidate.memory_type,
             metadata={**inherited, "extraction": note}, timestamp=candidate.sources[-1].timestamp,
             source_message_ids=[m.id for m in candidate.sources], retention=retention, review_types=review_types,
             valid_from=candidate.valid_from, valid_to=candidate.valid_to,  # the window it states (issue #32)
-        )))
+        )
+        # The known memories it was inferred from (issue #32), chosen by the job itself (candidates.known_memories):
+        # stored as derived_from edges with it; one deleted since is left out (dependants.derivations_insert).
+        prepared.sources = list(candidate.derived_from)
+        planned.append((decision, prepared))
     return planned
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
@@ -23,10 +23,12 @@ from memory.core.valid_time import WINDOW_FIELDS, check_instant, check_window
 from memory.embedders import embed_records
 from memory.extraction.jobs import jobs_fence
 from memory.index import writer as index
+from memory.links.dependants import change_action, dependants_flag, derivations_insert
 from memory.links.rules import links_detach
 from memory.links.writes import PendingLink, pending_link
 from memory.models import Memory, Project, RecordLink, Thread
 from memory.records import history
+from memory.records.derivations import check_derived_from, sources_resolve
 from memory.records.selectors import memory_live_q
 from memory.records.validators import (
     check_bounded_int,
@@ -46,11 +48,13 @@ class PreparedMemory:
     """A validated, embedded memory ready to insert (``memory_prepare`` -> ``memory_insert``).
 
     ``row`` is the unsaved ``Memory``; ``chunk_rows`` its unsaved
-    ``SearchChunk`` rows with their embeddings.
+    ``SearchChunk`` rows with their embeddings; ``sources`` the stored ids of the memories it is derived from
+    (``derived_from``, issue #32), stored as ``MemoryDerivation`` edges with it.
     """
 
     row: Memory
     chunk_rows: list[index.SearchChunk]
+    sources: list[str] = field(default_factory=list)
 
 
 def _given_id(value: Any) -> str | None:
@@ -91,6 +95,8 @@ def memory_prepare(
     review_types: Collection[str] = (),
     valid_from: datetime | date | str | None = None,
     valid_to: datetime | date | str | None = None,
+    derived_from: Any = NOTSET,
+    restrict: dict[str, str] | None = None,
 ) -> PreparedMemory:
     """Validate and embed a memory-like record without writing it (see ``memory_add`` for the rules).
 
@@ -102,6 +108,12 @@ def memory_prepare(
     ``valid_from``/``valid_to`` (issue #32): the validity window, each None (open) or a datetime, date or
     ISO-8601 string (``memory.core.valid_time.check_instant``: naive is UTC); ``valid_to`` not before
     ``valid_from``. Copied onto the chunks, so ``valid_at`` searches filter in SQL.
+
+    ``derived_from`` (issue #32): public ids of the memories the new one was inferred from, at most
+    ``MAX_DERIVED_FROM`` (``memory.records.derivations.check_derived_from``), each one of the project's live
+    memories the caller may read (``restrict``: a restricted client's ``Tenant.row_filter``); KeyError
+    (``NotFound`` naming ``derived_from``) for one that is not, as for a missing memory
+    (``sources_resolve``). They become ``PreparedMemory.sources``.
 
     Embedding is slow and needs no database lock: callers that write several
     records in one transaction (an extraction job's commit) prepare them
@@ -120,6 +132,7 @@ def memory_prepare(
     key = stored_id(thread.project_id, mid)
     meta = check_metadata(metadata)
     stamp = ttl_rules.check_timestamp(timestamp)
+    sources = sources_resolve(thread.project_id, check_derived_from(derived_from), restrict=restrict)
     state = RecordStatus.VALID.value if status is NOTSET else check_status(status)
     window = {name: check_instant(value, name) for name, value in zip(WINDOW_FIELDS, (valid_from, valid_to))}
     check_window(window["valid_from"], window["valid_to"])
@@ -140,14 +153,15 @@ def memory_prepare(
     chunk_rows = index.chunk_rows(project_id=thread.project_id, source_kind="memory", record_id=key, record_type=mtype,
                              chunks=chunks, vectors=vectors, status=index.chunk_status(row), expires_at=expiry,
                              metadata=meta, now=now, **scope, **window)
-    return PreparedMemory(row=row, chunk_rows=chunk_rows)
+    return PreparedMemory(row=row, chunk_rows=chunk_rows, sources=sources)
 
 
 def memory_insert(prepared: PreparedMemory, *, link: Callable[[Memory], Any] | None = None) -> str:
     """Insert a prepared memory and its chunks in one transaction (a savepoint inside another); return its
     public id (the caller's, ``memory.records.tenancy``).
 
-    ``link`` is called with the saved memory inside it (see ``memory_add``).
+    ``link`` is called with the saved memory inside it (see ``memory_add``); the ``derived_from`` edges
+    (``prepared.sources``) are stored in it too (``memory.links.dependants.derivations_insert``).
     Raises ``Conflict`` when the id was taken since ``memory_prepare``.
     """
     memory = prepared.row
@@ -159,6 +173,7 @@ def memory_insert(prepared: PreparedMemory, *, link: Callable[[Memory], Any] | N
             raise Conflict("memory_id", memory.public_id) from None  # lost a race for a caller-chosen id
         index.index_rows(prepared.chunk_rows)
         history.record(memory, "create", None, history.snapshot(memory))
+        derivations_insert(memory, prepared.sources)
         if link is not None:
             link(memory)
     return memory.public_id
@@ -181,7 +196,8 @@ def memory_add(
     and optionally ``memory_type``, ``user_id``, ``agent_id``, ``thread_id``,
     ``memory_id``, ``metadata``, ``timestamp``, ``ttl_days``, ``ttl_anchor``,
     ``status``, ``source_message_ids``, ``review_types``, ``valid_from``, ``valid_to`` (the validity window,
-    issue #32). Omitted scope values inherit the
+    issue #32), ``derived_from`` (issue #32: the memories it was inferred from, checked within
+    ``link_restrict``). Omitted scope values inherit the
     thread's user, agent and thread ids; a given ``thread_id`` names a thread of
     the same project (it need not exist; None: owned by no thread).
     ``source_message_ids`` are public message ids. ``memory_type`` defaults to "memory";
@@ -214,7 +230,7 @@ def memory_add(
         elif any(value is not NOTSET
                  for value in (memory_id_to_link, link_type, link_id, link_timestamp, link_metadata)):
             raise InvalidType("link", "give either a checked link or the link arguments, not both")
-        prepared = memory_prepare(**fields)
+        prepared = memory_prepare(restrict=link_restrict, **fields)
         if link is not None and prepared.row.pending:
             # A relation acts at once (a supersedes invalidates its target): not from a memory nobody approved.
             raise InvalidArgument("memory_id_to_link", f"a {prepared.row.memory_type} memory waits for review "
@@ -262,6 +278,10 @@ def memory_update(
     thread's, and for a memory awaiting review (``memory.records.review_rules``: it is
     changed through the review queue, ``memory.services.review``);
     ValueError for an unknown type or status.
+
+    A new content or type, or the status invalid, flags every memory derived from it, transitively
+    (``memory.links.dependants``, issue #32), in the same transaction; a metadata, event time or TTL edit
+    flags nothing.
 
     Traced as one ``update_memory`` span (``memory.core.telemetry``, ``_traced``).
     """
@@ -325,9 +345,18 @@ def memory_update(
             after = history.snapshot(memory)
             if after != before:
                 history.record(memory, "update", before, after)
+                _flag_dependants(memory, before, after)
         if span.is_recording():
             _traced(span, memory)
         return memory_id
+
+
+def _flag_dependants(memory: Memory, before: dict[str, Any], after: dict[str, Any]) -> None:
+    """After a memory's change is recorded: flag what was derived from it when the change is one
+    (``memory.links.dependants.change_action``: it became invalid, or its content or type changed; issue #32)."""
+    action = change_action(before, after)
+    if action is not None:
+        dependants_flag([memory.pk], action=action)
 
 
 def memory_delete(*, thread: Thread, memory_id: Any) -> int:
@@ -377,6 +406,7 @@ def memory_state_update(*, project: Project, memory_id: Any, status: RecordStatu
             after = history.snapshot(row)
             if after != before:
                 history.record(row, "update", before, after)
+                _flag_dependants(row, before, after)
     return 1
 
 
@@ -422,7 +452,9 @@ def memory_restore(*, thread: Thread, memory_id: Any, version: Any, restrict: di
     (``pending``); the content is re-embedded and
     the search chunks rewritten through ``memory.index.writer.sync_record``, relation
     endpoint types follow a changed type (as ``memory_update``), and the
-    restore is itself a ``restore`` version whose reason names ``version``.
+    restore is itself a ``restore`` version whose reason names ``version``. A dependant's review flag
+    (``needs_review``, issue #32) stays as it is; a restore that changes the content or type, or makes the
+    memory invalid, flags what was derived from it (``memory.links.dependants``).
     Raises KeyError (``NotFound``) for a missing memory or version,
     ValueError/TypeError for a bad id or version number.
     """
@@ -463,9 +495,11 @@ def memory_restore(*, thread: Thread, memory_id: Any, version: Any, restrict: di
             # that invalidated is valid again (found by a review: a superseded memory stayed invalid).
             links_detach(memory_ids=[memory.pk])
         index.sync_record(memory, "memory", memory.memory_type, chunks, vectors)
-        history.record(memory, "restore", before, history.snapshot(memory),
+        after = history.snapshot(memory)
+        history.record(memory, "restore", before, after,
                        reason=f"restore of version {number}" + (f" ({history.current_actor().reason})"
                                                                  if history.current_actor().reason else ""))
+        _flag_dependants(memory, before, after)
         return history.history_rows(project_id=thread.project_id, memory_id=memory_id).last().version
 
 

@@ -7,7 +7,9 @@ The file is one JSON object per line. The first is the header
 ``summary`` and ``memory_version`` lines (the memory history,
 ``memory.records.history``, deleted memories' included). Ids are public ids (the
 caller's, ``memory.core.ids``); datetimes ISO 8601; a ``memory`` line's ``pending``
-says it awaits review (``memory.records.review_rules``), and it still does once imported. A file never carries vectors:
+says it awaits review (``memory.records.review_rules``), and it still does once imported; its ``derived_from``
+lists the memories of the export it was inferred from (issue #32: ``MemoryDerivation`` edges; an edge to a
+memory outside the export stays out of it). A file never carries vectors:
 the importing database embeds with its own embedder (``memory.index.rebuild.stored_record_texts``).
 
 What a user's export holds (``export_lines``): the threads whose ``user_id``
@@ -63,6 +65,9 @@ refusals name the line, the field and the rule (``line 7 (message).role: must no
   ``merge``.
 * **Relations**: both ends are memories of the import (or, with ``merge``, the user's), in the relation's
   thread, of the types the line says; no self-relation, one relation per pair.
+* **Derived from** (issue #32): a new memory's ``derived_from`` keeps only memories of the file (with ``merge``,
+  also the user's live memories here); others are dropped (``adjusted``), never an edge to another user's
+  memory. Whether a memory is flagged (``needs_review``) is not carried: it is this database's review state.
 * **Summaries** only for threads the file creates (or, with ``merge``, the user's thread without one),
   ``through_seq`` below the thread's ``next_seq``.
 * **Source messages**: a memory's ``source_message_ids`` keep only messages of the file (with ``merge``, also
@@ -120,8 +125,19 @@ from memory.index import rebuild
 from memory.index import writer as index
 from memory.links.rules import INVALIDATING_RELATIONS, opposite_label, pair_key, set_memory_status
 from memory.llm.prompts import MAX_TOPICS
-from memory.models import Image, Memory, MemoryVersion, Message, Project, RecordLink, Thread, ThreadSummary
+from memory.models import (
+    Image,
+    Memory,
+    MemoryDerivation,
+    MemoryVersion,
+    Message,
+    Project,
+    RecordLink,
+    Thread,
+    ThreadSummary,
+)
 from memory.records import history
+from memory.records.derivations import check_derived_from
 from memory.records.image_rules import THREAD_CONFIG_KEY as IMAGE_LIMITS_KEY
 from memory.records.image_rules import (
     ImageInputLimitConfig,
@@ -193,6 +209,11 @@ def export_lines(*, project: Project, user_id: Any) -> Iterator[dict[str, Any]]:
     relations = relations.order_by("created_at", "id")
     summaries = ThreadSummary.objects.filter(thread_id__in=threads).order_by("thread_id")
     versions = MemoryVersion.objects.filter(scoped, project=project).order_by("memory_id", "version")
+    derived: dict[str, list[str]] = {}
+    for memory_id, source_id in (MemoryDerivation.objects.filter(memory_id__in=memories.values("pk"),
+                                                                 source_id__in=memories.values("pk"))
+                                 .order_by("id").values_list("memory_id", "source_id")):
+        derived.setdefault(memory_id, []).append(public_id(source_id))
     counts = {"thread": len(threads), "message": messages.count(), "image": images.count(),
               "memory": memories.count(), "relation": relations.count(), "summary": summaries.count(),
               "memory_version": versions.count()}
@@ -220,7 +241,7 @@ def export_lines(*, project: Project, user_id: Any) -> Iterator[dict[str, Any]]:
                "thread_id": public_id(row.thread_id) if row.thread_id else None, "timestamp": row.timestamp,
                "metadata": row.metadata, "status": row.status, "expires_at": _when(row.expires_at),
                "source_message_ids": row.source_message_ids, "created_at": _when(row.created_at),
-               "pending": row.pending, **_window_line(row)}
+               "pending": row.pending, **_window_line(row), "derived_from": derived.get(row.pk, [])}
     for row in relations.iterator(chunk_size=500):
         yield {"kind": "relation", "id": row.public_id, "thread_id": public_id(row.thread_id),
                "source_id": public_id(row.source_id), "source_type": row.source_type,
@@ -331,8 +352,11 @@ def _snapshot(value: Any, field: str) -> dict[str, Any] | None:
     for name in ("expires_at", *WINDOW_FIELDS):
         if name in value:
             value[name] = _when(_parse_when(value[name], f"{field}.{name}"))
-    if not isinstance(value.get("pending", False), bool):
-        raise InvalidType(f"{field}.pending", "must be a bool")
+    for flag in ("pending", "needs_review"):
+        if not isinstance(value.get(flag, False), bool):
+            raise InvalidType(f"{field}.{flag}", "must be a bool")
+    if value.get("review_cause") is not None:  # a flagged dependant's cause (issue #32): a JSON object
+        value["review_cause"] = check_metadata(value["review_cause"], f"{field}.review_cause")
     return value
 
 
@@ -519,6 +543,7 @@ class _Import:
         pending = line.get("pending")
         if pending is not None and not isinstance(pending, bool):
             raise InvalidType(f"{where}.pending", "must be a bool or null")
+        derived = check_derived_from(line.get("derived_from"), f"{where}.derived_from")
         thread = line.get("thread_id")
         return {"id": check_id(line.get("id"), f"{where}.id"),
                 "memory_type": check_memory_type(line.get("memory_type"), f"{where}.memory_type"),
@@ -533,6 +558,7 @@ class _Import:
                 "source_message_ids": [check_id(mid, f"{where}.source_message_ids[{i}]")
                                        for i, mid in enumerate(sources or [])],
                 "pending": pending is True,
+                "derived_from": derived,
                 "created_at": _parse_when(line.get("created_at"), f"{where}.created_at") or timezone.now(),
                 **self._read_window(line, where)}
 
@@ -821,6 +847,28 @@ class _Import:
             kept = [mid for mid in row.source_message_ids if mid in self.messages or mid in own]
             self.adjusted["source message id dropped (not in the file)"] += len(row.source_message_ids) - len(kept)
             row.source_message_ids = kept
+        self._resolve_derivations()
+
+    def _resolve_derivations(self) -> None:
+        """``derived_from`` of the new memories (issue #32): memories of the file that are (or will be) here, and
+        with ``merge`` the user's live memories here; any other id is dropped (``adjusted``)."""
+        wanted = {line["_v"]["id"]: line["_v"]["derived_from"] for line in self.by_kind["memory"]
+                  if line.get("_state") == "new" and line["_v"]["derived_from"]}
+        of_file = {mid for mid, line in self.memories.items() if line.get("_state") != "gone"}
+        named = {mid for sources in wanted.values() for mid in sources} - of_file
+        own = set()
+        if named and self.merge:
+            own = {public_id(pk) for pk in _each_in(Memory.objects.filter(
+                memory_live_q(timezone.now()), project=self.project, user_id=self.user).values_list("pk", flat=True),
+                "pk", [self.key(mid) for mid in named])}
+        self.new_derivations: list[MemoryDerivation] = []
+        for mid, sources in wanted.items():
+            row = self.memories[mid]["_row"]
+            kept = [source for source in sources if source != mid and (source in of_file or source in own)]
+            self.adjusted["derived_from id dropped (not in the file)"] += len(sources) - len(kept)
+            self.new_derivations += [MemoryDerivation(project=self.project, memory_id=row.pk,
+                                                      source_id=self.key(source), thread_id=row.thread_id,
+                                                      created_at=row.created_at) for source in kept]
 
     def _endpoint(self, line: dict, end: str, thread: Thread) -> tuple[str, Memory]:
         v = line["_v"]
@@ -1037,6 +1085,7 @@ class _Import:
             for row in self.new_images:
                 row.save(force_insert=True)
             Memory.objects.bulk_create(self.new_memories, batch_size=500)
+            MemoryDerivation.objects.bulk_create(self.new_derivations, batch_size=500)
             scopes = {row.pk: row for _, row in self.threads.values()}
             rebuild.index_stored([(kind, row, scopes.get(row.thread_id) if kind == "message" else None, chunks,
                                    vectors) for kind, row, chunks, vectors in items])

@@ -1,5 +1,6 @@
 """Review decisions on memories awaiting review (``memory.records.review_rules``): ``memory_approve``,
-``memory_edit_approve``, ``memory_reject``.
+``memory_edit_approve``, ``memory_reject``; and on memories flagged because one they were derived from changed
+(issue #32, ``memory.links.dependants``): ``dependant_clear``.
 
 Each is one transaction that locks the memory, checks that it awaits review, and appends one history
 version (``memory.records.history``: ``approve`` or ``reject``) naming the actor the edge set (``acting``: the API
@@ -23,9 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from memory.core.chunking import chunk_text
-from memory.core.errors import InvalidArgument, InvalidType, NotFound, NotPending, check_text
+from memory.core.errors import InvalidArgument, InvalidType, NotFlagged, NotFound, NotPending, check_text
 from memory.core.ids import stored_id
 from memory.core.types import NOTSET, NotSet
 from memory.embedders import embed_records
@@ -34,6 +36,7 @@ from memory.links.writes import link_create
 from memory.models import Memory, Project, RecordLink, Thread
 from memory.records import history
 from memory.records import review_rules as review
+from memory.records.selectors import memory_live_q
 from memory.records.validators import check_content, check_id, check_memory_type
 from memory.services.common import lock_memory
 from memory.services.erasure import memories_erase
@@ -46,8 +49,8 @@ NOTE_LENGTH = 400
 
 @dataclass(frozen=True)
 class ReviewDecision:
-    """What a decision did: the memory (public id), ``action`` (approve, reject), the number of the history
-    version it wrote, and the relation approval made (public id; None when none)."""
+    """What a decision did: the memory (public id), ``action`` (approve, reject, clear), the number of the
+    history version it wrote, and the relation approval made (public id; None when none)."""
 
     memory_id: str
     action: str
@@ -188,3 +191,30 @@ def memory_reject(*, project: Project, memory_id: Any, allows: Callable[[Memory]
         row = _locked_pending(project, mid, allows)
         memories_erase([row.pk], action="reject", reason=_reason("rejected", note))
         return ReviewDecision(row.public_id, "reject", _version(row))
+
+
+def dependant_clear(*, project: Project, memory_id: Any, allows: Callable[[Memory], bool] = lambda row: True,
+                    reason: Any = None) -> ReviewDecision:
+    """Clear the review flag of a memory flagged because a memory it was derived from changed (issue #32,
+    ``memory.links.dependants``): ``needs_review`` false, ``review_cause`` None, one ``unflag`` history entry
+    naming the actor ("cleared in review: <note>", the cause it cleared in ``before``). The memory is not
+    otherwise changed: one the "invalidate" policy made invalid stays invalid (a status edit makes it valid).
+
+    Scope as the decisions above: a live memory of ``project`` by public id (not expired, not awaiting review),
+    only when ``allows(row)``; KeyError (``NotFound``) otherwise, ValueError (``NotFlagged``, HTTP 409) when it
+    is not flagged, ValueError/TypeError naming the field for bad input.
+    """
+    mid = check_id(memory_id, "memory_id")
+    note = check_note(reason)
+    with transaction.atomic():
+        rows = Memory.objects.filter(memory_live_q(timezone.now()), pk=stored_id(project.pk, mid))
+        row = lock_memory(rows)  # its thread first
+        if row is None or not allows(row):
+            raise NotFound("memory_id", mid)
+        if not row.needs_review:
+            raise NotFlagged("memory_id", mid)
+        before = history.snapshot(row)
+        row.needs_review, row.review_cause = False, None
+        row.save(update_fields=["needs_review", "review_cause", "updated_at"])
+        history.record(row, "unflag", before, history.snapshot(row), reason=_reason("cleared", note))
+        return ReviewDecision(row.public_id, "clear", _version(row))

@@ -32,5 +32,5 @@ def test_operation_ids_name_the_api_package_and_tags_the_resource_router(anon):
             for op in view.operations:
                 expected[f"threads_api_{op.view_func.__name__}"] = router.tags
     operations = [op for ops in anon.get("/api/openapi.json").json()["paths"].values() for op in ops.values()]
-    assert len(operations) == len(expected) == 54
+    assert len(operations) == len(expected) == 56
     assert {op["operationId"]: op["tags"] for op in operations} == expected

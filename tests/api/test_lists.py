@@ -66,4 +66,4 @@ def test_the_schema_documents_no_bare_array_and_limit_offset_on_every_list(anon)
     assert sorted(lists) == sorted([*(url.replace("t-main", "{thread_id}") for url in LISTS),
                                     "/api/keys", "/api/erasures",
                                     "/api/profiles/{kind}", "/api/threads/{thread_id}/memories/{memory_id}/history",
-                                    "/api/review/memories"])
+                                    "/api/review/memories", "/api/review/dependants"])

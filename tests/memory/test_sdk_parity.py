@@ -295,6 +295,9 @@ ALLOWED_EXTRA_PARAMETERS = {
     ("OracleAgentMemory", "__init__", "project"): "the project (tenant) every call of the client is in",
     ("OracleAgentMemory", "__init__", "tenant"): "a project with a fixed user and agent (restricted client)",
     ("OracleAgentMemory", "__init__", "retention_config"): "the earlier name of memory_retention_config",
+    **{(owner, method, "derived_from"): "the memories the new one was inferred from (issue #32: dependants are "
+                                        "flagged when a source changes, memory.links.dependants)"
+       for owner in ("OracleThread", "OracleAgentMemory") for method in ("add_memory", "add_memory_async")},
 }
 
 

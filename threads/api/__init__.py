@@ -24,7 +24,7 @@ Modules, in the order ``routes.ROUTERS`` joins them (the OpenAPI document's orde
 * ``profiles``: ``/profiles/{kind}``; ``keys``: ``/keys``;
 * ``erasure``: ``/users/{user_id}``, ``/agents/{agent_id}``, ``/erasures``;
 * ``history``: ``.../memories/{memory_id}/history``; ``export``:
-  ``/users/{user_id}/export``; ``review``: ``/review/memories``.
+  ``/users/{user_id}/export``; ``review``: ``/review/memories``, ``/review/dependants``.
 
 operationIds stay ``threads_api_<function>`` whatever module holds a route
 (``oam_site.api.OamNinjaAPI.get_openapi_operation_id``), so function names
@@ -88,8 +88,9 @@ beside the client today, and why:
   ``memory.services.erasure`` receipts and ``memory.services.portability``
   (``project=`` of ``project_admin``): project-wide admin reads the client
   has not;
-* ``review``: ``memory.records.review_rules.review_records(restrict=)`` and
-  ``memory.services.review`` decisions (``allows=``): the review queue is not
+* ``review``: ``memory.records.review_rules.review_records(restrict=)``,
+  ``memory.records.derivations.flagged_queryset(restrict=)`` (flagged dependants, issue #32) and
+  ``memory.services.review`` decisions (``allows=``, ``dependant_clear`` too): the review queue is not
   the SDK's, so the client has no methods for it;
 * ``keys``: ``threads.auth`` (the delivery app's own keys, not the engine).
 """

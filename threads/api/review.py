@@ -1,5 +1,6 @@
 """The review queue (``memory.records.review_rules``): memories awaiting review listed, approved (as they are or
-edited) or rejected."""
+edited) or rejected; and memories flagged because one they were derived from changed (issue #32,
+``memory.links.dependants``), listed and cleared."""
 
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema
@@ -8,11 +9,19 @@ from ninja.pagination import paginate
 from memory.client import AgentMemory
 from memory.core.aio import in_worker
 from memory.core.errors import MAX_SQL_COUNT
-from memory.records import review_rules, selectors
-from memory.services.review import ReviewDecision, memory_approve, memory_edit_approve, memory_reject
+from memory.records import derivations, review_rules, selectors
+from memory.services.review import (
+    ReviewDecision,
+    dependant_clear,
+    memory_approve,
+    memory_edit_approve,
+    memory_reject,
+)
 from threads.api.common import INVALID, NOT_FOUND, Pagination, client_for
 from threads.schemas.common import ErrorOut
+from threads.schemas.memories import MemoryOut
 from threads.schemas.review import (
+    DependantClearIn,
     ReviewApproveIn,
     ReviewDecisionOut,
     ReviewItemOut,
@@ -35,7 +44,7 @@ class ReviewPagination(Pagination):
 def _decision(memory: AgentMemory, decision: ReviewDecision) -> dict:
     """A ``ReviewDecisionOut`` body (read in the worker: the approved memory as stored)."""
     stored = (selectors.memory_stored(project=memory.project, memory_id=decision.memory_id)
-              if decision.action == "approve" else None)
+              if decision.action != "reject" else None)
     return {"memory_id": decision.memory_id, "action": decision.action, "version": decision.version,
             "relation_id": decision.relation_id, "memory": stored}
 
@@ -79,5 +88,30 @@ async def review_reject(request: HttpRequest, memory_id: str, payload: ReviewRej
     none (or the key may not see it), 409 when it does not await review."""
     memory = client_for(request)
     decision = await in_worker(memory_reject, project=memory.project, memory_id=memory_id,
+                               allows=memory.tenant.allows, **payload.model_dump(exclude_unset=True))
+    return await in_worker(_decision, memory, decision)
+
+
+@router.get("/review/dependants", response={200: list[MemoryOut], **INVALID})
+@paginate(Pagination)
+async def review_dependant_list(request: HttpRequest, params: Query[ReviewListQuery]):
+    """The memories of the key's project flagged because a memory they were derived from was superseded,
+    invalidated, edited or deleted (issue #32; its user's and agent's only, for a restricted key), the most
+    recently flagged first, each with its ``review_cause`` (``memory.records.derivations.flagged_queryset``). A
+    write key, as the review queue."""
+    tenant = client_for(request).tenant
+    qs = derivations.flagged_queryset(project=tenant.project, restrict=tenant.row_filter(),
+                                      **params.model_dump(exclude_unset=True, exclude_none=True))
+    return selectors.Records(qs, selectors.memory_dto)
+
+
+@router.post("/review/dependants/{memory_id}/clear", response={200: ReviewDecisionOut, 409: ErrorOut, **NOT_FOUND,
+                                                                **INVALID})
+async def review_dependant_clear(request: HttpRequest, memory_id: str, payload: DependantClearIn):
+    """Clear a flagged memory's review flag (``services.dependant_clear``): ``needs_review`` false, one ``unflag``
+    history entry naming this key (``reason`` as its reason). 404 when there is none (or the key may not see
+    it), 409 when it is not flagged."""
+    memory = client_for(request)
+    decision = await in_worker(dependant_clear, project=memory.project, memory_id=memory_id,
                                allows=memory.tenant.allows, **payload.model_dump(exclude_unset=True))
     return await in_worker(_decision, memory, decision)

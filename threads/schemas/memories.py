@@ -53,6 +53,11 @@ class MemoryIn(InSchema):
     link_metadata: Metadata = Field(None, description="Metadata stored on the explicit relation.")
     valid_from: str | None = Field(None, description=VALID_FROM)
     valid_to: str | None = Field(None, description=VALID_TO)
+    derived_from: list[str] = Field(
+        None, max_length=100, description="Ids of memories of this project the new memory was inferred from (at "
+        "most 100, any thread, each one this key may read: 404 otherwise). When one is later superseded, "
+        "invalidated, edited or deleted, the new memory is flagged (needs_review)."
+    )
 
 
 class MemoryPatchIn(InSchema):
@@ -95,3 +100,9 @@ class MemoryOut(Schema):
     source_message_ids: list[str]
     valid_from: str | None = Field(None, description="Valid time: when the fact starts to hold (ISO-8601); null: open.")
     valid_to: str | None = Field(None, description="Valid time: when it stops holding (excluded); null: open.")
+    needs_review: bool = Field(False, description="A memory it was derived from changed since (issue #32).")
+    review_cause: dict[str, Any] | None = Field(
+        None, description="The change that flagged it: memory_id (the changed source), action (supersede, "
+        "invalidate, update, delete), version (the source's history version), relation_id, at, and via (the "
+        "memory it is directly derived from) when reached through another; null when not flagged."
+    )

@@ -70,12 +70,20 @@ class ReviewRejectIn(InSchema):
     reason: str | None = Field(None, max_length=400, description="Why (the history entry's reason).")
 
 
+class DependantClearIn(InSchema):
+    """Clear the review flag of a memory flagged because a memory it was derived from changed (issue #32);
+    ``reason`` is kept in the history entry."""
+
+    reason: str | None = Field(None, max_length=400, description="The reviewer's note (history entry's reason).")
+
+
 class ReviewDecisionOut(Schema):
-    """What a decision did: the memory (public id), ``action`` (approve or reject), the history version it
-    wrote, the relation approval made (null: none), and the memory as stored now (null after a rejection)."""
+    """What a decision did: the memory (public id), ``action`` (approve, reject, or clear: a dependant's flag),
+    the history version it wrote, the relation approval made (null: none), and the memory as stored now (null
+    after a rejection)."""
 
     memory_id: str
-    action: Literal["approve", "reject"]
+    action: Literal["approve", "reject", "clear"]
     version: int
     relation_id: str | None
     memory: MemoryOut | None
