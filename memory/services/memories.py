@@ -95,7 +95,7 @@ def memory_prepare(
     review_types: Collection[str] = (),
     valid_from: datetime | date | str | None = None,
     valid_to: datetime | date | str | None = None,
-    derived_from: Any = NOTSET,
+    derived_from: Sequence[str] | None | NotSet = NOTSET,
     restrict: dict[str, str] | None = None,
 ) -> PreparedMemory:
     """Validate and embed a memory-like record without writing it (see ``memory_add`` for the rules).
