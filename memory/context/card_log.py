@@ -141,3 +141,10 @@ def cards_of_thread(thread: Thread, *, limit: int = 200) -> list[ContextCardLog]
     """The cards logged for ``thread``, newest first (the staff page's list), at most ``limit``."""
     return list(ContextCardLog.objects.filter(project_id=thread.project_id, thread_id=thread.pk)
                 .order_by("-served_at", "-id").defer("parts")[:limit])
+
+
+def card_at(thread: Thread, at: dt.datetime) -> ContextCardLog | None:
+    """The card served for ``thread`` at the latest ``served_at`` at or before ``at``, whatever its parameters
+    (the staff page's "card at a moment")."""
+    return (ContextCardLog.objects.filter(project_id=thread.project_id, thread_id=thread.pk, served_at__lte=at)
+            .order_by("-served_at", "-id").first())
