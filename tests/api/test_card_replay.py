@@ -3,19 +3,10 @@ served then, exactly, with ``served_at``; 404 naming ``as_of`` when none was; 42
 
 import datetime as dt
 
-import pytest
 from django.utils import timezone
 
-from memory.llm.adapters import reset_llm
 from tests.api.helpers import add_messages, error_fields
-
-
-@pytest.fixture(autouse=True)
-def no_llm(settings):
-    settings.OAM_LLM_BASE_URL = ""
-    reset_llm()
-    yield
-    reset_llm()
+from tests.api.test_context import no_llm  # noqa: F401 - the autouse fixture: transcript summaries
 
 
 def card(api, body, thread_id="t-replay"):
