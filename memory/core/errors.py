@@ -219,9 +219,7 @@ class CardNotServed(NotFound):
     before ``T`` (or it was erased, or is past ``OAM_CONTEXT_CARD_LOG_DAYS``). A ``KeyError`` naming ``as_of``;
     no card is ever re-rendered in its place."""
 
-    def __init__(self, value: str, *, erased: bool = False):
+    def __init__(self, value: str):
         super().__init__("as_of", value)
-        self.erased = erased
-        self.message = (f"no context card with these parameters was served for this thread at or before {value}"
-                        + (" (its cards were erased since)" if erased else ""))
+        self.message = f"no context card with these parameters was served for this thread at or before {value}"
         self.args = (self.message,)
