@@ -5,7 +5,9 @@
 
 Imports LoCoMo conversations (``$OAM_LOCOMO_PATH``, ``manage.py import_locomo``: one thread per session) into its
 own SQLite file, ``var/bench-card-replay.sqlite3`` (removed and migrated first unless ``--reuse``), without an LLM
-(transcript summaries). Then for each session thread, ``--repeats`` rounds, interleaved per thread:
+(transcript summaries), with LoCoMo's per-session observations as ``fact`` memories (``bench/locomo_import.py``'s
+``_add_observations``: what extraction would store), so that cards hold relevant results. Then for each session
+thread, ``--repeats`` rounds, interleaved per thread:
 
 * ``present_unlogged``: ``get_context_card(max_recent_messages=2)`` with ``OAM_CONTEXT_CARD_LOG_DAYS = 0`` (today's
   cost before the log);
@@ -56,20 +58,26 @@ def main() -> None:
 
     from memory.client import AgentMemory
     from memory.core.ids import public_id
-    from memory.models import ContextCardLog, Thread
+    from memory.models import ContextCardLog, Memory, Thread
 
     if not args.reuse:
         call_command("migrate", verbosity=0)
         started = time.perf_counter()
         call_command("import_locomo", samples=args.samples, verbosity=0)
         print(f"imported {args.samples} in {time.perf_counter() - started:.1f}s", file=sys.stderr)
+        from bench.locomo_import import _add_observations
+        from memory.dev import locomo
+
+        added = _add_observations(locomo.default_data_path(),
+                                  list(locomo.iter_samples(locomo.default_data_path(), sample_ids=args.samples)))
+        print(f"observations as fact memories: {added}", file=sys.stderr)
     client = AgentMemory(llm=None)
     threads = [client.get_thread(public_id(key)) for key in sorted(Thread.objects.values_list("pk", flat=True))]
     settings.OAM_CONTEXT_CARD_LOG_DAYS = 0
     for thread in threads:  # warm-up: the embedder, the vector cache
         thread.get_context_card(**CARD)
     timings: dict[str, list[float]] = {"present_unlogged": [], "present_logged": [], "as_of": []}
-    equal = True
+    equal, sizes = True, []
     for round_no in range(args.repeats):
         for thread in threads:
             settings.OAM_CONTEXT_CARD_LOG_DAYS = 0
@@ -84,12 +92,15 @@ def main() -> None:
             replayed = thread.get_context_card(**CARD, as_of=timezone.now())
             timings["as_of"].append(time.perf_counter() - started)
             equal = equal and replayed == served and replayed.content == served.content
+            sizes.append(len(served.relevant_results or []))
         print(f"round {round_no + 1}/{args.repeats} done", file=sys.stderr)
     figures = {name: _figures(values) for name, values in timings.items()}
     present, unlogged, as_of = figures["present_logged"], figures["present_unlogged"], figures["as_of"]
     print(json.dumps({
         "samples": args.samples, "threads": len(threads), "repeats": args.repeats,
         "messages": sum(len(t.get_messages()) for t in threads),
+        "memories": Memory.objects.count(),
+        "relevant_results_per_card_p50": percentile(sizes, 0.5),
         **figures,
         "ratio_as_of_to_present": {"p50": round(as_of["p50_ms"] / present["p50_ms"], 4),
                                    "p95": round(as_of["p95_ms"] / present["p95_ms"], 4)},
