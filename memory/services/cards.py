@@ -22,13 +22,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory.context import card_log
-from memory.context.cards import context_card_build
+from memory.context.cards import card_arguments_check, context_card_build
 from memory.core.errors import CardNotServed, InvalidArgument
 from memory.core.types import NOTSET, ContextCard, MemorySearchConfig, SearchScope
 from memory.core.valid_time import check_instant
 from memory.llm.adapters import Llm
 from memory.models import ContextCardLog, Thread
-from memory.records.validators import reject_unknown
 from memory.services.common import lock_thread
 
 #: The arguments of ``get_context_card`` that decide its card (the spec's, and ``valid_at``).
@@ -68,7 +67,8 @@ def context_card_get(*, thread: Thread, scope: SearchScope, search_config: Memor
 
 def _replay(*, thread: Thread, scope: SearchScope, search_config: MemorySearchConfig, as_of: Any, valid_at: Any,
             card_arguments: dict[str, Any], unknown: dict[str, Any]) -> ContextCard:
-    reject_unknown(unknown, "get_context_card")
+    card_arguments_check(thread=thread, scope=scope, search_config=search_config, valid_at=valid_at,
+                         **card_arguments, **unknown)  # the errors a present-time card names
     at = check_instant(as_of, "as_of")
     if not card_log.log_days():
         raise InvalidArgument("as_of", "card replay is off here (OAM_CONTEXT_CARD_LOG_DAYS is 0): no card is logged")

@@ -112,6 +112,11 @@ def test_bad_as_of_names_it(scripted):
         thread.get_context_card(as_of=12)
     with pytest.raises(TypeError):
         thread.get_context_card(as_of=timezone.now(), unknown=1)
+    # the other arguments are checked as for a present-time card: the same errors, not "not found"
+    with pytest.raises(TypeError, match="max_relevant_results"):
+        thread.get_context_card(as_of=timezone.now(), max_relevant_results="5")
+    with pytest.raises(ValueError, match="max_recent_messages"):
+        thread.get_context_card(as_of=timezone.now(), except_last_messages=2, max_recent_messages=1)
 
 
 def test_erasure_wins_over_the_log(client, scripted):
