@@ -31,6 +31,7 @@ from memory.core.ids import public_id
 from memory.core.types import NOTSET
 from memory.links.writes import link_delete, link_update
 from memory.models import (
+    ContextCardLog,
     EmbeddingSpace,
     ErasureReceipt,
     ExtractionJob,
@@ -477,6 +478,17 @@ class MemoryDerivationAdmin(ReadOnlyAdmin):
     list_display = ("memory_id", "source_id", "thread_id", "project", "created_at")
     list_filter = ("project", "created_at")
     search_fields = ("memory_id", "source_id", "thread_id")
+
+
+@admin.register(ContextCardLog)
+class ContextCardLogAdmin(ReadOnlyAdmin):
+    """The context cards the service returned (issue #32, ``memory.services.cards``): written by every card read;
+    replayed by ``get_context_card(as_of=...)``; deleted with the thread or subject and by the expiry purge, never
+    here."""
+
+    list_display = ("thread_id", "served_at", "last_served_at", "parameters_digest", "project")
+    list_filter = ("project", "served_at")
+    search_fields = ("thread_id", "user_id", "agent_id", "parameters_digest")
 
 
 @admin.register(Profile)

@@ -508,6 +508,41 @@ class MemoryDerivation(models.Model):
         return f"memory {public_id(self.memory_id)} derived from {public_id(self.source_id)}"
 
 
+class ContextCardLog(models.Model):
+    """A context card the service returned (issue #32, part 3: card replay), kept so that
+    ``get_context_card(as_of=T)`` answers the very card served at ``T``, byte for byte.
+
+    A card is not re-rendered from reconstructed state: the keyword arm's statistics, the LLM-written summary and
+    the ranking move, so the service keeps what it returned (``memory.services.cards``). ``parameters_digest`` is
+    the sha256 of the canonical JSON of the call's effective parameters (``parameters``), so a replay with other
+    parameters is not answered by this card; ``content`` is the rendered text and ``parts`` the card's parts
+    (``memory.context.card_log.card_encode``) from which the returned object is rebuilt equal. One row stands for
+    an unchanged run of identical cards: ``served_at`` is when it was first served, ``last_served_at`` the latest.
+    ``thread_id``, ``user_id`` and ``agent_id`` are stored copies (no foreign key, like ``MemoryVersion``): the rows
+    go with the thread's or the subject's erasure, and with the expiry purge after ``OAM_CONTEXT_CARD_LOG_DAYS``.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    project = _project_field()
+    thread_id = models.CharField(max_length=STORED_ID_LENGTH)
+    user_id = models.CharField(max_length=STORED_ID_LENGTH, null=True, blank=True)
+    agent_id = models.CharField(max_length=STORED_ID_LENGTH, null=True, blank=True)
+    parameters_digest = models.CharField(max_length=64)
+    parameters = models.JSONField(default=dict, blank=True)
+    content = models.TextField(blank=True, default="")
+    parts = models.TextField(blank=True, default="")
+    served_at = models.DateTimeField(default=timezone.now)
+    last_served_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        db_table = "oam_context_cards"
+        ordering = ["served_at", "id"]
+        indexes = [models.Index(fields=["thread_id", "served_at"], name="oam_card_thread_time_ix")]
+
+    def __str__(self) -> str:
+        return f"context card of thread {public_id(self.thread_id)} served at {self.served_at:%Y-%m-%d %H:%M:%S}"
+
+
 class Profile(models.Model):
     """A user or agent profile of a project (SDK: ``add_user``/``add_agent``, ``UserProfileRecord``/
     ``AgentProfileRecord``): free-form ``information`` about one user or agent, and its ``metadata``.

@@ -385,6 +385,9 @@ OAM_WS_KEY_RECHECK_SECONDS = env.float("OAM_WS_KEY_RECHECK_SECONDS", default=30.
 OAM_ACCESS_LOG_DAYS = env.int("OAM_ACCESS_LOG_DAYS", default=90)
 # Expired records are deleted (not only hidden) at worker boot and then at most this often (memory.services.erasure).
 OAM_PURGE_EXPIRED_SECONDS = env.int("OAM_PURGE_EXPIRED_SECONDS", default=3600)  # 0: never
+# Context cards served are kept this many days after last served, for replay with as_of (issue #32,
+# memory.services.cards); the periodic purge deletes older ones. 0: no card log and no replay.
+OAM_CONTEXT_CARD_LOG_DAYS = env.int("OAM_CONTEXT_CARD_LOG_DAYS", default=90)
 # What deleting or expiring a message does to the memories derived only from it: invalidate or delete.
 OAM_DERIVED_MEMORY_POLICY = env.str("OAM_DERIVED_MEMORY_POLICY", default="invalidate")
 # What superseding, invalidating, editing or deleting a memory does to the memories derived from it (issue #32):

@@ -46,6 +46,7 @@ urlpatterns = [
     path(T + "extract/", extraction.extract_now, name="extract_now"),
     path(T + "extraction/rerun/", extraction.extraction_rerun_view, name="extraction_rerun"),
     path(T + "context-card/", context.context_card, name="context_card"),
+    path(T + "context-card/log/", context.card_log, name="card_log"),
     path(T + "quality/", quality.thread_quality, name="thread_quality"),
     path(T + "messages/<str:message_id>/edit/", messages.message_edit, name="message_edit"),
     path(T + "messages/<str:message_id>/delete/", messages.message_delete, name="message_delete"),

@@ -7,10 +7,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from memory.client.common import _extensions, _or
-from memory.context import cards, summaries
+from memory.context import summaries
 from memory.core.types import NOTSET, NotSet, OracleContextCard, OracleSummary, SearchResult, SearchScope
 from memory.records.validators import reject_unknown
 from memory.search.ranking import run_search
+from memory.services.cards import context_card_get
 
 
 class ThreadSearch:
@@ -84,12 +85,19 @@ class ThreadSearch:
         ``max_recent_messages`` neither 0 nor equal to it raises ValueError.
         ``valid_at=`` (issue #32, not in the spec, so in ``kwargs``) goes to every search of the card, as
         ``search`` takes it.
+
+        Every card returned is logged (``memory.services.cards``). ``as_of=`` (issue #32, in ``kwargs``: a datetime,
+        date or ISO-8601 string) answers instead the card this service returned for the thread with the same
+        effective parameters at the latest time at or before it, equal to it (``content`` byte for byte), never a
+        re-render: KeyError naming ``as_of`` when none was served then (or it was erased since), ValueError when
+        the log is off (``OAM_CONTEXT_CARD_LOG_DAYS`` = 0).
         """
-        return cards.context_card_build(
+        as_of = _extensions(kwargs, "as_of").get("as_of", NOTSET)
+        return context_card_get(
             thread=self._row, scope=self.default_scope, search_config=self.search_config, llm=self.llm,
             fallback_message_count=fallback_message_count, max_relevant_results=max_relevant_results,
             token_budget=token_budget, soft_token_budget=soft_token_budget, max_recent_messages=max_recent_messages,
             except_last_messages=except_last_messages, min_relevant_results_by_type=min_relevant_results_by_type,
             metadata_filter=_or(metadata_filter, None), include_invalid_results=_or(include_invalid_results, True),
-            **kwargs,
+            as_of=as_of, **kwargs,
         )

@@ -150,6 +150,36 @@ def _result_key(result: SearchResult) -> tuple[str, str]:
     return ("message" if result.record_type == "message" else "memory", result.record_id)
 
 
+def card_arguments_check(
+    *, thread: Thread, scope: SearchScope, search_config: MemorySearchConfig,
+    fallback_message_count: Any = NOTSET, max_relevant_results: Any = NOTSET, token_budget: Any = NOTSET,
+    soft_token_budget: Any = NOTSET, max_recent_messages: Any = NOTSET, except_last_messages: Any = NOTSET,
+    min_relevant_results_by_type: Any = NOTSET, metadata_filter: Any = None, include_invalid_results: Any = True,
+    valid_at: Any = None, **kwargs: Any,
+) -> tuple[int, int, int, dict[str, int], int, Any]:
+    """Check a card's arguments (the errors ``context_card_build`` names); return the fallback count, the recent
+    count, ``except_last``, the minimums, the maximum of relevant results and the base search request. Also what
+    a replay checks (``memory.services.cards``, issue #32), so a bad argument is the same error there."""
+    reject_unknown(kwargs, "get_context_card")
+    fallback_count = check_count(fallback_message_count, "fallback_message_count", DEFAULT_FALLBACK_MESSAGE_COUNT)
+    recent_count = check_count(max_recent_messages, "max_recent_messages", DEFAULT_MAX_RECENT_MESSAGES)
+    except_last = check_count(except_last_messages, "except_last_messages", 0)
+    minimums = _check_minimums(min_relevant_results_by_type)
+    max_relevant = max(check_count(max_relevant_results, "max_relevant_results", DEFAULT_MAX_RELEVANT_RESULTS),
+                       sum(minimums.values()))
+    if except_last and recent_count not in (0, except_last):
+        raise InvalidArgument(
+            "max_recent_messages", "must be 0 or equal to except_last_messages when except_last_messages is nonzero"
+        )
+    # Validates metadata_filter, include_invalid_results and the budgets the way search does.
+    base = build_request(
+        "", project_id=thread.project_id, scope=scope, config=search_config, token_budget=token_budget,
+        soft_token_budget=soft_token_budget, metadata_filter=metadata_filter,
+        include_invalid_results=include_invalid_results, valid_at=valid_at,
+    )
+    return fallback_count, recent_count, except_last, minimums, max_relevant, base
+
+
 def context_card_build(
     *,
     thread: Thread,
@@ -204,23 +234,12 @@ def context_card_build(
                                            telemetry.AGENT_ID: thread.agent_id}) as span:
         explain: dict[tuple[str, str], dict[str, Any]] | None = (
             {} if span.is_recording() and telemetry.search_scores() else None)
-        reject_unknown(kwargs, "get_context_card")
-        fallback_count = check_count(fallback_message_count, "fallback_message_count", DEFAULT_FALLBACK_MESSAGE_COUNT)
-        recent_count = check_count(max_recent_messages, "max_recent_messages", DEFAULT_MAX_RECENT_MESSAGES)
-        except_last = check_count(except_last_messages, "except_last_messages", 0)
-        minimums = _check_minimums(min_relevant_results_by_type)
-        max_relevant = max(check_count(max_relevant_results, "max_relevant_results", DEFAULT_MAX_RELEVANT_RESULTS),
-                           sum(minimums.values()))
-        if except_last and recent_count not in (0, except_last):
-            raise InvalidArgument(
-                "max_recent_messages", "must be 0 or equal to except_last_messages when except_last_messages is nonzero"
-            )
-        # Validates metadata_filter, include_invalid_results and the budgets the way search does.
-        base = build_request(
-            "", project_id=thread.project_id, scope=scope, config=search_config, token_budget=token_budget,
-            soft_token_budget=soft_token_budget, metadata_filter=metadata_filter,
-            include_invalid_results=include_invalid_results, valid_at=valid_at,
-        )
+        fallback_count, recent_count, except_last, minimums, max_relevant, base = card_arguments_check(
+            thread=thread, scope=scope, search_config=search_config, fallback_message_count=fallback_message_count,
+            max_relevant_results=max_relevant_results, token_budget=token_budget, soft_token_budget=soft_token_budget,
+            max_recent_messages=max_recent_messages, except_last_messages=except_last_messages,
+            min_relevant_results_by_type=min_relevant_results_by_type, metadata_filter=metadata_filter,
+            include_invalid_results=include_invalid_results, valid_at=valid_at, **kwargs)
 
         tail, cut_seq = split_tail(thread, except_last)
         durable = _card_summary(thread, cut_seq, llm)

@@ -75,6 +75,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("OAM_EXTRACTION_RETRY_BACKOFF_MAX_SECONDS", 300, float, 0.01,
             help="longest wait between such retries (the wait doubles up to it)"),
     Setting("OAM_PURGE_EXPIRED_SECONDS", 3600, float, help="0 or less: never"),
+    Setting("OAM_CONTEXT_CARD_LOG_DAYS", 90, int, 0,
+            help="days a served context card is kept for replay (issue #32); 0: no log, no replay"),
     Setting("OAM_DERIVED_MEMORY_POLICY", "invalidate", str, choices=("invalidate", "delete"),
             help="what a deleted or expired message does to the memories derived only from it "
                  "(memory.records.provenance)"),

@@ -212,3 +212,14 @@ class OutOfScope(InvalidArgument):
     """A value reaches outside what the caller may touch: another end user or agent than the one a
     restricted client acts for (``memory.records.tenancy.Tenant``). A ``ValueError`` in Python,
     HTTP 403 naming the field."""
+
+
+class CardNotServed(NotFound):
+    """``get_context_card(as_of=T)`` (issue #32): no card with these parameters was served for the thread at or
+    before ``T`` (or it was erased, or is past ``OAM_CONTEXT_CARD_LOG_DAYS``). A ``KeyError`` naming ``as_of``;
+    no card is ever re-rendered in its place."""
+
+    def __init__(self, value: str):
+        super().__init__("as_of", value)
+        self.message = f"no context card with these parameters was served for this thread at or before {value}"
+        self.args = (self.message,)

@@ -10,6 +10,7 @@ Modules, one per behaviour:
 * ``erasure``: deleting for good (every delete ends here) and the expiry purge;
 * ``scrub``: making committed deletes final in the storage (``storage_scrub``, after an erasure, a purge and
   the admin's deletes);
+* ``cards``: serving context cards, and the card log that replays them (issue #32: ``context_card_get``);
 * ``portability``: export and import of one user's memory as JSON Lines;
 * ``profiles``: user and agent profiles (``add_user``/``add_agent``);
 * ``parts`` parses message input; ``common`` holds the thread lock, the TTL refresh and fenced deletes.

@@ -62,6 +62,7 @@ from memory.index.writer import refresh_message_contexts, unindex
 from memory.links.dependants import dependants_flag
 from memory.links.rules import links_detach, set_memory_status
 from memory.models import (
+    ContextCardLog,
     ErasureReceipt,
     ExtractionJob,
     Image,
@@ -78,6 +79,7 @@ from memory.records import history, provenance
 from memory.records.admin_log import admin_log_erase
 from memory.records.tenancy import Tenant
 from memory.records.validators import check_id
+from memory.services.cards import card_log_purge
 from memory.services.scrub import chunk_deletes_since_scrub, storage_scrub
 from memory.signals import purge_ran, subject_erased
 
@@ -299,6 +301,8 @@ def threads_erase(keys: Iterable[str], *, erased: set[str] | None = None,
     derivations_erase(versions.values("memory_id"), thread_keys=keys)
     counts["memory_versions"] += history.history_erase(versions)
     counts["summaries"] += ThreadSummary.objects.filter(thread_id__in=keys).count()
+    counts["context_cards"] += ContextCardLog.objects.filter(thread_id__in=keys).delete()[0]  # issue #32: erasure
+    # wins over the card log
     counts["extraction_jobs"] += ExtractionJob.objects.filter(thread_id__in=keys).count()
     counts["messages"] += Message.objects.filter(thread_id__in=keys).count()
     counts["admin_log_entries"] += (
@@ -430,6 +434,8 @@ def subject_erase(*, tenant: Tenant, subject: str, value: Any, cascade: bool = T
                 Q(**{field_name: value}) | Q(thread_id__in=threads) | Q(memory_id__in=erased), project=tenant.project)
             derivations_erase(versions.values("memory_id"))
             counts["memory_versions"] += history.history_erase(versions)
+            counts["context_cards"] += ContextCardLog.objects.filter(project=tenant.project, **{field_name: value}
+                                                                     ).delete()[0]
             for _receiver, deleted in subject_erased.send(
                     sender=ErasureReceipt, project=tenant.project, subject=subject, subject_id=value,
                     thread_ids=public_ids(threads), record_ids=public_ids(sorted(erased))):
@@ -484,6 +490,8 @@ def expired_purge(*, now: datetime | None = None, batch: int = PURGE_BATCH) -> C
             while keys := list(qs.order_by("pk").values_list("pk", flat=True)[:batch]):
                 with transaction.atomic():
                     counts += erase(keys) if erase is images_erase else erase(keys, keep_history=False)
+    if purged := card_log_purge(now=now):  # issue #32: cards kept past OAM_CONTEXT_CARD_LOG_DAYS
+        counts["context_cards"] += purged
     for _receiver, result in purge_ran.send_robust(sender=expired_purge, now=now):
         if isinstance(result, int) and result:
             counts["access_records"] += result

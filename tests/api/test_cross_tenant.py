@@ -28,9 +28,11 @@ from urllib.parse import urlencode
 import pytest
 from channels.testing import WebsocketCommunicator
 from django.db import transaction
+from django.utils import timezone
 
 from memory.client import AgentMemory
 from memory.models import (
+    ContextCardLog,
     ErasureReceipt,
     ExtractionJob,
     Image,
@@ -198,7 +200,7 @@ def snapshot(project) -> dict:
     """Everything the victim project holds, as comparable values."""
     rows = {}
     for model in (Thread, Message, Memory, Image, RecordLink, ThreadSummary, ExtractionJob, SearchChunk,
-                  ErasureReceipt, ApiKey, Profile, MemoryVersion, MemoryDerivation):
+                  ErasureReceipt, ApiKey, Profile, MemoryVersion, MemoryDerivation, ContextCardLog):
         values = model.objects.filter(project=project).order_by("pk").values()
         rows[model.__name__] = [{k: v for k, v in row.items() if k not in ("data", "embedding", "last_used_at")}
                                 for row in values]
@@ -269,6 +271,29 @@ def test_search_scope_forms_and_extraction_wait_stay_within_the_tenant(victim):
         assert answer.status_code == 404 and MARK not in answer.content.decode()
     own = send(bearer(victim["admin"]), "POST", "/api/search", explicit)
     assert own.status_code == 200 and MARK in own.content.decode()
+
+
+def test_card_replay_never_answers_another_tenants_or_users_card(victim):
+    """``as_of`` on the context-card route (issue #32, part 3): the victim's logged card is replayed for the victim
+    only; another project's key (also on its own thread of the same id) and the neighbour (user u2) get 404s
+    without the card's text."""
+    owner = bearer(victim["admin"])
+    body = {"max_recent_messages": 5}
+    served = send(owner, "POST", "/api/threads/c4/context-card", body)
+    assert served.status_code == 200 and MARK in served.content.decode()
+    at = timezone.now().isoformat()
+    foreign_project = Project.objects.create(slug="attacker4")
+    AgentMemory(project=foreign_project).create_thread(thread_id="c4", user_id="u1", agent_id="a1")
+    foreign = bearer(api_key_create(name="foreign4", project=foreign_project, permission="admin")[1])
+    neighbour = bearer(api_key_create(name="neighbour4", project=victim["project"], permission="admin",
+                                      user_id="u2")[1])
+    for attacker in (foreign, neighbour):
+        for thread_id in ("c4", "c5"):
+            answer = send(attacker, "POST", f"/api/threads/{thread_id}/context-card", {**body, "as_of": at})
+            assert answer.status_code == 404, (thread_id, answer.content[:300])
+            assert MARK not in answer.content.decode()
+    replayed = send(owner, "POST", "/api/threads/c4/context-card", {**body, "as_of": at})
+    assert replayed.status_code == 200 and replayed.json()["content"] == served.json()["content"]
 
 
 def test_derived_from_never_links_another_tenants_or_users_memory(victim):

@@ -87,3 +87,25 @@ def test_every_tool_refuses_another_tenant_and_another_user(victim):  # noqa: F8
         result = _call(owner, name, args)
         assert not result.is_error, (name, _text(result)[:300])
     assert MARK in _text(_call(owner, "get_memory", THREAD_ARGS["get_memory"]))
+
+
+def test_card_replay_tool_never_answers_another_tenants_or_users_card(victim):  # noqa: F811 - the fixture
+    """``get_context_card`` with ``as_of`` (issue #32, part 3) through MCP: the victim's logged card is replayed
+    for the victim only; the attackers' replays are 404s without its text."""
+    from django.utils import timezone
+
+    owner = Caller(token=victim["admin"], permission="admin")
+    args = {"thread_id": "c4", "max_recent_messages": 5}
+    served = _call(owner, "get_context_card", args)
+    assert not served.is_error and MARK in _text(served)
+    at = timezone.now().isoformat()
+    foreign = Caller(token=api_key_create(name="foreign5", project=Project.objects.create(slug="attacker5"),
+                                          permission="admin")[1], permission="admin")
+    neighbour = Caller(token=api_key_create(name="neighbour5", project=victim["project"], permission="admin",
+                                            user_id="u2")[1], permission="admin")
+    for attacker in (foreign, neighbour):
+        result = _call(attacker, "get_context_card", {**args, "as_of": at})
+        assert result.is_error and result.structured_content["status"] == 404 and MARK not in _text(result)
+    replayed = _call(owner, "get_context_card", {**args, "as_of": at})
+    assert not replayed.is_error and replayed.structured_content["served_at"]
+    assert replayed.structured_content["content"] == served.structured_content["content"]

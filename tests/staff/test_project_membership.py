@@ -47,8 +47,8 @@ HIDDEN_IDS = {"project": HIDDEN, "thread_id": "t-hidden", "message_id": "hm1", "
 @pytest.fixture
 def hidden(db):
     """Project ``hidden-zq`` with a thread of a message, three memories (one derived from another), a relation, a
-    standalone image, a summary and an extraction job; an erasure receipt, a user profile, an API key and access
-    records (one with no project)."""
+    standalone image, a summary, an extraction job and a logged context card; an erasure receipt, a user profile,
+    an API key and access records (one with no project)."""
     from threads.audit import record_access
     from threads.auth import api_key_create
 
@@ -63,6 +63,7 @@ def hidden(db):
     thread.add_image(samples.png(), description=f"photo {MARK}", image_id="himg")
     ThreadSummary.objects.create(thread=thread.row, project=project, content=f"Talks about {MARK}", through_seq=1)
     ExtractionJob.objects.create(thread=thread.row, project=project, from_seq=1, to_seq=1, status="done")
+    thread.get_context_card()  # a logged card (issue #32: the card log)
     client.erase_user("someone-gone")
     client.add_user("hu1", f"profile {MARK}")  # a profile row (memory.services.profiles)
     api_key_create(name=f"key {MARK}", project=project)

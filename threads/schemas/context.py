@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
@@ -59,6 +60,11 @@ class ContextCardIn(InSchema):
     metadata_filter: dict[str, Any] | None = None
     include_invalid_results: StrictBool = True
     valid_at: str | None = Field(None, description=VALID_AT)
+    as_of: str | None = Field(
+        None, description="Replay (issue #32): an ISO-8601 instant (no zone: UTC); answers the card this service "
+        "served for the thread with the same parameters at the latest time at or before it, exactly as it was "
+        "(never re-rendered); 404 naming as_of when none was served then or it was erased since."
+    )
 
 
 class ContextCardOut(Schema):
@@ -70,6 +76,13 @@ class ContextCardOut(Schema):
     topics: list[str]
     relevant_results: list[SearchResultOut]
     recent_messages: list[MessageOut]
+
+
+class ContextCardReplayOut(ContextCardOut):
+    """A replayed context card (``as_of``, issue #32): the card as served, and when it was served (the start of the
+    unchanged run of identical cards its log row stands for)."""
+
+    served_at: datetime
 
     @staticmethod
     def resolve_topics(obj) -> list[str]:
