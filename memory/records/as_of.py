@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Exists, F, Max, Min, OuterRef, Q, Subquery
+from django.db.models import Exists, Max, Min, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from memory.core.errors import InvalidArgument, InvalidType, NotFound
@@ -113,8 +113,7 @@ def latest_versions(*, project_id: int, at: dt.datetime, scope: Q | None = None,
     qs = MemoryVersion.objects.filter(scope or Q(), project_id=project_id, created_at__lte=at)
     if key is not None:
         qs = qs.filter(memory_id=key)
-    return (qs.annotate(top=Subquery(newest)).filter(version=F("top"))
-            .annotate(first_at=Subquery(first)).order_by())
+    return qs.filter(version=Subquery(newest)).annotate(first_at=Subquery(first)).defer("before").order_by()
 
 
 def unversioned_rows(*, project_id: int, at: dt.datetime, scope: Q | None = None, key: str | None = None):
