@@ -16,8 +16,9 @@ recorded at or before ``T``:
 A memory edited after ``T`` answers with its old content; one deleted after ``T`` is present. A memory that
 predates history (stored before migration 0010 and never written since: no version at all) is its current row when
 that row was created at or before ``T``. One query answers the versioned memories of a scope (the newest version at
-or before ``T`` per memory: a correlated ``MAX(version)`` over the index ``oam_memver_time_ix`` (memory, recorded
-time)) and one the unversioned ones; both compile for Oracle (``tests/oracle/test_as_of_sql.py``).
+or before ``T`` per memory: ``ROW_NUMBER()`` over each memory's versions recorded by ``T``, on the indexes
+(project, recorded time) and (memory, recorded time) of migration 0015: ``latest_versions``) and one the
+unversioned ones; both compile for Oracle (``tests/oracle/test_as_of_sql.py``).
 
 Erasure wins over history: erasing a user or agent (``memory.services.erasure.subject_erase``) deletes their
 memories' history, so they never reappear in an as-of answer; ``erased_since`` tells whether the subject asked
@@ -41,7 +42,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Exists, Max, Min, OuterRef, Q, Subquery
+from django.db.models import DateTimeField, Exists, F, Min, OuterRef, Q, Subquery, Value, Window
+from django.db.models.functions import Coalesce, RowNumber
 from django.utils import timezone
 
 from memory.core.errors import InvalidArgument, InvalidType, NotFound
@@ -54,6 +56,8 @@ from memory.records.selectors import live_q, memory_dto
 
 #: How far ahead of the server's clock an ``as_of`` may be (clock skew between a client and the server).
 FUTURE_SKEW = dt.timedelta(minutes=5)
+#: The columns of a version an as-of read uses (its snapshot ``after`` and scope copies; never ``before``).
+VERSION_COLUMNS = ("memory_id", "thread_id", "user_id", "agent_id", "after")
 #: Memories one as-of read rebuilds at most (a scope that held more at ``T`` is a ValueError naming ``as_of``).
 MAX_AS_OF_MEMORIES = 10_000
 
@@ -103,23 +107,34 @@ def erased_since(*, project_id: int, at: dt.datetime, user_id: Any = None, agent
 
 
 def latest_versions(*, project_id: int, at: dt.datetime, scope: Q | None = None, key: str | None = None):
-    """The newest version at or before ``at`` of each memory of the project whose version row matches ``scope``
-    (a ``Q`` over ``thread_id``/``user_id``/``agent_id``; ``key``: only that memory, stored id), annotated
-    ``first_at``, the memory's first recorded time. Unordered."""
-    newest = (MemoryVersion.objects.filter(memory_id=OuterRef("memory_id"), created_at__lte=at)
-              .values("memory_id").annotate(top=Max("version")).values("top"))
-    first = (MemoryVersion.objects.filter(memory_id=OuterRef("memory_id"))
-             .values("memory_id").annotate(first=Min("created_at")).values("first"))
+    """The newest version at or before ``at`` of each memory of the project whose versions match ``scope`` (a
+    ``Q`` over ``thread_id``/``user_id``/``agent_id``; ``key``: only that memory, stored id), as dicts of
+    ``VERSION_COLUMNS`` and ``first_at``, the memory's first recorded time. One statement: the versions recorded
+    by ``at`` numbered per memory, newest first (``ROW_NUMBER() OVER (PARTITION BY memory_id ORDER BY version
+    DESC)``), the first of each kept (one pass over the index ``oam_memver_project_time_ix`` (project, recorded
+    time), or with ``key`` ``oam_memver_time_ix`` (memory, recorded time)). Unordered. A version's scope copies
+    are the memory's at that version; a memory detached from its deleted thread has them rewritten on every
+    version (``memory.services.erasure.memories_detach``), so its versions agree."""
     qs = MemoryVersion.objects.filter(scope or Q(), project_id=project_id, created_at__lte=at)
     if key is not None:
         qs = qs.filter(memory_id=key)
-    return qs.filter(version=Subquery(newest)).annotate(first_at=Subquery(first)).defer("before").order_by()
+    per_memory = [F("memory_id")]
+    return (qs.annotate(newest=Window(RowNumber(), partition_by=per_memory, order_by=F("version").desc()),
+                        first_at=Window(Min("created_at"), partition_by=per_memory))
+            .filter(newest=1).order_by().values(*VERSION_COLUMNS, "first_at"))
 
 
 def unversioned_rows(*, project_id: int, at: dt.datetime, scope: Q | None = None, key: str | None = None):
     """Memory rows of the project that predate history (no version at all), created at or before ``at``, not
-    expired then, not awaiting review, in ``scope`` (the same ``Q`` as ``latest_versions``, on the row)."""
-    qs = Memory.objects.filter(scope or Q(), live_q(at), project_id=project_id, created_at__lte=at, pending=False)
+    expired then, not awaiting review, in ``scope`` (the same ``Q`` as ``latest_versions``, on the row).
+
+    Every memory written since history exists has a version, so only rows created before the project's first
+    version can lack one: the ``NOT EXISTS`` probe runs on those only (the first version is one probe of the index
+    (project, recorded time); a project without any version has all its rows checked)."""
+    first = (MemoryVersion.objects.filter(project_id=project_id).order_by("created_at").values("created_at")[:1])
+    qs = Memory.objects.filter(scope or Q(), live_q(at), project_id=project_id, created_at__lte=at, pending=False,
+                               created_at__lt=Coalesce(Subquery(first), Value(at + dt.timedelta(microseconds=1)),
+                                                       output_field=DateTimeField()))
     if key is not None:
         qs = qs.filter(pk=key)
     return qs.filter(~Exists(MemoryVersion.objects.filter(memory_id=OuterRef("pk")))).order_by()
@@ -133,22 +148,26 @@ class Historical:
     record: MemoryRecord
 
 
-def version_record(row: MemoryVersion, at: dt.datetime, sources: dict[str, list[str]]) -> MemoryRecord | None:
-    """The record a version's snapshot stands for at ``at``; None when the memory was deleted, awaiting review or
-    expired then."""
-    state = row.after
+def present_then(state: Any, at: dt.datetime) -> bool:
+    """Whether a snapshot (a version's ``after``) stands for a memory an agent could read at ``at``: not deleted
+    (None), not awaiting review, not expired then."""
     if not isinstance(state, dict) or state.get("pending"):
-        return None
+        return False
     expires = snapshot_expiry(state)
-    if expires is not None and expires <= at:
-        return None
-    created = row.first_at.isoformat() if row.first_at is not None else row.created_at.isoformat()
+    return expires is None or expires > at
+
+
+def version_record(row: dict[str, Any], sources: dict[str, list[str]]) -> MemoryRecord:
+    """The record of a version (a ``latest_versions`` dict) whose snapshot is ``present_then``."""
+    state = row["after"]
+    created = row["first_at"].isoformat()
     return memory_record(
-        id=public_id(row.memory_id), content=state.get("content", ""), memory_type=state.get("memory_type", "memory"),
-        user_id=row.user_id, agent_id=row.agent_id, thread_id=public_id(row.thread_id),
-        timestamp=state.get("timestamp") or created, metadata=dict(state.get("metadata") or {}),
-        status=state.get("status", "valid"), created_at=created, expires_at=state.get("expires_at"),
-        source_message_ids=sources.get(row.memory_id, []), valid_from=state.get("valid_from"),
+        id=public_id(row["memory_id"]), content=state.get("content", ""),
+        memory_type=state.get("memory_type", "memory"), user_id=row["user_id"], agent_id=row["agent_id"],
+        thread_id=public_id(row["thread_id"]), timestamp=state.get("timestamp") or created,
+        metadata=dict(state.get("metadata") or {}), status=state.get("status", "valid"), created_at=created,
+        expires_at=state.get("expires_at"), source_message_ids=list(sources.get(row["memory_id"]) or []),
+        valid_from=state.get("valid_from"),
         valid_to=state.get("valid_to"), needs_review=bool(state.get("needs_review")),
         review_cause=state.get("review_cause") if state.get("needs_review") else None,
     )
@@ -171,13 +190,11 @@ def memories_at(*, project_id: int, at: dt.datetime, scope: Q | None = None, mem
     cap = MAX_AS_OF_MEMORIES + 1
     versions = _bounded(list(latest_versions(project_id=project_id, at=at, scope=scope, key=key)[:cap]), "memories")
     old = _bounded(list(unversioned_rows(project_id=project_id, at=at, scope=scope, key=key)[:cap]), "memories")
-    live = {row.memory_id for row in versions if isinstance(row.after, dict)}
+    versions = [row for row in versions if present_then(row["after"], at)]
+    live = [row["memory_id"] for row in versions]
     sources = dict(Memory.objects.filter(pk__in=live).values_list("pk", "source_message_ids")) if live else {}
     found = [Historical(row.pk, memory_dto(row)) for row in old]
-    for row in versions:
-        record = version_record(row, at, {k: list(v or []) for k, v in sources.items()})
-        if record is not None:
-            found.append(Historical(row.memory_id, record))
+    found += [Historical(row["memory_id"], version_record(row, sources)) for row in versions]
     kept = []
     for item in found:
         record = item.record
