@@ -1,7 +1,7 @@
 """Recorded time ("as of", issue #32) on Oracle 23.7, compiled offline: the newest version of each memory at an
-instant (a correlated ``MAX(version)`` over ``oam_memver_time_ix`` (memory, recorded time)), the memories that
-predate history (``NOT EXISTS`` a version), the erasure receipts asked about, and the message and image chunks of
-an as-of search."""
+instant (``ROW_NUMBER()`` over each memory's versions recorded by then, Django's QUALIFY emulation), the memories
+that predate history (``NOT EXISTS`` a version), the erasure receipts asked about, and the message and image chunks
+of an as-of search."""
 
 import datetime
 
@@ -22,15 +22,16 @@ def sql_of(qs, oracle):
     return qs.query.get_compiler(connection=oracle).as_sql()
 
 
-def test_the_newest_version_at_an_instant_is_one_statement_with_a_correlated_max(oracle):
+def test_the_newest_version_at_an_instant_is_one_statement_numbering_each_memorys_versions(oracle):
     qs = latest_versions(project_id=7, at=AT, scope=scope_q(thread_id="7:t1", user_id="u1", agent_id=None),
                          key="7:m1")[:10_001]
     sql, params = sql_of(qs, oracle)
-    assert sql.count(f'FROM {V}') == 3  # the versions, the first per memory, the newest per memory
-    assert 'MAX(U0."VERSION")' in sql and 'MIN(U0."CREATED_AT")' in sql
-    assert f'U0."MEMORY_ID" = ({V}."MEMORY_ID")' in sql  # correlated on the memory: the (memory, time) index
-    assert 'U0."CREATED_AT" <= %s' in sql and f'{V}."CREATED_AT" <= %s' in sql
-    assert f'{V}."PROJECT_ID" = %s' in sql and f'{V}."AGENT_ID" IS NULL' in sql
+    assert sql.count(f"FROM {V}") == 1  # one pass over the versions recorded by the instant
+    assert (f'ROW_NUMBER() OVER (PARTITION BY {V}."MEMORY_ID" ORDER BY {V}."VERSION" DESC) AS "QUAL0"') in sql
+    assert f'MIN({V}."CREATED_AT") OVER (PARTITION BY {V}."MEMORY_ID") AS "FIRST_AT"' in sql
+    assert 'WHERE "QUAL0" = %s' in sql and params[-1] == 1  # the newest of each memory
+    assert f'{V}."CREATED_AT" <= %s' in sql and f'{V}."PROJECT_ID" = %s' in sql and f'{V}."AGENT_ID" IS NULL' in sql
+    assert '"BEFORE"' not in sql  # the before-snapshots are never read
     assert "FETCH FIRST 10001 ROWS ONLY" in sql and "LIMIT" not in sql
     assert {"7:t1", "u1", "7:m1"} <= set(map(str, params))
 
@@ -38,7 +39,10 @@ def test_the_newest_version_at_an_instant_is_one_statement_with_a_correlated_max
 def test_memories_that_predate_history_are_rows_without_a_version(oracle):
     sql, params = sql_of(unversioned_rows(project_id=7, at=AT, scope=scope_q(user_id="u1")), oracle)
     assert 'FROM "OAM_MEMORY_VERSIONS" U0 WHERE U0."MEMORY_ID" = ("OAM_MEMORIES"."ID") FETCH FIRST 1 ROWS ONLY' in sql
-    assert "WHEN EXISTS(" in sql or "NOT EXISTS(" in sql
+    assert "NOT EXISTS(" in sql
+    # only rows older than the project's first version are probed
+    assert ('"OAM_MEMORIES"."CREATED_AT" < (COALESCE((SELECT U0."CREATED_AT" AS "CREATED_AT" FROM '
+            '"OAM_MEMORY_VERSIONS" U0 WHERE U0."PROJECT_ID" = %s ORDER BY 1 ASC FETCH FIRST 1 ROWS ONLY), %s))') in sql
     assert '"OAM_MEMORIES"."CREATED_AT" <= %s' in sql and '"OAM_MEMORIES"."PENDING"' in sql
     assert '"OAM_MEMORIES"."EXPIRES_AT" > %s' in sql  # not expired at the instant
 
