@@ -217,3 +217,14 @@ def test_the_memory_tools_take_as_of(writer):
     refused = tool("search", {"thread_id": "ao", "query": "lives", "as_of": "whenever"})
     assert refused.is_error and refused.structured_content["status"] == 422 and "as_of" in str(
         refused.structured_content)
+    from memory.client import AgentMemory
+
+    tool("create_thread", {"thread_id": "gone", "user_id": "leaver", "agent_id": "a"})
+    tool("add_memory", {"thread_id": "gone", "content": "The leaver's note"})
+    before_erasure = timezone.now().isoformat()
+    time.sleep(0.005)
+    AgentMemory(project=Project.objects.get(slug="mcp-http"), llm=None).erase_user("leaver")
+    erased = tool("list_memories", {"user_id": "leaver", "as_of": before_erasure}).structured_content
+    assert erased["items"] == [] and erased["erased_since"] is True  # the API's X-OAM-Erased-Since
+    searched = tool("search", {"query": "note", "user_id": "leaver", "as_of": before_erasure}).structured_content
+    assert searched == {"items": [], "erased_since": True}
