@@ -23,7 +23,9 @@ unversioned ones; both compile for Oracle (``tests/oracle/test_as_of_sql.py``).
 Erasure wins over history: erasing a user or agent (``memory.services.erasure.subject_erase``) deletes their
 memories' history, so they never reappear in an as-of answer; ``erased_since`` tells whether the subject asked
 about was erased after ``T`` (its ``ErasureReceipt``, matched by ``subject_digest``), which the answers carry
-(``AsOfRecords.erased_since``; over HTTP the header ``X-OAM-Erased-Since``).
+(``AsOfRecords.erased_since``; over HTTP the header ``X-OAM-Erased-Since``). History also goes with the thread it
+was written in and with the expiry purge (``memory.records.history``): a memory of a thread deleted since, or purged
+after expiring since, is absent from an as-of answer although it was live at ``T`` (no receipt says so).
 
 Bounds: ``as_of`` is a datetime, date or ISO-8601 string (no zone: UTC; ``check_as_of``), at most
 ``FUTURE_SKEW`` ahead of the server's clock (a later instant is a ValueError naming ``as_of``: the store cannot
