@@ -48,10 +48,11 @@ class AgentSearch:
         exactly: ValueError otherwise. An omitted agent or thread is
         unconstrained; a given agent matches exactly unless
         ``exact_agent_match=False``, a given thread only with
-        ``exact_thread_match=True``. See ``memory.search.request.resolve_scope``. ``valid_at`` (issue #32, in
-        ``kwargs``): as ``Thread.search``.
+        ``exact_thread_match=True``. See ``memory.search.request.resolve_scope``. ``valid_at`` and ``as_of`` (issue
+        #32, in ``kwargs``): as ``Thread.search``.
         """
-        valid_at = _extensions(kwargs, "valid_at").get("valid_at", NOTSET)
+        extensions = _extensions(kwargs, "valid_at", "as_of")
+        valid_at = extensions.get("valid_at", NOTSET)
         reject_unknown(kwargs, "search")
         return run_search(
             query, tenant=self.tenant, defaults=CLIENT_SCOPE, client=True, config=self.search_config,
@@ -61,6 +62,7 @@ class AgentSearch:
             token_budget=token_budget, soft_token_budget=soft_token_budget, record_types=record_types,
             metadata_filter=_or(metadata_filter, None), include_invalid_results=_or(include_invalid_results, True),
             num_hops=num_hops, max_linked_results=max_linked_results, valid_at=valid_at,
+            as_of=extensions.get("as_of"),
         )
 
     def search_project(self, query: str, user_id: str | None | NotSet = NOTSET, agent_id: str | None | NotSet = NOTSET,
@@ -95,9 +97,15 @@ class AgentSearch:
         """Live memory-like records of this project, oldest first, filtered by scope and metadata and, with
         ``valid_at=`` (issue #32, not in the SDK, so in ``kwargs``: a datetime, date or ISO-8601 string), to
         those whose validity window ``[valid_from, valid_to)`` contains that instant (``memory.records.listing``).
+        ``as_of=`` (issue #32, recorded time, in ``kwargs`` too): the memories as the store held them at that
+        instant, an ``AsOfRecords`` list (``listing.memories_as_of``; ``metadata_filter`` is not combined with it).
         TypeError for another keyword."""
-        window = _extensions(kwargs, "valid_at")
+        window = _extensions(kwargs, "valid_at", "as_of")
         reject_unknown(kwargs, "list_memories")
+        if window.get("as_of") is not None:
+            return listing.memories_as_of(tenant=self.tenant, user_id=user_id, agent_id=agent_id,
+                                          thread_id=thread_id, metadata_filter=metadata_filter, limit=limit, **window)
+        window.pop("as_of", None)
         return listing.memories(tenant=self.tenant, user_id=user_id, agent_id=agent_id, thread_id=thread_id,
                                 metadata_filter=metadata_filter, limit=limit, **window)
 

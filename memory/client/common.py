@@ -68,15 +68,16 @@ def _extensions(kwargs: dict[str, Any], *names: str) -> dict[str, Any]:
     """Take the keyword arguments ``names`` that the caller gave out of ``kwargs`` (a method's ``**kwargs``).
 
     Valid time (issue #32: ``valid_from``/``valid_to`` on ``add_memory``/``update_memory``, ``valid_at`` on
-    ``search``/``list_memories``/``get_context_card``) is not in the SDK: its arguments come through the
+    ``search``/``list_memories``/``get_context_card``; recorded time, ``as_of`` on ``search``/``list_memories``) is
+    not in the SDK: its arguments come through the
     ``**kwargs`` of the SDK's methods, so each method keeps the SDK's signature (tests/memory/test_sdk_parity.py)
     and any other unknown keyword is still a TypeError (``reject_unknown`` on what is left)."""
     return {name: kwargs.pop(name) for name in names if name in kwargs}
 
 
-#: The search arguments besides the query and scope (spec: search; ``valid_at``: issue #32).
+#: The search arguments besides the query and scope (spec: search; ``valid_at`` and ``as_of``: issue #32).
 _SEARCH_ARGUMENTS = ("max_results", "token_budget", "soft_token_budget", "record_types", "metadata_filter",
-                     "include_invalid_results", "num_hops", "max_linked_results", "valid_at")
+                     "include_invalid_results", "num_hops", "max_linked_results", "valid_at", "as_of")
 
 
 def _async_twin(method):

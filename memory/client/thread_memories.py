@@ -11,10 +11,12 @@ from memory.client.common import _extensions, _or
 from memory.core.aio import in_worker
 from memory.core.errors import NotFound, OutOfScope
 from memory.core.types import NOTSET, MemoryRecord, NotSet, RecordStatus, TimeToLiveAnchor
-from memory.core.valid_time import WINDOW_FIELDS
+from memory.core.valid_time import WINDOW_FIELDS, check_instant
 from memory.links.autonomous import propose_links
 from memory.llm.adapters import LlmError
 from memory.records import history, selectors
+from memory.records.as_of import AsOfRecords, answer, check_as_of, erased_since, memories_at, memory_at
+from memory.records.as_of import scope_q as as_of_scope_q
 from memory.records.history import MemoryVersionRecord
 from memory.records.validators import check_id, reject_unknown
 from memory.services.memories import memory_add, memory_delete, memory_restore, memory_update
@@ -127,27 +129,54 @@ class ThreadMemories:
                 return 0  # absent, or another user's/agent's record in this thread
         return memory_delete(thread=self._row, memory_id=memory_id)
 
-    def get_memory(self, memory_id: str) -> MemoryRecord:
+    def get_memory(self, memory_id: str, *, as_of: datetime | date | str | None | NotSet = NOTSET) -> MemoryRecord:
         """Return one memory-like record of this exact thread (KeyError otherwise). Not in the spec.
 
         A restricted client (``Tenant``) does not see records of another user or
         agent stored in its thread: KeyError, as for an absent one.
+
+        ``as_of`` (issue #32, recorded time: a datetime, date or ISO-8601 string, not in the future): the record
+        as the store held it then (``memory.records.as_of``): KeyError when it did not exist yet, had been deleted
+        or expired by then, or was another thread's then; its content, status and metadata as they were.
         """
-        return selectors.memory_get(thread=self._row, memory_id=memory_id, restrict=self._client.tenant.row_filter())
+        at = check_as_of(as_of)
+        if at is None:
+            return selectors.memory_get(thread=self._row, memory_id=memory_id,
+                                        restrict=self._client.tenant.row_filter())
+        return memory_at(project_id=self._row.project_id, memory_id=memory_id, at=at, scope=self._as_of_scope())
+
+    def _as_of_scope(self):
+        """The version rows this handle may read as of an instant: this thread's, a restricted client's own."""
+        return as_of_scope_q(thread_id=self._row.pk, **self._client.tenant.row_filter())
 
     def memory_records(self, memory_type: str | None = None, *,
-                       valid_at: datetime | date | str | None | NotSet = NOTSET):
+                       valid_at: datetime | date | str | None | NotSet = NOTSET,
+                       as_of: datetime | date | str | None | NotSet = NOTSET):
         """This thread's live memory-like records, oldest first, read lazily (``selectors.Records``, for
         paging); a restricted client's as ``get_memory`` says. ``valid_at`` (issue #32): only those whose
-        validity window contains that instant (``selectors.memory_records``). Not in the spec."""
-        return selectors.memory_records(thread=self._row, memory_type=memory_type,
-                                        restrict=self._client.tenant.row_filter(), valid_at=_or(valid_at, None))
+        validity window contains that instant (``selectors.memory_records``). ``as_of`` (issue #32, recorded
+        time): this thread's memories as the store held them then, an ``AsOfRecords`` list
+        (``memory.records.as_of``; ``erased_since`` when the thread's user or agent was erased since).
+        Not in the spec."""
+        at = check_as_of(as_of)
+        if at is None:
+            return selectors.memory_records(thread=self._row, memory_type=memory_type,
+                                            restrict=self._client.tenant.row_filter(), valid_at=_or(valid_at, None))
+        when = check_instant(_or(valid_at, None), "valid_at")
+        found = memories_at(project_id=self._row.project_id, at=at, scope=self._as_of_scope(), valid_at=when,
+                            memory_types={memory_type} if memory_type else None)
+        subjects = {"user_id": self._row.user_id, "agent_id": self._row.agent_id,
+                    **self._client.tenant.row_filter()}
+        return answer([item.record for item in found], at,
+                      erased_since(project_id=self._row.project_id, at=at, **subjects))
 
     def list_memories(self, memory_type: str | None = None, *,
-                      valid_at: datetime | date | str | None | NotSet = NOTSET) -> list[MemoryRecord]:
+                      valid_at: datetime | date | str | None | NotSet = NOTSET,
+                      as_of: datetime | date | str | None | NotSet = NOTSET) -> list[MemoryRecord]:
         """Return this thread's live memory-like records, oldest first (see ``memory_records``, ``valid_at``
-        too). Not in the spec."""
-        return list(self.memory_records(memory_type, valid_at=valid_at))
+        and ``as_of`` too: with ``as_of`` the list is an ``AsOfRecords``). Not in the spec."""
+        records = self.memory_records(memory_type, valid_at=valid_at, as_of=as_of)
+        return records if isinstance(records, AsOfRecords) else list(records)
 
     def get_memory_history(self, memory_id: str, *, unreviewed: bool = True) -> list[MemoryVersionRecord]:
         """The history of a memory-like record of this thread, oldest version first (``memory.records.history``).

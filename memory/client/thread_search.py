@@ -43,8 +43,14 @@ class ThreadSearch:
         UTC); only memory-like records whose validity window ``[valid_from, valid_to)`` contains it are returned or
         linked (a memory without a window always is; messages and images are not filtered). TypeError/ValueError
         naming ``valid_at`` for a bad value (``memory.search.request.build_request``).
+
+        ``as_of=`` (issue #32, recorded time, in ``kwargs`` too): a datetime, date or ISO-8601 string, not in the
+        future: rank what the store held then (memories as they were, messages and images created by then), an
+        ``AsOfRecords`` list (``memory.search.as_of``: vector ranking; ValueError naming ``metadata_filter`` or
+        ``num_hops`` when given with it).
         """
-        valid_at = _extensions(kwargs, "valid_at").get("valid_at", NOTSET)
+        extensions = _extensions(kwargs, "valid_at", "as_of")
+        valid_at = extensions.get("valid_at", NOTSET)
         reject_unknown(kwargs, "search")
         return run_search(
             query, tenant=self._client.tenant, defaults=self.default_scope, config=self.search_config,
@@ -54,6 +60,7 @@ class ThreadSearch:
             token_budget=token_budget, soft_token_budget=soft_token_budget, record_types=record_types,
             metadata_filter=_or(metadata_filter, None), include_invalid_results=_or(include_invalid_results, True),
             num_hops=num_hops, max_linked_results=max_linked_results, valid_at=valid_at,
+            as_of=extensions.get("as_of"),
         )
 
     def get_summary(self, except_last: int | NotSet = NOTSET, token_budget: int | None | NotSet = NOTSET,

@@ -11,6 +11,7 @@ Modules:
 * ``metadata_filter``: the spec's ``metadata_filter`` validated and compiled to a ``Q`` that runs in SQL.
 * ``metadata_sql``: that ``Q``'s condition: the parsed filter's nodes and their SQLite and Oracle SQL.
 * ``history``: the history of every memory (``oam_memory_versions``): versions, actors, reads.
+* ``as_of``: recorded time (issue #32): memories rebuilt from their history at an instant, erasure marks.
 * ``review_rules``: the review queue's policy (which reads hide a pending memory), its reads and the
   injection scan; the decisions are ``memory.services.review``.
 * ``provenance``: derived memories follow their source messages (``OAM_DERIVED_MEMORY_POLICY``).

@@ -24,7 +24,10 @@ from memory.core.errors import InvalidArgument, InvalidType, check_sql_count
 from memory.core.ids import stored_id
 from memory.core.types import NOTSET, ImageRecord, MemoryRecord, NotSet
 from memory.core.types import Message as MessageDTO
+from memory.core.valid_time import check_instant
 from memory.models import Image, Memory, Message, Thread
+from memory.records.as_of import AsOfRecords, answer, check_as_of, erased_since, memories_at, reject_metadata_filter
+from memory.records.as_of import scope_q as as_of_scope_q
 from memory.records.metadata_filter import compile_filter
 from memory.records.selectors import (
     filter_valid_at,
@@ -185,3 +188,29 @@ def images(*, include_bytes: bool | NotSet = NOTSET, image_id: str | None | NotS
         raise InvalidArgument("include_bytes", "loading bytes requires an image_id")
     qs = image_queryset(image_id=image_id, include_bytes=include, **arguments)
     return [] if qs is None else [image_dto(row, bytes(row.data) if include else None) for row in qs]
+
+
+def memories_as_of(*, tenant: Tenant, as_of: Any, user_id: str | None | NotSet = NOTSET,
+                   agent_id: str | None | NotSet = NOTSET, thread_id: str | None | NotSet = NOTSET,
+                   metadata_filter: dict[str, Any] | None | NotSet = NOTSET, limit: int | None | NotSet = NOTSET,
+                   valid_at: datetime | date | str | None | NotSet = NOTSET) -> AsOfRecords:
+    """``memories`` as the store held them at ``as_of`` (issue #32, ``memory.records.as_of``): the same scope,
+    tenancy, ``valid_at`` (on the windows they had then) and ``limit`` rules, oldest first; ``erased_since`` set
+    when the user or agent asked about (given, or the restricted tenant's) was erased after it. ``metadata_filter``
+    with ``as_of``: ValueError naming it."""
+    at = check_as_of(as_of)
+    reject_metadata_filter(metadata_filter)
+    when = check_instant(None if valid_at is NOTSET else valid_at, "valid_at")
+    limit = check_limit(limit)
+    thread_id = _check_scope_id(thread_id, "thread_id")
+    ids = {field: tenant.fill(field, _check_scope_id(value, field))
+           for field, value in (("user_id", user_id), ("agent_id", agent_id))}
+    fixed = tenant.row_filter()
+    scope = as_of_scope_q(**{**ids, **fixed})
+    if thread_id is not NOTSET:
+        scope &= as_of_scope_q(thread_id=None if thread_id is None else stored_id(tenant.project.pk, thread_id))
+    found = [item.record for item in memories_at(project_id=tenant.project.pk, at=at, scope=scope, valid_at=when)]
+    subjects = {**ids, **fixed}
+    erased = erased_since(project_id=tenant.project.pk, at=at, user_id=subjects.get("user_id"),
+                          agent_id=subjects.get("agent_id"))
+    return answer(found[:limit] if limit is not None else found, at, erased)

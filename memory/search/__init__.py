@@ -48,6 +48,7 @@ Modules: ``request`` (argument checks, scope resolution, ``SearchRequest``),
 by ``backend_for``), ``ranking`` (the arms, fusion, the candidate pool,
 results, ``run_search``), ``second_stage`` (the signals and their weights;
 pure), ``dates`` (what a query and a record say about time, for the second
-stage's date signals; pure). Import each name from its module: this package
+stage's date signals; pure), ``as_of`` (search as of an instant, issue #32: the memories rebuilt from history,
+ranked by vector, and the cache of historical vectors). Import each name from its module: this package
 exports nothing.
 """

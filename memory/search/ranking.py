@@ -27,10 +27,12 @@ from memory.index.writer import message_chunk_text
 from memory.links.graph import attach_linked
 from memory.links.rules import INVALIDATING_RELATIONS
 from memory.models import Image, Memory, Message, RecordLink
+from memory.records.as_of import check_as_of
 from memory.records.selectors import image_dto, live_q, memory_dto, message_dto
 from memory.records.tenancy import Tenant
 from memory.rerankers import get_reranker
 from memory.search import second_stage
+from memory.search.as_of import search_as_of
 from memory.search.backends import backend_for, keyword_sql
 from memory.search.query import CHUNK_OVERFETCH, _distances, linked_filter
 from memory.search.request import (
@@ -69,15 +71,22 @@ def run_search(query: Any, *, tenant: Tenant, defaults: SearchScope, config: Mem
     user-restricted client need not name its user). Errors as those two raise them; ``Tenant.limit_scope``
     raises ``OutOfScope`` (ValueError) for a scope beyond a restricted tenant's user or agent.
 
+    ``as_of`` (issue #32, recorded time; omitted or None: now): the search as the store stood then
+    (``memory.search.as_of.search_as_of``: an ``AsOfRecords`` list); ValueError naming ``as_of`` for a bad or
+    future instant.
+
     Traced as one ``search_memory`` span (``memory.core.telemetry``; ``_traced`` says what it carries).
     """
     with telemetry.memory_span(telemetry.SEARCH_MEMORY, store_id=tenant.project.slug) as span:
         if isinstance(query, str) and not query.strip():
             raise InvalidArgument("query", "must not be empty")  # SDK 26.8.0: ValueError for an empty query
+        at = check_as_of(arguments.pop("as_of", None))
         scope_arguments = {name: arguments.pop(name) for name in SCOPE_ARGUMENTS if name in arguments}
         scope, scope_arguments = tenant.fill_scope(scope, scope_arguments)
         resolved = tenant.limit_scope(resolve_scope(defaults, client=client, scope=scope, **scope_arguments))
         request = build_request(query, project_id=tenant.project.pk, scope=resolved, config=config, **arguments)
+        if at is not None:
+            return search_as_of(request, at)
         if not span.is_recording():
             return search_records(request)
         explain: dict[tuple[str, str], dict[str, Any]] | None = {} if telemetry.search_scores() else None

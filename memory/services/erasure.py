@@ -40,8 +40,6 @@ deletes.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import uuid
 from collections import Counter
 from collections.abc import Iterable
@@ -49,7 +47,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Max, Min, Q
 from django.utils import timezone
@@ -77,6 +74,7 @@ from memory.models import (
 )
 from memory.records import history, provenance
 from memory.records.admin_log import admin_log_erase
+from memory.records.as_of import subject_digest
 from memory.records.tenancy import Tenant
 from memory.records.validators import check_id
 from memory.services.cards import card_log_purge
@@ -339,13 +337,6 @@ class Erasure:
     requested_at: datetime
     completed_at: datetime | None
     found: bool = field(default=False)
-
-
-def subject_digest(project_id: int, subject: str, value: str) -> str:
-    """HMAC-SHA256 (keyed by ``SECRET_KEY``) of ``"<project pk>:<subject>:<id>"``: a receipt can be matched to
-    an id later by whoever holds both, and reveals nothing by itself."""
-    message = f"{project_id}:{subject}:{value}".encode("utf-8")
-    return hmac.new(settings.SECRET_KEY.encode("utf-8"), message, hashlib.sha256).hexdigest()
 
 
 def subject_threads(tenant: Tenant, subject: str, value: str) -> list[str]:

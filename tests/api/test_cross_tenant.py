@@ -456,3 +456,33 @@ def test_an_import_stays_in_its_project_and_its_user(victim, tmp_path):
     with pytest.raises(CommandError, match=r"line 2 \(message\)\.thread_id: thread 'c4' is another user's"):
         call_command("import_memory", str(forged), project="victim", merge=True, verbosity=0)
     assert snapshot(victim["project"]) == before
+
+
+def test_as_of_routes_stay_within_the_tenant(victim):
+    """Recorded time (issue #32): every route taking ``as_of`` (GET memory, the memory lists, both searches), at an
+    instant after the victim's history was written, with both attackers: nothing of the victim's history; the
+    victim's own key reads it (k1 as edited, the calls are real ones)."""
+    at = timezone.now().isoformat()
+    foreign = bearer(api_key_create(name="foreign3", project=Project.objects.create(slug="attacker3"),
+                                    permission="admin")[1])
+    neighbour = bearer(api_key_create(name="neighbour3", project=victim["project"], permission="admin",
+                                      user_id="u2")[1])
+    cases = [  # method, target, body, statuses of the victim, the foreign key, the neighbour
+        ("GET", "/api/threads/c4/memories/k1?" + urlencode({"as_of": at}), None, (200, 404, 404)),
+        ("GET", "/api/threads/c4/memories?" + urlencode({"as_of": at}), None, (200, 404, 404)),
+        ("GET", "/api/memories?" + urlencode({"as_of": at}), None, (200, 200, 200)),
+        ("GET", "/api/memories?" + urlencode({"as_of": at, "user_id": "u1"}), None, (200, 200, 403)),
+        ("POST", "/api/threads/c4/search", {"query": "secret", "max_results": 50, "as_of": at}, (200, 404, 404)),
+        ("POST", "/api/search", {"query": "secret", "user_id": "u1", "max_results": 50, "as_of": at},
+         (200, 200, 403)),
+    ]
+    before = snapshot(victim["project"])
+    for method, target, body, (own, stranger, other) in cases:
+        mine = send(bearer(victim["admin"]), method, target, body)
+        assert mine.status_code == own and MARK in mine.content.decode(), (target, mine.content[:300])
+        for name, attacker, expected in (("foreign", foreign, stranger), ("neighbour", neighbour, other)):
+            answer = send(attacker, method, target, body)
+            assert answer.status_code == expected, (name, target, answer.content[:300])
+            text = answer.content.decode("utf-8", "replace")
+            assert MARK not in text and "k1" not in text, (name, target, text[:300])
+    assert snapshot(victim["project"]) == before

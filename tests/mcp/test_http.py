@@ -188,3 +188,43 @@ def test_the_memory_tools_take_the_validity_window_and_valid_at(writer):
         refused.structured_content)
     card = tool("get_context_card", {"thread_id": "vt", "valid_at": "2020-01-01"})
     assert not card.is_error
+
+
+def test_the_memory_tools_take_as_of(writer):
+    """Recorded time (issue #32) through MCP: get_memory, list_memories and search take as_of (the API's schemas);
+    an edit made since is undone, a bad value is the API's 422 naming it."""
+    import time
+
+    from django.utils import timezone
+
+    def tool(name, args):
+        return asyncio.run(call(writer, name, args))
+
+    tool("create_thread", {"thread_id": "ao", "user_id": "u", "agent_id": "a"})
+    tool("add_memory", {"thread_id": "ao", "content": "Lives in Lyon", "memory_id": "home"})
+    time.sleep(0.005)
+    then = timezone.now().isoformat()
+    time.sleep(0.005)
+    tool("update_memory", {"thread_id": "ao", "memory_id": "home", "content": "Lives in Paris"})
+    got = tool("get_memory", {"thread_id": "ao", "memory_id": "home", "as_of": then}).structured_content
+    assert got["content"] == "Lives in Lyon"
+    listed = tool("list_memories", {"thread_id": "ao", "as_of": then}).structured_content
+    assert [m["content"] for m in listed["items"]] == ["Lives in Lyon"]
+    across = tool("list_memories", {"user_id": "u", "as_of": then}).structured_content
+    assert [m["content"] for m in across["items"]] == ["Lives in Lyon"] and "erased_since" not in across
+    hits = tool("search", {"thread_id": "ao", "query": "lives", "as_of": then}).structured_content
+    assert hits["items"][0]["record"]["content"] == "Lives in Lyon"
+    refused = tool("search", {"thread_id": "ao", "query": "lives", "as_of": "whenever"})
+    assert refused.is_error and refused.structured_content["status"] == 422 and "as_of" in str(
+        refused.structured_content)
+    from memory.client import AgentMemory
+
+    tool("create_thread", {"thread_id": "gone", "user_id": "leaver", "agent_id": "a"})
+    tool("add_memory", {"thread_id": "gone", "content": "The leaver's note"})
+    before_erasure = timezone.now().isoformat()
+    time.sleep(0.005)
+    AgentMemory(project=Project.objects.get(slug="mcp-http"), llm=None).erase_user("leaver")
+    erased = tool("list_memories", {"user_id": "leaver", "as_of": before_erasure}).structured_content
+    assert erased["items"] == [] and erased["erased_since"] is True  # the API's X-OAM-Erased-Since
+    searched = tool("search", {"query": "note", "user_id": "leaver", "as_of": before_erasure}).structured_content
+    assert searched == {"items": [], "erased_since": True}

@@ -109,3 +109,25 @@ def test_card_replay_tool_never_answers_another_tenants_or_users_card(victim):  
     replayed = _call(owner, "get_context_card", {**args, "as_of": at})
     assert not replayed.is_error and replayed.structured_content["served_at"]
     assert replayed.structured_content["content"] == served.structured_content["content"]
+
+
+def test_the_as_of_tools_stay_within_the_tenant(victim):  # noqa: F811 - the fixture
+    """Recorded time (issue #32) through MCP: get_memory, list_memories (thread and project) and search (thread and
+    project) with ``as_of``, by both attackers: nothing of the victim's history; the victim's own key reads it."""
+    from django.utils import timezone
+
+    at = timezone.now().isoformat()
+    owner = Caller(token=victim["admin"], permission="admin")
+    foreign = Caller(token=api_key_create(name="foreign-as-of", project=Project.objects.create(slug="attacker-a"),
+                                          permission="admin")[1], permission="admin")
+    neighbour = Caller(token=api_key_create(name="neighbour-as-of", project=victim["project"], permission="admin",
+                                            user_id="u2")[1], permission="admin")
+    calls = [("get_memory", {"thread_id": "c4", "memory_id": "k1", "as_of": at}),
+             ("list_memories", {"thread_id": "c4", "as_of": at}), ("list_memories", {"user_id": "u1", "as_of": at}),
+             ("search", {"thread_id": "c4", "query": "secret", "as_of": at}),
+             ("search", {"query": "secret", "user_id": "u1", "as_of": at})]
+    for name, args in calls:
+        mine = _call(owner, name, args)
+        assert not mine.is_error and MARK in _text(mine), (name, _text(mine)[:300])
+        for who, attacker in (("foreign", foreign), ("neighbour", neighbour)):
+            assert MARK not in _text(_call(attacker, name, args)), (who, name)

@@ -11,9 +11,11 @@
 * ``json_text``, ``list_filters``: query parameters and form fields holding JSON text.
 """
 
+from typing import Any
+
 import pydantic_core
 from django.conf import settings
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from ninja import Field, Schema
 from ninja.conf import settings as ninja_settings
 from ninja.pagination import LimitOffsetPagination
@@ -99,6 +101,19 @@ def json_text(text: str, field: str, what: str):
         return pydantic_core.from_json(text)
     except ValueError:
         raise InvalidArgument(field, f"must be JSON text ({what})") from None
+
+
+#: The response header of an as-of answer (issue #32) whose user or agent was erased since that instant.
+ERASED_SINCE_HEADER = "X-OAM-Erased-Since"
+
+
+def erased_since_header(response: HttpResponse, answer: Any) -> Any:
+    """Set ``X-OAM-Erased-Since: true`` on ``response`` when ``answer`` (an as-of list,
+    ``memory.records.as_of.AsOfRecords``) says its subject was erased since; return ``answer``. A header, not a
+    field, so the lists' and search's bodies keep their schemas."""
+    if getattr(answer, "erased_since", False):
+        response[ERASED_SINCE_HEADER] = "true"
+    return answer
 
 
 def list_filters(params) -> dict:

@@ -1,6 +1,6 @@
 """A thread's memories: store a manual memory, list, read, update, delete."""
 
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from ninja import Query, Router
 from ninja.pagination import paginate
 from ninja.responses import Status
@@ -12,6 +12,7 @@ from threads.api.common import (
     NOT_FOUND,
     READ,
     Pagination,
+    erased_since_header,
     refuse_reserved_id,
     thread_for,
     written_memory,
@@ -34,15 +35,21 @@ async def memory_add(request: HttpRequest, thread_id: str, payload: MemoryIn):
 
 @router.get("/threads/{thread_id}/memories", auth=READ, response={200: list[MemoryOut], **NOT_FOUND, **INVALID})
 @paginate(Pagination)
-async def memory_list(request: HttpRequest, thread_id: str, filters: Query[MemoryListQuery]):
-    """This thread's live memories, oldest first, optionally of one type and valid at ``valid_at`` (issue #32)."""
-    return (await thread_for(request, thread_id)).memory_records(**filters.model_dump(exclude_unset=True))
+async def memory_list(request: HttpRequest, response: HttpResponse, thread_id: str, filters: Query[MemoryListQuery]):
+    """This thread's live memories, oldest first, optionally of one type and valid at ``valid_at`` (issue #32); with
+    ``as_of`` (issue #32, recorded time) as the store held them then (422 naming it for a bad or future instant;
+    ``X-OAM-Erased-Since: true`` when the thread's user or agent was erased since)."""
+    thread = await thread_for(request, thread_id)
+    records = await in_worker(thread.memory_records, **filters.model_dump(exclude_unset=True))
+    return erased_since_header(response, records)
 
 
 @router.get("/threads/{thread_id}/memories/{memory_id}", auth=READ, response={200: MemoryOut, **NOT_FOUND})
-async def memory_get(request: HttpRequest, thread_id: str, memory_id: str):
-    """Return one live memory owned by this thread."""
-    return await (await thread_for(request, thread_id)).get_memory_async(memory_id)
+async def memory_get(request: HttpRequest, thread_id: str, memory_id: str, as_of: str = None):
+    """Return one live memory owned by this thread; with ``as_of`` (issue #32, recorded time) as it was then: 404
+    when it did not exist yet or had been deleted by then, 422 naming ``as_of`` for a bad or future instant."""
+    arguments = {} if as_of is None else {"as_of": as_of}
+    return await (await thread_for(request, thread_id)).get_memory_async(memory_id, **arguments)
 
 
 @router.patch("/threads/{thread_id}/memories/{memory_id}", response={200: MemoryOut, **NOT_FOUND, **INVALID})

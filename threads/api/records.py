@@ -1,7 +1,7 @@
 """Records of the whole project, whatever thread holds them (SDK ``OracleAgentMemory``'s client-level methods):
 lists of messages, memories and standalone images; a memory updated or deleted by id."""
 
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from ninja import Query, Router
 from ninja.pagination import paginate
 from ninja.responses import Status
@@ -9,7 +9,7 @@ from ninja.responses import Status
 from memory.core.aio import in_worker
 from memory.core.errors import NotFound
 from memory.records import listing, selectors
-from threads.api.common import INVALID, NOT_FOUND, READ, Pagination, client_for, list_filters
+from threads.api.common import INVALID, NOT_FOUND, READ, Pagination, client_for, erased_since_header, list_filters
 from threads.schemas.images import ImageOut
 from threads.schemas.memories import MemoryOut, MemoryPatchIn
 from threads.schemas.messages import MessageOut
@@ -29,11 +29,18 @@ async def project_message_list(request: HttpRequest, params: Query[ProjectListQu
 
 @router.get("/memories", auth=READ, response={200: list[MemoryOut], **INVALID})
 @paginate(Pagination)
-async def project_memory_list(request: HttpRequest, params: Query[ProjectMemoryListQuery]):
+async def project_memory_list(request: HttpRequest, response: HttpResponse, params: Query[ProjectMemoryListQuery]):
     """Live memory-like records of the key's project, oldest first, filtered by their own user, agent and
     thread and by metadata (SDK ``list_memories``), and by ``valid_at`` (issue #32: valid at that instant; 422
-    naming it when it is not ISO-8601)."""
-    qs = listing.memory_queryset(tenant=client_for(request).tenant, limit=None, **list_filters(params))
+    naming it when it is not ISO-8601). ``as_of`` (issue #32, recorded time): as the store held them then
+    (``listing.memories_as_of``; ``X-OAM-Erased-Since: true`` when the user or agent asked about was erased
+    since)."""
+    filters = list_filters(params)
+    if filters.get("as_of") is not None:
+        found = await in_worker(listing.memories_as_of, tenant=client_for(request).tenant, limit=None, **filters)
+        return erased_since_header(response, found)
+    filters.pop("as_of", None)
+    qs = listing.memory_queryset(tenant=client_for(request).tenant, limit=None, **filters)
     return selectors.Records(qs, selectors.memory_dto)
 
 

@@ -41,11 +41,13 @@ def _django() -> ASGIHandler:
 @dataclass(frozen=True)
 class Answer:
     """A JSON API answer: HTTP ``status``, the decoded JSON ``body`` (None for 204) and the headers kept
-    (``retry_after``: seconds, on 429)."""
+    (``retry_after``: seconds, on 429; ``erased_since``: ``X-OAM-Erased-Since: true``, an as-of answer whose user
+    or agent was erased since, issue #32)."""
 
     status: int
     body: Any
     retry_after: str | None = None
+    erased_since: bool = False
 
     @property
     def ok(self) -> bool:
@@ -108,15 +110,17 @@ async def api_call(method: str, path: str, *, token: str, query: dict[str, Any] 
         await forever.wait()  # never set: the peer of an in-process request does not go away
         return {"type": "http.disconnect"}
 
-    status, retry_after, chunks = 500, None, []
+    status, retry_after, erased, chunks = 500, None, False, []
 
     async def send(message: dict) -> None:
-        nonlocal status, retry_after
+        nonlocal status, retry_after, erased
         if message["type"] == "http.response.start":
             status = message["status"]
             for name, value in message.get("headers", []):
                 if name.lower() == b"retry-after":
                     retry_after = value.decode("latin-1")
+                elif name.lower() == b"x-oam-erased-since":
+                    erased = value == b"true"
         elif message["type"] == "http.response.body":
             chunks.append(message.get("body", b""))
 
@@ -126,7 +130,7 @@ async def api_call(method: str, path: str, *, token: str, query: dict[str, Any] 
         decoded = json.loads(raw) if raw else None
     except ValueError:
         decoded = {"detail": raw.decode("utf-8", "replace")[:500], "field": None}
-    return Answer(status, decoded, retry_after)
+    return Answer(status, decoded, retry_after, erased)
 
 
 def query_text(value: Any) -> str:

@@ -306,6 +306,8 @@ def _result(answer: bridge.Answer) -> types.CallToolResult:
         return _tool_error(answer.status, answer.body)
     body = answer.body
     structured = body if isinstance(body, dict) else {"items": body} if isinstance(body, list) else {"ok": True}
+    if answer.erased_since:  # as_of (issue #32): the API's X-OAM-Erased-Since header, as a field of the result
+        structured = body = {**structured, "erased_since": True}
     text = json.dumps(body if body is not None else structured, ensure_ascii=False)
     return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured)
 

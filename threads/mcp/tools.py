@@ -82,7 +82,8 @@ TOOLS: tuple[Tool, ...] = (
           "limit/offset, or start/end indexes (spec: get_messages).", Route("GET", "/threads/{thread_id}/messages")),
     _read("search", "Search memory",
           "Search messages, memories and images by meaning and keywords (spec: search). With a thread: that "
-          "thread's user and agent by default; without one: user_id is required and matched exactly.",
+          "thread's user and agent by default; without one: user_id is required and matched exactly. as_of "
+          "answers as the store stood at that instant (erased_since: true when its user was erased since).",
           Route("POST", "/threads/{thread_id}/search"), Route("POST", "/search")),
     _read("get_summary", "Get the thread summary", "The running summary of the thread (spec: get_summary).",
           Route("GET", "/threads/{thread_id}/summary")),
@@ -91,7 +92,8 @@ TOOLS: tuple[Tool, ...] = (
           "prompt (spec: get_context_card).", Route("POST", "/threads/{thread_id}/context-card")),
     Tool("add_memory", "Add a memory", "Store a memory (memory, fact, guideline or preference) in the thread's "
          "scope (spec: add_memory); returns the stored memory.", Route("POST", "/threads/{thread_id}/memories")),
-    _read("get_memory", "Get a memory", "One memory of the thread by id (spec: get_memory).",
+    _read("get_memory", "Get a memory", "One memory of the thread by id (spec: get_memory); as_of: as it was "
+          "at that instant.",
           Route("GET", "/threads/{thread_id}/memories/{memory_id}")),
     Tool("update_memory", "Update a memory", "Change a memory's content, metadata, status, expiry or validity "
          "window (valid_from/valid_to) (spec: update_memory); the change is kept in its history.",
@@ -102,7 +104,7 @@ TOOLS: tuple[Tool, ...] = (
          destructive=True, idempotent=True),
     _read("list_memories", "List memories", "Memories of the thread (by memory_type), or without a thread the "
           "project's memories filtered by user_id, agent_id, thread_id and metadata_filter; valid_at keeps those "
-          "valid at that instant.",
+          "valid at that instant; as_of answers as the store stood at that instant (recorded time).",
           Route("GET", "/threads/{thread_id}/memories"), Route("GET", "/memories")),
     Tool("link_records", "Link two memories", "Relate two memories with a relation_type (spec: link_records); "
          "returns the relation.", Route("POST", "/threads/{thread_id}/links")),

@@ -20,6 +20,10 @@ VALID_TO = ("Valid time: when the fact stops holding (excluded: the window is [v
 VALID_AT = ("Only memories whose validity window contains this instant (ISO-8601 date or date-time; no zone: UTC); "
             "a memory without a window always passes; messages and images are not filtered.")
 
+AS_OF = ("Recorded time (issue #32): answer as the store stood at this instant (ISO-8601 date or date-time; no "
+         "zone: UTC; not in the future): memories created later absent, edited later as they were, deleted later "
+         "present. The header X-OAM-Erased-Since: true says the user or agent asked about was erased since.")
+
 BuiltinRelationType = Literal[tuple(BUILTIN_RELATIONS)]  # type: ignore[valid-type]  # supersedes, contradicts, ...
 
 
@@ -80,6 +84,7 @@ class MemoryListQuery(Schema):
 
     memory_type: MemoryType | None = None
     valid_at: str = Field(None, description=VALID_AT)
+    as_of: str = Field(None, description=AS_OF)
 
 
 class MemoryOut(Schema):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ninja import Field, Schema
 
-from threads.schemas.memories import VALID_AT
+from threads.schemas.memories import AS_OF, VALID_AT
 
 
 class ProjectListQuery(Schema):
@@ -18,9 +18,11 @@ class ProjectListQuery(Schema):
 
 
 class ProjectMemoryListQuery(ProjectListQuery):
-    """``ProjectListQuery`` with valid time (issue #32): ``valid_at`` keeps the memories valid at that instant."""
+    """``ProjectListQuery`` with valid time (issue #32): ``valid_at`` keeps the memories valid at that instant;
+    and recorded time: ``as_of`` answers as the store stood then (``metadata_filter`` not with it)."""
 
     valid_at: str = Field(None, description=VALID_AT)
+    as_of: str = Field(None, description=AS_OF)
 
 
 class ProjectImageListQuery(ProjectListQuery):

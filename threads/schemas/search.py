@@ -10,7 +10,7 @@ from pydantic import StrictBool, StrictInt
 from memory.models import RECORD_TYPES
 from threads.schemas.common import InSchema
 from threads.schemas.images import ImageOut
-from threads.schemas.memories import VALID_AT, MemoryOut
+from threads.schemas.memories import AS_OF, VALID_AT, MemoryOut
 from threads.schemas.messages import MessageOut
 
 RecordType = Literal[RECORD_TYPES]  # type: ignore[valid-type]
@@ -63,6 +63,7 @@ class SearchIn(InSchema):
         None, description="A prebuilt scope (SDK SearchScope); give it or the explicit scope fields, not both."
     )
     valid_at: str | None = Field(None, description=VALID_AT)
+    as_of: str | None = Field(None, description=AS_OF + " Ranked by vector; not with metadata_filter or num_hops.")
 
 
 class LinkedRecordOut(Schema):
