@@ -20,6 +20,8 @@ the project choices of a form alike. A row of another project is "not there" (th
 redirect, as for a deleted row). Only superusers add projects and edit their members.
 """
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin
 from django.db import transaction
@@ -29,6 +31,7 @@ from memory.client import Thread as ThreadHandle
 from memory.core.errors import DomainError
 from memory.core.ids import public_id
 from memory.core.types import NOTSET
+from memory.core.valid_time import check_window
 from memory.links.writes import link_delete, link_update
 from memory.models import (
     ContextCardLog,
@@ -141,13 +144,16 @@ class ProjectAdmin(ProjectScopedAdmin):
         return super().formfield_for_manytomany(db_field, request, **kwargs)
 
 
-def checked_form(**checks):
+def checked_form(*, together: tuple[tuple[tuple[str, ...], Any], ...] = (), **checks):
     """A ModelForm class running the engine's argument checks on the fields a save changes.
 
     ``checks`` maps a field name to ``check(value, field)`` (``services.check_metadata``,
     ``links.check_relation_type`` ...). The ``ValueError``/``TypeError`` it raises
     becomes an error next to that field, before anything is written: ``save_model``
-    calls the services, and an error there would be a server error instead.
+    calls the services, and an error there would be a server error instead. ``together`` holds
+    ``(names, check)`` pairs for rules between fields, run as ``check(*values)`` when any of ``names`` changed
+    (the validity window's ``memory.core.valid_time.check_window``: an inverted window had answered 500); the
+    error lands on the field it names.
     """
 
     class CheckedForm(forms.ModelForm):
@@ -159,6 +165,14 @@ def checked_form(**checks):
                         check(data[name], name)
                     except DomainError as exc:
                         self.add_error(name, getattr(exc, "message", None) or str(exc))
+            for names, check in together:
+                if all(name in data for name in names) and set(names) & set(self.changed_data):
+                    try:
+                        check(*(data[name] for name in names))
+                    except DomainError as exc:
+                        field = getattr(exc, "field", None)
+                        self.add_error(field if field in names else names[-1],
+                                       getattr(exc, "message", None) or str(exc))
             return data
 
     return CheckedForm
@@ -310,7 +324,7 @@ class MemoryAdmin(ServiceDeletes, ErasingAdmin):
               "valid_to", "user_id", "agent_id", "thread_id", "source_message_ids", "pending", "needs_review",
               "review_cause", "created_at",
               "updated_at")
-    form = checked_form(metadata=check_metadata)
+    form = checked_form(metadata=check_metadata, together=((("valid_from", "valid_to"), check_window),))
 
     def get_readonly_fields(self, request, obj=None):
         """A memory awaiting review is decided on the staff review page (``memory.services.review``), not edited

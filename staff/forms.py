@@ -219,8 +219,9 @@ class MemoryEditForm(_TtlFields, _WindowFields):
                 out[name] = data[name]
         for name in WINDOW_FIELDS:
             given_value = (data[name].strip() or None) if name in self.data else getattr(memory, name)
-            if (as_instant(given_value) if given_value is not None else None) != getattr(memory, name):
-                out[name] = given_value  # an unreadable value too: the service names the field
+            given = as_instant(given_value) if given_value is not None else None
+            if given != getattr(memory, name) or (given_value is not None and given is None):
+                out[name] = given_value  # an unreadable value too (as_instant: None): the service names the field
         if data["no_expiry"]:
             out["ttl_days"] = None
         elif data["ttl_days"] is not None:

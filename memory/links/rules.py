@@ -200,23 +200,43 @@ def reopen_window(target_id: str, *, relation_id: str) -> bool:
     """Undo ``close_window`` when the ``supersedes`` relation ``relation_id`` (stored id) went away or changed
     type; return whether the target's window changed. Call inside the writing transaction.
 
-    Mirrors ``revalidate``: the window is put back only if this relation closed it (its newest window version
-    names the relation) and nothing changed ``valid_to`` since; then every remaining ``supersedes`` relation
-    into the target closes it again (the earliest start wins), as one that never was removed would have.
+    Mirrors ``revalidate``, and recomputes rather than steps back one version: the target's newest changes of
+    ``valid_to`` that relations made (the run of ``update`` versions naming a relation, up to the newest change
+    that a person or an import made, or the memory's create) give the window's own end, the one before any
+    relation closed it; the relations still targeting it then close that again (``close_window``'s rules, the
+    earliest start wins). Nothing is done when this relation's closing is not in that run (a later edit of
+    ``valid_to`` stands) or the result equals the stored end. Stepping back one version had put back a closing by
+    a relation removed earlier (two ``supersedes`` into one memory, the later-closing one removed first, then
+    the other: the window stayed closed by neither; found by an outside attack).
     """
     target = Memory.objects.filter(pk=target_id).first()
-    closed = (history.history_rows(project_id=target.project_id, memory_id=target.public_id)
-              .filter(relation_id=relation_id, action="update").order_by("-version").first()
-              if target is not None else None)
-    if closed is None or (closed.after or {}).get("valid_to") != (history.snapshot(target).get("valid_to")):
+    if target is None:
         return False
-    _set_valid_to(target, history.snapshot_expiry(closed.before or {}, "valid_to"), relation_id=relation_id,
-                  reason=f"relation {public_id(relation_id)} removed: its closing of the validity window undone")
+    run: list = []
+    for version in (history.history_rows(project_id=target.project_id, memory_id=target.public_id)
+                    .order_by("-version")[: history.MAX_VERSIONS]):
+        if version.before is None or version.after is None:
+            break  # the create (or a delete: the memory's state before it is another life)
+        if version.before.get("valid_to") == version.after.get("valid_to"):
+            continue
+        if version.relation_id is None or version.action != "update":
+            break  # a person's (or an import's) end of the window: the run stops at it
+        run.append(version)
+    if not any(version.relation_id == relation_id for version in run):
+        return False
+    end = history.snapshot_expiry(run[-1].before, "valid_to")
     for link in (RecordLink.objects.filter(target_id=target_id, relation_type=WINDOW_CLOSING_RELATION)
                  .exclude(pk=relation_id).order_by("pk")):
         source = Memory.objects.filter(pk=link.source_id).first()
-        if source is not None:
-            close_window(source, target_id, relation_id=link.pk)
+        if source is None or (source.valid_from is None and target.valid_from is None and end is None):
+            continue
+        start = window_start(source)
+        if (end is None or start < end) and (target.valid_from is None or target.valid_from < start):
+            end = start
+    if end == target.valid_to:
+        return False
+    _set_valid_to(target, end, relation_id=relation_id,
+                  reason=f"relation {public_id(relation_id)} removed: its closing of the validity window undone")
     return True
 
 

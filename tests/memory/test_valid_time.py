@@ -235,6 +235,31 @@ def test_a_window_edited_after_the_closing_is_not_reopened_and_another_supersess
     assert window("old")[1] == dt.datetime(2025, 12, 31, tzinfo=UTC)  # a person's edit stands
 
 
+def test_two_supersessions_removed_in_either_order_leave_the_window_as_it_was(thread):
+    """An outside attack: A superseded by C (from August), then by B (from June); removing C and then B left A
+    closed in August by a relation that no longer existed (the undo stepped back one version, to C's closing)."""
+    for order in (("rc", "rb"), ("rb", "rc")):
+        thread.add_memory("Lives in Lyon", memory_id="a", memory_type="fact", valid_from="2026-01-01")
+        thread.add_memory("Lives in Nice", memory_id="c", memory_type="fact", valid_from="2026-08-01")
+        thread.add_memory("Lives in Paris", memory_id="b", memory_type="fact", valid_from="2026-06-01")
+        thread.link_records("c", "fact", "a", "fact", "supersedes", relation_id="rc")
+        assert window("a")[1] == dt.datetime(2026, 8, 1, tzinfo=UTC)
+        thread.link_records("b", "fact", "a", "fact", "supersedes", relation_id="rb")
+        assert window("a")[1] == dt.datetime(2026, 6, 1, tzinfo=UTC)
+        versions = len(thread.get_memory_history("a"))
+        thread.delete_record_link(relation_id=order[0])
+        assert window("a")[1] == (dt.datetime(2026, 6, 1, tzinfo=UTC) if order[0] == "rc"
+                                  else dt.datetime(2026, 8, 1, tzinfo=UTC))  # the remaining one's start
+        if order[0] == "rc":
+            assert len(thread.get_memory_history("a")) == versions  # nothing changed: no version
+        thread.delete_record_link(relation_id=order[1])
+        assert window("a") == (dt.datetime(2026, 1, 1, tzinfo=UTC), None), order
+        assert Memory.objects.get(pk=key("a")).status == "valid"
+        assert [m.id for m in thread.list_memories(valid_at="2026-12-01") if m.id == "a"] == ["a"]
+        for mid in ("a", "b", "c"):
+            thread.delete_memory(mid)
+
+
 # --- export and import -----------------------------------------------------------------------------
 
 

@@ -140,6 +140,19 @@ def test_admin_metadata_the_services_refuse_is_a_field_error(root, thread):
     assert Thread.objects.get(pk=key("t-main")).metadata == {}
 
 
+def test_an_inverted_window_in_the_admin_is_a_field_error_not_a_500(root, thread):
+    """An outside attack (issue #32): valid_to before valid_from passed the form and failed in ``save_model``."""
+    memory_id = thread.add_memory("lives in Lyon", memory_id="m-w")
+    response = root.post(f"/admin/memory/memory/{quote(key(memory_id))}/change/", {
+        "memory_type": "memory", "content": "lives in Lyon", "metadata": "{}", "status": "valid", "timestamp": "",
+        "expires_at_0": "", "expires_at_1": "", "valid_from_0": "2026-05-01", "valid_from_1": "00:00:00",
+        "valid_to_0": "2026-04-01", "valid_to_1": "00:00:00"})
+    assert response.status_code == 200  # the form again, with the error next to valid_to
+    assert any(e.startswith("must not be before valid_from") for e in field_errors(response.content))
+    row = Memory.objects.get(pk=key(memory_id))
+    assert (row.valid_from, row.valid_to) == (None, None)
+
+
 def test_admin_keeps_a_threads_ids_and_edits_metadata_through_the_services(root, thread, monkeypatch):
     page = root.get(f"/admin/memory/thread/{quote(key('t-main'))}/change/").content.decode()
     for name in ("id", "user_id", "agent_id", "config"):

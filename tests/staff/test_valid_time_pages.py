@@ -47,3 +47,13 @@ def test_a_bad_bound_is_shown_next_to_its_field(htmx, thread):
     answer = edit(htmx, mid, valid_from="not a date")
     assert answer.status_code == 422 and "valid-from-errors" in answer.content.decode()
     assert window(mid) == (dt.datetime(2020, 1, 1, tzinfo=UTC), None)
+
+
+def test_an_unreadable_bound_on_an_open_side_is_refused_not_dropped(htmx, thread):
+    """An outside attack: on a memory without ``valid_to``, ``valid_to=2026-13-45`` was read as None, equal to the
+    stored None, so the edit answered "Memory saved." and dropped the field; now the service names it."""
+    mid = thread.add_memory("Lives in Lyon")
+    for bad in ("2026-13-45", "2026-01-01T00:00:00+24:00", "٢٠٢٦-٠١-٠١"):
+        answer = edit(htmx, mid, valid_to=bad)
+        assert answer.status_code == 422 and "valid-to-errors" in answer.content.decode(), bad
+    assert window(mid) == (None, None)
