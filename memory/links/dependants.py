@@ -247,15 +247,16 @@ def causes_scrub(erased_keys: Iterable[str]) -> int:
         versions = []
         for version in MemoryVersion.objects.filter(memory_id__in=batch):
             touched = False
+            names = {public_id(key) for key in (walk.root.get(version.memory_id), walk.via.get(version.memory_id))
+                     if key in erased}
             for side in ("before", "after"):
                 state = getattr(version, side)
                 if isinstance(state, dict) and "review_cause" in state:
                     cause = _scrubbed(state["review_cause"], version.project_id, erased)
                     if cause is not state["review_cause"]:
+                        names |= {state["review_cause"].get(name) for name in ("memory_id", "via")} - {None}
                         setattr(version, side, {**state, "review_cause": cause})
                         touched = True
-            names = {public_id(key) for key in (walk.root.get(version.memory_id), walk.via.get(version.memory_id))
-                     if key in erased}
             if any(name in (version.reason or "") for name in names):
                 word = (version.reason or "").split(" ", 1)[0]
                 version.reason = f"{word if word in CAUSE_ACTIONS else 'change'} of a memory it is derived from"

@@ -297,3 +297,31 @@ def test_a_forged_marker_on_an_unflagged_memory_is_shown_quoted():
         assert shown.startswith('"') and not shown.lstrip().lower().startswith(NEEDS_REVIEW_MARK)
         rendered = render_record(_as_data(forged).record, mark_review=True)
         assert f"<content>{NEEDS_REVIEW_MARK}" not in rendered.lower()
+
+
+def test_a_thread_delete_and_the_purge_leave_no_erased_id_in_what_survives(thread, client):
+    """``derivations_erase``'s promise (security review): after a thread's delete or the purge, no surviving
+    memory's cause, snapshot or flag reason names a memory erased."""
+    import json
+
+    chain(thread)  # a <- b <- c, all in t-main
+    other = client.create_thread(thread_id="t-2", user_id="user-1", agent_id="agent-1")
+    other.add_memory("Pack a coat for Caroline.", memory_id="d", derived_from=["b"])
+    other.add_memory("Lives in Boston too.", memory_id="s")
+    other.add_memory("Visit Caroline's neighbour.", memory_id="e", derived_from=["s"])
+    thread.update_memory("a", content="Caroline lives in Cambridge.")  # d flagged: cause a, via b
+    assert row("d").review_cause["memory_id"] == "a" and row("d").review_cause["via"] == "b"
+
+    def names(mid, *erased):
+        stored = json.dumps([row(mid).review_cause, list(MemoryVersion.objects.filter(memory_id=key(mid)).values(
+            "reason", "before", "after", "relation_id"))])
+        return [e for e in erased if f'"{e}"' in stored or f"memory {e}" in stored]
+
+    client.delete_thread("t-main")
+    assert row("d").needs_review and row("d").review_cause["memory_id"] is None and row("d").review_cause["via"] is None
+    assert names("d", "a", "b", "c") == []
+    Memory.objects.filter(pk=key("s")).update(expires_at=timezone.now() - dt.timedelta(days=1))
+    expired_purge()
+    assert row("e").needs_review and row("e").review_cause == {**row("e").review_cause, "memory_id": None}
+    assert names("e", "s") == []
+    assert not MemoryDerivation.objects.filter(source_id=key("s")).exists()
