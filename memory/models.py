@@ -488,7 +488,8 @@ class MemoryDerivation(models.Model):
     Extraction records which memories a new one was inferred from; ``add_memory`` and the API accept them. When a
     source is superseded, invalidated, edited or deleted, every memory derived from it, transitively, is flagged
     (``Memory.needs_review``). Stored ids without foreign keys, like ``MemoryVersion``: an edge outlives a single
-    delete of either end (a restore brings it back into play) and goes with the user's, agent's or thread's erasure.
+    delete of either end (a change still passes through a deleted memory in a chain), goes when a new memory takes
+    the id (``memory.links.dependants.derivations_reset``) and with the user's, agent's or thread's erasure.
     ``thread_id`` is the derived memory's thread (scope copy, for erasure).
     """
 

@@ -21,8 +21,11 @@ a line of the prompt: the card's rule, which holds whatever the scan misses; the
 they are (their role says who wrote them), and so is the transcript fallback made of them.
 
 A memory flagged because a memory it was derived from changed since (``needs_review``, issue #32:
-``memory.links.dependants``) is shown behind ``NEEDS_REVIEW_MARK``, ``[needs review] ...``, so the agent reading
-the card knows it may no longer hold; an unflagged record is shown as before.
+``memory.links.dependants``) is shown behind ``NEEDS_REVIEW_MARK``, ``[needs review] ...``, in the card's text
+(``memory.core.rendering.render_record``), so the agent reading the card knows it may no longer hold; its record
+(``relevant_results``) says so in ``needs_review`` and keeps its content unmarked. An unflagged record whose text
+starts with the marker is shown quoted (``review_rules.quoted``), so no content can pass as flagged; any other
+unflagged record is shown as before.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from memory.context.summaries import (
 )
 from memory.core import telemetry
 from memory.core.errors import MAX_QUERY_CHARS, InvalidArgument, InvalidType
+from memory.core.rendering import NEEDS_REVIEW_MARK
 from memory.core.types import (
     NOTSET,
     ContextCard,
@@ -55,7 +59,7 @@ from memory.core.types import (
 )
 from memory.llm.adapters import Llm, LlmError
 from memory.models import MEMORY_TYPES, Thread
-from memory.records.review_rules import card_text
+from memory.records.review_rules import card_text, quoted
 from memory.records.selectors import message_dto
 from memory.records.validators import reject_unknown
 from memory.search.ranking import search_records
@@ -126,21 +130,19 @@ def _query_text(thread: Thread, cut_seq: int, count: int, summary: str | None) -
     return "\n".join(parts)[:MAX_QUERY_CHARS]  # a search query's bound; the embedder reads less
 
 
-#: What a context card puts before a memory flagged because a memory it was derived from changed (issue #32).
-NEEDS_REVIEW_MARK = "[needs review]"
-
-
 def _as_data(result: SearchResult) -> SearchResult:
     """``result`` as the card shows it: a memory-like record whose text the scan flags, or that spans several
-    lines, gets a copy with its content as ``card_text`` shows it (quoted and marked; or on one line); one
-    flagged as a dependant (``needs_review``, issue #32) gets ``NEEDS_REVIEW_MARK`` and a space before that; any
-    other result is itself."""
+    lines, gets a copy with its content as ``card_text`` shows it (quoted and marked; or on one line); an
+    unflagged one whose text starts with ``NEEDS_REVIEW_MARK`` gets it quoted (``review_rules.quoted``), so it
+    cannot pass as flagged; any other result is itself. The flag (``needs_review``, issue #32) travels as the
+    record's own field: the card's text marks it (``memory.core.rendering.render_record``), never the content
+    a client may save back."""
     record = result.record
     if not isinstance(record, MemoryRecord):
         return result
     shown = card_text(record.content)
-    if record.needs_review:
-        shown = f"{NEEDS_REVIEW_MARK} {shown}"
+    if shown.lstrip().lower().startswith(NEEDS_REVIEW_MARK):
+        shown = quoted(shown)  # a forged marker (security review)
     if shown != record.content:
         return dataclasses.replace(result, record=dataclasses.replace(record, content=shown))
     return result

@@ -20,10 +20,16 @@ def _indent(text: str, pad: str) -> str:
     return "\n".join(pad + line for line in text.split("\n"))
 
 
-def render_record(record, indent: int = 0) -> str:
+#: What a context card puts before a memory flagged because a memory it was derived from changed (issue #32).
+NEEDS_REVIEW_MARK = "[needs review]"
+
+
+def render_record(record, indent: int = 0, *, mark_review: bool = False) -> str:
     """Return ``record`` (a ``Message``, ``MemoryRecord`` or ``ImageRecord``) as an XML-like element.
 
     ``indent`` spaces prefix every line, those inside a multi-line content included (the SDK's layout).
+    ``mark_review`` (the context card): a memory flagged as a dependant (its ``needs_review``, issue #32) shows
+    ``NEEDS_REVIEW_MARK`` and a space before its content; only here, never in the record's own content.
     """
     tag = record.record_type
     lines = [f"<{tag}>", f"  <record_id>{escape(record.id or '')}</record_id>"]
@@ -32,7 +38,10 @@ def render_record(record, indent: int = 0) -> str:
     if tag == "message":
         lines.append(f"  <role>{escape(record.role)}</role>")
     lines.append(f"  <status>{escape(_status(record.status))}</status>")
-    lines.append(f"  <content>{escape(record.text)}</content>")
+    text = record.text
+    if mark_review and getattr(record, "needs_review", False):
+        text = f"{NEEDS_REVIEW_MARK} {text}"
+    lines.append(f"  <content>{escape(text)}</content>")
     lines.append(f"</{tag}>")
     return _indent("\n".join(lines), " " * indent)
 
@@ -74,7 +83,7 @@ def render_context_card(card) -> str:
     else:
         sections.append("  <summary></summary>")
     if card.relevant_results:
-        records = [render_record(getattr(r, "record", r), indent=4) for r in card.relevant_results]
+        records = [render_record(getattr(r, "record", r), indent=4, mark_review=True) for r in card.relevant_results]
         sections.append("\n".join(["  <relevant_information>", *records, "  </relevant_information>"]))
     else:
         sections.append("  <relevant_information></relevant_information>")

@@ -480,8 +480,14 @@ def quoted_if_flagged(text: str) -> str:
     kinds = [flag.kind for flag in scan(text) if flag.kind in QUOTED_KINDS]
     if not kinds:
         return text
+    return f'[flagged: {", ".join(kinds)}] {quoted(text)}'
+
+
+def quoted(text: str) -> str:
+    """``text`` as quoted data, as ``quoted_if_flagged`` shows it: one line in double quotes, quotes,
+    backslashes, line breaks, control, format and invisible characters escaped as in JSON."""
     table = {ord(c): r for c in set(text) if (r := _escape(c)) is not None}
-    return f'[flagged: {", ".join(kinds)}] "{text.translate(table)}"'
+    return f'"{text.translate(table)}"'
 
 
 #: The line breaks ``str.splitlines`` breaks on ("\\n" and ``_BREAKS``).
@@ -637,5 +643,5 @@ def pending_count(*, project: Project) -> int:
 
 
 __all__ = ["CONFUSABLES", "FLAG_KINDS", "Flag", "MAX_PAGE", "QUOTED_KINDS", "ReviewItem", "SimilarMemory",
-           "card_text", "pending_count", "pending_queryset", "pending_row", "quoted_if_flagged", "relation_on_approval",
-           "review_item", "review_records", "scan", "similar_memories", "similar_queryset"]
+           "card_text", "pending_count", "pending_queryset", "pending_row", "quoted", "quoted_if_flagged",
+           "relation_on_approval", "review_item", "review_records", "scan", "similar_memories", "similar_queryset"]

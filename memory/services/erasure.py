@@ -13,7 +13,8 @@ bulk deletes, the expiry purge):
   context of the neighbouring messages. Each returns a ``Counter`` of rows.
   What was derived from a deleted memory (``derived_from``, issue #32) is flagged, never deleted
   (``memory.links.dependants``); the edges themselves go with the history (``derivations_erase``: an erasure,
-  a thread's delete, the purge), not with a single delete.
+  a thread's delete, the purge, which first takes the erased ids out of the causes and flag versions of the
+  memories that survive), not with a single delete.
   Memory history (``memory.records.history``): a single delete (API, client, staff
   pages, the admin's single and bulk deletes, which are single deletes one
   by one) keeps it, with a ``delete`` version, for undo (``memory_restore``); a
@@ -56,7 +57,7 @@ from memory.core.errors import InvalidArgument, NotFound, OutOfScope
 from memory.core.ids import project_of, public_ids, stored_id
 from memory.core.locking import lock_rows
 from memory.index.writer import refresh_message_contexts, unindex
-from memory.links.dependants import dependants_flag
+from memory.links.dependants import causes_scrub, dependants_flag
 from memory.links.rules import links_detach, set_memory_status
 from memory.models import (
     ContextCardLog,
@@ -222,7 +223,10 @@ def derivations_erase(keys, *, thread_keys: Iterable[str] = ()) -> int:
     """Delete the ``derived_from`` edges (``MemoryDerivation``, issue #32) with either end among ``keys`` (stored
     memory ids: a list, or a subquery of them such as the history an erasure deletes: a memory deleted before
     keeps its edges until then), and those of the threads ``thread_keys`` (stored ids); return how many went.
-    Nothing is left that names an erased memory."""
+    Nothing is left that names an erased memory: first the causes and flag versions of the memories derived from
+    them that survive lose those ids (``memory.links.dependants.causes_scrub``, through these edges). Call after
+    the memories' rows are deleted, in the erasure's transaction."""
+    causes_scrub(keys)
     where = Q(memory_id__in=keys) | Q(source_id__in=keys)
     if thread_keys:
         where |= Q(thread_id__in=list(thread_keys))

@@ -123,6 +123,7 @@ from memory.embedders import get_embedder
 from memory.extraction.config import MemoryExtractionConfig
 from memory.index import rebuild
 from memory.index import writer as index
+from memory.links.dependants import derivations_reset
 from memory.links.rules import INVALIDATING_RELATIONS, opposite_label, pair_key, set_memory_status
 from memory.llm.prompts import MAX_TOPICS
 from memory.models import (
@@ -1085,6 +1086,7 @@ class _Import:
             for row in self.new_images:
                 row.save(force_insert=True)
             Memory.objects.bulk_create(self.new_memories, batch_size=500)
+            derivations_reset([row.pk for row in self.new_memories])  # a new memory starts with no edges
             MemoryDerivation.objects.bulk_create(self.new_derivations, batch_size=500)
             scopes = {row.pk: row for _, row in self.threads.values()}
             rebuild.index_stored([(kind, row, scopes.get(row.thread_id) if kind == "message" else None, chunks,

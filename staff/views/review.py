@@ -67,7 +67,8 @@ def _review_context(request: HttpRequest, current: Project, *, failed: dict | No
     items = [{"row": row, "item": review.review_item(row, now=now), "key": domid(row.public_id)} for row in page]
     return {"project": current, "nav": "review", "form": form, "page": page, "items": items,
             "flag_kinds": review.FLAG_KINDS, "memory_types": MEMORY_TYPES, "failed": failed or {},
-            "query": request.GET.urlencode(), "dependants": dependants, "flagged": flagged}, status
+            "query": request.GET.urlencode(), "dependants": dependants, "flagged": flagged,
+            "max_dependants": derivations.MAX_DEPENDANTS}, status
 
 
 @require_safe

@@ -65,8 +65,11 @@ def test_the_causes_versions_are_one_grouped_query(oracle, oracle_driver):
 
 def test_an_erasure_deletes_the_edges_of_erased_history_in_one_statement(oracle, oracle_driver):
     derivations_erase(MemoryVersion.objects.filter(thread_id__in=["7:t1"]).values("memory_id"), thread_keys=["7:t1"])
-    [(kind, statement, binds)] = oracle_driver.executed()
+    [(_, scrub, _), (kind, statement, binds)] = oracle_driver.executed()
     history = 'SELECT U0."MEMORY_ID" AS "MEMORY_ID" FROM "OAM_MEMORY_VERSIONS" U0 WHERE U0."THREAD_ID" IN (:arg'
+    # first the erased sources whose dependants keep a cause naming them (dependants.causes_scrub): none here
+    assert scrub.startswith(f'SELECT {D}."SOURCE_ID" AS "SOURCE_ID" FROM {D} WHERE') and scrub.count(history) == 1
+    assert "ORDER BY" not in scrub
     assert statement.startswith(f"DELETE FROM {D} WHERE") and statement.count(history) == 2
     assert f'{D}."THREAD_ID" IN (:arg0)' in statement and binds == {":arg0": "7:t1"}  # one bind, reused
 

@@ -68,3 +68,21 @@ def test_the_clear_button_needs_the_csrf_token(staff_user, flagged):
     browser.force_login(staff_user)
     assert browser.post(f"{QUEUE}dependants/b/clear/", {}).status_code == 403
     assert Memory.objects.get(pk=key("b")).needs_review
+
+
+def test_the_page_says_when_the_walk_stopped_at_its_bound(staff, staff_user, db, monkeypatch):
+    from memory.records import derivations
+
+    thread = AgentMemory().create_thread(thread_id="t-fan", user_id="u1", agent_id="a1")
+    thread.add_memory("The office is in Leeds.", memory_id="root", memory_type="fact")
+    for i in range(3):
+        thread.add_memory(f"Meeting {i} in Leeds.", memory_id=f"d{i}", derived_from=["root"])
+    monkeypatch.setattr(derivations, "MAX_DEPENDANTS", 2)
+    thread.update_memory("root", content="The office is in York.")
+    html = staff.get(QUEUE).content.decode()
+    assert 'id="dependants-count" data-count="2"' in html
+    assert html.count("The walk stopped at its bound") == 2 and "at most 2 memories flagged" in html
+    thread.add_memory("Unbounded.", memory_id="s0")
+    thread.add_memory("From unbounded.", memory_id="s1", derived_from=["s0"])
+    thread.update_memory("s0", content="Unbounded, edited.")
+    assert "The walk stopped" not in article(staff.get(QUEUE).content.decode(), "s1")

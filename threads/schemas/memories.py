@@ -57,10 +57,10 @@ class MemoryIn(InSchema):
     link_metadata: Metadata = Field(None, description="Metadata stored on the explicit relation.")
     valid_from: str | None = Field(None, description=VALID_FROM)
     valid_to: str | None = Field(None, description=VALID_TO)
-    derived_from: list[str] = Field(
+    derived_from: list[str] | None = Field(
         None, max_length=100, description="Ids of memories of this project the new memory was inferred from (at "
-        "most 100, any thread, each one this key may read: 404 otherwise). When one is later superseded, "
-        "invalidated, edited or deleted, the new memory is flagged (needs_review)."
+        "most 100, any thread, each one this key may read: 404 otherwise; null or omitted: none). When one is "
+        "later superseded, invalidated, edited or deleted, the new memory is flagged (needs_review)."
     )
 
 
