@@ -43,15 +43,17 @@ def context_card(request: HttpRequest, project: str, thread_id: str) -> HttpResp
 @vary_on_headers("HX-Request")
 def card_log(request: HttpRequest, project: str, thread_id: str) -> HttpResponse:
     """Card at a moment (issue #32, part 3): the cards logged for the thread (when served, with which parameters)
-    and, given ``at`` (a date-time, no zone: UTC), the one served at or before it, as it was served.
+    and, given ``at`` (a date-time, no zone: UTC), the one served at or before it, as it was served, beside the
+    thread's memories as they were then (``Thread.list_memories(as_of=at)``, rebuilt from their history).
 
     htmx: the ``#card-log`` fragment.
     """
     handle = open_thread(request, project, thread_id)
-    at, chosen, error = None, None, ""
+    at, chosen, memories, error = None, None, None, ""
     if request.GET.get("at"):
         try:
             at = check_instant(request.GET["at"], "at")
+            memories = handle.api.list_memories(as_of=at)
         except DomainError as exc:
             error = exc.message
         else:
@@ -59,5 +61,6 @@ def card_log(request: HttpRequest, project: str, thread_id: str) -> HttpResponse
     template = "staff/card_log.html" + ("#card-log" if request.htmx else "")
     return render(request, template, {"thread": handle.row, "project": handle.project, "nav": "threads",
                                       "cards": cards_of_thread(handle.row), "at": at, "chosen": chosen,
+                                      "memories": memories,
                                       "error": error, "off": not log_days()},
                   status=INVALID if error else 200)

@@ -31,3 +31,21 @@ def test_the_page_lists_logged_cards_and_shows_the_one_served_then(staff, htmx, 
 
 def test_the_thread_page_links_to_it(staff, thread):
     assert PAGE in staff.get("/staff/projects/default/threads/t-main/").content.decode()
+
+
+def test_the_page_shows_the_threads_memories_as_they_were_then(staff, filled):
+    """The time slider's other half (issue #32, part 3): the memories at the chosen moment, from their history."""
+    thread = filled["thread"]
+    thread.add_memory("Lives in Lyon", memory_id="m-then")
+    thread.add_memory("Owns a red bike", memory_id="m-gone")
+    at = timezone.now()
+    thread.update_memory("m-then", content="Lives in Paris")
+    thread.delete_memory("m-gone")
+    thread.add_memory("Learns Portuguese", memory_id="m-later")
+    html = staff.get(PAGE, {"at": at.strftime("%Y-%m-%dT%H:%M:%S.%f")}).content.decode()
+    then = html.split('id="memories-then"')[1].split("</section>")[0]
+    assert "Lives in Lyon" in then and "Lives in Paris" not in then  # edited since: undone
+    assert "Owns a red bike" in then  # deleted since: present
+    assert "Learns Portuguese" not in then  # created later: absent
+    now = staff.get(PAGE, {"at": timezone.now().strftime("%Y-%m-%dT%H:%M:%S.%f")}).content.decode()
+    assert "Lives in Paris" in now.split('id="memories-then"')[1].split("</section>")[0]
