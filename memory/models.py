@@ -520,7 +520,9 @@ class ContextCardLog(models.Model):
     (``memory.context.card_log.card_encode``) from which the returned object is rebuilt equal. One row stands for
     an unchanged run of identical cards: ``served_at`` is when it was first served, ``last_served_at`` the latest.
     ``thread_id``, ``user_id`` and ``agent_id`` are stored copies (no foreign key, like ``MemoryVersion``): the rows
-    go with the thread's or the subject's erasure, and with the expiry purge after ``OAM_CONTEXT_CARD_LOG_DAYS``.
+    go with the thread's or the subject's erasure, and with the expiry purge after ``OAM_CONTEXT_CARD_LOG_DAYS``;
+    a thread keeps its newest ``OAM_CONTEXT_CARD_LOG_MAX_PER_THREAD`` rows of at most
+    ``OAM_CONTEXT_CARD_LOG_MAX_CHARS_PER_THREAD`` characters (``size``).
     """
 
     id = models.BigAutoField(primary_key=True)
@@ -532,6 +534,8 @@ class ContextCardLog(models.Model):
     parameters = models.JSONField(default=dict, blank=True)
     content = models.TextField(blank=True, default="")
     parts = models.TextField(blank=True, default="")
+    # Characters of ``content`` and ``parts``: what the per-thread bound counts (memory.services.cards).
+    size = models.BigIntegerField(default=0)
     served_at = models.DateTimeField(default=timezone.now)
     last_served_at = models.DateTimeField(default=timezone.now, db_index=True)
 

@@ -388,6 +388,10 @@ OAM_PURGE_EXPIRED_SECONDS = env.int("OAM_PURGE_EXPIRED_SECONDS", default=3600)  
 # Context cards served are kept this many days after last served, for replay with as_of (issue #32,
 # memory.services.cards); the periodic purge deletes older ones. 0: no card log and no replay.
 OAM_CONTEXT_CARD_LOG_DAYS = env.int("OAM_CONTEXT_CARD_LOG_DAYS", default=90)
+# And at most this many per thread, holding at most this many characters (text and parts), the newest kept: a key
+# that reads cards with ever new parameters cannot grow the log without bound (an outside attack: 50 MB from 20 reads).
+OAM_CONTEXT_CARD_LOG_MAX_PER_THREAD = env.int("OAM_CONTEXT_CARD_LOG_MAX_PER_THREAD", default=500)
+OAM_CONTEXT_CARD_LOG_MAX_CHARS_PER_THREAD = env.int("OAM_CONTEXT_CARD_LOG_MAX_CHARS_PER_THREAD", default=5_000_000)
 # What deleting or expiring a message does to the memories derived only from it: invalidate or delete.
 OAM_DERIVED_MEMORY_POLICY = env.str("OAM_DERIVED_MEMORY_POLICY", default="invalidate")
 # What superseding, invalidating, editing or deleting a memory does to the memories derived from it (issue #32):

@@ -77,6 +77,11 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("OAM_PURGE_EXPIRED_SECONDS", 3600, float, help="0 or less: never"),
     Setting("OAM_CONTEXT_CARD_LOG_DAYS", 90, int, 0,
             help="days a served context card is kept for replay (issue #32); 0: no log, no replay"),
+    Setting("OAM_CONTEXT_CARD_LOG_MAX_PER_THREAD", 500, int, 1,
+            help="logged context cards kept per thread, the newest (issue #32): one read key cannot grow the log"),
+    Setting("OAM_CONTEXT_CARD_LOG_MAX_CHARS_PER_THREAD", 5_000_000, int, 1,
+            help="characters of logged cards (text and parts) kept per thread, the newest first; the newest "
+                 "card is kept whatever its size"),
     Setting("OAM_DERIVED_MEMORY_POLICY", "invalidate", str, choices=("invalidate", "delete"),
             help="what a deleted or expired message does to the memories derived only from it "
                  "(memory.records.provenance)"),

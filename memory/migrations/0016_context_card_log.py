@@ -23,6 +23,7 @@ class Migration(migrations.Migration):
                 ('parameters', models.JSONField(blank=True, default=dict)),
                 ('content', models.TextField(blank=True, default='')),
                 ('parts', models.TextField(blank=True, default='')),
+                ('size', models.BigIntegerField(default=0)),
                 ('served_at', models.DateTimeField(default=django.utils.timezone.now)),
                 ('last_served_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
                 ('project', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='memory.project')),

@@ -19,15 +19,18 @@ import datetime as dt
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from memory.context import card_log
 from memory.context.cards import card_arguments_check, context_card_build
+from memory.core import conf
 from memory.core.errors import CardNotServed, InvalidArgument
 from memory.core.types import NOTSET, ContextCard, MemorySearchConfig, SearchScope
 from memory.core.valid_time import check_instant
 from memory.llm.adapters import Llm
 from memory.models import ContextCardLog, Thread
+from memory.records.as_of import check_as_of
 from memory.services.common import lock_thread
 
 #: The arguments of ``get_context_card`` that decide its card (the spec's, and ``valid_at``).
@@ -69,7 +72,7 @@ def _replay(*, thread: Thread, scope: SearchScope, search_config: MemorySearchCo
             card_arguments: dict[str, Any], unknown: dict[str, Any]) -> ContextCard:
     card_arguments_check(thread=thread, scope=scope, search_config=search_config, valid_at=valid_at,
                          **card_arguments, **unknown)  # the errors a present-time card names
-    at = check_instant(as_of, "as_of")
+    at = check_as_of(as_of)  # a future instant is refused, as the other as-of reads refuse it
     if not card_log.log_days():
         raise InvalidArgument("as_of", "card replay is off here (OAM_CONTEXT_CARD_LOG_DAYS is 0): no card is logged")
     parameters = card_log.parameters_of(scope=scope, search_config=search_config, arguments=card_arguments,
@@ -86,7 +89,8 @@ def card_logged_insert(*, thread: Thread, parameters: dict[str, Any], card: Cont
     """Log ``card``, served now for ``thread`` with ``parameters``; return when it was served.
 
     In one transaction under the thread's lock (a thread erased meanwhile: ``NotFound``, nothing logged). An
-    identical newest card of the same parameters gets its ``last_served_at`` moved instead of a new row.
+    identical newest card of the same parameters gets its ``last_served_at`` moved instead of a new row. A new
+    row prunes the thread's log to its bound (``card_log_bound``).
     """
     digest = card_log.parameters_digest(parameters)
     content, parts = card.content, card_log.card_encode(card)
@@ -99,8 +103,38 @@ def card_logged_insert(*, thread: Thread, parameters: dict[str, Any], card: Cont
             return now
         ContextCardLog.objects.create(project_id=thread.project_id, thread_id=thread.pk, user_id=thread.user_id,
                                       agent_id=thread.agent_id, parameters_digest=digest, parameters=parameters,
-                                      content=content, parts=parts, served_at=now, last_served_at=now)
+                                      content=content, parts=parts, size=len(content) + len(parts),
+                                      served_at=now, last_served_at=now)
+        card_log_bound(thread)
     return now
+
+
+def card_log_bound(thread: Thread) -> int:
+    """Keep the thread's newest logged cards within ``OAM_CONTEXT_CARD_LOG_MAX_PER_THREAD`` rows and
+    ``OAM_CONTEXT_CARD_LOG_MAX_CHARS_PER_THREAD`` characters (``ContextCardLog.size``; the newest is kept whatever
+    its size); delete the older ones and return how many. Call inside the logging transaction.
+
+    Reading a card writes a row (card replay, issue #32), and a read key asking with ever new parameters made one
+    row each: an outside attack stored 50.7 MB from 20 reads of 1.1 KB. A replay older than what is kept answers
+    "no card was served", as one past ``OAM_CONTEXT_CARD_LOG_DAYS`` does. Bounded: reads at most the row bound
+    plus one rows (a bound lowered since is met by deleting everything older than the kept rows too).
+    """
+    most = conf.get("OAM_CONTEXT_CARD_LOG_MAX_PER_THREAD")
+    budget = conf.get("OAM_CONTEXT_CARD_LOG_MAX_CHARS_PER_THREAD")
+    rows = ContextCardLog.objects.filter(project_id=thread.project_id, thread_id=thread.pk)
+    newest = list(rows.order_by("-served_at", "-id").values_list("pk", "size", "served_at")[: most + 1])
+    kept, used = 0, 0
+    for _pk, size, _served in newest:
+        if kept and (kept >= most or used + size > budget):
+            break
+        kept, used = kept + 1, used + size
+    if kept == len(newest):
+        return 0
+    drop = [pk for pk, _size, _served in newest[kept:]]
+    oldest_kept = newest[kept - 1][2]
+    deleted, _ = rows.filter(Q(pk__in=drop) | Q(served_at__lt=oldest_kept)).exclude(
+        pk__in=[pk for pk, _size, _served in newest[:kept]]).delete()
+    return deleted
 
 
 def card_log_purge(*, now) -> int:

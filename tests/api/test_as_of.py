@@ -38,6 +38,15 @@ def story(api, make_thread):
     return {"t0": t0, "t1": t1, "t3": t3, "t4": t4}
 
 
+@pytest.fixture
+def admin(db):
+    """An admin key's client: the erased-since header is for admin keys, as the erasure receipts are."""
+    from tests.api.helpers import JsonClient
+    from threads.auth import api_key_create
+
+    return JsonClient(headers={"Authorization": f"Bearer {api_key_create(name='admin', permission='admin')[1]}"})
+
+
 def query(at):
     return "as_of=" + at.replace("+", "%2B")
 
@@ -49,17 +58,17 @@ def test_get_memory_as_of(api, story):
     assert api.get(f"{URL}/a").json()["content"] == "The user lives in Paris"
 
 
-def test_the_lists_as_of(api, story):
+def test_the_lists_as_of(api, admin, story):
     then = {m["id"]: m["content"] for m in items(api.get(f"{URL}?{query(story['t3'])}"))}
     assert then == {"a": "The user lives in Paris", "b": "The user plays the cello"}
     project = {m["id"] for m in items(api.get(f"/api/memories?user_id=user-1&{query(story['t1'])}"))}
     assert project == {"a"}
-    erased = api.get(f"/api/memories?user_id=user-u&{query(story['t0'])}")
+    erased = admin.get(f"/api/memories?user_id=user-u&{query(story['t0'])}")
     assert items(erased) == [] and erased.headers["X-OAM-Erased-Since"] == "true"  # erased: said, never shown
-    assert "X-OAM-Erased-Since" not in api.get(f"/api/memories?user_id=user-1&{query(story['t0'])}").headers
+    assert "X-OAM-Erased-Since" not in admin.get(f"/api/memories?user_id=user-1&{query(story['t0'])}").headers
 
 
-def test_search_as_of(api, story):
+def test_search_as_of(api, admin, story):
     found = api.post("/api/threads/t-main/search", {"query": "cello", "as_of": story["t3"],
                                                    "record_types": ["memory"]})
     assert found.status_code == 200, found.content
@@ -68,8 +77,25 @@ def test_search_as_of(api, story):
     assert "b" not in {hit["record"]["id"] for hit in later}
     lyon = api.post("/api/search", {"query": "Lyon", "user_id": "user-1", "as_of": story["t1"]}).json()
     assert lyon[0]["record"]["content"] == "The user lives in Lyon"
-    erased = api.post("/api/search", {"query": "bees", "user_id": "user-u", "as_of": story["t0"]})
+    erased = admin.post("/api/search", {"query": "bees", "user_id": "user-u", "as_of": story["t0"]})
     assert erased.json() == [] and erased.headers["X-OAM-Erased-Since"] == "true"
+
+
+def test_only_an_admin_key_is_told_a_subject_was_erased_since(admin, story):
+    """An outside attack: any read key learnt from the header whether a guessed user id was erased (and, bisecting
+    ``as_of``, when), which ``GET /api/erasures`` tells admin keys only."""
+    from tests.api.helpers import JsonClient
+    from threads.auth import api_key_create
+
+    for permission in ("read", "write"):
+        raw = api_key_create(name=f"{permission}-key", permission=permission)[1]
+        reader = JsonClient(headers={"Authorization": f"Bearer {raw}"})
+        assert reader.get("/api/erasures").status_code == 403
+        listed = reader.get(f"/api/memories?user_id=user-u&{query(story['t0'])}")
+        searched = reader.post("/api/search", {"query": "bees", "user_id": "user-u", "as_of": story["t0"]})
+        assert listed.status_code == searched.status_code == 200 and items(listed) == [] and searched.json() == []
+        assert "X-OAM-Erased-Since" not in listed.headers and "X-OAM-Erased-Since" not in searched.headers
+    assert admin.get(f"/api/memories?user_id=user-u&{query(story['t0'])}").headers["X-OAM-Erased-Since"] == "true"
 
 
 @pytest.mark.parametrize("method, path, body, field", [

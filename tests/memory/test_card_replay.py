@@ -159,3 +159,33 @@ def test_a_card_of_another_client_project_is_not_replayed(db, thread):
         thread_id="t-main", user_id="user-1", agent_id="agent-1")
     with pytest.raises(CardNotServed):
         elsewhere.get_context_card(as_of=timezone.now())
+
+
+def test_the_log_of_a_thread_is_bounded_in_rows_and_characters_the_newest_kept(settings, thread):
+    """An outside attack: a read key asking with ever new parameters logged one whole card per read (50.7 MB from
+    20 reads of 1.1 KB). Now a thread keeps its newest OAM_CONTEXT_CARD_LOG_MAX_PER_THREAD cards of at most
+    OAM_CONTEXT_CARD_LOG_MAX_CHARS_PER_THREAD characters; an older replay is "not served", as past retention."""
+    settings.OAM_CONTEXT_CARD_LOG_MAX_PER_THREAD = 3
+    thread.add_messages([{"role": "user", "content": "word " * 400}])
+    served = []
+    for count in range(1, 6):
+        served.append((count, thread.get_context_card(fallback_message_count=count), timezone.now()))
+    rows = list(ContextCardLog.objects.order_by("served_at"))
+    assert len(rows) == 3 and all(row.size == len(row.content) + len(row.parts) for row in rows)
+    for count, card, at in served[-3:]:
+        assert thread.get_context_card(fallback_message_count=count, as_of=at) == card
+    with pytest.raises(CardNotServed):
+        thread.get_context_card(fallback_message_count=1, as_of=served[0][2])
+    settings.OAM_CONTEXT_CARD_LOG_MAX_PER_THREAD = 500
+    settings.OAM_CONTEXT_CARD_LOG_MAX_CHARS_PER_THREAD = rows[-1].size + 1  # room for one card only
+    newest = thread.get_context_card(fallback_message_count=9)
+    assert list(ContextCardLog.objects.values_list("content", flat=True)) == [newest.content]
+    settings.OAM_CONTEXT_CARD_LOG_MAX_CHARS_PER_THREAD = 1  # the newest is kept whatever its size
+    thread.get_context_card(fallback_message_count=10)
+    assert ContextCardLog.objects.count() == 1
+
+
+def test_a_future_as_of_is_refused_as_the_other_as_of_reads_refuse_it(scripted):
+    thread, _ = scripted
+    with pytest.raises(ValueError, match="as_of.*future"):
+        thread.get_context_card(as_of="9999-12-31")

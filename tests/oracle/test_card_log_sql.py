@@ -49,11 +49,26 @@ def test_the_insert_and_the_runs_update_compile(oracle, oracle_driver):
     query.insert_values([f for f in ContextCardLog._meta.concrete_fields if f.name != "id"], [row])
     [(statement, params)] = query.get_compiler(connection=oracle).as_sql()
     assert statement.startswith(f'INSERT INTO {C} ("PROJECT_ID", "THREAD_ID", "USER_ID", "AGENT_ID", '
-                                '"PARAMETERS_DIGEST", "PARAMETERS", "CONTENT", "PARTS", "SERVED_AT", "LAST_SERVED_AT")')
+                                '"PARAMETERS_DIGEST", "PARAMETERS", "CONTENT", "PARTS", "SIZE", "SERVED_AT", '
+                                '"LAST_SERVED_AT")')
     assert "7:t1" in params and "d" * 64 in params
     ContextCardLog.objects.filter(pk=3).update(last_served_at=NOW)
     update = [s for _, s, _ in oracle_driver.executed() if s.startswith("UPDATE")]
     assert update == [f'UPDATE {C} SET "LAST_SERVED_AT" = :arg0 WHERE {C}."ID" = :arg1']
+
+
+def test_the_per_thread_bound_reads_the_newest_and_deletes_the_rest(oracle):
+    """``memory.services.cards.card_log_bound`` on Oracle: the newest rows' (id, size, served_at), then one delete."""
+    from django.db.models import Q
+
+    rows = ContextCardLog.objects.filter(project_id=7, thread_id="7:t1")
+    sql, params = (rows.order_by("-served_at", "-id").values_list("pk", "size", "served_at")[:501]
+                   .query.get_compiler(connection=oracle).as_sql())
+    assert sql.startswith(f'SELECT {C}."ID" AS "PK", {C}."SIZE" AS "SIZE", {C}."SERVED_AT" AS ')
+    assert sql.endswith(f'ORDER BY 3 DESC, {C}."ID" DESC FETCH FIRST 501 ROWS ONLY')
+    doomed = rows.filter(Q(pk__in=[1, 2]) | Q(served_at__lt=NOW)).exclude(pk__in=[3])
+    sql, params = doomed.query.get_compiler(connection=oracle).as_sql()
+    assert f'{C}."SERVED_AT" < %s' in sql and f'NOT ({C}."ID" IN (%s))' in sql and params[-1] == 3
 
 
 def test_the_retention_purge_selects_by_last_serve(oracle):

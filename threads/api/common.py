@@ -25,7 +25,7 @@ from memory.core.aio import in_worker
 from memory.core.errors import MAX_SQL_COUNT, InvalidArgument, NotFound
 from memory.core.types import MemoryRecord
 from memory.records import selectors
-from threads.auth import ApiKeyAuth, KeyForbidden, api_key_tenant
+from threads.auth import ApiKeyAuth, KeyForbidden, api_key_tenant, permits
 from threads.schemas.common import ErrorOut, ValidationErrorOut
 
 #: Route permissions. A route without ``auth=`` needs ``write``, the
@@ -107,11 +107,14 @@ def json_text(text: str, field: str, what: str):
 ERASED_SINCE_HEADER = "X-OAM-Erased-Since"
 
 
-def erased_since_header(response: HttpResponse, answer: Any) -> Any:
+def erased_since_header(request: HttpRequest, response: HttpResponse, answer: Any) -> Any:
     """Set ``X-OAM-Erased-Since: true`` on ``response`` when ``answer`` (an as-of list,
-    ``memory.records.as_of.AsOfRecords``) says its subject was erased since; return ``answer``. A header, not a
-    field, so the lists' and search's bodies keep their schemas."""
-    if getattr(answer, "erased_since", False):
+    ``memory.records.as_of.AsOfRecords``) says its subject was erased since and the key is an admin key; return
+    ``answer``. A header, not a field, so the lists' and search's bodies keep their schemas.
+
+    Admin keys only, as the erasure receipts are (``GET /api/erasures``): told to any read key, the header had
+    said whether a guessed user id was erased, and bisecting ``as_of`` when (an outside attack)."""
+    if getattr(answer, "erased_since", False) and permits(request.auth.permission, "admin"):
         response[ERASED_SINCE_HEADER] = "true"
     return answer
 

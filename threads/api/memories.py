@@ -41,7 +41,7 @@ async def memory_list(request: HttpRequest, response: HttpResponse, thread_id: s
     ``X-OAM-Erased-Since: true`` when the thread's user or agent was erased since)."""
     thread = await thread_for(request, thread_id)
     records = await in_worker(thread.memory_records, **filters.model_dump(exclude_unset=True))
-    return erased_since_header(response, records)
+    return erased_since_header(request, response, records)
 
 
 @router.get("/threads/{thread_id}/memories/{memory_id}", auth=READ, response={200: MemoryOut, **NOT_FOUND})

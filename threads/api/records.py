@@ -38,7 +38,7 @@ async def project_memory_list(request: HttpRequest, response: HttpResponse, para
     filters = list_filters(params)
     if filters.get("as_of") is not None:
         found = await in_worker(listing.memories_as_of, tenant=client_for(request).tenant, limit=None, **filters)
-        return erased_since_header(response, found)
+        return erased_since_header(request, response, found)
     filters.pop("as_of", None)
     qs = listing.memory_queryset(tenant=client_for(request).tenant, limit=None, **filters)
     return selectors.Records(qs, selectors.memory_dto)

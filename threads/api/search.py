@@ -17,7 +17,7 @@ async def thread_search(request: HttpRequest, response: HttpResponse, thread_id:
     (``memory.search.as_of``; ``X-OAM-Erased-Since: true`` when the scope's user or agent was erased since)."""
     data = _search_arguments(payload)
     found = await (await thread_for(request, thread_id)).search_async(data.pop("query"), **data)
-    return erased_since_header(response, found)
+    return erased_since_header(request, response, found)
 
 
 @router.post("/search", auth=READ, response={200: list[SearchResultOut], **INVALID})
@@ -25,7 +25,7 @@ async def search(request: HttpRequest, response: HttpResponse, payload: SearchIn
     """Search one user's records across threads (SDK ``OracleAgentMemory.search``): ``user_id`` is required and
     exact (422 otherwise); an omitted agent or thread is open. ``as_of`` as for a thread's search."""
     data = _search_arguments(payload)
-    return erased_since_header(response, await client_for(request).search_async(data.pop("query"), **data))
+    return erased_since_header(request, response, await client_for(request).search_async(data.pop("query"), **data))
 
 
 def _search_arguments(payload: SearchIn) -> dict:
