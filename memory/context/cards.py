@@ -154,9 +154,11 @@ def _result_key(result: SearchResult) -> tuple[str, str]:
 
 def card_arguments_check(
     *, thread: Thread, scope: SearchScope, search_config: MemorySearchConfig,
-    fallback_message_count: Any = NOTSET, max_relevant_results: Any = NOTSET, token_budget: Any = NOTSET,
-    soft_token_budget: Any = NOTSET, max_recent_messages: Any = NOTSET, except_last_messages: Any = NOTSET,
-    min_relevant_results_by_type: Any = NOTSET, metadata_filter: Any = None, include_invalid_results: Any = True,
+    fallback_message_count: int | NotSet = NOTSET, max_relevant_results: int | NotSet = NOTSET,
+    token_budget: int | None | NotSet = NOTSET, soft_token_budget: int | None | NotSet = NOTSET,
+    max_recent_messages: int | NotSet = NOTSET, except_last_messages: int | NotSet = NOTSET,
+    min_relevant_results_by_type: Mapping[str, int] | None | NotSet = NOTSET, metadata_filter: Any = None,
+    include_invalid_results: Any = True,
     valid_at: Any = None, **kwargs: Any,
 ) -> tuple[int, int, int, dict[str, int], int, Any]:
     """Check a card's arguments (the errors ``context_card_build`` names); return the fallback count, the recent

@@ -26,7 +26,7 @@ from memory.context import card_log
 from memory.context.cards import card_arguments_check, context_card_build
 from memory.core import conf
 from memory.core.errors import CardNotServed, InvalidArgument
-from memory.core.types import NOTSET, ContextCard, MemorySearchConfig, SearchScope
+from memory.core.types import NOTSET, ContextCard, MemorySearchConfig, NotSet, SearchScope
 from memory.core.valid_time import check_instant
 from memory.llm.adapters import Llm
 from memory.models import ContextCardLog, Thread
@@ -40,7 +40,7 @@ CARD_ARGUMENTS = ("fallback_message_count", "max_relevant_results", "token_budge
 
 
 def context_card_get(*, thread: Thread, scope: SearchScope, search_config: MemorySearchConfig, llm: Llm | None,
-                     as_of: Any = NOTSET, **arguments: Any) -> ContextCard:
+                     as_of: dt.datetime | dt.date | str | None | NotSet = NOTSET, **arguments: Any) -> ContextCard:
     """The context card of ``thread`` (spec: get_context_card): built and logged now, or with ``as_of`` (a datetime,
     date or ISO-8601 string; issue #32) the card served for it with the same effective parameters at the latest
     ``served_at`` at or before ``as_of``, an object equal to the one returned then (same ``content``, byte for byte).
