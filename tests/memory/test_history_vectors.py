@@ -90,10 +90,11 @@ def test_an_edit_keeps_the_old_contents_vectors_and_the_as_of_search_embeds_noth
 
 
 def test_kept_and_recomputed_vectors_rank_alike(thread):
-    """The same answer as the embedder's (the LRU path, for versions written before the vectors were kept)."""
-    a = thread.add_memory(LYON, memory_type="fact")
+    """The same answer as the embedder's (the LRU path, for versions written before the vectors were kept): it
+    embeds what the index embedded, the event time's prefix included (``embedding_text``)."""
+    a = thread.add_memory(LYON, memory_type="fact", timestamp="2023-05-08T13:56:00Z")
     b = thread.add_memory("The user has a cat called Tom", memory_type="fact")
-    c = thread.add_memory("The user works in Marseille as a baker", memory_type="fact")
+    c = thread.add_memory("The user works in Marseille as a baker", memory_type="fact", timestamp="2023-06-01")
     t1 = tick()
     for mid, text in ((a, PARIS), (b, "The user has a dog"), (c, "The user retired")):
         thread.update_memory(mid, content=text)
