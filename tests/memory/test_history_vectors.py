@@ -108,6 +108,18 @@ def test_kept_and_recomputed_vectors_rank_alike(thread):
     assert [r.distance for r in with_kept] == pytest.approx([r.distance for r in recomputed], abs=1e-5)
 
 
+def test_a_restore_keeps_what_it_replaces(thread):
+    a = thread.add_memory(LYON, memory_type="fact")
+    thread.update_memory(a, content=PARIS)
+    t2 = tick()
+    thread.restore_memory_version(a, 1)
+    assert thread.get_memory(a).content == LYON
+    assert sorted(kept(a)) == sorted([content_sha(LYON), content_sha(PARIS)])
+    search_as_of.HISTORICAL_VECTORS.clear()
+    assert thread.search(QUERY, as_of=t2, record_types=["fact"])[0].record.content == PARIS
+    assert search_as_of.HISTORICAL_VECTORS.misses == 0
+
+
 def test_a_delete_keeps_the_vectors_with_the_history(thread, no_embedding):
     b = thread.add_memory("The user plays the cello")
     before = chunk_vectors(b)
