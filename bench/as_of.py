@@ -12,12 +12,20 @@ conversations, as this runs on a shared 2-core machine) from ``$OAM_LOCOMO_PATH`
 2. A scripted history, at increasing recorded times, in a seeded random order: 20 % of the memories edited twice
    (a content edit each: the memory is re-embedded), 10 % deleted. ``as_of`` is the instant halfway through the
    script: after every first edit and half the deletes, before every second edit and the other deletes (so every
-   edited memory's content then differs from its content now: the as-of search embeds all of them, cold).
+   edited memory's content then differs from its content now: an as-of search needs the vectors of all of them).
+   The edits and deletes keep the replaced chunks' vectors with the history (``oam_history_vectors``, migration
+   0017); ``history_vectors`` counts those rows.
 3. Timed (``--rounds`` rounds, each over ``--queries`` LoCoMo questions of the samples, p50/p95 in ms):
    ``client.search(q, user_id=<sample>, max_results=10)`` (every record type: messages and memories) at present
    (HYBRID, the default mode, and VECTOR, what an as-of search ranks by) and with ``as_of``; the as-of search with
-   the historical-vector cache (``memory.search.as_of.HISTORICAL_VECTORS``) emptied before each query (``cold``)
-   and filled (``warm``); and ``client.list_memories(user_id=<sample>, limit=None)`` with and without ``as_of``.
+   the in-process historical-vector LRU (``memory.search.as_of.HISTORICAL_VECTORS``) emptied before each query
+   (``as_of_cold``: what a restarted or another worker pays, reading the kept vectors) and filled
+   (``as_of_warm``); then, as before the vectors were kept (the kept-vector lookup answering nothing: versions
+   written before migration 0017), cold (``as_of_cold_recomputed``: the historical texts embedded) and warm
+   (``as_of_warm_recomputed``); and ``client.list_memories(user_id=<sample>, limit=None)`` with and without
+   ``as_of``. The answers with kept and recomputed vectors are compared (``same_answers_kept_and_recomputed``: the
+   share of questions answered with the same ids in the same order: both are the vectors of what the index
+   embedded, ``memory.index.writer.embedding_text`` with the memory's event time then).
 
 Prints one JSON object on stdout (``ratio``: as-of p50 / present p50; the issue's bound is 2); progress on stderr.
 The context card's as-of figures are another benchmark's (the card log).
@@ -147,18 +155,34 @@ def main(argv: list[str] | None = None) -> dict:
     hybrid, vector = AgentMemory(llm=None), AgentMemory(llm=None, search_config=MemorySearchConfig(mode="VECTOR"))
     for text, user in questions:  # the query embeddings and the vector cache, warm for every variant alike
         hybrid.search(text, user_id=user, max_results=10)
-    times: dict[str, list[float]] = {k: [] for k in ("present_hybrid", "present_vector", "as_of_cold", "as_of_warm",
-                                                     "list_present", "list_as_of")}
-    cold_misses = 0
+    searches = ("present_hybrid", "present_vector", "as_of_cold", "as_of_warm", "as_of_cold_recomputed",
+                "as_of_warm_recomputed")
+    times: dict[str, list[float]] = {k: [] for k in (*searches, "list_present", "list_as_of")}
+    cold_misses = recomputed_misses = 0
+    kept_lookup = search_as_of.history_vectors
+    answers: dict[str, set[tuple]] = {"kept": set(), "recomputed": set()}
+
+    def as_of_search(text, user, recomputed: bool):
+        search_as_of.history_vectors = (lambda project_id, pairs: {}) if recomputed else kept_lookup
+        try:
+            found = hybrid.search(text, user_id=user, max_results=10, as_of=at)
+        finally:
+            search_as_of.history_vectors = kept_lookup
+        answers["recomputed" if recomputed else "kept"].add((text, tuple(r.record.id for r in found)))
+
     for round_number in range(args.rounds):
         log(f"round {round_number + 1}/{args.rounds}")
         for text, user in questions:
             times["present_hybrid"] += timed(lambda: hybrid.search(text, user_id=user, max_results=10))
             times["present_vector"] += timed(lambda: vector.search(text, user_id=user, max_results=10))
             search_as_of.HISTORICAL_VECTORS.clear()
-            times["as_of_cold"] += timed(lambda: hybrid.search(text, user_id=user, max_results=10, as_of=at))
+            times["as_of_cold"] += timed(lambda: as_of_search(text, user, False))
             cold_misses += search_as_of.HISTORICAL_VECTORS.misses
-            times["as_of_warm"] += timed(lambda: hybrid.search(text, user_id=user, max_results=10, as_of=at))
+            times["as_of_warm"] += timed(lambda: as_of_search(text, user, False))
+            search_as_of.HISTORICAL_VECTORS.clear()
+            times["as_of_cold_recomputed"] += timed(lambda: as_of_search(text, user, True))
+            recomputed_misses += search_as_of.HISTORICAL_VECTORS.misses
+            times["as_of_warm_recomputed"] += timed(lambda: as_of_search(text, user, True))
         for sample in samples:
             for _ in range(5):
                 times["list_present"] += timed(lambda: hybrid.list_memories(user_id=sample.sample_id, limit=None))
@@ -168,22 +192,35 @@ def main(argv: list[str] | None = None) -> dict:
     p50 = {k: v["p50_ms"] for k, v in out.items()}
     present_list = len(hybrid.list_memories(limit=None))
     then_list = len(hybrid.list_memories(limit=None, as_of=at))
+    from memory.models import HistoryVector
+
+    searched = max(1, args.rounds * len(questions))
     result = {
         "benchmark": "as_of", "samples": args.samples, "queries": len(questions), "rounds": args.rounds,
         "setup_seconds": setup_seconds, "history": history, "as_of": at.isoformat(),
         "memories_present": present_list, "memories_as_of": then_list,
-        "historical_chunks_embedded_per_cold_search": round(cold_misses / max(1, args.rounds * len(questions)), 1),
-        "search": {k: out[k] for k in ("present_hybrid", "present_vector", "as_of_cold", "as_of_warm")},
+        "history_vectors": HistoryVector.objects.count(),
+        "historical_chunks_embedded_per_cold_search": round(cold_misses / searched, 1),
+        "historical_chunks_embedded_per_cold_search_recomputed": round(recomputed_misses / searched, 1),
+        "same_answers_kept_and_recomputed": round(len(answers["kept"] & answers["recomputed"])
+                                                  / max(1, len(answers["kept"])), 3),
+        "search": {k: out[k] for k in searches},
         "list_memories": {k: out[k] for k in ("list_present", "list_as_of")},
         "ratio": {
             "search_as_of_warm_over_present_hybrid": round(p50["as_of_warm"] / p50["present_hybrid"], 2),
             "search_as_of_cold_over_present_hybrid": round(p50["as_of_cold"] / p50["present_hybrid"], 2),
+            "search_as_of_cold_recomputed_over_present_hybrid": round(
+                p50["as_of_cold_recomputed"] / p50["present_hybrid"], 2),
+            "search_as_of_warm_recomputed_over_present_hybrid": round(
+                p50["as_of_warm_recomputed"] / p50["present_hybrid"], 2),
+            "search_as_of_cold_over_present_vector": round(p50["as_of_cold"] / p50["present_vector"], 2),
             "search_as_of_warm_over_present_vector": round(p50["as_of_warm"] / p50["present_vector"], 2),
             "list_as_of_over_present": round(p50["list_as_of"] / p50["list_present"], 2),
         },
         "bound": 2.0,
     }
-    result["within_bound"] = (result["ratio"]["search_as_of_warm_over_present_hybrid"] <= 2.0
+    result["within_bound"] = (result["ratio"]["search_as_of_cold_over_present_hybrid"] <= 2.0
+                              and result["ratio"]["search_as_of_warm_over_present_hybrid"] <= 2.0
                               and result["ratio"]["list_as_of_over_present"] <= 2.0)
     if not args.keep_db:
         from django.db import connections

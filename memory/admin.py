@@ -38,6 +38,7 @@ from memory.models import (
     EmbeddingSpace,
     ErasureReceipt,
     ExtractionJob,
+    HistoryVector,
     Image,
     Memory,
     MemoryDerivation,
@@ -492,6 +493,18 @@ class MemoryDerivationAdmin(ReadOnlyAdmin):
     list_display = ("memory_id", "source_id", "thread_id", "project", "created_at")
     list_filter = ("project", "created_at")
     search_fields = ("memory_id", "source_id", "thread_id")
+
+
+@admin.register(HistoryVector)
+class HistoryVectorAdmin(ReadOnlyAdmin):
+    """Chunk vectors of memories' earlier contents (issue #32, ``memory.index.writer.keep_history_vectors``): copied
+    when an edit or a single delete replaces a memory's chunks; read by as-of searches; deleted with the memory's
+    history, never here. The embedding column is not shown."""
+
+    list_display = ("memory_id", "content_sha", "chunk_index", "project", "created_at")
+    list_filter = ("project", "created_at")
+    search_fields = ("memory_id", "content_sha")
+    exclude = ("embedding",)
 
 
 @admin.register(ContextCardLog)

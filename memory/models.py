@@ -482,6 +482,41 @@ class MemoryVersion(models.Model):
         return f"memory version {public_id(self.memory_id)}#{self.version}"
 
 
+class HistoryVector(models.Model):
+    """One chunk vector of a memory's earlier content, kept with its history (issue #32, recorded time).
+
+    What: the embedding of chunk ``chunk_index`` of the content whose SHA-256 (hex) is ``content_sha``, of memory
+    ``memory_id`` (stored id, which carries the project; no foreign key, as ``MemoryVersion``). Copied, never
+    embedded: when a memory's content changes or it is deleted keeping its history, its chunks' embeddings are
+    copied here before the chunks go (``memory.index.writer.keep_history_vectors``, in the writing transaction);
+    a memory never edited costs nothing.
+
+    Why: an as-of search (``memory.search.as_of``) ranks a memory whose content changed since by its content then.
+    Embedding those texts per query made a cold as-of search 12x a present-time hybrid search (``bench/as_of.py``,
+    2 LoCoMo conversations: 501 ms against 41.7 ms p50, about 44 texts embedded per query; 48.9 ms warm, but the
+    in-process cache is cold after every restart and in every other worker): the search reads these instead.
+
+    Erasure: they go wherever the history goes (``memory.services.erasure``: a user's erasure, a thread's delete,
+    the expiry purge), so no vector of an erased memory is left; a single delete keeps them with the history.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    project = _project_field()
+    memory_id = models.CharField(max_length=STORED_ID_LENGTH)
+    content_sha = models.CharField(max_length=64)
+    chunk_index = models.IntegerField(default=0)
+    embedding = VectorField(dimensions=settings.OAM_EMBEDDING_DIMENSIONS)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "oam_history_vectors"
+        constraints = [models.UniqueConstraint(fields=["memory_id", "content_sha", "chunk_index"],
+                                               name="oam_histvec_uq")]
+
+    def __str__(self) -> str:
+        return f"history vector {public_id(self.memory_id)}:{self.content_sha[:12]}#{self.chunk_index}"
+
+
 class MemoryDerivation(models.Model):
     """A ``derived_from`` edge (issue #32): memory ``memory_id`` was inferred from memory ``source_id``.
 

@@ -18,6 +18,10 @@ changes them goes through this module:
   status copy replaces it (``reindex_state`` keeps it);
 * ``unindex`` deletes chunks, and after commit drops their embeddings from
   this process's vector cache (``memory.index.vector_cache``);
+* ``keep_history_vectors`` copies a memory's chunk embeddings to its history
+  (``HistoryVector``, issue #32) before a content change or a single delete
+  replaces or removes them: ``index_record``'s ``made_from``, and
+  ``memory.services.erasure.memories_erase``;
 * ``refresh_message_contexts`` recomputes the keyword context of messages
   whose neighbours changed;
 * fact keys (``add_fact_keys``, ``remove_fact_keys``): a valid memory extracted
@@ -32,7 +36,8 @@ indexed through ``memory.index.rebuild``, which builds its rows here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import hashlib
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db import transaction
@@ -45,7 +50,7 @@ from memory.core.ids import stored_id
 from memory.core.types import RecordStatus
 from memory.index.bulk import rows_insert, rows_update
 from memory.index.vector_cache import get_vector_cache
-from memory.models import Memory, Message, SearchChunk
+from memory.models import HistoryVector, Memory, Message, SearchChunk
 from memory.records.selectors import live_q
 
 #: The record copies ``reindex_state`` may write on a record's chunks.
@@ -249,14 +254,19 @@ def image_chunk_rows(row, chunks: list[str], vectors) -> list[SearchChunk]:
 
 
 def index_record(record, source_kind: str, record_type: str, chunks: list[str], vectors, *,
-                 scope=None, replace: bool = True) -> None:
+                 scope=None, replace: bool = True, made_from: str | None = None) -> None:
     """Index a saved message, memory or image row under ``chunks`` with ``vectors``.
 
     ``replace`` deletes the record's chunks first (``unindex``). Scope (user,
     agent) comes from ``scope`` when given (a message takes its thread's),
     else from the record itself; thread, status, expiry and metadata from the
-    record (an image is always valid).
+    record (an image is always valid). ``made_from``: the content a memory's
+    chunks being replaced were made from (its content before the write); when
+    it differs from the new content, their embeddings are kept with the
+    history first (``keep_history_vectors``).
     """
+    if replace and source_kind == "memory" and made_from is not None and made_from != record.content:
+        keep_history_vectors({record.pk: made_from})
     if replace:  # a message's fact keys stay: they are its memories' words, not its own
         unindex(SearchChunk.objects.filter(source_kind=source_kind, record_id=record.pk, chunk_index__gte=0))
     if source_kind == "image":
@@ -347,18 +357,83 @@ def _forget_vectors(ids: list[int]) -> None:
 
 
 def sync_record(record, source_kind: str, record_type: str, chunks: list[str] | None = None, vectors=None, *,
-                scope=None) -> None:
+                scope=None, made_from: str | None = None) -> None:
     """Bring a record's chunks in step with it after an update.
 
     With ``chunks`` (the record was re-embedded): replace them
-    (``index_record``). Without: copy its status, expiry, metadata,
+    (``index_record``; ``made_from`` as there). Without: copy its status, expiry, metadata,
     ``record_type`` and (a memory's) validity window to them (``reindex_state``).
     """
     if chunks is None:
         reindex_state(source_kind, [record.pk], status=record.status, expires_at=record.expires_at,
                       metadata=record.metadata, record_type=record_type, **window(record))
     else:
-        index_record(record, source_kind, record_type, chunks, vectors, scope=scope)
+        index_record(record, source_kind, record_type, chunks, vectors, scope=scope, made_from=made_from)
+
+
+# --- history vectors (issue #32) -------------------------------------------------------------
+
+#: Most values in one ``IN`` list (Oracle allows 1,000: ORA-01795).
+IN_LIST_MAX = 1000
+
+
+def content_sha(content: str) -> str:
+    """The key of a memory's content among its kept vectors: SHA-256 (hex) of the whole content (UTF-8)."""
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+def in_lists(items: list, size: int = IN_LIST_MAX):
+    """``items`` in slices of at most ``size`` (``IN`` lists Oracle accepts)."""
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def keep_history_vectors(contents: Mapping[str, str]) -> int:
+    """Copy the current chunk embeddings of memories to ``oam_history_vectors`` (``HistoryVector``), keyed by
+    ``content_sha`` of the content they were made from: ``contents`` is ``{memory stored id: that content}``
+    (the memory's content before the write that replaces or deletes its chunks). Nothing is embedded; a pair
+    (memory, content) already kept is left as it is (an existence check under the memory's row lock, which
+    every caller holds: no ``ignore_conflicts``, which Oracle lacks), so the vectors of a content are those of
+    its chunks when it was first left. Call inside the writing transaction, before the chunks go. Returns the
+    number of rows written."""
+    shas = {key: content_sha(text) for key, text in contents.items() if key and text is not None}
+    if not shas:
+        return 0
+    keys = list(shas)
+    kept: set[tuple[str, str]] = set()
+    for batch in in_lists(keys):
+        kept.update(HistoryVector.objects.filter(memory_id__in=batch, content_sha__in={shas[k] for k in batch})
+                    .values_list("memory_id", "content_sha").distinct().order_by())
+    wanted = [key for key in keys if (key, shas[key]) not in kept]
+    rows = []
+    now = timezone.now()
+    for batch in in_lists(wanted):
+        rows += [HistoryVector(project_id=project_id, memory_id=record_id, content_sha=shas[record_id],
+                               chunk_index=index, embedding=vector, created_at=now)
+                 for project_id, record_id, index, vector in SearchChunk.objects.filter(
+                     source_kind="memory", record_id__in=batch, chunk_index__gte=0).values_list(
+                         "project_id", "record_id", "chunk_index", "embedding").order_by()]
+    if rows:
+        rows_insert(HistoryVector, rows)  # on Oracle: INSERT ... VALUES per row (memory.index.bulk)
+    return len(rows)
+
+
+def history_vectors(project_id: int, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list]:
+    """The kept vectors of ``(memory stored id, content_sha)`` pairs of project ``project_id``: ``{pair: [vector,
+    ...]}`` in chunk order, the pairs without any left out. A stored id carries its project; the project is
+    asked all the same. One query per ``IN_LIST_MAX`` pairs (one for a request's memories)."""
+    wanted = sorted(set(pairs))
+    found: dict[tuple[str, str], list] = {}
+    for batch in in_lists(wanted):
+        asked = set(batch)
+        for record_id, sha, vector in (HistoryVector.objects.filter(project_id=project_id,
+                                                                    memory_id__in=sorted({k for k, _ in batch}),
+                                                                    content_sha__in=sorted({s for _, s in batch}))
+                                       .order_by("memory_id", "content_sha", "chunk_index")
+                                       .values_list("memory_id", "content_sha", "embedding")):
+            if (record_id, sha) in asked:
+                found.setdefault((record_id, sha), []).append(vector)
+    return found
 
 
 # --- fact keys ---------------------------------------------------------------------------------

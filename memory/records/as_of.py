@@ -144,10 +144,13 @@ def unversioned_rows(*, project_id: int, at: dt.datetime, scope: Q | None = None
 
 @dataclass(frozen=True)
 class Historical:
-    """One memory as it was at an instant: its record, and its stored id (the sort key after ``created_at``)."""
+    """One memory as it was at an instant: its record, and its stored id (the sort key after ``created_at``);
+    ``event_time``: its own ``timestamp`` then (None when it had none; the record's falls back to its creation), which
+    its chunks were embedded with (``memory.index.writer.embedding_text``)."""
 
     key: str
     record: MemoryRecord
+    event_time: str | None = None
 
 
 def present_then(state: Any, at: dt.datetime) -> bool:
@@ -195,8 +198,9 @@ def memories_at(*, project_id: int, at: dt.datetime, scope: Q | None = None, mem
     versions = [row for row in versions if present_then(row["after"], at)]
     live = [row["memory_id"] for row in versions]
     sources = dict(Memory.objects.filter(pk__in=live).values_list("pk", "source_message_ids")) if live else {}
-    found = [Historical(row.pk, memory_dto(row)) for row in old]
-    found += [Historical(row["memory_id"], version_record(row, sources)) for row in versions]
+    found = [Historical(row.pk, memory_dto(row), row.timestamp) for row in old]
+    found += [Historical(row["memory_id"], version_record(row, sources), row["after"].get("timestamp"))
+              for row in versions]
     kept = []
     for item in found:
         record = item.record

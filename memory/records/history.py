@@ -33,7 +33,8 @@ It goes when nothing could read it any more (``history_erase``, from
 reads go through the thread, and a thread created later under the same id
 must not see it), and with an expired memory (``expired_purge``). A memory
 of another user that survives its thread's delete detached keeps its
-history, detached too (``thread_id`` NULL).
+history, detached too (``thread_id`` NULL). The chunk vectors kept with the
+history (``HistoryVector``, issue #32) go with it, in ``history_erase``.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from memory.core.errors import NotFound
 from memory.core.ids import public_id, stored_id
 from memory.core.locking import lock_rows
 from memory.core.valid_time import WINDOW_FIELDS
-from memory.models import Memory, MemoryVersion
+from memory.models import HistoryVector, Memory, MemoryVersion
 from memory.records.validators import check_bounded_int, check_id
 
 #: Who may appear as the actor of a version (see the module docstring).
@@ -290,5 +291,7 @@ def unreviewed_version(newest: MemoryVersion) -> bool:
 
 def history_erase(rows) -> int:
     """Delete the given ``MemoryVersion`` queryset (erasure, a thread's delete, the expiry purge: see the
-    module docstring); return how many rows went."""
+    module docstring); return how many rows went. The kept vectors of every memory among them
+    (``HistoryVector``, issue #32) go first: no vector of an erased memory is left."""
+    HistoryVector.objects.filter(memory_id__in=rows.values("memory_id")).delete()
     return rows.delete()[0]

@@ -8,11 +8,17 @@ texts), ``score = 1 - distance``:
 
 * a memory whose content at ``T`` is its current content is compared through its current chunks' embeddings
   (``oam_search_chunks``: nothing is embedded again);
-* a memory whose content changed since (or that was deleted since) has its historical content chunked as the index
-  chunks it (``memory.core.chunking.chunk_text``) and embedded by the process's embedder, once: the vectors are kept
-  in a bounded in-process LRU keyed by the text's SHA-256 (``HISTORICAL_VECTORS``, at most
-  ``HISTORICAL_CACHE_SIZE`` chunks; ``bench/as_of.py`` measures it cold and warm). No vector is stored with the
-  history (no migration): see docs/search.md, "As of", for the measurement behind that choice;
+* a memory whose content changed since (or that was deleted since) is compared through the vectors of its chunks
+  then, kept with its history (``oam_history_vectors``, ``HistoryVector``: copied from the chunks the change
+  replaced, ``memory.index.writer.keep_history_vectors``), read in one query for the request's memories
+  (``memory.index.writer.history_vectors``, by stored id, which carries the project, and the SHA-256 of the
+  content then): nothing is embedded;
+* only a content with no kept vectors (a version left before they were kept, migration 0017; an imported history)
+  is chunked and embedded as the index embeds it (``memory.core.chunking.chunk_text``, then
+  ``memory.index.writer.embedding_text`` with the memory's event time then) by the process's embedder, once: those
+  vectors are kept in a bounded in-process LRU keyed by the embedded text's SHA-256 (``HISTORICAL_VECTORS``, at most
+  ``HISTORICAL_CACHE_SIZE`` chunks). ``bench/as_of.py`` measures both, the LRU cold and warm: see docs/search.md,
+  "As of";
 * messages and images are ranked by their chunks in SQL (exact ``VECTOR_DISTANCE`` over the filtered chunks,
   ``as_of_chunk_queryset``, compiled for Oracle in tests/oracle), those created after ``T`` left out. Message and
   image edits and deletes are not versioned: a message deleted since is absent, an edited one answers with its
@@ -41,6 +47,7 @@ from memory.core.errors import InvalidArgument
 from memory.core.types import SearchResult
 from memory.embedders import embed_query, get_embedder
 from memory.fields import VectorDistance
+from memory.index.writer import content_sha, embedding_text, history_vectors
 from memory.models import MEMORY_TYPES, Image, Memory, Message, SearchChunk
 from memory.records.as_of import AsOfRecords, answer, erased_since, memories_at, reject_metadata_filter
 from memory.records.selectors import image_dto, live_q, message_dto
@@ -126,7 +133,13 @@ def memory_distances(request: SearchRequest, at: datetime, query_vector) -> list
                                   .values_list("record_id", "embedding")):
             stored.setdefault(record_id, []).append(vector)
     older = [item for item in found if item.key not in stored]
-    chunks = [chunk_text(item.record.content) or [item.record.content] for item in older]
+    kept = history_vectors(request.project_id, [(item.key, content_sha(item.record.content)) for item in older])
+    for item in older:
+        if (vectors := kept.get((item.key, content_sha(item.record.content)))) is not None:
+            stored[item.key] = vectors
+    older = [item for item in older if item.key not in stored]  # versions left before the vectors were kept
+    chunks = [[embedding_text(text, item.event_time) for text in chunk_text(item.record.content) or
+               [item.record.content]] for item in older]  # what the index embedded (the event time's prefix)
     vectors = iter(HISTORICAL_VECTORS.vectors([text for texts in chunks for text in texts]))
     for item, texts in zip(older, chunks, strict=True):
         stored[item.key] = [next(vectors) for _ in texts]

@@ -56,7 +56,7 @@ from memory.core import progress
 from memory.core.errors import InvalidArgument, NotFound, OutOfScope
 from memory.core.ids import project_of, public_ids, stored_id
 from memory.core.locking import lock_rows
-from memory.index.writer import refresh_message_contexts, unindex
+from memory.index.writer import keep_history_vectors, refresh_message_contexts, unindex
 from memory.links.dependants import causes_scrub, dependants_flag
 from memory.links.rules import links_detach, set_memory_status
 from memory.models import (
@@ -203,9 +203,10 @@ def memories_erase(keys: Iterable[str], *, erased: set[str] | None = None, keep_
     if keys:
         records_lock(Memory, keys)  # before their chunks, relations and history (memory.core.locking)
         relations: set[str] = set()
-        if keep_history:
-            history.record_many(((row, history.snapshot(row), None) for row in Memory.objects.filter(pk__in=keys)),
-                                action, reason=reason)
+        if keep_history:  # the history keeps the vectors of the content it ends with (issue #32)
+            rows = list(Memory.objects.filter(pk__in=keys))
+            keep_history_vectors({row.pk: row.content for row in rows})
+            history.record_many(((row, history.snapshot(row), None) for row in rows), action, reason=reason)
         dependants_flag(keys, action="delete", exclude=keys)  # what was derived from them (issue #32)
         counts["chunks"] += unindex(SearchChunk.objects.filter(source_kind="memory", record_id__in=keys))
         counts["relations"] += links_detach(memory_ids=keys, erased=relations)

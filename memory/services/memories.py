@@ -341,7 +341,7 @@ def memory_update(
                 RecordLink.objects.filter(target_id=memory.pk).update(target_type=new_type)
             refresh_expiry(memory, ttl_days, ttl_anchor, retention, memory.timestamp)
             memory.save()
-            index.sync_record(memory, "memory", memory.memory_type, chunks, vectors)
+            index.sync_record(memory, "memory", memory.memory_type, chunks, vectors, made_from=before["content"])
             after = history.snapshot(memory)
             if after != before:
                 history.record(memory, "update", before, after)
@@ -494,7 +494,7 @@ def memory_restore(*, thread: Thread, memory_id: Any, version: Any, restrict: di
             # A pending memory has no relations (memory.records.review_rules): what its approval made goes, and what
             # that invalidated is valid again (found by a review: a superseded memory stayed invalid).
             links_detach(memory_ids=[memory.pk])
-        index.sync_record(memory, "memory", memory.memory_type, chunks, vectors)
+        index.sync_record(memory, "memory", memory.memory_type, chunks, vectors, made_from=before["content"])
         after = history.snapshot(memory)
         history.record(memory, "restore", before, after,
                        reason=f"restore of version {number}" + (f" ({history.current_actor().reason})"

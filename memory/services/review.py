@@ -95,7 +95,7 @@ def _approve(row: Memory, before: dict[str, Any], reason: str, *, chunks: list[s
     row.pending = False
     row.save()
     if chunks is not None:
-        index.index_record(row, "memory", row.memory_type, chunks, vectors)
+        index.index_record(row, "memory", row.memory_type, chunks, vectors, made_from=before["content"])
     else:
         index.reindex_state("memory", [row.pk], record_type=row.memory_type)
         index.review_settle(row)

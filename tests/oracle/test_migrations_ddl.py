@@ -14,7 +14,7 @@ from django.db import models
 
 from memory.fields import VectorField
 
-EXPECTED_TABLES = {"oam_threads", "oam_messages", "oam_memories", "oam_search_chunks"}
+EXPECTED_TABLES = {"oam_threads", "oam_messages", "oam_memories", "oam_search_chunks", "oam_history_vectors"}
 QUOTED = re.compile(r'"([^"]+)"')
 
 
