@@ -42,8 +42,9 @@ import numpy as np
 from django.db.models import Q
 from django.utils import timezone
 
+from memory.core.batching import embedding_cost
 from memory.core.chunking import chunk_text
-from memory.core.errors import InvalidArgument
+from memory.core.errors import MAX_EMBED_CHARS, InvalidArgument
 from memory.core.types import SearchResult
 from memory.embedders import embed_query, get_embedder
 from memory.fields import VectorDistance
@@ -74,7 +75,10 @@ class VectorCache:
             self.hits = self.misses = 0
 
     def vectors(self, texts: list[str]) -> list[np.ndarray]:
-        """The embedder's vector of each text, embedding (in one call) only those not cached."""
+        """The embedder's vector of each text, embedding (in one call) only those not cached, within the
+        per-request embedding budget (as ``memory.embedders.embed_records`` keeps it: ValueError naming ``as_of``
+        over ``MAX_EMBED_CHARS``, before anything is embedded; an outside attack had one as-of search embed 474,556
+        characters of old contents in 18.8 s, and unbounded with more memories)."""
         keys = [hashlib.sha256(text.encode("utf-8")).hexdigest() for text in texts]
         with self._lock:
             found = {key: self._vectors[key] for key in keys if key in self._vectors}
@@ -83,7 +87,14 @@ class VectorCache:
         missing = list(dict.fromkeys(key for key in keys if key not in found))
         if missing:
             by_key = dict(zip(keys, texts, strict=True))
-            fresh = get_embedder().embed([by_key[key] for key in missing])
+            texts_missing = [by_key[key] for key in missing]
+            cost = sum(map(embedding_cost, texts_missing))
+            if cost > MAX_EMBED_CHARS:
+                raise InvalidArgument("as_of", f"rebuilding this instant needs {cost} characters of old contents "
+                                               f"embedded (versions older than the kept vectors), over the "
+                                               f"per-request budget of {MAX_EMBED_CHARS} (MAX_EMBED_CHARS): "
+                                               f"narrow the scope or the record types")
+            fresh = get_embedder().embed(texts_missing)
             with self._lock:
                 for key, vector in zip(missing, fresh, strict=True):
                     found[key] = self._vectors[key] = np.asarray(vector, dtype="<f4")

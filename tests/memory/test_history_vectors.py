@@ -209,3 +209,21 @@ def test_vectors_never_answer_another_projects_memory(client, thread):
     search_as_of.HISTORICAL_VECTORS.clear()
     assert thread.search(QUERY, as_of=t1, record_types=["fact"])[0].record.content == LYON
     assert search_as_of.HISTORICAL_VECTORS.misses == 1  # embedded again, not read from the other project
+
+
+def test_old_contents_without_kept_vectors_are_embedded_within_the_request_budget(thread, monkeypatch):
+    """An outside attack: versions without kept vectors (written before them, or imported) were embedded whatever
+    their size, in one call: 474,556 characters in 18.8 s for four memories, and unbounded with more. Now over
+    MAX_EMBED_CHARS the search is a ValueError naming as_of, before anything is embedded."""
+    big = [thread.add_memory(" ".join(f"word{i}x{n}" for n in range(300)), memory_type="fact") for i in range(3)]
+    t1 = tick()
+    for mid in big:
+        thread.update_memory(mid, content="short")
+    HistoryVector.objects.all().delete()  # as for versions kept before the vectors were
+    search_as_of.HISTORICAL_VECTORS.clear()
+    monkeypatch.setattr(search_as_of, "MAX_EMBED_CHARS", 5_000)
+    with pytest.raises(ValueError, match="^as_of: rebuilding this instant needs .* over the per-request budget"):
+        thread.search(QUERY, as_of=t1, record_types=["fact"])
+    assert search_as_of.HISTORICAL_VECTORS.misses == 0  # refused before any embedding
+    monkeypatch.setattr(search_as_of, "MAX_EMBED_CHARS", 250_000)
+    assert len(thread.search(QUERY, as_of=t1, record_types=["fact"])) == 3
