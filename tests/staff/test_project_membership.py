@@ -47,7 +47,7 @@ HIDDEN_IDS = {"project": HIDDEN, "thread_id": "t-hidden", "message_id": "hm1", "
 @pytest.fixture
 def hidden(db):
     """Project ``hidden-zq`` with a thread of a message, three memories (one derived from another), a relation, a
-    standalone image, a summary, an extraction job and a logged context card; an erasure receipt, a user profile,
+    standalone image, a summary, an extraction job, a logged context card and the kept vectors of an edit; an erasure receipt, a user profile,
     an API key and access records (one with no project)."""
     from threads.audit import record_access
     from threads.auth import api_key_create
@@ -59,6 +59,7 @@ def hidden(db):
     thread.add_memory(f"likes {MARK}", memory_id="hk1", memory_type="fact")
     thread.add_memory(f"hates {MARK}", memory_id="hk2", memory_type="fact")
     thread.link_records("hk2", "fact", "hk1", "fact", "contradicts", relation_id="hr1")
+    thread.update_memory("hk2", content=f"hated {MARK}")  # kept vectors of the old content (issue #32)
     thread.add_memory(f"derived {MARK}", memory_id="hk3", derived_from=["hk1"])  # a derived_from edge (issue #32)
     thread.add_image(samples.png(), description=f"photo {MARK}", image_id="himg")
     ThreadSummary.objects.create(thread=thread.row, project=project, content=f"Talks about {MARK}", through_seq=1)
