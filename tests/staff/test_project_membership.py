@@ -46,9 +46,9 @@ HIDDEN_IDS = {"project": HIDDEN, "thread_id": "t-hidden", "message_id": "hm1", "
 
 @pytest.fixture
 def hidden(db):
-    """Project ``hidden-zq`` with a thread of a message, three memories (one derived from another), a relation, a
-    standalone image, a summary, an extraction job, a logged context card and the kept vectors of an edit; an erasure receipt, a user profile,
-    an API key and access records (one with no project)."""
+    """Project ``hidden-zq`` with a thread of a message, three memories (one derived from another, one edited: its
+    old content's kept vectors), a relation, a standalone image, a summary, an extraction job and a logged context
+    card; an erasure receipt, a user profile, an API key and access records (one with no project)."""
     from threads.audit import record_access
     from threads.auth import api_key_create
 
