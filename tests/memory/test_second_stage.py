@@ -71,6 +71,44 @@ def test_query_spans_read_days_months_years_and_months_alone():
     assert dates.query_spans("what food does the user like?", NOW) == []
 
 
+def test_dates_in_digits_name_their_day():
+    """REALTALK asks "What physical activity did Kevin do on 23.01.2024?": read as the year alone, the date
+    signal marked every message of 2024 (issue #31)."""
+    day = Span(dt.date(2024, 1, 23), dt.date(2024, 1, 23))
+    assert dates.query_spans("What physical activity did Kevin do on 23.01.2024?", NOW) == [day]
+    assert dates.query_spans("What happened on 2024-01-23?", NOW) == [day]
+    assert dates.query_spans("and on 2024/1/23", NOW) == [day]
+    assert dates.query_spans("What did she cook on 01/23/2024?", NOW) == [day]  # no 23rd month: US order
+    assert dates.query_spans("What did she cook on 23/01/2024?", NOW) == [day]
+    assert dates.query_spans("on 12-25-2024", NOW) == [Span(dt.date(2024, 12, 25), dt.date(2024, 12, 25))]
+    # A slash or hyphen does not tell the order when both numbers fit a month: both days.
+    assert dates.query_spans("What did we do on 03/04/2024?", NOW) == [
+        Span(dt.date(2024, 3, 4), dt.date(2024, 3, 4)), Span(dt.date(2024, 4, 3), dt.date(2024, 4, 3))]
+    # Dots are day-first only: 3 April.
+    assert dates.query_spans("on 3.4.2024", NOW) == [Span(dt.date(2024, 4, 3), dt.date(2024, 4, 3))]
+    # No calendar day fits: the year is all it says. Longer runs of numbers are not dates.
+    assert dates.query_spans("on 31.02.2024", NOW) == [Span(dt.date(2024, 1, 1), dt.date(2024, 12, 31))]
+    assert dates.numeric_dates("version 1.2.2024.5 and 10.20.30.2024 and 123.01.2024") == []
+    # A query of nothing but dates reads at most MAX_SPANS of them (6,500 years once took 2.2 s to read).
+    for flood in ("2024 " * 6500, "2024-01-23 " * 2900, "June 2023 " * 3200, "1 May, 2023 " * 2700):
+        assert len(dates.query_spans(flood, NOW)) == dates.MAX_SPANS
+    assert len(dates.query_spans("1/2/2024 " * 3600, NOW)) == 2 * dates.MAX_SPANS
+    # Relative times count from the day the query names.
+    assert dates.query_spans("What did he do the day before 23.01.2024?", NOW)[0] == day
+
+
+def test_a_day_in_digits_ranks_that_days_record_first():
+    q = "What physical activity did Kevin do on 23.01.2024?"
+    other = Candidate(key=("message", "other"), role="Kevin", content="a tough workout, then tea",
+                      when=at("2024-01-16T18:00"), rrf=0.3)
+    that_day = Candidate(key=("message", "that_day"), role="Kevin", content="I started the morning with yoga",
+                         when=at("2024-01-23T09:00"), rrf=0.1)
+    pool = [other, that_day]
+    st.signals(pool, q, NOW)
+    assert [c.signals["date"] for c in pool] == [0.0, 1.0]  # before: 1.0 for both (the year 2024)
+    assert st.rank(pool, q, NOW)[0][0] == ("message", "that_day")
+
+
 def test_relative_times_in_a_query_are_seen_from_its_own_date_else_from_now():
     spans = dates.query_spans("What did Maria do last weekend before April 10, 2023?", NOW)
     assert Span(dt.date(2023, 4, 2), dt.date(2023, 4, 9)) in spans
