@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 
-import numpy as np
 from django.conf import settings
 from django.core import checks
 from django.db import DatabaseError, connections
@@ -17,6 +16,7 @@ from django.utils.module_loading import import_string
 
 from memory.core import conf
 from memory.core.onnx import OnnxModel
+from memory.embedders import load_query_adapter
 from memory.models import EmbeddingSpace, SearchChunk
 
 
@@ -97,13 +97,12 @@ def check_query_adapter(app_configs=None, **kwargs) -> list[checks.CheckMessage]
     path = conf.get("OAM_QUERY_ADAPTER")
     if not path:
         return []
-    dimensions = conf.get("OAM_EMBEDDING_DIMENSIONS")
     try:
-        shape = np.load(path, mmap_mode="r", allow_pickle=False).shape
-    except (OSError, ValueError) as exc:
-        problem = f"cannot be read as an .npy array ({exc})"
+        load_query_adapter(path, conf.get("OAM_EMBEDDING_DIMENSIONS"))
+    except ValueError as exc:
+        problem = str(exc)
     else:
-        problem = "" if shape == (dimensions, dimensions) else f"holds a {shape} array, not {dimensions} x {dimensions}"
+        problem = ""
     if not problem:
         return []
     return [checks.Error(f"OAM_QUERY_ADAPTER {path} {problem}",

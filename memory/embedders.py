@@ -15,6 +15,7 @@ embedder. What runs under them is ``memory.core``: ``batching`` (the
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Sequence
@@ -27,6 +28,8 @@ from memory.core import conf
 from memory.core.batching import Embedder, MicroBatchingEmbedder, embedding_cost, length_batches
 from memory.core.errors import MAX_EMBED_CHARS, InvalidArgument
 from memory.core.onnx import OnnxModel
+
+logger = logging.getLogger(__name__)
 
 
 class MiniLMEmbedder:
@@ -259,13 +262,49 @@ def embed_query(text: str) -> np.ndarray:
     adapter = query_adapter(inner.dimensions)
     if adapter is None:
         return vector
-    adapted = adapter @ vector
+    adapted = adapter.astype(np.float64) @ vector.astype(np.float64)
     norm = float(np.linalg.norm(adapted))
-    return (adapted / norm).astype(np.float32) if norm > 0 else vector
+    return (adapted / norm).astype(np.float32) if np.isfinite(norm) and norm > 0 else vector
 
 
-_adapters: dict[str, np.ndarray] = {}
+#: Largest entry a query adapter may hold, and smallest singular value of its ``W`` (``load_query_adapter``):
+#: so that ``W q`` stays finite in float32 and is never (nearly) the zero vector, whatever the query.
+ADAPTER_MAX_ENTRY = 1_000.0
+ADAPTER_MIN_SINGULAR_VALUE = 1e-3
+
+_adapters: dict[str, np.ndarray | None] = {}
 _adapters_lock = threading.Lock()
+
+
+def load_query_adapter(path: str, dimensions: int) -> np.ndarray:
+    """``W`` (float32, ``(dimensions, dimensions)``) from an ``.npy`` file of ``W - I``, as
+    ``bench/query_adapter.py --save`` writes one.
+
+    Raises ValueError naming the rule the file breaks: not one ``.npy`` array (or unreadable), values that are
+    not real numbers, another shape, an entry that is not finite in float32 or over ``ADAPTER_MAX_ENTRY`` in
+    size, or a ``W`` whose smallest singular value is under ``ADAPTER_MIN_SINGULAR_VALUE`` (it would map some
+    query to nearly nothing). ``memory.checks.check_query_adapter`` (memory.E007) reports the same."""
+    try:
+        delta = np.load(path, allow_pickle=False)
+    except Exception as exc:  # noqa: BLE001 - numpy raises OSError, ValueError, EOFError ... for a bad file
+        raise ValueError(f"cannot be read as an .npy array ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(delta, np.ndarray):
+        raise ValueError("is not one .npy array (an .npz archive?)")
+    if delta.dtype.kind not in "fiu":
+        raise ValueError(f"holds {delta.dtype} values, not real numbers")
+    if delta.shape != (dimensions, dimensions):
+        raise ValueError(f"holds a {delta.shape} array, not {dimensions} x {dimensions}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        delta = delta.astype(np.float32)
+    if not np.isfinite(delta).all():
+        raise ValueError("holds a value that is not a finite float32")
+    if float(np.abs(delta).max()) > ADAPTER_MAX_ENTRY:
+        raise ValueError(f"holds an entry over {ADAPTER_MAX_ENTRY:g} in size")
+    matrix = np.eye(dimensions, dtype=np.float32) + delta
+    if float(np.linalg.svd(matrix.astype(np.float64), compute_uv=False).min()) < ADAPTER_MIN_SINGULAR_VALUE:
+        raise ValueError(f"maps some query vector to nearly zero (a singular value of W under "
+                         f"{ADAPTER_MIN_SINGULAR_VALUE:g})")
+    return matrix
 
 
 def query_adapter(dimensions: int) -> np.ndarray | None:
@@ -273,25 +312,25 @@ def query_adapter(dimensions: int) -> np.ndarray | None:
     float32 matrix ``W`` a search query's vector ``q`` is mapped by (``W @ q``, L2-normalised again) before it is
     compared with stored vectors.
 
-    The file is an ``.npy`` of ``W - I`` (any float type), as ``bench/query_adapter.py --save`` writes one.
     Stored vectors never change: ``(W q) . d`` is a bilinear similarity ``q^T W^T d`` learned on
     question/evidence pairs and folded onto the query side, so an adapter can be switched on, off or replaced
     without re-embedding. Off by default: learned on LoCoMo's and REALTALK's tuning halves it lifted the
     vector arm on both report halves (recall@10 0.458 -> 0.539, 0.435 -> 0.545) but HYBRID search by less
-    than its interval (docs/benchmarks.md, "Query adapter"). Loaded once per path per process; raises
-    ValueError when the file is not a ``dimensions``-square matrix."""
+    than its interval (docs/benchmarks.md, "Query adapter"). Loaded once per path per process
+    (``load_query_adapter``); a file that breaks its rules is logged once as an error and searches go on
+    without it (``manage.py check`` reports it as memory.E007 before serving)."""
     path = conf.get("OAM_QUERY_ADAPTER")
     if not path:
         return None
-    matrix = _adapters.get(path)
-    if matrix is None:
+    if path not in _adapters:
         with _adapters_lock:
-            delta = np.load(path, allow_pickle=False)
-            if delta.shape != (dimensions, dimensions):
-                raise ValueError(f"OAM_QUERY_ADAPTER {path} holds a {delta.shape} array, not {dimensions} x "
-                                 f"{dimensions}")
-            matrix = _adapters[path] = np.eye(dimensions, dtype=np.float32) + delta.astype(np.float32)
-    return matrix
+            if path not in _adapters:
+                try:
+                    _adapters[path] = load_query_adapter(path, dimensions)
+                except ValueError as exc:
+                    logger.error("OAM_QUERY_ADAPTER %s %s: searches go on without it", path, exc)
+                    _adapters[path] = None
+    return _adapters[path]
 
 
 _embedder = None

@@ -55,11 +55,13 @@ _MONTH_YEAR = re.compile(rf"\b({_MONTH_RE})\.?,?\s+(?:of\s+)?(\d{{4}})\b", re.I)
 _MONTH_ALONE = re.compile(r"\b(" + "|".join(sorted((m.capitalize() for m in MONTHS), key=len, reverse=True))
                           + r")\b")
 _YEAR = re.compile(r"\b(19\d\d|20\d\d)\b")
-# Dates in digits. Year first (ISO 8601 "2024-01-23", "2024/01/23"): year, month, day. Year last: dots are
-# day-first ("23.01.2024", the European form REALTALK's questions use); slashes and hyphens are written either
-# way ("01/23/2024" in the US, "23/01/2024" elsewhere), so one whose numbers both fit a month names both days.
-_YEAR_FIRST = re.compile(r"(?<![\d.\-/])((?:19|20)\d\d)([-/.])(\d{1,2})\2(\d{1,2})(?![\d/\-]|\.\d)")
-_YEAR_LAST = re.compile(r"(?<![\d.\-/])(\d{1,2})([-/.])(\d{1,2})\2((?:19|20)\d\d)(?![\d/\-]|\.\d)")
+# Dates in digits, read from runs of digits joined by separators ("2024-01-23", "23.01.2024", "1/2/2024-3/4/2024").
+# Year first (ISO 8601 "2024-01-23", "2024/01/23"): year, month, day. Year last: dots are day-first
+# ("23.01.2024", the European form REALTALK's questions use); slashes and hyphens are written either way
+# ("01/23/2024" in the US, "23/01/2024" elsewhere), so one whose numbers both fit a month names both days.
+_NUMERIC_RUN = re.compile(r"(?<![\w.])[0-9]{1,4}(?:(?:--|[./\-\u2013])[0-9]{1,4})*(?=$|\W|T[0-9])")
+_RUN_PART = re.compile(r"--|[./\-\u2013]|[0-9]+")
+_RANGE_SEPARATORS = ("-", "--", "/", "\u2013")
 
 
 #: Most dates, months and years ``query_spans`` reads from a query (a slashed date may make two spans;
@@ -68,30 +70,48 @@ _YEAR_LAST = re.compile(r"(?<![\d.\-/])(\d{1,2})([-/.])(\d{1,2})\2((?:19|20)\d\d
 MAX_SPANS = 16
 
 
-def numeric_dates(text: str, limit: int | None = None) -> list[tuple[tuple[int, int], list[dt.date]]]:
-    """The dates ``text`` writes in digits, each as (its character span, the days it can be): ``"2024-01-23"``
-    and ``"23.01.2024"`` one day, ``"03/04/2024"`` two (3 April or 4 March: a slash does not tell the order),
-    ``"01/23/2024"`` one (no 23rd month). A form no calendar day fits (``"31.02.2024"``) names none. With
-    ``limit``: at most that many dates (year-first ones first)."""
-    out: list[tuple[tuple[int, int], list[dt.date]]] = []
-    for m in _YEAR_FIRST.finditer(text):
+def _digit_days(numbers: list[str], separators: list[str]) -> list[dt.date]:
+    """The days three numbers and their two separators can be (``numeric_dates``), in order of preference."""
+    if separators[0] != separators[1]:
+        return []
+    a, b, c = (int(n) for n in numbers)
+    if len(numbers[0]) == 4 and len(numbers[1]) <= 2 and len(numbers[2]) <= 2:
+        orders = [(a, b, c)]
+    elif len(numbers[2]) == 4 and len(numbers[0]) <= 2 and len(numbers[1]) <= 2:
+        orders = [(c, b, a)] if separators[0] == "." else [(c, a, b), (c, b, a)]
+    else:
+        return []
+    days: list[dt.date] = []
+    for year, month, day_of_month in orders:
+        day = _date(year, month, day_of_month) if 1900 <= year <= 2099 else None
+        if day is not None and day not in days:
+            days.append(day)
+    return days
+
+
+def numeric_dates(text: str, limit: int | None = None) -> list[tuple[tuple[int, int], list[tuple[dt.date, dt.date]]]]:
+    """The dates ``text`` writes in digits, each as (its character span, the spans of days it can be, as
+    (first day, last day)): ``"2024-01-23"`` and ``"23.01.2024"`` that day, ``"03/04/2024"`` two (3 April or
+    4 March: a slash does not tell the order), ``"01/23/2024"`` one (no 23rd month); a range
+    (``"2024-01-01/2024-01-31"``, ``"1.1.2024-5.1.2024"``) the days from one to the other. A run of three or
+    more numbers that no calendar day fits (``"31.02.2024"``, ``"192.168.1.2024"``, ``"10.1.2024.5"``) is
+    returned with no days, so that its year is not read alone either; two numbers (``"2023-2024"``, ``"12.30"``)
+    are not a date. Numbers of more than four digits are no part of a date. With ``limit``: at most that many."""
+    out: list[tuple[tuple[int, int], list[tuple[dt.date, dt.date]]]] = []
+    for m in _NUMERIC_RUN.finditer(text):
         if limit is not None and len(out) >= limit:
-            return out
-        day = _date(int(m.group(1)), int(m.group(3)), int(m.group(4)))
-        if day is not None:
-            out.append((m.span(), [day]))
-    for m in _YEAR_LAST.finditer(text):
-        if limit is not None and len(out) >= limit:
-            return out
-        first, second, year = int(m.group(1)), int(m.group(3)), int(m.group(4))
-        orders = [(second, first)] if m.group(2) == "." else [(first, second), (second, first)]
-        days = []
-        for month, day_of_month in orders:
-            day = _date(year, month, day_of_month)
-            if day is not None and day not in days:
-                days.append(day)
-        if days:
-            out.append((m.span(), days))
+            break
+        parts = _RUN_PART.findall(m.group(0))
+        numbers, separators = parts[0::2], parts[1::2]
+        if len(numbers) < 3:
+            continue
+        spans: list[tuple[dt.date, dt.date]] = []
+        if len(numbers) == 3:
+            spans = [(day, day) for day in _digit_days(numbers, separators)]
+        elif len(numbers) == 6 and separators[2] in _RANGE_SEPARATORS:
+            first, last = _digit_days(numbers[:3], separators[:2]), _digit_days(numbers[3:], separators[3:])
+            spans = [(a, b) for a in first for b in last if a <= b][:1]
+        out.append((m.span(), spans))
     return out
 
 
@@ -118,7 +138,7 @@ _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 
 _RELATIVE = re.compile(
     r"\b(yesterday|last night|today|tonight|this morning|this week|this weekend|last week|last weekend|"
     r"last month|last year|this month|this year|"
-    r"(\d+|a|an|one|two|three|four|five|six|a few|few|a couple of|couple of|several)"
+    r"(\d{1,4}|a|an|one|two|three|four|five|six|a few|few|a couple of|couple of|several)"
     r"\s+(day|week|month|year)s?\s+ago)\b",
     re.I)
 
@@ -134,33 +154,37 @@ def relative_spans(text: str, anchor: dt.date) -> list[tuple[dt.date, dt.date]]:
     spans: list[tuple[dt.date, dt.date]] = []
     day = dt.timedelta(days=1)
     for match in _RELATIVE.finditer(text):
-        phrase = match.group(1).lower()
-        if phrase == "yesterday":
-            spans.append((anchor - day, anchor - day))
-        elif phrase == "last night":
-            spans.append((anchor - day, anchor))
-        elif phrase in ("today", "tonight", "this morning"):
-            spans.append((anchor, anchor))
-        elif phrase in ("this week", "this weekend"):
-            spans.append((anchor - 6 * day, anchor + 6 * day))
-        elif phrase == "last week":
-            spans.append((anchor - 13 * day, anchor - 2 * day))
-        elif phrase == "last weekend":
-            spans.append((anchor - 8 * day, anchor - day))
-        elif phrase == "last month":
-            spans.append(_shift_months(anchor, 1))
-        elif phrase == "this month":
-            spans.append(_shift_months(anchor, 0))
-        elif phrase == "last year":
-            spans.append((dt.date(anchor.year - 1, 1, 1), dt.date(anchor.year - 1, 12, 31)))
-        elif phrase == "this year":
-            spans.append((dt.date(anchor.year, 1, 1), dt.date(anchor.year, 12, 31)))
-        else:
-            count_word, unit = match.group(2).lower(), match.group(3).lower()
-            count = int(count_word) if count_word.isdigit() else _NUMBERS.get(count_word, 1)
-            days = {"day": 1, "week": 7, "month": 30, "year": 365}[unit] * min(count, 100)
-            slack = max(1, days // 4)
-            spans.append((anchor - dt.timedelta(days=days + slack), anchor - dt.timedelta(days=max(0, days - slack))))
+        try:
+            phrase = match.group(1).lower()
+            if phrase == "yesterday":
+                spans.append((anchor - day, anchor - day))
+            elif phrase == "last night":
+                spans.append((anchor - day, anchor))
+            elif phrase in ("today", "tonight", "this morning"):
+                spans.append((anchor, anchor))
+            elif phrase in ("this week", "this weekend"):
+                spans.append((anchor - 6 * day, anchor + 6 * day))
+            elif phrase == "last week":
+                spans.append((anchor - 13 * day, anchor - 2 * day))
+            elif phrase == "last weekend":
+                spans.append((anchor - 8 * day, anchor - day))
+            elif phrase == "last month":
+                spans.append(_shift_months(anchor, 1))
+            elif phrase == "this month":
+                spans.append(_shift_months(anchor, 0))
+            elif phrase == "last year":
+                spans.append((dt.date(anchor.year - 1, 1, 1), dt.date(anchor.year - 1, 12, 31)))
+            elif phrase == "this year":
+                spans.append((dt.date(anchor.year, 1, 1), dt.date(anchor.year, 12, 31)))
+            else:
+                count_word, unit = match.group(2).lower(), match.group(3).lower()
+                count = int(count_word) if count_word.isdigit() else _NUMBERS.get(count_word, 1)
+                days = {"day": 1, "week": 7, "month": 30, "year": 365}[unit] * min(count, 100)
+                slack = max(1, days // 4)
+                spans.append((anchor - dt.timedelta(days=days + slack),
+                              anchor - dt.timedelta(days=max(0, days - slack))))
+        except (OverflowError, ValueError):  # a day before 1 January of year 1: no such span
+            continue
         if len(spans) == 8:
             break
     return spans
@@ -180,8 +204,8 @@ def query_spans(query: str, now: dt.datetime) -> list[Span]:
         return len(spans) < MAX_SPANS and all(m.end() <= a or m.start() >= b for a, b in taken)
 
     for where, named in numeric_dates(query, limit=MAX_SPANS):
-        spans.extend(Span(day, day) for day in named)
-        days.extend(named)
+        spans.extend(Span(start, end) for start, end in named)
+        days.extend(start for start, _ in named)
         taken.append(where)
     for pattern, order in ((_DAY_MONTH_YEAR, "dmy"), (_MONTH_DAY_YEAR, "mdy")):
         for m in pattern.finditer(query):

@@ -54,19 +54,46 @@ def test_search_ranks_by_the_adapted_query_and_stored_vectors_stay(settings, tmp
     assert [h.record_id for h in vector.search("kitten napping on a couch", max_results=2)] == ["cat", "tax"]
 
 
-@pytest.mark.parametrize("content, rule", [
-    (np.eye(3, dtype=np.float32), "holds a (3, 3) array, not 384 x 384"),
-    (np.zeros((DIMENSIONS, 2), dtype=np.float32), f"holds a ({DIMENSIONS}, 2) array"),
-    (None, "cannot be read as an .npy array"),
-])
-def test_a_file_that_is_no_square_matrix_of_the_vector_size_is_memory_e007(settings, tmp_path, content, rule):
-    if content is None:
-        path = tmp_path / "missing.npy"
-        settings.OAM_QUERY_ADAPTER = str(path)
-    else:
-        settings.OAM_QUERY_ADAPTER = _save(tmp_path, content, f"bad-{content.shape[0]}-{content.shape[1]}.npy")
-    [error] = check_query_adapter()
-    assert error.id == "memory.E007" and rule in error.msg and "OAM_QUERY_ADAPTER" in error.msg
-    if content is not None:
-        with pytest.raises(ValueError, match="OAM_QUERY_ADAPTER"):
-            embed_query("anything")
+def _bad_files(tmp_path) -> list[tuple[str, str]]:
+    """(path, the rule it breaks) for files an outside attack found that passed the first check or crashed it."""
+    out = []
+
+    def save(name, array, rule):
+        out.append((_save(tmp_path, array, name), rule))
+
+    save("small.npy", np.eye(3, dtype=np.float32), "holds a (3, 3) array, not 384 x 384")
+    save("wide.npy", np.zeros((DIMENSIONS, 2), dtype=np.float32), f"holds a ({DIMENSIONS}, 2) array")
+    save("text.npy", np.full((DIMENSIONS, DIMENSIONS), "abc"), "not real numbers")
+    save("bytes.npy", np.zeros((DIMENSIONS, DIMENSIONS), dtype="S1"), "not real numbers")
+    save("complex.npy", np.zeros((DIMENSIONS, DIMENSIONS), dtype=np.complex64), "not real numbers")
+    save("bool.npy", np.zeros((DIMENSIONS, DIMENSIONS), dtype=bool), "not real numbers")
+    save("structured.npy", np.zeros((DIMENSIONS, DIMENSIONS), dtype=[("a", "f4"), ("b", "f4")]), "not real numbers")
+    inf = np.zeros((DIMENSIONS, DIMENSIONS), dtype=np.float16)
+    inf[0, 0] = np.inf
+    save("inf.npy", inf, "not a finite float32")
+    save("nan.npy", np.full((DIMENSIONS, DIMENSIONS), np.nan, dtype=np.float16), "not a finite float32")
+    save("overflow.npy", np.full((DIMENSIONS, DIMENSIONS), 1e39), "not a finite float32")
+    save("huge.npy", np.full((DIMENSIONS, DIMENSIONS), 1e30, dtype=np.float32), "an entry over 1000")
+    save("zero-w.npy", -np.eye(DIMENSIONS, dtype=np.float32), "nearly zero")
+    (tmp_path / "empty.npy").write_bytes(b"")
+    out.append((str(tmp_path / "empty.npy"), "cannot be read"))
+    np.savez(tmp_path / "archive.npz", a=np.zeros((DIMENSIONS, DIMENSIONS)))
+    out.append((str(tmp_path / "archive.npz"), "not one .npy array"))
+    out.append((str(tmp_path / "missing.npy"), "cannot be read"))
+    return out
+
+
+def test_a_file_that_breaks_the_rules_is_memory_e007_and_searches_go_on_without_it(settings, tmp_path, caplog,
+                                                                                     thread):
+    thread.add_memory("The cat sleeps on the sofa", memory_id="cat")
+    raw = get_embedder().embed(["kitten napping on a couch"])[0]
+    for path, rule in _bad_files(tmp_path):
+        settings.OAM_QUERY_ADAPTER = path
+        [error] = check_query_adapter()
+        assert error.id == "memory.E007" and rule in error.msg and "OAM_QUERY_ADAPTER" in error.msg, (path, error)
+        caplog.clear()
+        got = embed_query("kitten napping on a couch")
+        assert np.isfinite(got).all() and np.allclose(got, raw, atol=1e-6), path
+        assert any(rule in r.getMessage() and r.levelname == "ERROR" for r in caplog.records), path
+        [hit] = thread.search("kitten napping on a couch", max_results=1)  # no 500: the search goes on
+        assert hit.record_id == "cat"

@@ -86,9 +86,25 @@ def test_dates_in_digits_name_their_day():
         Span(dt.date(2024, 3, 4), dt.date(2024, 3, 4)), Span(dt.date(2024, 4, 3), dt.date(2024, 4, 3))]
     # Dots are day-first only: 3 April.
     assert dates.query_spans("on 3.4.2024", NOW) == [Span(dt.date(2024, 4, 3), dt.date(2024, 4, 3))]
-    # No calendar day fits: the year is all it says. Longer runs of numbers are not dates.
-    assert dates.query_spans("on 31.02.2024", NOW) == [Span(dt.date(2024, 1, 1), dt.date(2024, 12, 31))]
-    assert dates.numeric_dates("version 1.2.2024.5 and 10.20.30.2024 and 123.01.2024") == []
+    # An ISO date and time: its day.
+    assert dates.query_spans("since 2024-01-23T10:00", NOW) == [day]
+    # A range in digits: the days from one to the other.
+    january = [Span(dt.date(2024, 1, 1), dt.date(2024, 1, 31))]
+    assert dates.query_spans("What happened 2024-01-01/2024-01-31?", NOW) == january
+    assert dates.query_spans("What happened 2024-01-01--2024-01-31?", NOW) == january
+    assert dates.query_spans("and 1.1.2024-31.1.2024", NOW) == january
+    # A date form no calendar day fits, and longer or odder runs of numbers, name no day and no year (an
+    # outside attack: each of these marked the whole of 2024). Two numbers are no date: the years stay.
+    for no_day in ("31.02.2024", "29.02.2023", "2024-13-01", "555-12-2024", "192.168.1.2024", "10.1.2024.5",
+                   "123.01.2024", "1.2.3.4.2024"):
+        assert dates.query_spans(f"What happened on {no_day}?", NOW) == [], no_day
+    assert dates.query_spans("in 2023-2024", NOW) == [
+        Span(dt.date(2023, 1, 1), dt.date(2023, 12, 31)), Span(dt.date(2024, 1, 1), dt.date(2024, 12, 31))]
+    assert dates.query_spans("at 12.30 in 2024", NOW) == [Span(dt.date(2024, 1, 1), dt.date(2024, 12, 31))]
+    # A number too long to be a count of days is none (int() refuses over 4,300 digits: a 500 once).
+    assert dates.query_spans("cat " + "5" * 4301 + " days ago", NOW) == []
+    assert dates.relative_spans("last year, 100 years ago, yesterday", dt.date(1, 1, 5)) == [
+        (dt.date(1, 1, 4), dt.date(1, 1, 4))]  # before year 1 there is no day: those are left out
     # A query of nothing but dates reads at most MAX_SPANS of them (6,500 years once took 2.2 s to read).
     for flood in ("2024 " * 6500, "2024-01-23 " * 2900, "June 2023 " * 3200, "1 May, 2023 " * 2700):
         assert len(dates.query_spans(flood, NOW)) == dates.MAX_SPANS
