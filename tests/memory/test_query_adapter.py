@@ -5,7 +5,6 @@ by ``manage.py check`` (memory.E007) rather than by every search failing."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from memory.checks import check_query_adapter
 from memory.client import AgentMemory
