@@ -16,7 +16,7 @@ from django.utils.module_loading import import_string
 
 from memory.core import conf
 from memory.core.onnx import OnnxModel
-from memory.embedders import load_query_adapter
+from memory.embedders import load_query_adapter, query_adapter_path
 from memory.models import EmbeddingSpace, SearchChunk
 
 
@@ -91,11 +91,15 @@ def check_reranker(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
 
 @checks.register(checks.Tags.compatibility)
 def check_query_adapter(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
-    """``memory.E007`` when ``OAM_QUERY_ADAPTER`` names a file that cannot be read as a square matrix of
-    ``OAM_EMBEDDING_DIMENSIONS`` (``memory.embedders.query_adapter``): reported before serving, not by every
-    search failing."""
-    path = conf.get("OAM_QUERY_ADAPTER")
-    if not path:
+    """``memory.E007`` when the query adapter in force (``OAM_QUERY_ADAPTER``: the embedder's own by default,
+    ``memory.embedders.query_adapter_path``) breaks ``memory.embedders.load_query_adapter``'s rules: reported
+    before serving (searches then go on without it and log why)."""
+    try:
+        embedder = import_string(conf.get("OAM_EMBEDDER"))
+    except ImportError:
+        return []  # the embedder's own problem, reported where it is built
+    path = query_adapter_path(embedder)
+    if path is None:
         return []
     try:
         load_query_adapter(path, conf.get("OAM_EMBEDDING_DIMENSIONS"))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -30,6 +31,9 @@ from memory.core.errors import MAX_EMBED_CHARS, InvalidArgument
 from memory.core.onnx import OnnxModel
 
 logger = logging.getLogger(__name__)
+
+#: Where the query adapters embedders ship live (``query_adapter_path``).
+ADAPTERS = Path(__file__).resolve().parent / "adapters"
 
 
 class MiniLMEmbedder:
@@ -46,6 +50,9 @@ class MiniLMEmbedder:
     """
 
     dimensions = 384
+    #: Its query adapter (``query_adapter``, in ``ADAPTERS``): learned by ``bench/query_adapter.py`` on the
+    #: tuning halves of LoCoMo and REALTALK 1-4 (docs/benchmarks.md, "Query adapter").
+    QUERY_ADAPTER = "minilm_query.npy"
     # Inputs up to this many texts run on one torch thread. A single query
     # embeds in ~20 ms on one thread, but torch's default of one thread per
     # core stalls for ~0.5 s when another process is busy on a 2-core machine
@@ -254,12 +261,12 @@ def embed_records(texts: Sequence[str], *, field: str) -> np.ndarray:
 def embed_query(text: str) -> np.ndarray:
     """The vector a search query is compared with, shape ``(dimensions,)``, L2-normalised: the process
     embedder's ``embed_query`` when it has one (an asymmetric model such as E5 embeds queries and records
-    differently), else its ``embed``; then mapped by the query adapter (``query_adapter``) when one is set."""
+    differently), else its ``embed``; then mapped by its query adapter (``query_adapter``) when it has one."""
     embedder = get_embedder()
     inner = getattr(embedder, "inner", embedder)
     query = getattr(inner, "embed_query", None)
     vector = (query([text]) if query is not None else embedder.embed([text]))[0]
-    adapter = query_adapter(inner.dimensions)
+    adapter = query_adapter(inner)
     if adapter is None:
         return vector
     adapted = adapter.astype(np.float64) @ vector.astype(np.float64)
@@ -307,26 +314,39 @@ def load_query_adapter(path: str, dimensions: int) -> np.ndarray:
     return matrix
 
 
-def query_adapter(dimensions: int) -> np.ndarray | None:
-    """The query adapter ``OAM_QUERY_ADAPTER`` names (empty, the default: none): a ``(dimensions, dimensions)``
-    float32 matrix ``W`` a search query's vector ``q`` is mapped by (``W @ q``, L2-normalised again) before it is
-    compared with stored vectors.
+def query_adapter_path(embedder) -> str | None:
+    """The file of the query adapter in force for ``embedder`` (a class or an instance), or None:
+    ``OAM_QUERY_ADAPTER`` ``auto`` (the default) is the one the embedder ships (its ``QUERY_ADAPTER``, in
+    ``ADAPTERS``; none for an embedder without one); empty or ``off``: none; anything else is a path."""
+    setting = conf.get("OAM_QUERY_ADAPTER").strip()
+    if setting.lower() in ("", "off"):
+        return None
+    if setting.lower() == "auto":
+        name = getattr(embedder, "QUERY_ADAPTER", None)
+        return str(ADAPTERS / name) if name else None
+    return setting
+
+
+def query_adapter(embedder) -> np.ndarray | None:
+    """The query adapter in force for ``embedder`` (``query_adapter_path``): a ``(dimensions, dimensions)``
+    float32 matrix ``W`` a search query's vector ``q`` is mapped by (``W @ q``, L2-normalised again) before it
+    is compared with stored vectors; None when there is none.
 
     Stored vectors never change: ``(W q) . d`` is a bilinear similarity ``q^T W^T d`` learned on
     question/evidence pairs and folded onto the query side, so an adapter can be switched on, off or replaced
-    without re-embedding. Off by default: learned on LoCoMo's and REALTALK's tuning halves it lifted the
-    vector arm on both report halves (recall@10 0.458 -> 0.539, 0.435 -> 0.545) but HYBRID search by less
-    than its interval (docs/benchmarks.md, "Query adapter"). Loaded once per path per process
+    without re-embedding. MiniLM's, learned on LoCoMo's and REALTALK's tuning halves, lifted the vector arm's
+    report halves (recall@10 0.458 -> 0.539, 0.435 -> 0.545) and HYBRID's (REALTALK 0.660 -> 0.680, LoCoMo
+    0.806 -> 0.808; docs/benchmarks.md, "Query adapter"). Loaded once per file per process
     (``load_query_adapter``); a file that breaks its rules is logged once as an error and searches go on
     without it (``manage.py check`` reports it as memory.E007 before serving)."""
-    path = conf.get("OAM_QUERY_ADAPTER")
-    if not path:
+    path = query_adapter_path(embedder)
+    if path is None:
         return None
     if path not in _adapters:
         with _adapters_lock:
             if path not in _adapters:
                 try:
-                    _adapters[path] = load_query_adapter(path, dimensions)
+                    _adapters[path] = load_query_adapter(path, embedder.dimensions)
                 except ValueError as exc:
                     logger.error("OAM_QUERY_ADAPTER %s %s: searches go on without it", path, exc)
                     _adapters[path] = None

@@ -320,9 +320,10 @@ OAM_EMBEDDING_DIMENSIONS = env.int("OAM_EMBEDDING_DIMENSIONS", default=384)
 # size of a micro-batched pass under 8 clients), batches of 64 95.9 and 57.0; reported on conv-44 +
 # conv-47 (1,364 turns, report half): 111.6 and 93.0 against 99.1 and 57.6. 8 was no better.
 OAM_EMBEDDING_BATCH_SIZE = env.int("OAM_EMBEDDING_BATCH_SIZE", default=16)
-# A learned query adapter search queries' vectors are mapped by (memory.embedders.query_adapter): the path of
-# an .npy of W - I, as bench/query_adapter.py --save writes one; empty (the default): none.
-OAM_QUERY_ADAPTER = env.str("OAM_QUERY_ADAPTER", default="")
+# The learned query adapter search queries' vectors are mapped by (memory.embedders.query_adapter): auto (the
+# default) the embedder's own (MiniLM's: memory/adapters/minilm_query.npy), off none, else the path of an .npy
+# of W - I as bench/query_adapter.py --save writes one.
+OAM_QUERY_ADAPTER = env.str("OAM_QUERY_ADAPTER", default="auto")
 # Concurrent requests share forward passes (memory.core.batching.MicroBatchingEmbedder), at most
 # this many texts a pass (bench/ingest.py).
 OAM_EMBEDDING_MICROBATCH = env.bool("OAM_EMBEDDING_MICROBATCH", default=True)

@@ -42,9 +42,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("OAM_EMBEDDER", "memory.embedders.MiniLMEmbedder", str, help="dotted path of the embedder class"),
     Setting("OAM_EMBEDDING_DIMENSIONS", 384, int, 1, 65535, help="VECTOR column width (Oracle allows 65535)"),
     Setting("OAM_EMBEDDING_BATCH_SIZE", 16, int, 1),
-    Setting("OAM_QUERY_ADAPTER", "", str,
-            help="an .npy of W - I that search queries' vectors are mapped by (memory.embedders.query_adapter); "
-                 "empty: none"),
+    Setting("OAM_QUERY_ADAPTER", "auto", str,
+            help="auto: the embedder's own query adapter; off: none; else the path of an .npy of W - I "
+                 "(memory.embedders.query_adapter)"),
     Setting("OAM_EMBEDDING_MICROBATCH", True, bool),
     Setting("OAM_EMBEDDING_MICROBATCH_MAX_TEXTS", 512, int, 1),
     Setting("OAM_EMBEDDING_WORKERS", None, int, 1, 256, optional=True,

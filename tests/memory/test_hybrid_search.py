@@ -248,13 +248,16 @@ def test_a_superseded_memory_never_outranks_its_replacement(client):
     assert ranked.index(newest) < ranked.index(new) < ranked.index(old), ranked
 
 
-def test_hybrid_ranks_first_the_turn_of_the_speaker_the_query_names(thread, monkeypatch):
+def test_hybrid_ranks_first_the_turn_of_the_speaker_the_query_names(thread, monkeypatch, settings):
     """Second stage: the turn of the speaker the query names outranks the other speaker's turn that asked the
     same question (the fusion alone puts the asking turn first). The query shares no content word with either
     turn: with the tuned weights a turn that shares the question's words ("last weekend") gains as much from
     them (``terms``) as the named speaker's turn gains from its name, which on LoCoMo's tuning half was the
-    better trade (hit@1 0.434 -> 0.488)."""
+    better trade (hit@1 0.434 -> 0.488). Without the query adapter: with it the vector arm already puts the
+    answer first (tests/memory/test_query_adapter.py), and this is the second stage's test."""
     import dataclasses
+
+    settings.OAM_QUERY_ADAPTER = "off"
 
     from memory.search import second_stage
 

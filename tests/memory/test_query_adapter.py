@@ -1,6 +1,6 @@
-"""A learned query adapter (``OAM_QUERY_ADAPTER``, ``memory.embedders.query_adapter``): off by default, maps a
-search query's vector by ``W`` when set, and a file that is not a square matrix of the vector size is reported
-by ``manage.py check`` (memory.E007) rather than by every search failing."""
+"""A learned query adapter (``OAM_QUERY_ADAPTER``, ``memory.embedders.query_adapter``): the embedder's own by
+default (MiniLM ships one), none when off, a file's when set; it maps a search query's vector by ``W``, and a
+file that breaks the rules is reported by ``manage.py check`` (memory.E007) while searches go on without it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 from memory.checks import check_query_adapter
 from memory.client import AgentMemory
 from memory.core.types import MemorySearchConfig
-from memory.embedders import embed_query, get_embedder
+from memory.embedders import ADAPTERS, MiniLMEmbedder, embed_query, get_embedder, query_adapter_path
 
 DIMENSIONS = 384
 
@@ -20,11 +20,28 @@ def _save(tmp_path, delta: np.ndarray, name: str = "adapter.npy") -> str:
     return str(path)
 
 
-def test_no_adapter_by_default_a_query_is_the_models_own_vector(settings):
-    assert settings.OAM_QUERY_ADAPTER == ""
+def test_by_default_a_query_is_mapped_by_the_embedders_own_adapter_and_off_is_the_models_own_vector(settings):
+    assert settings.OAM_QUERY_ADAPTER == "auto"
+    shipped = ADAPTERS / MiniLMEmbedder.QUERY_ADAPTER
+    assert query_adapter_path(MiniLMEmbedder) == str(shipped) and shipped.is_file()
     raw = get_embedder().embed(["what food does the user like?"])[0]
-    assert np.allclose(embed_query("what food does the user like?"), raw, atol=1e-6)
+    w = np.eye(DIMENSIONS) + np.load(shipped).astype(np.float64)
+    expected = w @ raw
+    got = embed_query("what food does the user like?")
+    assert np.allclose(got, expected / np.linalg.norm(expected), atol=1e-5)
+    assert float(np.dot(got, raw)) < 0.99  # it moves the query
     assert check_query_adapter() == []
+    for off in ("", "off", "OFF"):
+        settings.OAM_QUERY_ADAPTER = off
+        assert query_adapter_path(MiniLMEmbedder) is None
+        assert np.allclose(embed_query("what food does the user like?"), raw, atol=1e-6)
+        assert check_query_adapter() == []
+    settings.OAM_QUERY_ADAPTER = "auto"
+
+    class Plain:
+        dimensions = DIMENSIONS
+
+    assert query_adapter_path(Plain) is None  # an embedder that ships none has none
 
 
 def test_an_adapter_maps_the_query_vector_by_w_and_normalises_it(settings, tmp_path):
@@ -96,3 +113,23 @@ def test_a_file_that_breaks_the_rules_is_memory_e007_and_searches_go_on_without_
         assert any(rule in r.getMessage() and r.levelname == "ERROR" for r in caplog.records), path
         [hit] = thread.search("kitten napping on a couch", max_results=1)  # no 500: the search goes on
         assert hit.record_id == "cat"
+
+
+def test_the_shipped_adapter_ranks_the_answer_above_the_question_that_shares_its_words(settings, thread):
+    """What MiniLM's adapter learned from question/evidence pairs: asked "What did Melanie do?", the model's
+    own vector prefers the turn that asked the same question; the adapted query prefers the turn that answers
+    it (VECTOR mode: the vector arm alone)."""
+    thread.add_messages([
+        {"role": "Caroline", "content": "Melanie, what did you do last weekend?", "id": "c1"},
+        {"role": "Melanie", "content": "I went camping with the kids.", "id": "m1"},
+    ])
+    vector = AgentMemory(search_config=MemorySearchConfig(mode="VECTOR"))
+
+    def top():
+        return [r.record.id for r in vector.search("What did Melanie do?", user_id="user-1",
+                                                   record_types=["message"], max_results=2)]
+
+    settings.OAM_QUERY_ADAPTER = "off"
+    assert top() == ["c1", "m1"]
+    settings.OAM_QUERY_ADAPTER = "auto"
+    assert top() == ["m1", "c1"]
