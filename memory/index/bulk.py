@@ -51,7 +51,9 @@ def uses_single_row_statements(connection) -> bool:
     return connection.vendor == "oracle"
 
 
-def _batches(items: Sequence, size: int = ORACLE_BATCH_ROWS):
+def batches(items: Sequence, size: int = ORACLE_BATCH_ROWS):
+    """``items`` in consecutive slices of at most ``size`` (rows per Oracle statement by default; ``IN`` lists of at
+    most 1,000 values, ORA-01795, for ``memory.index.writer``)."""
     for start in range(0, len(items), size):
         yield items[start:start + size]
 
@@ -82,7 +84,7 @@ def rows_insert(model: type[Model], rows: Sequence[Model]) -> None:
     sql = (f"INSERT INTO {quote(opts.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
            f"VALUES ({', '.join(['%s'] * len(fields))})")
     with transaction.atomic(using=connection.alias, savepoint=False), connection.cursor() as cursor:
-        for batch in _batches(rows):
+        for batch in batches(rows):
             cursor.executemany(sql, [[field.get_db_prep_save(field.pre_save(row, True), connection)
                                       for field in fields] for row in batch])
     for row in rows:
@@ -108,7 +110,7 @@ def rows_update(model: type[Model], objs: Sequence[Model], field_names: Sequence
            f"WHERE {quote(opts.pk.column)} = %s")
     updated = 0
     with transaction.atomic(using=connection.alias, savepoint=False), connection.cursor() as cursor:
-        for batch in _batches(objs):
+        for batch in batches(objs):
             cursor.executemany(sql, [[field.get_db_prep_save(getattr(obj, field.attname), connection)
                                       for field in fields] + [opts.pk.get_db_prep_value(obj.pk, connection)]
                                      for obj in batch])

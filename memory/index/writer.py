@@ -48,7 +48,7 @@ from memory.core import ttl as ttl_rules
 from memory.core.chunking import chunk_text
 from memory.core.ids import stored_id
 from memory.core.types import RecordStatus
-from memory.index.bulk import rows_insert, rows_update
+from memory.index.bulk import batches, rows_insert, rows_update
 from memory.index.vector_cache import get_vector_cache
 from memory.models import HistoryVector, Memory, Message, SearchChunk
 from memory.records.selectors import live_q
@@ -382,12 +382,6 @@ def content_sha(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
 
 
-def in_lists(items: list, size: int = IN_LIST_MAX):
-    """``items`` in slices of at most ``size`` (``IN`` lists Oracle accepts)."""
-    for start in range(0, len(items), size):
-        yield items[start:start + size]
-
-
 def keep_history_vectors(contents: Mapping[str, str]) -> int:
     """Copy the current chunk embeddings of memories to ``oam_history_vectors`` (``HistoryVector``), keyed by
     ``content_sha`` of the content they were made from: ``contents`` is ``{memory stored id: that content}``
@@ -401,13 +395,13 @@ def keep_history_vectors(contents: Mapping[str, str]) -> int:
         return 0
     keys = list(shas)
     kept: set[tuple[str, str]] = set()
-    for batch in in_lists(keys):
+    for batch in batches(keys, IN_LIST_MAX):
         kept.update(HistoryVector.objects.filter(memory_id__in=batch, content_sha__in={shas[k] for k in batch})
                     .values_list("memory_id", "content_sha").distinct().order_by())
     wanted = [key for key in keys if (key, shas[key]) not in kept]
     rows = []
     now = timezone.now()
-    for batch in in_lists(wanted):
+    for batch in batches(wanted, IN_LIST_MAX):
         rows += [HistoryVector(project_id=project_id, memory_id=record_id, content_sha=shas[record_id],
                                chunk_index=index, embedding=vector, created_at=now)
                  for project_id, record_id, index, vector in SearchChunk.objects.filter(
@@ -424,7 +418,7 @@ def history_vectors(project_id: int, pairs: Iterable[tuple[str, str]]) -> dict[t
     asked all the same. One query per ``IN_LIST_MAX`` pairs (one for a request's memories)."""
     wanted = sorted(set(pairs))
     found: dict[tuple[str, str], list] = {}
-    for batch in in_lists(wanted):
+    for batch in batches(wanted, IN_LIST_MAX):
         asked = set(batch)
         for record_id, sha, vector in (HistoryVector.objects.filter(project_id=project_id,
                                                                     memory_id__in=sorted({k for k, _ in batch}),
