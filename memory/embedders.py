@@ -269,7 +269,7 @@ def embed_query(text: str) -> np.ndarray:
     adapter = query_adapter(inner)
     if adapter is None:
         return vector
-    adapted = adapter.astype(np.float64) @ vector.astype(np.float64)
+    adapted = adapter @ vector  # float32: load_query_adapter's bounds keep it finite and away from zero
     norm = float(np.linalg.norm(adapted))
     return (adapted / norm).astype(np.float32) if np.isfinite(norm) and norm > 0 else vector
 
