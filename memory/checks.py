@@ -104,14 +104,10 @@ def check_query_adapter(app_configs=None, **kwargs) -> list[checks.CheckMessage]
     try:
         load_query_adapter(path, conf.get("OAM_EMBEDDING_DIMENSIONS"))
     except ValueError as exc:
-        problem = str(exc)
-    else:
-        problem = ""
-    if not problem:
-        return []
-    return [checks.Error(f"OAM_QUERY_ADAPTER {path} {problem}",
-                         hint="the .npy of W - I that bench/query_adapter.py --save writes, or OAM_QUERY_ADAPTER= "
-                              "(none)", obj="settings", id="memory.E007")]
+        return [checks.Error(f"OAM_QUERY_ADAPTER {path} {exc}",
+                             hint="the .npy of W - I that bench/query_adapter.py --save writes, or "
+                                  "OAM_QUERY_ADAPTER=off (none)", obj="settings", id="memory.E007")]
+    return []
 
 
 #: The setting that names each database vendor's server, for the messages of ``check_database``.
