@@ -143,6 +143,38 @@ _RELATIVE = re.compile(
     re.I)
 
 
+def _relative_span(match: re.Match, anchor: dt.date) -> tuple[dt.date, dt.date]:
+    """The days one ``_RELATIVE`` match names, seen from ``anchor`` (``relative_spans``); OverflowError or
+    ValueError when they would fall before year 1."""
+    day = dt.timedelta(days=1)
+    phrase = match.group(1).lower()
+    if phrase == "yesterday":
+        return anchor - day, anchor - day
+    if phrase == "last night":
+        return anchor - day, anchor
+    if phrase in ("today", "tonight", "this morning"):
+        return anchor, anchor
+    if phrase in ("this week", "this weekend"):
+        return anchor - 6 * day, anchor + 6 * day
+    if phrase == "last week":
+        return anchor - 13 * day, anchor - 2 * day
+    if phrase == "last weekend":
+        return anchor - 8 * day, anchor - day
+    if phrase == "last month":
+        return _shift_months(anchor, 1)
+    if phrase == "this month":
+        return _shift_months(anchor, 0)
+    if phrase == "last year":
+        return dt.date(anchor.year - 1, 1, 1), dt.date(anchor.year - 1, 12, 31)
+    if phrase == "this year":
+        return dt.date(anchor.year, 1, 1), dt.date(anchor.year, 12, 31)
+    count_word, unit = match.group(2).lower(), match.group(3).lower()
+    count = int(count_word) if count_word.isdigit() else _NUMBERS.get(count_word, 1)
+    days = {"day": 1, "week": 7, "month": 30, "year": 365}[unit] * min(count, 100)
+    slack = max(1, days // 4)
+    return anchor - dt.timedelta(days=days + slack), anchor - dt.timedelta(days=max(0, days - slack))
+
+
 def relative_spans(text: str, anchor: dt.date) -> list[tuple[dt.date, dt.date]]:
     """Days that relative times in ``text`` name, seen from ``anchor`` (the day it was said).
 
@@ -152,37 +184,9 @@ def relative_spans(text: str, anchor: dt.date) -> list[tuple[dt.date, dt.date]]:
     -> that many units before, give or take a quarter of a unit (at least a day); ``today``/``this week``
     etc. -> the anchor's own day/week/month/year. At most 8 spans."""
     spans: list[tuple[dt.date, dt.date]] = []
-    day = dt.timedelta(days=1)
     for match in _RELATIVE.finditer(text):
         try:
-            phrase = match.group(1).lower()
-            if phrase == "yesterday":
-                spans.append((anchor - day, anchor - day))
-            elif phrase == "last night":
-                spans.append((anchor - day, anchor))
-            elif phrase in ("today", "tonight", "this morning"):
-                spans.append((anchor, anchor))
-            elif phrase in ("this week", "this weekend"):
-                spans.append((anchor - 6 * day, anchor + 6 * day))
-            elif phrase == "last week":
-                spans.append((anchor - 13 * day, anchor - 2 * day))
-            elif phrase == "last weekend":
-                spans.append((anchor - 8 * day, anchor - day))
-            elif phrase == "last month":
-                spans.append(_shift_months(anchor, 1))
-            elif phrase == "this month":
-                spans.append(_shift_months(anchor, 0))
-            elif phrase == "last year":
-                spans.append((dt.date(anchor.year - 1, 1, 1), dt.date(anchor.year - 1, 12, 31)))
-            elif phrase == "this year":
-                spans.append((dt.date(anchor.year, 1, 1), dt.date(anchor.year, 12, 31)))
-            else:
-                count_word, unit = match.group(2).lower(), match.group(3).lower()
-                count = int(count_word) if count_word.isdigit() else _NUMBERS.get(count_word, 1)
-                days = {"day": 1, "week": 7, "month": 30, "year": 365}[unit] * min(count, 100)
-                slack = max(1, days // 4)
-                spans.append((anchor - dt.timedelta(days=days + slack),
-                              anchor - dt.timedelta(days=max(0, days - slack))))
+            spans.append(_relative_span(match, anchor))
         except (OverflowError, ValueError):  # a day before 1 January of year 1: no such span
             continue
         if len(spans) == 8:
