@@ -122,9 +122,11 @@ def test_every_package_docstring_names_its_modules_and_exports_nothing():
     holds nothing else (one import path per name); ``memory.client``, the SDK's face, is the one exception."""
     import ast
 
+    from tests.source import parse
+
     for package in [p for top in ("memory", "threads", "staff", "oam_site", "integrations")
                     for p in _packages(ROOT / top)]:
-        tree = ast.parse((package / "__init__.py").read_text())
+        tree = parse((package / "__init__.py").read_text())
         doc = ast.get_docstring(tree) or ""
         names = [p.stem for p in package.glob("*.py") if p.stem != "__init__"]
         names += [p.name for p in package.iterdir() if (p / "__init__.py").exists() and p.name != "migrations"]

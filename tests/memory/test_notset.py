@@ -26,6 +26,7 @@ import pytest
 import memory.services
 from memory.client import AgentMemory, Thread
 from memory.core.types import NOTSET, MemorySearchConfig, NotSet, SearchScope
+from tests.source import parse
 
 ENGINE = pathlib.Path(__file__).resolve().parents[2] / "memory"
 
@@ -109,7 +110,7 @@ def _notset_defaults_without_the_type(tree: ast.AST) -> list[str]:
 
 def test_every_notset_default_in_the_engine_names_its_type():
     offenders = {str(path.relative_to(ENGINE)): names for path in sorted(ENGINE.rglob("*.py"))
-                 if (names := _notset_defaults_without_the_type(ast.parse(path.read_text(encoding="utf-8"))))}
+                 if (names := _notset_defaults_without_the_type(parse(path.read_text(encoding="utf-8"))))}
     assert offenders == {}
 
 
